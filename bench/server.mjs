@@ -1,0 +1,71 @@
+// Local origin for `npm run bench`. Forked by run.mjs; listens on 127.0.0.1:0 and reports
+// { port } over IPC. Exits when the parent goes away, so it never outlives a bench run.
+//
+// Workload knobs (defaults from env, overridable per request by query string):
+//   BENCH_BODY_SIZE / ?size=N   response body bytes (default 65536)
+//   BENCH_DELAY_MS  / ?delay=N  wait N ms before responding (default 0)
+// e.g. "64 B immediate" is `/?size=64`, "64 KiB after 1 ms" is `/?delay=1`.
+import http from 'node:http'
+
+const DEFAULT_SIZE = intEnv('BENCH_BODY_SIZE', 64 * 1024)
+const DEFAULT_DELAY = intEnv('BENCH_DELAY_MS', 0)
+
+// Bodies are precomputed once per size so the server does no per-request allocation.
+const bodies = new Map()
+function bodyOf (size) {
+  let b = bodies.get(size)
+  if (b === undefined) {
+    b = Buffer.alloc(size, 'saetta-bench-')
+    bodies.set(size, b)
+  }
+  return b
+}
+bodyOf(DEFAULT_SIZE)
+
+function intEnv (name, dflt) {
+  const v = process.env[name]
+  if (v === undefined || v === '') return dflt
+  const n = Number(v)
+  if (!Number.isInteger(n) || n < 0) throw new Error(`${name} must be a non-negative integer, got ${v}`)
+  return n
+}
+
+function respond (res, body) {
+  res.writeHead(200, {
+    'content-type': 'application/octet-stream',
+    'content-length': body.length
+  })
+  res.end(body)
+}
+
+const server = http.createServer((req, res) => {
+  let size = DEFAULT_SIZE
+  let delay = DEFAULT_DELAY
+  const q = req.url.indexOf('?')
+  if (q !== -1) {
+    const params = new URLSearchParams(req.url.slice(q + 1))
+    if (params.has('size')) size = Number(params.get('size')) | 0
+    if (params.has('delay')) delay = Number(params.get('delay')) | 0
+  }
+  const body = bodyOf(size)
+  // Drain any request body before answering so keep-alive stays usable.
+  req.resume()
+  if (delay > 0) setTimeout(respond, delay, res, body)
+  else respond(res, body)
+})
+
+server.keepAliveTimeout = 60_000
+server.headersTimeout = 61_000
+server.requestTimeout = 0
+// Clients under test may reset sockets on close; that is not a server failure.
+server.on('clientError', (_err, socket) => socket.destroy())
+
+server.listen(0, '127.0.0.1', () => {
+  const { port } = server.address()
+  if (process.send) process.send({ port })
+  else console.log(`bench server listening on http://127.0.0.1:${port}`)
+})
+
+process.on('disconnect', () => process.exit(0))
+process.on('SIGTERM', () => process.exit(0))
+process.on('SIGINT', () => process.exit(0))

@@ -1,0 +1,405 @@
+//! Request heads: validated and encoded once, before anything is queued.
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use crate::error::{Error, Result};
+
+/// How the request body is framed on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyFraming {
+    /// No body at all.
+    None,
+    /// A body whose length is known up front (bytes given, or a stream with `content-length`).
+    Length(u64),
+    /// A stream of unknown length: `transfer-encoding: chunked`.
+    Chunked,
+}
+
+/// What the caller knows about the body when the head is encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyInfo {
+    None,
+    Bytes(u64),
+    Stream,
+}
+
+pub struct HeadInput<'a> {
+    pub method: &'a str,
+    pub path: &'a str,
+    /// Flat `[name, value, name, value, ...]`, already stringified by the caller.
+    pub headers: &'a [String],
+    /// `host` header value used when the caller gives none.
+    pub default_host: &'a str,
+    pub body: BodyInfo,
+    pub reset: bool,
+    /// `upgrade` option: the protocol asked for, e.g. `websocket`.
+    pub upgrade: Option<&'a str>,
+    pub expect_continue: bool,
+    /// Reject a known body length that disagrees with a `content-length` header.
+    pub strict_content_length: bool,
+}
+
+/// The encoded head and what the connection must know about the request.
+#[derive(Debug)]
+pub struct EncodedHead {
+    pub bytes: Bytes,
+    pub framing: BodyFraming,
+    /// A `connection: close` was asked for: no request may follow on this connection.
+    pub reset: bool,
+}
+
+/// RFC 9110 token characters.
+fn is_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes().all(|b| {
+            b.is_ascii_alphanumeric()
+                || matches!(
+                    b,
+                    b'!' | b'#'
+                        | b'$'
+                        | b'%'
+                        | b'&'
+                        | b'\''
+                        | b'*'
+                        | b'+'
+                        | b'-'
+                        | b'.'
+                        | b'^'
+                        | b'_'
+                        | b'`'
+                        | b'|'
+                        | b'~'
+                )
+        })
+}
+
+fn invalid(msg: impl Into<String>) -> Error {
+    Error::InvalidArgument(msg.into())
+}
+
+/// Latin-1 bytes of `s`; `None` when a char does not fit in one byte (it would be
+/// truncated on the wire, and U+010A would truncate to LF: an injection).
+fn push_latin1(out: &mut BytesMut, s: &str) -> Option<()> {
+    if s.is_ascii() {
+        out.put_slice(s.as_bytes());
+        return Some(());
+    }
+    for c in s.chars() {
+        out.put_u8(u8::try_from(u32::from(c)).ok()?);
+    }
+    Some(())
+}
+
+fn valid_header_value(v: &str) -> bool {
+    !v.chars()
+        .any(|c| matches!(c, '\0' | '\r' | '\n') || u32::from(c) > 0xff)
+}
+
+fn method_expects_body(method: &str) -> bool {
+    matches!(method, "POST" | "PUT" | "PATCH" | "QUERY")
+}
+
+/// Validates a request and encodes its head (request line, headers, blank line).
+pub fn encode_head(input: &HeadInput<'_>) -> Result<EncodedHead> {
+    if !is_token(input.method) {
+        return Err(invalid("invalid request method"));
+    }
+    let is_connect = input.method == "CONNECT";
+    if !is_connect
+        && !input.path.starts_with('/')
+        && !input.path.starts_with("http://")
+        && !input.path.starts_with("https://")
+    {
+        return Err(invalid(
+            "path must be an absolute URL or start with a slash",
+        ));
+    }
+    if input
+        .path
+        .chars()
+        .any(|c| !('\u{21}'..='\u{ff}').contains(&c))
+    {
+        return Err(invalid("invalid request path"));
+    }
+    if !input.headers.len().is_multiple_of(2) {
+        return Err(invalid("headers array must be even"));
+    }
+    if let Some(up) = input.upgrade {
+        if !valid_header_value(up) || up.is_empty() {
+            return Err(invalid("invalid upgrade header"));
+        }
+    }
+
+    let mut out = BytesMut::with_capacity(
+        128 + input.path.len() + input.headers.iter().map(|h| h.len() + 2).sum::<usize>(),
+    );
+    out.put_slice(input.method.as_bytes());
+    out.put_u8(b' ');
+    push_latin1(&mut out, input.path).ok_or_else(|| invalid("invalid request path"))?;
+    out.put_slice(b" HTTP/1.1\r\n");
+
+    let mut has_host = false;
+    let mut reset = input.reset;
+    let mut declared_length: Option<u64> = None;
+    // User headers are written after `host` and `connection`, so collect them first.
+    let mut user = BytesMut::with_capacity(out.capacity());
+    for pair in input.headers.chunks_exact(2) {
+        let (name, value) = (pair[0].as_str(), pair[1].as_str());
+        if !is_token(name) {
+            return Err(invalid("invalid header key"));
+        }
+        if !valid_header_value(value) {
+            return Err(invalid(format!("invalid {name} header")));
+        }
+        if name.len() <= 17 {
+            let lower = name.to_ascii_lowercase();
+            match lower.as_str() {
+                "host" if has_host => return Err(invalid("duplicate host header")),
+                "host" => has_host = true,
+                "content-length" => {
+                    let n = value
+                        .trim()
+                        .parse::<u64>()
+                        .ok()
+                        .filter(|_| value.trim().bytes().all(|b| b.is_ascii_digit()))
+                        .ok_or_else(|| invalid("invalid content-length header"))?;
+                    declared_length = Some(n);
+                    // Written by us below, from the framing.
+                    continue;
+                }
+                "transfer-encoding" | "keep-alive" | "upgrade" => {
+                    return Err(invalid(format!("invalid {lower} header")));
+                }
+                "connection" => {
+                    match value.trim().to_ascii_lowercase().as_str() {
+                        "close" => reset = true,
+                        "keep-alive" => {}
+                        // Anything else is ignored: we write our own `connection`.
+                        _ => {}
+                    }
+                    continue;
+                }
+                "expect" => return Err(Error::NotSupported("expect header not supported".into())),
+                _ => {}
+            }
+        }
+        user.put_slice(name.as_bytes());
+        user.put_slice(b": ");
+        push_latin1(&mut user, value).ok_or_else(|| invalid(format!("invalid {name} header")))?;
+        user.put_slice(b"\r\n");
+    }
+
+    let framing = match (input.body, declared_length) {
+        (BodyInfo::None, Some(n)) if n > 0 && input.strict_content_length => {
+            return Err(Error::RequestContentLengthMismatch)
+        }
+        (BodyInfo::None, _) => BodyFraming::None,
+        (BodyInfo::Bytes(len), Some(n)) if n != len && input.strict_content_length => {
+            return Err(Error::RequestContentLengthMismatch)
+        }
+        (BodyInfo::Bytes(len), _) => BodyFraming::Length(len),
+        (BodyInfo::Stream, Some(n)) => BodyFraming::Length(n),
+        (BodyInfo::Stream, None) => BodyFraming::Chunked,
+    };
+
+    if !has_host {
+        out.put_slice(b"host: ");
+        out.put_slice(input.default_host.as_bytes());
+        out.put_slice(b"\r\n");
+    }
+    if let Some(up) = input.upgrade {
+        out.put_slice(b"connection: upgrade\r\nupgrade: ");
+        out.put_slice(up.as_bytes());
+        out.put_slice(b"\r\n");
+    } else if reset {
+        out.put_slice(b"connection: close\r\n");
+    } else {
+        out.put_slice(b"connection: keep-alive\r\n");
+    }
+    out.put_slice(&user);
+    match framing {
+        BodyFraming::Length(n) if n > 0 || method_expects_body(input.method) => {
+            out.put_slice(b"content-length: ");
+            out.put_slice(n.to_string().as_bytes());
+            out.put_slice(b"\r\n");
+        }
+        BodyFraming::None if method_expects_body(input.method) => {
+            out.put_slice(b"content-length: 0\r\n")
+        }
+        BodyFraming::Chunked => out.put_slice(b"transfer-encoding: chunked\r\n"),
+        _ => {}
+    }
+    if input.expect_continue {
+        out.put_slice(b"expect: 100-continue\r\n");
+    }
+    out.put_slice(b"\r\n");
+    Ok(EncodedHead {
+        bytes: out.freeze(),
+        framing,
+        reset,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input<'a>(method: &'a str, path: &'a str, headers: &'a [String]) -> HeadInput<'a> {
+        HeadInput {
+            method,
+            path,
+            headers,
+            default_host: "example.test:8080",
+            body: BodyInfo::None,
+            reset: false,
+            upgrade: None,
+            expect_continue: false,
+            strict_content_length: true,
+        }
+    }
+
+    fn h(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn text(head: &EncodedHead) -> &str {
+        std::str::from_utf8(&head.bytes).unwrap()
+    }
+
+    #[test]
+    fn get_has_host_and_keep_alive() {
+        let head = encode_head(&input("GET", "/a?b=1", &[])).unwrap();
+        assert_eq!(
+            text(&head),
+            "GET /a?b=1 HTTP/1.1\r\nhost: example.test:8080\r\nconnection: keep-alive\r\n\r\n"
+        );
+        assert_eq!(head.framing, BodyFraming::None);
+    }
+
+    #[test]
+    fn given_host_is_kept_and_not_duplicated() {
+        let hs = h(&["Host", "other", "x-a", "1"]);
+        let head = encode_head(&input("GET", "/", &hs)).unwrap();
+        assert_eq!(
+            text(&head),
+            "GET / HTTP/1.1\r\nconnection: keep-alive\r\nHost: other\r\nx-a: 1\r\n\r\n"
+        );
+    }
+
+    #[test]
+    fn post_without_body_sends_zero_length() {
+        let head = encode_head(&input("POST", "/", &[])).unwrap();
+        assert!(text(&head).contains("content-length: 0\r\n"));
+    }
+
+    #[test]
+    fn bytes_body_sends_length_and_checks_declared() {
+        let mut i = input("POST", "/", &[]);
+        i.body = BodyInfo::Bytes(3);
+        assert!(text(&encode_head(&i).unwrap()).contains("content-length: 3\r\n"));
+        let hs = h(&["content-length", "5"]);
+        let mut i = input("POST", "/", &hs);
+        i.body = BodyInfo::Bytes(3);
+        assert_eq!(
+            encode_head(&i).unwrap_err(),
+            Error::RequestContentLengthMismatch
+        );
+        i.strict_content_length = false;
+        assert!(encode_head(&i).is_ok());
+    }
+
+    #[test]
+    fn stream_body_is_chunked_unless_length_given() {
+        let mut i = input("PUT", "/", &[]);
+        i.body = BodyInfo::Stream;
+        let head = encode_head(&i).unwrap();
+        assert_eq!(head.framing, BodyFraming::Chunked);
+        assert!(text(&head).contains("transfer-encoding: chunked\r\n"));
+        let hs = h(&["Content-Length", "10"]);
+        let mut i = input("PUT", "/", &hs);
+        i.body = BodyInfo::Stream;
+        let head = encode_head(&i).unwrap();
+        assert_eq!(head.framing, BodyFraming::Length(10));
+        assert!(text(&head).contains("content-length: 10\r\n"));
+    }
+
+    #[test]
+    fn connection_close_header_sets_reset() {
+        let hs = h(&["Connection", "close"]);
+        let head = encode_head(&input("GET", "/", &hs)).unwrap();
+        assert!(head.reset);
+        assert_eq!(text(&head).matches("connection").count(), 1);
+        assert!(text(&head).contains("connection: close\r\n"));
+    }
+
+    #[test]
+    fn upgrade_writes_upgrade_headers() {
+        let mut i = input("GET", "/", &[]);
+        i.upgrade = Some("websocket");
+        assert!(text(&encode_head(&i).unwrap())
+            .contains("connection: upgrade\r\nupgrade: websocket\r\n"));
+    }
+
+    #[test]
+    fn rejects_injection_and_bad_tokens() {
+        let cases: Vec<(Vec<String>, &str)> = vec![
+            (h(&["a", "x\r\ny: z"]), "invalid a header"),
+            (h(&["a", "x\ny"]), "invalid a header"),
+            (h(&["a", "x\0"]), "invalid a header"),
+            (h(&["a", "\u{10a}"]), "invalid a header"),
+            (h(&["x y", "1"]), "invalid header key"),
+            (h(&["", "1"]), "invalid header key"),
+            (h(&["a:b", "1"]), "invalid header key"),
+            (
+                h(&["transfer-encoding", "chunked"]),
+                "invalid transfer-encoding header",
+            ),
+            (h(&["keep-alive", "1"]), "invalid keep-alive header"),
+            (h(&["upgrade", "x"]), "invalid upgrade header"),
+            (
+                h(&["content-length", "abc"]),
+                "invalid content-length header",
+            ),
+            (
+                h(&["content-length", "-1"]),
+                "invalid content-length header",
+            ),
+            (h(&["a"]), "headers array must be even"),
+        ];
+        for (hs, msg) in cases {
+            assert_eq!(
+                encode_head(&input("GET", "/", &hs)).unwrap_err(),
+                Error::InvalidArgument(msg.into()),
+                "{hs:?}"
+            );
+        }
+        let hs = h(&["expect", "100-continue"]);
+        assert!(matches!(
+            encode_head(&input("GET", "/", &hs)),
+            Err(Error::NotSupported(_))
+        ));
+    }
+
+    #[test]
+    fn rejects_bad_method_and_path() {
+        let bad = |m, p| encode_head(&input(m, p, &[])).unwrap_err();
+        assert_eq!(bad("G T", "/"), invalid("invalid request method"));
+        assert_eq!(bad("", "/"), invalid("invalid request method"));
+        assert_eq!(
+            bad("GET", "x"),
+            invalid("path must be an absolute URL or start with a slash")
+        );
+        assert_eq!(bad("GET", "/a b"), invalid("invalid request path"));
+        assert_eq!(bad("GET", "/a\r\nb"), invalid("invalid request path"));
+        assert_eq!(bad("GET", "/\u{100}"), invalid("invalid request path"));
+        assert!(encode_head(&input("GET", "http://x/y", &[])).is_ok());
+        assert!(encode_head(&input("CONNECT", "host:443", &[])).is_ok());
+    }
+
+    #[test]
+    fn latin1_values_are_bytes() {
+        let hs = h(&["a", "caf\u{e9}"]);
+        let head = encode_head(&input("GET", "/", &hs)).unwrap();
+        assert!(head.bytes.windows(5).any(|w| w == b"caf\xe9\r"));
+    }
+}

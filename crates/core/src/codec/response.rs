@@ -1,0 +1,958 @@
+//! Response heads. httparse tokenises; this module adds what httparse leaves to its caller:
+//! strict line endings, the size limit, body framing (RFC 9112 §6.3) and connection reuse.
+
+use std::mem::MaybeUninit;
+
+use bytes::{Bytes, BytesMut};
+
+use super::RawHeader;
+use crate::error::{Error, Result};
+
+/// Header slots kept on the stack; a larger `max_headers` falls back to one heap buffer.
+const INLINE_HEADERS: usize = 128;
+
+/// What the parser needs to know about the request the response answers.
+#[derive(Debug, Clone, Copy)]
+pub struct HeadOptions {
+    /// Largest head accepted, status line and final CRLF included.
+    pub max_header_size: usize,
+    /// Largest number of header lines accepted.
+    pub max_headers: usize,
+    pub method_is_head: bool,
+    pub method_is_connect: bool,
+}
+
+impl Default for HeadOptions {
+    fn default() -> Self {
+        HeadOptions {
+            max_header_size: 16 * 1024,
+            max_headers: 128,
+            method_is_head: false,
+            method_is_connect: false,
+        }
+    }
+}
+
+/// How the body after a head is delimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyKind {
+    Empty,
+    Length(u64),
+    Chunked,
+    UntilClose,
+}
+
+#[derive(Debug)]
+pub struct ResponseHead {
+    pub status: u16,
+    /// Status text as sent (may be empty, may hold obs-text bytes).
+    pub reason: Bytes,
+    /// Name case preserved, value without surrounding whitespace.
+    pub headers: Vec<RawHeader>,
+    /// 0 or 1.
+    pub version_minor: u8,
+    /// May the connection be reused after this response.
+    pub keep_alive: bool,
+    /// From `keep-alive: timeout=N`, in milliseconds.
+    pub keep_alive_timeout_ms: Option<u64>,
+    pub body: BodyKind,
+    /// Status 101, or a 2xx answer to CONNECT: the caller hands the socket over.
+    pub upgrade: bool,
+}
+
+/// Where one header sits in the head, as offsets, so it can be sliced once the head is frozen.
+#[derive(Clone, Copy, Default)]
+struct Span {
+    name: (usize, usize),
+    value: (usize, usize),
+}
+
+/// What the framing headers said, gathered in one pass.
+#[derive(Default)]
+struct Framing {
+    content_length: Option<u64>,
+    te_present: bool,
+    te_chunked: bool,
+    conn_close: bool,
+    conn_keep_alive: bool,
+    keep_alive_timeout_ms: Option<u64>,
+}
+
+/// Parses one head from the front of `buf`.
+///
+/// `Ok(None)`: incomplete, read more (unless `buf` already exceeds `max_header_size`, which is
+/// `Err(HeadersOverflow)`). `Ok(Some(head))`: the head's bytes were split off `buf`; header names
+/// and values are zero-copy slices of them.
+pub fn parse_response_head(buf: &mut BytesMut, opts: &HeadOptions) -> Result<Option<ResponseHead>> {
+    let mut inline = [MaybeUninit::<httparse::Header<'_>>::uninit(); INLINE_HEADERS];
+    let mut heap = Vec::new();
+    let slots: &mut [MaybeUninit<httparse::Header<'_>>] = if opts.max_headers <= INLINE_HEADERS {
+        &mut inline[..opts.max_headers]
+    } else {
+        heap.resize_with(opts.max_headers, MaybeUninit::uninit);
+        &mut heap[..]
+    };
+
+    let mut res = httparse::Response::new(&mut []);
+    let parsed = httparse::ParserConfig::default().parse_response_with_uninit_headers(
+        &mut res,
+        &buf[..],
+        slots,
+    );
+    let len = match parsed {
+        Ok(httparse::Status::Complete(len)) => len,
+        Ok(httparse::Status::Partial) => {
+            if buf.len() > opts.max_header_size {
+                return Err(Error::HeadersOverflow);
+            }
+            return Ok(None);
+        }
+        Err(e) => return Err(map_head_error(e, &buf[..])),
+    };
+    if len > opts.max_header_size {
+        return Err(Error::HeadersOverflow);
+    }
+    let raw = &buf[..len];
+    check_line_endings(raw)?;
+    let reason = reason_span(raw);
+    let status = res.code.unwrap_or(0);
+    if status < 100 {
+        return Err(Error::parser("INVALID_STATUS", "Invalid status code"));
+    }
+    let version_minor = res.version.unwrap_or(1);
+
+    let base = raw.as_ptr() as usize;
+    // httparse's slices all point into `raw`; clamped anyway so slicing below cannot panic.
+    let offset = |s: &[u8]| {
+        let start = (s.as_ptr() as usize).saturating_sub(base).min(len);
+        (start, (start + s.len()).min(len))
+    };
+    let mut framing = Framing::default();
+    let mut spans_inline = [Span::default(); INLINE_HEADERS];
+    let mut spans_heap = Vec::new();
+    let spans: &mut [Span] = if res.headers.len() <= INLINE_HEADERS {
+        &mut spans_inline[..res.headers.len()]
+    } else {
+        spans_heap.resize(res.headers.len(), Span::default());
+        &mut spans_heap[..]
+    };
+    for (h, span) in res.headers.iter().zip(spans.iter_mut()) {
+        *span = Span {
+            name: offset(h.name.as_bytes()),
+            value: offset(h.value),
+        };
+        framing.add(h.name.as_bytes(), h.value)?;
+    }
+    let count = res.headers.len();
+    if framing.te_present && framing.content_length.is_some() {
+        return Err(Error::parser(
+            "UNEXPECTED_CONTENT_LENGTH",
+            "Content-Length can't be present with Transfer-Encoding",
+        ));
+    }
+
+    let head = buf.split_to(len).freeze();
+    let headers = spans[..count]
+        .iter()
+        .map(|s| {
+            (
+                head.slice(s.name.0..s.name.1),
+                head.slice(s.value.0..s.value.1),
+            )
+        })
+        .collect();
+
+    let mut keep_alive = if version_minor == 1 {
+        !framing.conn_close
+    } else {
+        framing.conn_keep_alive && !framing.conn_close
+    };
+    // RFC 9112 §6.1: an HTTP/1.0 message with Transfer-Encoding has faulty framing.
+    if framing.te_present && version_minor == 0 {
+        keep_alive = false;
+    }
+
+    let mut upgrade = false;
+    let body = if status == 101 || (opts.method_is_connect && (200..300).contains(&status)) {
+        upgrade = true;
+        keep_alive = false;
+        BodyKind::Empty
+    } else if opts.method_is_head || status < 200 || status == 204 || status == 304 {
+        BodyKind::Empty
+    } else if framing.te_present {
+        if framing.te_chunked {
+            BodyKind::Chunked
+        } else {
+            BodyKind::UntilClose
+        }
+    } else if let Some(n) = framing.content_length {
+        BodyKind::Length(n)
+    } else {
+        BodyKind::UntilClose
+    };
+    if body == BodyKind::UntilClose {
+        keep_alive = false;
+    }
+
+    Ok(Some(ResponseHead {
+        status,
+        reason: head.slice(reason.0..reason.1),
+        headers,
+        version_minor,
+        keep_alive,
+        keep_alive_timeout_ms: framing.keep_alive_timeout_ms,
+        body,
+        upgrade,
+    }))
+}
+
+impl Framing {
+    fn add(&mut self, name: &[u8], value: &[u8]) -> Result<()> {
+        if name.eq_ignore_ascii_case(b"content-length") {
+            self.add_content_length(value)
+        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
+            self.add_transfer_encoding(value)
+        } else if name.eq_ignore_ascii_case(b"connection") {
+            for token in list(value) {
+                if token.eq_ignore_ascii_case(b"close") {
+                    self.conn_close = true;
+                } else if token.eq_ignore_ascii_case(b"keep-alive") {
+                    self.conn_keep_alive = true;
+                }
+            }
+            Ok(())
+        } else if name.eq_ignore_ascii_case(b"keep-alive") {
+            if self.keep_alive_timeout_ms.is_none() {
+                self.keep_alive_timeout_ms = keep_alive_timeout(value);
+            }
+            Ok(())
+        } else {
+            Ok(())
+        }
+    }
+
+    /// `1*DIGIT`, or a list of identical ones (RFC 9110 §8.6), across all `content-length` lines.
+    fn add_content_length(&mut self, value: &[u8]) -> Result<()> {
+        for item in value.split(|&b| b == b',') {
+            let n = parse_digits(trim_ows(item)).ok_or_else(|| {
+                Error::parser(
+                    "INVALID_CONTENT_LENGTH",
+                    "Invalid character in Content-Length",
+                )
+            })?;
+            match self.content_length {
+                Some(prev) if prev != n => {
+                    return Err(Error::parser(
+                        "UNEXPECTED_CONTENT_LENGTH",
+                        "Duplicate Content-Length",
+                    ));
+                }
+                _ => self.content_length = Some(n),
+            }
+        }
+        Ok(())
+    }
+
+    /// Codings in order across all `transfer-encoding` lines; `chunked` may only come last, once.
+    fn add_transfer_encoding(&mut self, value: &[u8]) -> Result<()> {
+        for item in list(value) {
+            let coding = trim_ows(item.split(|&b| b == b';').next().unwrap_or_default());
+            if self.te_chunked {
+                return Err(Error::parser(
+                    "INVALID_TRANSFER_ENCODING",
+                    "Chunked must be the last Transfer-Encoding",
+                ));
+            }
+            self.te_present = true;
+            self.te_chunked = coding.eq_ignore_ascii_case(b"chunked");
+        }
+        if !self.te_present {
+            return Err(Error::parser(
+                "INVALID_TRANSFER_ENCODING",
+                "Empty Transfer-Encoding",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Non-empty elements of a comma list, without surrounding whitespace.
+fn list(value: &[u8]) -> impl Iterator<Item = &[u8]> {
+    value
+        .split(|&b| b == b',')
+        .map(trim_ows)
+        .filter(|t| !t.is_empty())
+}
+
+fn trim_ows(mut s: &[u8]) -> &[u8] {
+    while let [b' ' | b'\t', rest @ ..] = s {
+        s = rest;
+    }
+    while let [rest @ .., b' ' | b'\t'] = s {
+        s = rest;
+    }
+    s
+}
+
+/// `1*DIGIT` as a u64; `None` if empty, not all digits, or too large.
+fn parse_digits(s: &[u8]) -> Option<u64> {
+    if s.is_empty() {
+        return None;
+    }
+    s.iter().try_fold(0u64, |n, &b| {
+        if b.is_ascii_digit() {
+            n.checked_mul(10)?.checked_add(u64::from(b - b'0'))
+        } else {
+            None
+        }
+    })
+}
+
+/// `timeout=N` (seconds) from a `keep-alive` header, in ms. Bad values are ignored.
+fn keep_alive_timeout(value: &[u8]) -> Option<u64> {
+    value.split(|&b| b == b',' || b == b';').find_map(|param| {
+        let mut kv = param.splitn(2, |&b| b == b'=');
+        let key = trim_ows(kv.next()?);
+        let val = trim_ows(kv.next()?);
+        if key.eq_ignore_ascii_case(b"timeout") {
+            parse_digits(val).map(|s| s.saturating_mul(1000))
+        } else {
+            None
+        }
+    })
+}
+
+/// httparse accepts a bare LF as a line ending; HTTP/1.1 clients must not (RFC 9112 §2.2), and a
+/// bare CR never reaches here (httparse rejects it).
+fn check_line_endings(raw: &[u8]) -> Result<()> {
+    let mut prev = 0u8;
+    for &b in raw {
+        if b == b'\n' && prev != b'\r' {
+            return Err(Error::parser(
+                "CR_EXPECTED",
+                "Missing expected CR before LF",
+            ));
+        }
+        prev = b;
+    }
+    Ok(())
+}
+
+/// Offsets of the reason phrase. httparse gives `""` for a reason with obs-text, so it is taken
+/// from the status line itself: `HTTP/1.x NNN` is exactly 12 bytes (httparse checked it), then
+/// optionally a space and the reason, then CRLF.
+fn reason_span(raw: &[u8]) -> (usize, usize) {
+    let start = raw
+        .iter()
+        .position(|&b| b != b'\r' && b != b'\n')
+        .unwrap_or(0);
+    let lf = raw[start..]
+        .iter()
+        .position(|&b| b == b'\n')
+        .map_or(raw.len(), |i| start + i);
+    let end = lf.saturating_sub(1).max(start);
+    ((start + 13).min(end), end)
+}
+
+/// llhttp-style codes for httparse's errors.
+fn map_head_error(e: httparse::Error, buf: &[u8]) -> Error {
+    use httparse::Error as E;
+    match e {
+        E::TooManyHeaders => Error::HeadersOverflow,
+        E::Version => {
+            let start = buf
+                .iter()
+                .position(|&b| b != b'\r' && b != b'\n')
+                .unwrap_or(0);
+            let line = &buf[start..];
+            let n = line.len().min(5);
+            if line[..n] == b"HTTP/"[..n] {
+                Error::parser("INVALID_VERSION", "Invalid HTTP version")
+            } else {
+                Error::parser("INVALID_CONSTANT", "Expected HTTP/")
+            }
+        }
+        E::Status => Error::parser("INVALID_STATUS", "Invalid status line"),
+        E::HeaderName => Error::parser("INVALID_HEADER_TOKEN", "Invalid header name char"),
+        E::HeaderValue => Error::parser("INVALID_HEADER_TOKEN", "Invalid header value char"),
+        E::NewLine => Error::parser("LF_EXPECTED", "Missing expected LF after CR"),
+        E::Token => Error::parser("INVALID_CONSTANT", "Invalid token"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_opts(raw: &[u8], opts: &HeadOptions) -> Result<Option<ResponseHead>> {
+        parse_response_head(&mut BytesMut::from(raw), opts)
+    }
+
+    fn parse(raw: &[u8]) -> Result<Option<ResponseHead>> {
+        parse_opts(raw, &HeadOptions::default())
+    }
+
+    fn head(raw: &[u8]) -> ResponseHead {
+        parse(raw).expect("valid head").expect("complete head")
+    }
+
+    fn head_of(method_is_head: bool, method_is_connect: bool, raw: &[u8]) -> ResponseHead {
+        let opts = HeadOptions {
+            method_is_head,
+            method_is_connect,
+            ..HeadOptions::default()
+        };
+        parse_opts(raw, &opts)
+            .expect("valid head")
+            .expect("complete head")
+    }
+
+    fn code(raw: &[u8]) -> &'static str {
+        match parse(raw) {
+            Err(Error::Parser { code, .. }) => code,
+            other => panic!(
+                "expected a parser error for {:?}, got {other:?}",
+                String::from_utf8_lossy(raw)
+            ),
+        }
+    }
+
+    fn header<'a>(h: &'a ResponseHead, name: &str) -> Option<&'a [u8]> {
+        h.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
+            .map(|(_, v)| &v[..])
+    }
+
+    fn with(header_lines: &str) -> Vec<u8> {
+        format!("HTTP/1.1 200 OK\r\n{header_lines}\r\n").into_bytes()
+    }
+
+    #[test]
+    fn basic_head_is_split_off_and_zero_copy() {
+        let mut buf = BytesMut::from(
+            &b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\nhello"[..],
+        );
+        let start = buf.as_ptr() as usize;
+        let h = parse_response_head(&mut buf, &HeadOptions::default())
+            .unwrap()
+            .unwrap();
+        assert_eq!(h.status, 200);
+        assert_eq!(&h.reason[..], b"OK");
+        assert_eq!(h.version_minor, 1);
+        assert!(h.keep_alive);
+        assert!(!h.upgrade);
+        assert_eq!(h.body, BodyKind::Length(5));
+        assert_eq!(h.keep_alive_timeout_ms, None);
+        assert_eq!(h.headers.len(), 2);
+        assert_eq!(&h.headers[0].0[..], b"Content-Type");
+        assert_eq!(&h.headers[0].1[..], b"text/plain");
+        assert_eq!(&h.headers[1].0[..], b"Content-Length");
+        assert_eq!(&buf[..], b"hello");
+        let len = 64;
+        for (n, v) in &h.headers {
+            for part in [n, v] {
+                let p = part.as_ptr() as usize;
+                assert!(
+                    p >= start && p + part.len() <= start + len,
+                    "header bytes are not a slice of the read buffer"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn incomplete_head_needs_more_and_leaves_buf_alone() {
+        let full = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi";
+        let head_len = full.len() - 2;
+        let mut buf = BytesMut::new();
+        for (i, &b) in full.iter().enumerate() {
+            buf.extend_from_slice(&[b]);
+            let r = parse_response_head(&mut buf, &HeadOptions::default()).unwrap();
+            if i + 1 < head_len {
+                assert!(r.is_none(), "complete too early at byte {i}");
+                assert_eq!(buf.len(), i + 1);
+            } else {
+                let h = r.expect("complete at the final LF");
+                assert_eq!(i + 1, head_len);
+                assert_eq!(h.body, BodyKind::Length(2));
+                assert!(buf.is_empty());
+                break;
+            }
+        }
+    }
+
+    #[test]
+    fn reason_phrase_forms() {
+        assert_eq!(
+            &head(b"HTTP/1.1 200\r\nContent-Length: 0\r\n\r\n").reason[..],
+            b""
+        );
+        assert_eq!(
+            &head(b"HTTP/1.1 200 \r\nContent-Length: 0\r\n\r\n").reason[..],
+            b""
+        );
+        assert_eq!(
+            &head(b"HTTP/1.1 404 Not  Found here!\r\nContent-Length: 0\r\n\r\n").reason[..],
+            b"Not  Found here!"
+        );
+        // obs-text: httparse itself reports "" for this, the bytes are taken from the line.
+        assert_eq!(
+            &head(b"HTTP/1.1 200 \xe2\x9c\x93 ok\r\nContent-Length: 0\r\n\r\n").reason[..],
+            b"\xe2\x9c\x93 ok"
+        );
+        assert_eq!(&head(b"HTTP/1.1 200 OK\r\n\r\n").reason[..], b"OK");
+    }
+
+    #[test]
+    fn leading_empty_lines_are_skipped() {
+        let h = head(b"\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n");
+        assert_eq!(h.status, 201);
+        assert_eq!(&h.reason[..], b"Created");
+    }
+
+    #[test]
+    fn informational_heads_come_one_at_a_time() {
+        let mut buf = BytesMut::from(
+            &b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nx"[..],
+        );
+        let opts = HeadOptions::default();
+        let h = parse_response_head(&mut buf, &opts).unwrap().unwrap();
+        assert_eq!((h.status, h.body, h.upgrade), (100, BodyKind::Empty, false));
+        assert!(h.headers.is_empty());
+        let h = parse_response_head(&mut buf, &opts).unwrap().unwrap();
+        assert_eq!((h.status, h.body, h.upgrade), (103, BodyKind::Empty, false));
+        assert_eq!(header(&h, "link"), Some(&b"</a.css>"[..]));
+        let h = parse_response_head(&mut buf, &opts).unwrap().unwrap();
+        assert_eq!((h.status, h.body), (200, BodyKind::Length(1)));
+        assert_eq!(&buf[..], b"x");
+    }
+
+    #[test]
+    fn switching_protocols_is_an_upgrade() {
+        let h = head(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n\x81\x00");
+        assert!(h.upgrade);
+        assert_eq!(h.body, BodyKind::Empty);
+        assert!(!h.keep_alive);
+    }
+
+    #[test]
+    fn connect_2xx_is_an_upgrade_other_answers_are_not() {
+        let h = head_of(false, true, b"HTTP/1.1 200 Connection Established\r\n\r\n");
+        assert!(h.upgrade);
+        assert_eq!(h.body, BodyKind::Empty);
+        let h = head_of(
+            false,
+            true,
+            b"HTTP/1.1 407 Proxy Auth\r\nContent-Length: 3\r\n\r\n",
+        );
+        assert!(!h.upgrade);
+        assert_eq!(h.body, BodyKind::Length(3));
+        assert!(h.keep_alive);
+        // Not a CONNECT: a 200 without framing is read until close.
+        let h = head(b"HTTP/1.1 200 Connection Established\r\n\r\n");
+        assert!(!h.upgrade);
+        assert_eq!(h.body, BodyKind::UntilClose);
+    }
+
+    #[test]
+    fn head_responses_have_no_body() {
+        let h = head_of(
+            true,
+            false,
+            b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n",
+        );
+        assert_eq!(h.body, BodyKind::Empty);
+        assert!(h.keep_alive);
+        let h = head_of(
+            true,
+            false,
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+        );
+        assert_eq!(h.body, BodyKind::Empty);
+        assert!(h.keep_alive);
+        let h = head_of(true, false, b"HTTP/1.1 200 OK\r\n\r\n");
+        assert_eq!(h.body, BodyKind::Empty);
+        assert!(
+            h.keep_alive,
+            "no framing on a HEAD answer does not mean read until close"
+        );
+    }
+
+    #[test]
+    fn no_content_and_not_modified_have_no_body() {
+        for raw in [
+            &b"HTTP/1.1 204 No Content\r\nContent-Length: 10\r\n\r\n"[..],
+            b"HTTP/1.1 204 No Content\r\n\r\n",
+            b"HTTP/1.1 304 Not Modified\r\nContent-Length: 10\r\n\r\n",
+            b"HTTP/1.1 304 Not Modified\r\nTransfer-Encoding: chunked\r\n\r\n",
+        ] {
+            let h = head(raw);
+            assert_eq!(h.body, BodyKind::Empty);
+            assert!(h.keep_alive);
+        }
+    }
+
+    #[test]
+    fn content_length_with_transfer_encoding_is_rejected() {
+        assert_eq!(
+            code(&with("Content-Length: 5\r\nTransfer-Encoding: chunked\r\n")),
+            "UNEXPECTED_CONTENT_LENGTH"
+        );
+        assert_eq!(
+            code(&with("Transfer-Encoding: chunked\r\nContent-Length: 5\r\n")),
+            "UNEXPECTED_CONTENT_LENGTH"
+        );
+        assert_eq!(
+            code(&with("Transfer-Encoding: gzip\r\nContent-Length: 5\r\n")),
+            "UNEXPECTED_CONTENT_LENGTH"
+        );
+    }
+
+    #[test]
+    fn a_rejected_head_stays_in_the_buffer() {
+        let raw = with("Content-Length: 5\r\nTransfer-Encoding: chunked\r\n");
+        let mut buf = BytesMut::from(&raw[..]);
+        assert!(parse_response_head(&mut buf, &HeadOptions::default()).is_err());
+        assert_eq!(&buf[..], &raw[..]);
+    }
+
+    #[test]
+    fn duplicate_content_lengths() {
+        assert_eq!(
+            head(&with("Content-Length: 5\r\nContent-Length: 5\r\n")).body,
+            BodyKind::Length(5)
+        );
+        assert_eq!(
+            head(&with("Content-Length: 5, 5\r\n")).body,
+            BodyKind::Length(5)
+        );
+        assert_eq!(
+            head(&with("content-length: 5,5\r\nCONTENT-LENGTH: 005\r\n")).body,
+            BodyKind::Length(5)
+        );
+        assert_eq!(
+            code(&with("Content-Length: 5\r\nContent-Length: 6\r\n")),
+            "UNEXPECTED_CONTENT_LENGTH"
+        );
+        assert_eq!(
+            code(&with("Content-Length: 5, 6\r\n")),
+            "UNEXPECTED_CONTENT_LENGTH"
+        );
+    }
+
+    #[test]
+    fn malformed_content_lengths() {
+        for v in [
+            "+5", "-1", "1 2", "", " ", "5a", "0x5", "5,,5", "5,", ",5", "1.0", "５",
+        ] {
+            assert_eq!(
+                code(&with(&format!("Content-Length: {v}\r\n"))),
+                "INVALID_CONTENT_LENGTH",
+                "value {v:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn content_length_bounds() {
+        assert_eq!(
+            head(&with("Content-Length: 0\r\n")).body,
+            BodyKind::Length(0)
+        );
+        assert_eq!(
+            head(&with("Content-Length: 18446744073709551615\r\n")).body,
+            BodyKind::Length(u64::MAX)
+        );
+        assert_eq!(
+            code(&with("Content-Length: 18446744073709551616\r\n")),
+            "INVALID_CONTENT_LENGTH"
+        );
+        assert_eq!(
+            code(&with("Content-Length: 99999999999999999999999999\r\n")),
+            "INVALID_CONTENT_LENGTH"
+        );
+    }
+
+    #[test]
+    fn transfer_encoding_framing() {
+        for lines in [
+            "Transfer-Encoding: chunked\r\n",
+            "Transfer-Encoding: CHUNKED\r\n",
+            "transfer-encoding: gzip, chunked\r\n",
+            "Transfer-Encoding: gzip,chunked\r\n",
+            "Transfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n",
+            "Transfer-Encoding: gzip, , chunked\r\n",
+        ] {
+            let h = head(&with(lines));
+            assert_eq!(h.body, BodyKind::Chunked, "{lines:?}");
+            assert!(h.keep_alive);
+        }
+        for lines in [
+            "Transfer-Encoding: gzip\r\n",
+            "Transfer-Encoding: identity\r\n",
+            "Transfer-Encoding: gzip\r\nTransfer-Encoding: deflate\r\n",
+        ] {
+            let h = head(&with(lines));
+            assert_eq!(h.body, BodyKind::UntilClose, "{lines:?}");
+            assert!(!h.keep_alive, "{lines:?}");
+        }
+        for lines in [
+            "Transfer-Encoding: chunked, gzip\r\n",
+            "Transfer-Encoding: chunked, chunked\r\n",
+            "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n",
+            "Transfer-Encoding: chunked\r\nTransfer-Encoding: gzip\r\n",
+            "Transfer-Encoding: \r\n",
+            "Transfer-Encoding: ,\r\n",
+        ] {
+            assert_eq!(code(&with(lines)), "INVALID_TRANSFER_ENCODING", "{lines:?}");
+        }
+    }
+
+    #[test]
+    fn http10_transfer_encoding_closes_the_connection() {
+        let h = head(
+            b"HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n",
+        );
+        assert_eq!(h.body, BodyKind::Chunked);
+        assert!(!h.keep_alive);
+    }
+
+    #[test]
+    fn no_framing_reads_until_close() {
+        let h = head(b"HTTP/1.1 200 OK\r\nConnection: keep-alive\r\n\r\nabc");
+        assert_eq!(h.body, BodyKind::UntilClose);
+        assert!(!h.keep_alive);
+    }
+
+    #[test]
+    fn keep_alive_rules() {
+        let ka = |raw: &[u8]| head(raw).keep_alive;
+        assert!(ka(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"));
+        assert!(!ka(
+            b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+        ));
+        assert!(!ka(
+            b"HTTP/1.1 200 OK\r\nConnection: CLOSE\r\nContent-Length: 0\r\n\r\n"
+        ));
+        assert!(!ka(
+            b"HTTP/1.1 200 OK\r\nConnection: keep-alive, close\r\nContent-Length: 0\r\n\r\n"
+        ));
+        assert!(!ka(b"HTTP/1.1 200 OK\r\nconnection: upgrade\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"));
+        assert!(ka(
+            b"HTTP/1.1 200 OK\r\nConnection: closed\r\nContent-Length: 0\r\n\r\n"
+        ));
+        assert!(!ka(b"HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n"));
+        assert!(ka(
+            b"HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\nContent-Length: 0\r\n\r\n"
+        ));
+        assert!(ka(
+            b"HTTP/1.0 200 OK\r\nConnection: foo, keep-alive\r\nContent-Length: 0\r\n\r\n"
+        ));
+        assert!(!ka(
+            b"HTTP/1.0 200 OK\r\nConnection: keep-alive, close\r\nContent-Length: 0\r\n\r\n"
+        ));
+        assert!(!ka(b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\n\r\n"));
+        assert_eq!(
+            head(b"HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n").version_minor,
+            0
+        );
+    }
+
+    #[test]
+    fn keep_alive_timeout() {
+        let t = |v: &str| {
+            head(&with(&format!("Content-Length: 0\r\nKeep-Alive: {v}\r\n"))).keep_alive_timeout_ms
+        };
+        assert_eq!(t("timeout=5, max=100"), Some(5000));
+        assert_eq!(t("max=100, timeout=7"), Some(7000));
+        assert_eq!(t("max=100,timeout = 2"), Some(2000));
+        assert_eq!(t("TIMEOUT=3"), Some(3000));
+        assert_eq!(t("timeout=0"), Some(0));
+        assert_eq!(t("timeout=5;max=1"), Some(5000));
+        assert_eq!(t("timeout=abc, max=5"), None);
+        assert_eq!(t("timeout=-1"), None);
+        assert_eq!(t("timeout="), None);
+        assert_eq!(t("timeout"), None);
+        assert_eq!(t("max=5"), None);
+        assert_eq!(t("timeout=99999999999999999999"), None);
+        assert_eq!(
+            t("timeout=18446744073709552"),
+            Some(u64::MAX),
+            "seconds are saturated, not wrapped"
+        );
+        assert_eq!(
+            head(&with("Content-Length: 0\r\n")).keep_alive_timeout_ms,
+            None
+        );
+        assert_eq!(
+            head(&with(
+                "Content-Length: 0\r\nKeep-Alive: max=1\r\nKeep-Alive: timeout=4\r\n"
+            ))
+            .keep_alive_timeout_ms,
+            Some(4000)
+        );
+    }
+
+    #[test]
+    fn header_values_are_trimmed_and_names_keep_their_case() {
+        let h = head(&with(
+            "X-Weird-CASE:   a  b \t\r\nEmpty:\r\nEmpty-Spaces:   \r\nContent-Length: 0\r\n",
+        ));
+        assert_eq!(&h.headers[0].0[..], b"X-Weird-CASE");
+        assert_eq!(&h.headers[0].1[..], b"a  b");
+        assert_eq!(&h.headers[1].1[..], b"");
+        assert_eq!(&h.headers[2].1[..], b"");
+        let h = head(&with("X-Bin: café\r\nContent-Length: 0\r\n"));
+        assert_eq!(&h.headers[0].1[..], "café".as_bytes());
+    }
+
+    #[test]
+    fn oversize_heads_overflow() {
+        let opts = HeadOptions {
+            max_header_size: 64,
+            ..HeadOptions::default()
+        };
+        let big = with(&format!("X-Big: {}\r\n", "a".repeat(100)));
+        assert_eq!(parse_opts(&big, &opts).unwrap_err(), Error::HeadersOverflow);
+        // Incomplete, but already too long.
+        assert_eq!(
+            parse_opts(&big[..80], &opts).unwrap_err(),
+            Error::HeadersOverflow
+        );
+        // Incomplete and within the limit: wait.
+        assert!(parse_opts(&big[..60], &opts).unwrap().is_none());
+        // A head of exactly the limit is fine, with body bytes after it.
+        let exact = b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\n";
+        let opts = HeadOptions {
+            max_header_size: exact.len(),
+            ..HeadOptions::default()
+        };
+        let mut raw = exact.to_vec();
+        raw.extend_from_slice(&[b'x'; 100]);
+        assert!(parse_opts(&raw, &opts).unwrap().is_some());
+        let opts = HeadOptions {
+            max_header_size: exact.len() - 1,
+            ..HeadOptions::default()
+        };
+        assert_eq!(parse_opts(&raw, &opts).unwrap_err(), Error::HeadersOverflow);
+    }
+
+    #[test]
+    fn too_many_headers_overflow() {
+        let opts = HeadOptions {
+            max_headers: 2,
+            ..HeadOptions::default()
+        };
+        assert_eq!(
+            parse_opts(&with("A: 1\r\nB: 2\r\nC: 3\r\n"), &opts).unwrap_err(),
+            Error::HeadersOverflow
+        );
+        assert!(parse_opts(&with("A: 1\r\nB: 2\r\n"), &opts)
+            .unwrap()
+            .is_some());
+        let opts = HeadOptions {
+            max_headers: 0,
+            ..HeadOptions::default()
+        };
+        assert!(parse_opts(b"HTTP/1.1 204 No Content\r\n\r\n", &opts)
+            .unwrap()
+            .is_some());
+        assert_eq!(
+            parse_opts(&with("A: 1\r\n"), &opts).unwrap_err(),
+            Error::HeadersOverflow
+        );
+    }
+
+    #[test]
+    fn more_headers_than_the_stack_holds() {
+        let lines: String = (0..300).map(|i| format!("X-{i}: {i}\r\n")).collect();
+        let raw = with(&format!("{lines}Content-Length: 1\r\n"));
+        let opts = HeadOptions {
+            max_headers: 301,
+            max_header_size: 64 * 1024,
+            ..HeadOptions::default()
+        };
+        let h = parse_opts(&raw, &opts).unwrap().unwrap();
+        assert_eq!(h.headers.len(), 301);
+        assert_eq!(&h.headers[299].0[..], b"X-299");
+        assert_eq!(&h.headers[299].1[..], b"299");
+        assert_eq!(h.body, BodyKind::Length(1));
+        let opts = HeadOptions {
+            max_headers: 300,
+            ..opts
+        };
+        assert_eq!(parse_opts(&raw, &opts).unwrap_err(), Error::HeadersOverflow);
+    }
+
+    #[test]
+    fn malformed_header_lines_are_rejected() {
+        for lines in [
+            "NoColon\r\n",
+            "Foo : bar\r\n",
+            "Foo\t: bar\r\n",
+            ": empty-name\r\n",
+            "Fo o: bar\r\n",
+            "Foo: bar\r\n continued\r\n",
+            "Foo: bar\r\n\tcontinued\r\n",
+            " Leading: space\r\n",
+            "Foo: a\0b\r\n",
+            "Foo: a\rb\r\n",
+            "Foo: a\x7fb\r\n",
+            "Foo: a\x01b\r\n",
+            "Fö: bar\r\n",
+        ] {
+            assert_eq!(code(&with(lines)), "INVALID_HEADER_TOKEN", "{lines:?}");
+        }
+    }
+
+    #[test]
+    fn bare_lf_line_endings_are_rejected() {
+        assert_eq!(
+            code(b"HTTP/1.1 200 OK\nContent-Length: 0\n\n"),
+            "CR_EXPECTED"
+        );
+        assert_eq!(
+            code(b"HTTP/1.1 200 OK\r\nContent-Length: 0\n\r\n"),
+            "CR_EXPECTED"
+        );
+        assert_eq!(
+            code(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\n"),
+            "CR_EXPECTED"
+        );
+        assert_eq!(
+            code(b"\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"),
+            "CR_EXPECTED"
+        );
+        assert_eq!(
+            code(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\rX"),
+            "LF_EXPECTED"
+        );
+    }
+
+    #[test]
+    fn bad_status_lines() {
+        assert_eq!(code(b"HTTP/2.0 200 OK\r\n\r\n"), "INVALID_VERSION");
+        assert_eq!(code(b"HTTP/1.2 200 OK\r\n\r\n"), "INVALID_VERSION");
+        assert_eq!(code(b"HTTP/1.1\r\n\r\n"), "INVALID_VERSION");
+        assert_eq!(code(b"HTTX/1.1 200 OK\r\n\r\n"), "INVALID_CONSTANT");
+        assert_eq!(code(b"ICY 200 OK\r\n\r\n"), "INVALID_CONSTANT");
+        assert_eq!(code(b"http/1.1 200 OK\r\n\r\n"), "INVALID_CONSTANT");
+        assert_eq!(code(b"HTTP/1.1 20 OK\r\n\r\n"), "INVALID_STATUS");
+        assert_eq!(code(b"HTTP/1.1 2000 OK\r\n\r\n"), "INVALID_STATUS");
+        assert_eq!(code(b"HTTP/1.1 abc OK\r\n\r\n"), "INVALID_STATUS");
+        assert_eq!(code(b"HTTP/1.1 099 Low\r\n\r\n"), "INVALID_STATUS");
+        assert_eq!(code(b"HTTP/1.1  200 OK\r\n\r\n"), "INVALID_STATUS");
+        assert_eq!(code(b"HTTP/1.1 200 O\0K\r\n\r\n"), "INVALID_STATUS");
+        assert_eq!(code(b"HTTP/1.1 200 OK\rX\r\n\r\n"), "INVALID_STATUS");
+    }
+
+    #[test]
+    fn errors_are_reported_before_the_head_is_complete() {
+        assert_eq!(code(b"XTTP"), "INVALID_CONSTANT");
+        assert_eq!(code(b"HTTP/1.1 200 OK\r\nBad Name"), "INVALID_HEADER_TOKEN");
+        assert!(parse(b"HTTP/1.1 200 OK\r\nGood-Name: ").unwrap().is_none());
+        assert!(parse(b"").unwrap().is_none());
+        assert!(parse(b"HTT").unwrap().is_none());
+    }
+}

@@ -1,0 +1,699 @@
+//! One HTTP/1.1 connection: writes pipelined requests in order, reads responses in
+//! order and attributes each to the request at the head of its pipeline.
+//!
+//! It is a hand-written future (as hyper's `proto/h1/conn.rs`): one task polls
+//! writes, reads and its one timer, so no lock is ever held across I/O.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::future::Future;
+use std::io::IoSlice;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::{Instant, Sleep};
+
+use crate::codec::request::BodyFraming;
+use crate::codec::{parse_response_head, BodyDecoder, BodyKind, Decoded, HeadOptions};
+use crate::engine::{Ctx, ReqCtl};
+use crate::error::Error;
+use crate::event::Event;
+use crate::origin::{ConnShared, Origin, Queued};
+use crate::request::{OriginConfig, Request, RequestBody};
+use crate::transport::Transport;
+
+/// Most bytes of streamed request bodies moved into the write queue before the socket takes them.
+const WRITE_HIGH_WATER: usize = 64 * 1024;
+const READ_CHUNK: usize = 64 * 1024;
+/// Polls of work before yielding to other connections on the runtime.
+const BUDGET: usize = 32;
+/// Header slots tried first (on the stack); see `process` for heads with more.
+const MAX_HEADERS: usize = 128;
+
+struct InFlight {
+    req: Request,
+    ctl: Rc<ReqCtl>,
+    /// The head is in the write queue (after the caller's go-ahead, for held requests).
+    written: bool,
+    /// Every byte of head and body is in the write queue.
+    body_done: bool,
+    /// Body bytes queued so far (streamed bodies).
+    body_sent: u64,
+    got_headers: bool,
+    /// When this request started waiting for its head (at the front, fully sent).
+    waiting_since: Option<Instant>,
+}
+
+enum ReadState {
+    Head,
+    Body { decoder: BodyDecoder, received: u64 },
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum TimerKind {
+    Headers,
+    Body,
+    Idle,
+}
+
+pub(crate) struct Conn {
+    ctx: Rc<Ctx>,
+    cfg: Rc<OriginConfig>,
+    origin_id: u64,
+    origin: Rc<RefCell<Origin>>,
+    shared: Rc<ConnShared>,
+    io: Transport,
+    inflight: VecDeque<InFlight>,
+    wq: VecDeque<Bytes>,
+    wq_bytes: usize,
+    rbuf: BytesMut,
+    read: ReadState,
+    /// No request may be added: the connection closes once the pipeline is empty.
+    no_more: bool,
+    /// Requests carried so far.
+    served: u64,
+    keep_alive: Duration,
+    idle_since: Instant,
+    last_data: Instant,
+    timer: Pin<Box<Sleep>>,
+    armed: Option<(Instant, TimerKind)>,
+    events: Vec<Event>,
+    closed: bool,
+}
+
+impl Conn {
+    pub(crate) fn new(
+        ctx: Rc<Ctx>,
+        origin: Rc<RefCell<Origin>>,
+        shared: Rc<ConnShared>,
+        io: Transport,
+    ) -> Conn {
+        let (cfg, origin_id) = (origin.borrow().cfg.clone(), origin.borrow().id);
+        let now = Instant::now();
+        Conn {
+            ctx,
+            keep_alive: cfg.keep_alive_timeout,
+            cfg,
+            origin_id,
+            origin,
+            shared,
+            io,
+            inflight: VecDeque::new(),
+            wq: VecDeque::new(),
+            wq_bytes: 0,
+            rbuf: BytesMut::with_capacity(READ_CHUNK),
+            read: ReadState::Head,
+            no_more: false,
+            served: 0,
+            idle_since: now,
+            last_data: now,
+            timer: Box::pin(tokio::time::sleep_until(now + Duration::from_secs(3600))),
+            armed: None,
+            events: Vec::new(),
+            closed: false,
+        }
+    }
+
+    /// May `next` be written now, behind what is in flight?
+    fn can_take(&self, next: &Request) -> bool {
+        if self.no_more || self.closed {
+            return false;
+        }
+        let Some(last) = self.inflight.back() else {
+            return true;
+        };
+        // A request still waiting for its go-ahead does not stop the next one being taken
+        // (both go out together), unless its body is a stream.
+        self.inflight.len() < self.cfg.pipelining.max(1)
+            && (last.body_done || (!last.written && !last.req.is_stream()))
+            && next.idempotent
+            && !next.is_stream()
+            && !next.upgrade
+            && !self
+                .inflight
+                .iter()
+                .any(|r| r.req.upgrade || (r.req.blocking && !r.got_headers))
+    }
+
+    /// Moves requests from the origin queue onto this connection while the rules allow.
+    fn take_requests(&mut self) {
+        loop {
+            let req = {
+                let mut origin = self.origin.borrow_mut();
+                // Requests aborted while queued are dropped here.
+                while origin.queue.front().is_some_and(|q| q.ctl.aborted.get()) {
+                    origin.queue.pop_front();
+                }
+                match origin.queue.front() {
+                    Some(front) if self.can_take(&front.req) => origin.queue.pop_front().unwrap(),
+                    _ => break,
+                }
+            };
+            let Queued { req, ctl } = req;
+            *ctl.conn.borrow_mut() = Some(self.shared.clone());
+            ctl.proceed.set(!req.hold);
+            self.events.push(Event::Connect { id: req.id });
+            self.served += 1;
+            let max = self.cfg.max_requests_per_connection;
+            if req.reset
+                || req.upgrade
+                || self.cfg.pipelining == 0
+                || max.is_some_and(|m| self.served >= m)
+            {
+                self.no_more = true;
+            }
+            self.inflight.push_back(InFlight {
+                req,
+                ctl,
+                written: false,
+                body_done: false,
+                body_sent: 0,
+                got_headers: false,
+                waiting_since: None,
+            });
+        }
+        self.fill_writes();
+        self.publish();
+    }
+
+    /// Queues the heads (and known bodies) of taken requests, in order, as far as each
+    /// has its go-ahead.
+    fn fill_writes(&mut self) {
+        let mut out = Vec::new();
+        for r in self.inflight.iter_mut().filter(|r| !r.written) {
+            if !r.ctl.proceed.get() {
+                break;
+            }
+            r.written = true;
+            out.push(r.req.head.clone());
+            r.body_done = match &r.req.body {
+                RequestBody::None => true,
+                RequestBody::Bytes(b) => {
+                    if !b.is_empty() {
+                        out.push(b.clone());
+                    }
+                    true
+                }
+                RequestBody::Stream => false,
+            };
+        }
+        for b in out {
+            self.push_write(b);
+        }
+    }
+
+    fn push_write(&mut self, b: Bytes) {
+        self.wq_bytes += b.len();
+        self.wq.push_back(b);
+    }
+
+    /// Moves chunks of the streamed body (of the last request) into the write queue.
+    fn pump_body(&mut self) -> Result<(), (u64, Error)> {
+        let Some(last) = self.inflight.back_mut() else {
+            return Ok(());
+        };
+        if last.body_done || !last.written {
+            return Ok(());
+        }
+        let id = last.req.id;
+        let framing = last.req.framing;
+        let ctl = last.ctl.clone();
+        let mut pipe = ctl.body.borrow_mut();
+        let mut credited = 0;
+        let mut out = Vec::new();
+        while self.wq_bytes + credited < WRITE_HIGH_WATER {
+            let Some(chunk) = pipe.chunks.pop_front() else {
+                break;
+            };
+            credited += chunk.len();
+            if chunk.is_empty() {
+                continue;
+            }
+            let last = self.inflight.back_mut().unwrap();
+            last.body_sent += chunk.len() as u64;
+            match framing {
+                BodyFraming::Chunked => {
+                    out.push(Bytes::from(format!("{:x}\r\n", chunk.len())));
+                    out.push(chunk);
+                    out.push(Bytes::from_static(b"\r\n"));
+                }
+                BodyFraming::Length(n) => {
+                    if last.body_sent > n {
+                        return Err((id, Error::RequestContentLengthMismatch));
+                    }
+                    out.push(chunk);
+                }
+                BodyFraming::None => {}
+            }
+        }
+        let ended = pipe.ended && pipe.chunks.is_empty();
+        drop(pipe);
+        for b in out {
+            self.push_write(b);
+        }
+        if credited > 0 {
+            self.events.push(Event::BodyConsumed {
+                id,
+                bytes: credited,
+            });
+        }
+        if ended {
+            let last = self.inflight.back_mut().unwrap();
+            match framing {
+                BodyFraming::Chunked => self.push_write(Bytes::from_static(b"0\r\n\r\n")),
+                BodyFraming::Length(n) if last.body_sent != n => {
+                    return Err((id, Error::RequestContentLengthMismatch));
+                }
+                _ => {}
+            }
+            self.inflight.back_mut().unwrap().body_done = true;
+        }
+        Ok(())
+    }
+
+    /// Writes what the queue holds; `Ok(true)` when bytes went out.
+    fn poll_write(&mut self, cx: &mut Context<'_>) -> Result<bool, Error> {
+        let mut progress = false;
+        while !self.wq.is_empty() {
+            let slices: Vec<IoSlice<'_>> =
+                self.wq.iter().take(64).map(|b| IoSlice::new(b)).collect();
+            match Pin::new(&mut self.io).poll_write_vectored(cx, &slices) {
+                Poll::Ready(Ok(0)) => return Err(Error::socket("other side closed")),
+                Poll::Ready(Ok(mut n)) => {
+                    progress = true;
+                    self.wq_bytes -= n;
+                    while n > 0 {
+                        let front = self.wq.front_mut().unwrap();
+                        if front.len() <= n {
+                            n -= front.len();
+                            self.wq.pop_front();
+                        } else {
+                            let _ = front.split_to(n);
+                            n = 0;
+                        }
+                    }
+                }
+                Poll::Ready(Err(e)) => return Err(Error::from_io(&e)),
+                Poll::Pending => break,
+            }
+        }
+        Ok(progress)
+    }
+
+    /// Reads once from the socket. `Ok(None)` when nothing was ready, `Ok(Some(0))` at EOF.
+    fn poll_read(&mut self, cx: &mut Context<'_>) -> Result<Option<usize>, Error> {
+        if self.rbuf.capacity() - self.rbuf.len() < 4096 {
+            self.rbuf.reserve(READ_CHUNK);
+        }
+        let spare = self.rbuf.spare_capacity_mut();
+        let mut rb = ReadBuf::uninit(spare);
+        match Pin::new(&mut self.io).poll_read(cx, &mut rb) {
+            Poll::Ready(Ok(())) => {
+                let n = rb.filled().len();
+                // SAFETY: `n` bytes of the spare capacity were initialised by the read.
+                unsafe { self.rbuf.set_len(self.rbuf.len() + n) };
+                Ok(Some(n))
+            }
+            Poll::Ready(Err(e)) => Err(Error::from_io(&e)),
+            Poll::Pending => Ok(None),
+        }
+    }
+
+    fn head_paused(&self) -> bool {
+        self.inflight.front().is_some_and(|r| r.ctl.paused.get())
+    }
+
+    /// Parses what the read buffer holds into events for the request at the front.
+    fn process(&mut self) -> Result<(), Error> {
+        loop {
+            let Some(cur) = self.inflight.front_mut() else {
+                if !self.rbuf.is_empty() {
+                    // Bytes nobody asked for: the connection cannot be trusted any more.
+                    return Err(Error::socket(
+                        "unexpected response data on an idle connection",
+                    ));
+                }
+                return Ok(());
+            };
+            match &mut self.read {
+                ReadState::Head => {
+                    let cfg = &self.cfg;
+                    let opts = HeadOptions {
+                        max_header_size: cfg.max_header_size,
+                        max_headers: MAX_HEADERS,
+                        method_is_head: cur.req.method_is_head,
+                        method_is_connect: cur.req.method_is_connect,
+                    };
+                    let parsed = match parse_response_head(&mut self.rbuf, &opts) {
+                        // More headers than the usual slots, within the size limit: parse
+                        // again with room for as many as `max_header_size` can hold.
+                        Err(Error::HeadersOverflow) if self.rbuf.len() <= cfg.max_header_size => {
+                            let max_headers = cfg.max_header_size / 4 + 1;
+                            parse_response_head(
+                                &mut self.rbuf,
+                                &HeadOptions {
+                                    max_headers,
+                                    ..opts
+                                },
+                            )
+                        }
+                        other => other,
+                    };
+                    let Some(head) = parsed? else {
+                        return Ok(());
+                    };
+                    let id = cur.req.id;
+                    if (100..200).contains(&head.status) && head.status != 101 {
+                        self.events.push(Event::Headers {
+                            id,
+                            status: head.status,
+                            reason: head.reason,
+                            headers: head.headers,
+                        });
+                        continue;
+                    }
+                    if head.upgrade {
+                        // Upgrades are handed over in a later step; until then they fail cleanly.
+                        return Err(Error::NotSupported("upgrade is not supported yet".into()));
+                    }
+                    if let (Some(max), BodyKind::Length(n)) = (cfg.max_response_size, head.body) {
+                        if n > max {
+                            return Err(Error::ResponseExceededMaxSize);
+                        }
+                    }
+                    cur.got_headers = true;
+                    cur.waiting_since = None;
+                    if !head.keep_alive {
+                        self.no_more = true;
+                    }
+                    if let Some(ms) = head.keep_alive_timeout_ms {
+                        let hint = Duration::from_millis(ms)
+                            .saturating_sub(cfg.keep_alive_timeout_threshold);
+                        if hint < Duration::from_secs(1) {
+                            self.no_more = true;
+                        }
+                        self.keep_alive = hint.min(cfg.keep_alive_max_timeout);
+                    }
+                    self.events.push(Event::Headers {
+                        id,
+                        status: head.status,
+                        reason: head.reason,
+                        headers: head.headers,
+                    });
+                    self.read = ReadState::Body {
+                        decoder: BodyDecoder::new(head.body, cfg.max_header_size),
+                        received: 0,
+                    };
+                    self.last_data = Instant::now();
+                }
+                ReadState::Body { decoder, received } => {
+                    if cur.ctl.paused.get() {
+                        return Ok(());
+                    }
+                    let id = cur.req.id;
+                    match decoder.decode(&mut self.rbuf)? {
+                        Decoded::NeedMore => return Ok(()),
+                        Decoded::Data(chunk) => {
+                            *received += chunk.len() as u64;
+                            let max = self.cfg.max_response_size;
+                            if max.is_some_and(|m| *received > m) {
+                                return Err(Error::ResponseExceededMaxSize);
+                            }
+                            self.events.push(Event::Data { id, chunk });
+                        }
+                        Decoded::Done { trailers } => self.complete(trailers),
+                    }
+                }
+            }
+        }
+    }
+
+    fn complete(&mut self, trailers: Vec<crate::codec::RawHeader>) {
+        let done = self.inflight.pop_front().unwrap();
+        if self.ctx.settle(done.req.id) {
+            self.events.push(Event::Complete {
+                id: done.req.id,
+                trailers,
+            });
+        }
+        self.read = ReadState::Head;
+        if self.inflight.is_empty() {
+            self.idle_since = Instant::now();
+        }
+        if self.no_more && !self.inflight.is_empty() {
+            // The server closes after this response: what was pipelined behind it is
+            // retried on another connection.
+            self.requeue_all();
+        }
+    }
+
+    /// Puts every request still in flight back at the front of the origin queue.
+    fn requeue_all(&mut self) {
+        while let Some(r) = self.inflight.pop_back() {
+            // A streamed body cannot be replayed; and while unwinding from a panic the
+            // origin may be borrowed: then failing is the only safe way to settle.
+            let (id, replayable) = (r.req.id, !(r.req.is_stream() && r.body_sent > 0));
+            let back = match self.origin.clone().try_borrow_mut() {
+                Ok(mut origin) if replayable => {
+                    *r.ctl.conn.borrow_mut() = None;
+                    origin.queue.push_front(Queued {
+                        req: r.req,
+                        ctl: r.ctl,
+                    });
+                    true
+                }
+                _ => false,
+            };
+            if !back {
+                self.fail(id, Error::socket("other side closed"));
+            }
+        }
+    }
+
+    fn fail(&mut self, id: u64, error: Error) {
+        if self.ctx.settle(id) {
+            self.events.push(Event::Error { id, error });
+        }
+    }
+
+    /// Fails the request at the front with `error`, retries the rest elsewhere, closes.
+    fn fail_and_close(&mut self, error: Error) {
+        if let Some(head) = self.inflight.pop_front() {
+            self.fail(head.req.id, error.clone());
+        }
+        self.requeue_all();
+        self.close(error);
+    }
+
+    fn close(&mut self, error: Error) {
+        if self.closed {
+            return;
+        }
+        self.closed = true;
+        self.events.push(Event::Disconnected {
+            origin: self.origin_id,
+            conn: self.shared.id,
+            error,
+        });
+        self.publish();
+    }
+
+    /// Tells the origin what this connection can take, so it can pick and wake it.
+    fn publish(&self) {
+        self.shared.inflight.set(self.inflight.len());
+        self.shared.accepting.set(!self.no_more && !self.closed);
+    }
+
+    /// The nearest deadline this connection must act on, if any.
+    fn deadline(&mut self) -> Option<(Instant, TimerKind)> {
+        let Some(front) = self.inflight.front_mut() else {
+            return Some((self.idle_since + self.keep_alive, TimerKind::Idle));
+        };
+        if !front.got_headers {
+            if !front.body_done {
+                return None;
+            }
+            let since = *front.waiting_since.get_or_insert_with(Instant::now);
+            return front
+                .req
+                .headers_timeout
+                .map(|t| (since + t, TimerKind::Headers));
+        }
+        if front.ctl.paused.get() {
+            return None;
+        }
+        front
+            .req
+            .body_timeout
+            .map(|t| (self.last_data + t, TimerKind::Body))
+    }
+
+    fn poll_timer(&mut self, cx: &mut Context<'_>) -> Option<TimerKind> {
+        let want = self.deadline();
+        if want.map(|w| w.0) != self.armed.map(|a| a.0) {
+            if let Some((at, _)) = want {
+                self.timer.as_mut().reset(at);
+            }
+            self.armed = want;
+        }
+        let (at, kind) = self.armed?;
+        if self.timer.as_mut().poll(cx).is_ready() {
+            self.armed = None;
+            if Instant::now() >= at {
+                return Some(kind);
+            }
+        }
+        None
+    }
+
+    fn flush_events(&mut self) {
+        if !self.events.is_empty() {
+            self.ctx.sink.push(&mut self.events);
+        }
+    }
+
+    /// One round of work. `Ok(true)` when something moved.
+    fn step(&mut self, cx: &mut Context<'_>) -> Result<bool, Error> {
+        let mut progress = false;
+        // Aborted before its go-ahead: nothing of it was sent, it just goes.
+        self.inflight.retain(|r| r.written || !r.ctl.aborted.get());
+        if self.inflight.iter().any(|r| r.ctl.aborted.get()) {
+            // A request on the wire was aborted: its bytes cannot be taken back.
+            self.inflight.retain(|r| !r.ctl.aborted.get());
+            self.requeue_all();
+            self.close(Error::Aborted("request aborted".into()));
+            return Ok(false);
+        }
+        let before = self.inflight.len();
+        self.take_requests();
+        let queued = self.wq_bytes;
+        self.fill_writes();
+        progress |= self.wq_bytes != queued;
+        progress |= self.inflight.len() != before;
+        if let Err((id, e)) = self.pump_body() {
+            self.fail(id, e.clone());
+            self.inflight.retain(|r| r.req.id != id);
+            self.requeue_all();
+            self.close(e);
+            return Ok(false);
+        }
+        progress |= self.poll_write(cx)?;
+        if !self.head_paused() {
+            match self.poll_read(cx)? {
+                Some(0) => {
+                    self.on_eof();
+                    return Ok(false);
+                }
+                Some(_) => {
+                    self.last_data = Instant::now();
+                    progress = true;
+                }
+                None => {}
+            }
+        }
+        let before = self.events.len();
+        self.process()?;
+        progress |= self.events.len() != before;
+        if self.inflight.is_empty() && self.wq.is_empty() {
+            if self.no_more {
+                self.close(Error::Info("socket closed after its last request".into()));
+                return Ok(false);
+            }
+            if self.origin.borrow().idle_conns_close() {
+                // As undici: a closed client's sockets go down as destroyed.
+                self.close(Error::Destroyed);
+                return Ok(false);
+            }
+        }
+        Ok(progress)
+    }
+
+    fn on_eof(&mut self) {
+        if let (Some(_), ReadState::Body { decoder, .. }) = (self.inflight.front(), &mut self.read)
+        {
+            match decoder.eof() {
+                Ok(Decoded::Done { trailers }) => {
+                    self.complete(trailers);
+                    self.requeue_all();
+                    self.close(Error::socket("other side closed"));
+                    return;
+                }
+                Ok(_) => {}
+                Err(e) => return self.fail_and_close(e),
+            }
+        }
+        self.fail_and_close(Error::socket("other side closed"));
+    }
+
+    fn on_timer(&mut self, kind: TimerKind) {
+        match kind {
+            TimerKind::Headers => self.fail_and_close(Error::HeadersTimeout),
+            TimerKind::Body => self.fail_and_close(Error::BodyTimeout),
+            TimerKind::Idle => self.close(Error::Info("socket idle timeout".into())),
+        }
+    }
+}
+
+impl Future for Conn {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        {
+            let mut w = this.shared.waker.borrow_mut();
+            if !w.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                *w = Some(cx.waker().clone());
+            }
+        }
+        let destroy = this.shared.destroy.borrow_mut().take();
+        if let Some(err) = destroy {
+            while let Some(r) = this.inflight.pop_front() {
+                this.fail(r.req.id, err.clone());
+            }
+            this.close(err);
+        }
+        let mut budget = BUDGET;
+        while !this.closed {
+            match this.step(cx) {
+                Ok(true) if budget > 0 => budget -= 1,
+                Ok(true) => {
+                    // Out of budget with work left: let other connections run first.
+                    cx.waker().wake_by_ref();
+                    break;
+                }
+                Ok(false) => {
+                    if let Some(kind) = this.poll_timer(cx) {
+                        this.on_timer(kind);
+                        continue;
+                    }
+                    break;
+                }
+                Err(e) => this.fail_and_close(e),
+            }
+        }
+        this.publish();
+        this.flush_events();
+        if this.closed {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+impl Drop for Conn {
+    /// The safety net for exactly-once settlement: whatever ends this connection,
+    /// a panic included, every request it still carries is failed or retried.
+    fn drop(&mut self) {
+        if !self.inflight.is_empty() {
+            self.fail_and_close(Error::socket("connection closed unexpectedly"));
+        }
+        self.close(Error::socket("connection closed"));
+        self.flush_events();
+        Origin::conn_gone(&self.origin, &self.ctx, self.shared.id);
+    }
+}

@@ -1,0 +1,289 @@
+//! The engine: one tokio current-thread runtime on its own thread. Callers on any
+//! thread enqueue commands without blocking; all engine state lives on that thread.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, VecDeque};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::rc::Rc;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tokio::sync::mpsc;
+
+use crate::error::Error;
+use crate::event::{Event, EventSink};
+use crate::origin::{ConnShared, Origin, Queued};
+use crate::request::{OriginConfig, Request};
+
+enum Command {
+    Open { origin: u64, cfg: OriginConfig },
+    Submit { origin: u64, req: Box<Request> },
+    BodyWrite { id: u64, chunk: Bytes },
+    BodyEnd { id: u64 },
+    Pause { id: u64 },
+    Resume { id: u64 },
+    Abort { id: u64 },
+    Proceed { ids: Vec<u64> },
+    Close { origin: u64 },
+    Destroy { origin: u64, error: Error },
+}
+
+/// Handle to the engine thread. Cheap to clone; the thread ends when the last clone is dropped.
+#[derive(Clone)]
+pub struct Engine {
+    tx: mpsc::UnboundedSender<Command>,
+}
+
+impl Engine {
+    /// Starts the runtime thread. Events of every origin go to `sink`, in batches.
+    pub fn start(sink: Arc<dyn EventSink>) -> std::io::Result<Engine> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .enable_time()
+            .build()?;
+        std::thread::Builder::new()
+            .name("saetta-core".into())
+            .spawn(move || {
+                let local = tokio::task::LocalSet::new();
+                local.block_on(&rt, run(rx, sink));
+            })?;
+        Ok(Engine { tx })
+    }
+
+    fn send(&self, cmd: Command) {
+        // The engine thread only stops when every Engine is dropped, so this cannot fail
+        // while `self` exists; a failure would mean the thread died, and then there is
+        // nobody left to tell.
+        let _ = self.tx.send(cmd);
+    }
+
+    pub fn open(&self, origin: u64, cfg: OriginConfig) {
+        self.send(Command::Open { origin, cfg });
+    }
+
+    pub fn submit(&self, origin: u64, req: Request) {
+        self.send(Command::Submit {
+            origin,
+            req: Box::new(req),
+        });
+    }
+
+    /// A chunk of a streamed request body.
+    pub fn body_write(&self, id: u64, chunk: Bytes) {
+        self.send(Command::BodyWrite { id, chunk });
+    }
+
+    pub fn body_end(&self, id: u64) {
+        self.send(Command::BodyEnd { id });
+    }
+
+    /// Stop reading the response of `id` (backpressure) until [`Engine::resume`].
+    pub fn pause(&self, id: u64) {
+        self.send(Command::Pause { id });
+    }
+
+    pub fn resume(&self, id: u64) {
+        self.send(Command::Resume { id });
+    }
+
+    /// Drops the request: no more events for it. A request already on the wire takes its
+    /// connection down with it.
+    pub fn abort(&self, id: u64) {
+        self.send(Command::Abort { id });
+    }
+
+    /// Go-ahead for held requests whose `Connect` the caller has handled.
+    pub fn proceed(&self, ids: Vec<u64>) {
+        self.send(Command::Proceed { ids });
+    }
+
+    /// Graceful: queued requests still run; connections close once idle.
+    pub fn close(&self, origin: u64) {
+        self.send(Command::Close { origin });
+    }
+
+    /// Fails every queued and running request of `origin` with `error` and closes its connections.
+    pub fn destroy(&self, origin: u64, error: Error) {
+        self.send(Command::Destroy { origin, error });
+    }
+}
+
+/// Per-request control shared by the engine and the connection carrying it.
+pub(crate) struct ReqCtl {
+    pub paused: Cell<bool>,
+    pub aborted: Cell<bool>,
+    /// May be written (the request is not held, or the caller gave the go-ahead).
+    pub proceed: Cell<bool>,
+    /// The connection the request is on, to wake it on pause/resume/abort/body data.
+    pub conn: RefCell<Option<Rc<ConnShared>>>,
+    pub body: RefCell<BodyPipe>,
+}
+
+#[derive(Default)]
+pub(crate) struct BodyPipe {
+    pub chunks: VecDeque<Bytes>,
+    pub ended: bool,
+}
+
+impl ReqCtl {
+    fn wake(&self) {
+        if let Some(c) = self.conn.borrow().as_ref() {
+            c.wake();
+        }
+    }
+}
+
+/// Engine state, on the engine thread only.
+pub(crate) struct Ctx {
+    pub sink: Arc<dyn EventSink>,
+    reqs: RefCell<HashMap<u64, Rc<ReqCtl>>>,
+    origins: RefCell<HashMap<u64, Rc<RefCell<Origin>>>>,
+    next_conn: Cell<u64>,
+}
+
+impl Ctx {
+    /// Marks `id` settled. `true` the first time only: exactly one final event per request.
+    pub fn settle(&self, id: u64) -> bool {
+        self.reqs.borrow_mut().remove(&id).is_some()
+    }
+
+    /// The origin reported `Closed`: nothing refers to it any more.
+    pub fn forget_origin(&self, id: u64) {
+        self.origins.borrow_mut().remove(&id);
+    }
+
+    pub fn next_conn_id(&self) -> u64 {
+        let id = self.next_conn.get() + 1;
+        self.next_conn.set(id);
+        id
+    }
+
+    /// Emits a single event now (outside a connection's batch).
+    pub fn emit(&self, ev: Event) {
+        let mut v = vec![ev];
+        self.sink.push(&mut v);
+    }
+
+    fn ctl(&self, id: u64) -> Option<Rc<ReqCtl>> {
+        self.reqs.borrow().get(&id).cloned()
+    }
+
+    fn origin(&self, id: u64) -> Option<Rc<RefCell<Origin>>> {
+        self.origins.borrow().get(&id).cloned()
+    }
+
+    fn handle(self: &Rc<Self>, cmd: Command) {
+        match cmd {
+            Command::Open { origin, cfg } => {
+                self.origins
+                    .borrow_mut()
+                    .insert(origin, Rc::new(RefCell::new(Origin::new(origin, cfg))));
+            }
+            Command::Submit { origin, req } => {
+                let Some(o) = self.origin(origin) else {
+                    return self.emit(Event::Error {
+                        id: req.id,
+                        error: Error::Destroyed,
+                    });
+                };
+                let ctl = Rc::new(ReqCtl {
+                    paused: Cell::new(false),
+                    aborted: Cell::new(false),
+                    proceed: Cell::new(false),
+                    conn: RefCell::new(None),
+                    body: RefCell::new(BodyPipe::default()),
+                });
+                self.reqs.borrow_mut().insert(req.id, ctl.clone());
+                o.borrow_mut().queue.push_back(Queued { req: *req, ctl });
+                Origin::schedule(&o, self);
+            }
+            Command::BodyWrite { id, chunk } => {
+                if let Some(ctl) = self.ctl(id) {
+                    ctl.body.borrow_mut().chunks.push_back(chunk);
+                    ctl.wake();
+                }
+            }
+            Command::BodyEnd { id } => {
+                if let Some(ctl) = self.ctl(id) {
+                    ctl.body.borrow_mut().ended = true;
+                    ctl.wake();
+                }
+            }
+            Command::Pause { id } => {
+                if let Some(ctl) = self.ctl(id) {
+                    ctl.paused.set(true);
+                }
+            }
+            Command::Resume { id } => {
+                if let Some(ctl) = self.ctl(id) {
+                    ctl.paused.set(false);
+                    ctl.wake();
+                }
+            }
+            Command::Abort { id } => {
+                if let Some(ctl) = self.reqs.borrow_mut().remove(&id) {
+                    ctl.aborted.set(true);
+                    ctl.wake();
+                }
+            }
+            Command::Proceed { ids } => {
+                for id in ids {
+                    if let Some(ctl) = self.ctl(id) {
+                        ctl.proceed.set(true);
+                        ctl.wake();
+                    }
+                }
+            }
+            Command::Close { origin } => {
+                if let Some(o) = self.origin(origin) {
+                    o.borrow_mut().closed = true;
+                    Origin::schedule(&o, self);
+                    Origin::check_finished(&o, self);
+                }
+            }
+            Command::Destroy { origin, error } => {
+                if let Some(o) = self.origin(origin) {
+                    Origin::destroy(&o, self, error);
+                }
+            }
+        }
+    }
+
+    /// The request a command is about, to fail it if handling the command panicked.
+    fn command_request(cmd: &Command) -> Option<u64> {
+        match cmd {
+            Command::Submit { req, .. } => Some(req.id),
+            Command::BodyWrite { id, .. }
+            | Command::BodyEnd { id }
+            | Command::Pause { id }
+            | Command::Resume { id }
+            | Command::Abort { id } => Some(*id),
+            _ => None,
+        }
+    }
+}
+
+async fn run(mut rx: mpsc::UnboundedReceiver<Command>, sink: Arc<dyn EventSink>) {
+    let ctx = Rc::new(Ctx {
+        sink,
+        reqs: RefCell::new(HashMap::new()),
+        origins: RefCell::new(HashMap::new()),
+        next_conn: Cell::new(0),
+    });
+    let mut batch = Vec::with_capacity(64);
+    while rx.recv_many(&mut batch, 256).await > 0 {
+        for cmd in batch.drain(..) {
+            let id = Ctx::command_request(&cmd);
+            if catch_unwind(AssertUnwindSafe(|| ctx.handle(cmd))).is_err() {
+                // No panic crosses into the host; the request it hit fails instead.
+                if let Some(id) = id.filter(|id| ctx.settle(*id)) {
+                    ctx.emit(Event::Error {
+                        id,
+                        error: Error::socket("internal error in saetta-core"),
+                    });
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! The core's one error enum. Each variant maps one-to-one onto a JS error class
+//! (see `ts/errors.ts`); the binding passes `kind()` and `message()` across.
+
+use std::fmt;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// Bad input from the caller, caught before anything is sent.
+    InvalidArgument(String),
+    /// A feature the engine does not implement.
+    NotSupported(String),
+    ConnectTimeout(String),
+    HeadersTimeout,
+    BodyTimeout,
+    /// Response head larger than `maxHeaderSize`.
+    HeadersOverflow,
+    /// The server sent bytes that are not valid HTTP/1.1. `code` is an llhttp-style
+    /// reason (`INVALID_CONSTANT`, `INVALID_CHUNK_SIZE`, `UNEXPECTED_CONTENT_LENGTH`, ...).
+    Parser {
+        code: &'static str,
+        message: String,
+    },
+    ResponseContentLengthMismatch,
+    RequestContentLengthMismatch,
+    ResponseExceededMaxSize,
+    /// The socket failed or closed under a request (`other side closed`, `ECONNREFUSED` ...).
+    Socket {
+        code: Option<String>,
+        message: String,
+    },
+    Aborted(String),
+    Destroyed,
+    Closed,
+    /// Informational: the connection went away for a reason that is not a failure
+    /// of the request itself (e.g. reset after a `connection: close`).
+    Info(String),
+}
+
+impl Error {
+    /// Stable name of the variant, the key the JS side maps to an error class.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::InvalidArgument(_) => "InvalidArgument",
+            Error::NotSupported(_) => "NotSupported",
+            Error::ConnectTimeout(_) => "ConnectTimeout",
+            Error::HeadersTimeout => "HeadersTimeout",
+            Error::BodyTimeout => "BodyTimeout",
+            Error::HeadersOverflow => "HeadersOverflow",
+            Error::Parser { .. } => "Parser",
+            Error::ResponseContentLengthMismatch => "ResponseContentLengthMismatch",
+            Error::RequestContentLengthMismatch => "RequestContentLengthMismatch",
+            Error::ResponseExceededMaxSize => "ResponseExceededMaxSize",
+            Error::Socket { .. } => "Socket",
+            Error::Aborted(_) => "Aborted",
+            Error::Destroyed => "Destroyed",
+            Error::Closed => "Closed",
+            Error::Info(_) => "Info",
+        }
+    }
+
+    /// Extra code carried to JS (parser reason or errno name), if any.
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            Error::Parser { code, .. } => Some(code),
+            Error::Socket { code, .. } => code.as_deref(),
+            _ => None,
+        }
+    }
+
+    pub fn parser(code: &'static str, message: impl Into<String>) -> Self {
+        Error::Parser {
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub fn socket(message: impl Into<String>) -> Self {
+        Error::Socket {
+            code: None,
+            message: message.into(),
+        }
+    }
+
+    pub fn from_io(err: &std::io::Error) -> Self {
+        Error::Socket {
+            code: errno_name(err).map(str::to_owned),
+            message: err.to_string(),
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::InvalidArgument(m)
+            | Error::NotSupported(m)
+            | Error::Aborted(m)
+            | Error::Info(m) => f.write_str(m),
+            Error::ConnectTimeout(m) => write!(f, "Connect Timeout Error ({m})"),
+            Error::HeadersTimeout => f.write_str("Headers Timeout Error"),
+            Error::BodyTimeout => f.write_str("Body Timeout Error"),
+            Error::HeadersOverflow => f.write_str("Headers Overflow Error"),
+            Error::Parser { message, .. } => f.write_str(message),
+            Error::ResponseContentLengthMismatch => {
+                f.write_str("Response body length does not match content-length header")
+            }
+            Error::RequestContentLengthMismatch => {
+                f.write_str("Request body length does not match content-length header")
+            }
+            Error::ResponseExceededMaxSize => f.write_str("Response content exceeded max size"),
+            Error::Socket { message, .. } => f.write_str(message),
+            Error::Destroyed => f.write_str("The client is destroyed"),
+            Error::Closed => f.write_str("The client is closed"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// Node-style errno name (`ECONNREFUSED` ...) for an io error, where there is one.
+fn errno_name(err: &std::io::Error) -> Option<&'static str> {
+    use std::io::ErrorKind::*;
+    Some(match err.kind() {
+        ConnectionRefused => "ECONNREFUSED",
+        ConnectionReset => "ECONNRESET",
+        ConnectionAborted => "ECONNABORTED",
+        BrokenPipe => "EPIPE",
+        NotFound => "ENOENT",
+        PermissionDenied => "EACCES",
+        AddrNotAvailable => "EADDRNOTAVAIL",
+        AddrInUse => "EADDRINUSE",
+        TimedOut => "ETIMEDOUT",
+        HostUnreachable => "EHOSTUNREACH",
+        NetworkUnreachable => "ENETUNREACH",
+        _ => match err.raw_os_error() {
+            Some(2) => "ENOENT",
+            Some(111) => "ECONNREFUSED",
+            Some(104) => "ECONNRESET",
+            _ => return None,
+        },
+    })
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

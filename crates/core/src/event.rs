@@ -1,0 +1,80 @@
+//! Events the engine reports, in order per request, in batches.
+
+use bytes::Bytes;
+
+use crate::codec::RawHeader;
+use crate::error::Error;
+
+#[derive(Debug)]
+pub enum Event {
+    /// The request is being written on a connection (again, when it is retried).
+    Connect {
+        id: u64,
+    },
+    /// A response head: 1xx informational ones first, then the final one.
+    Headers {
+        id: u64,
+        status: u16,
+        reason: Bytes,
+        headers: Vec<RawHeader>,
+    },
+    Data {
+        id: u64,
+        chunk: Bytes,
+    },
+    Complete {
+        id: u64,
+        trailers: Vec<RawHeader>,
+    },
+    /// The request failed; nothing more follows for it.
+    Error {
+        id: u64,
+        error: Error,
+    },
+    /// Bytes of a streamed request body that have been written to the socket (credit back).
+    BodyConsumed {
+        id: u64,
+        bytes: usize,
+    },
+    /// A connection of `origin` was established.
+    Connected {
+        origin: u64,
+        conn: u64,
+    },
+    /// A connection of `origin` went away.
+    Disconnected {
+        origin: u64,
+        conn: u64,
+        error: Error,
+    },
+    /// A connection attempt of `origin` failed.
+    ConnectFailed {
+        origin: u64,
+        error: Error,
+    },
+    /// `origin` was closed or destroyed and its last connection is gone.
+    Closed {
+        origin: u64,
+    },
+}
+
+impl Event {
+    /// Request id for request events, `None` for connection events.
+    pub fn request_id(&self) -> Option<u64> {
+        match self {
+            Event::Connect { id }
+            | Event::Headers { id, .. }
+            | Event::Data { id, .. }
+            | Event::Complete { id, .. }
+            | Event::Error { id, .. }
+            | Event::BodyConsumed { id, .. } => Some(*id),
+            _ => None,
+        }
+    }
+}
+
+/// Receives batches of events on the engine thread. It must not block: push and wake.
+pub trait EventSink: Send + Sync + 'static {
+    /// Takes every event out of `events` (the engine reuses the Vec).
+    fn push(&self, events: &mut Vec<Event>);
+}

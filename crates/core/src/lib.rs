@@ -1,0 +1,16 @@
+//! saetta's HTTP/1.1 engine. No napi here: it is driven through [`Engine`] and reports
+//! through an [`EventSink`], so it is unit-tested and benchmarked with cargo alone.
+
+pub mod codec;
+mod conn;
+pub mod engine;
+pub mod error;
+pub mod event;
+mod origin;
+pub mod request;
+mod transport;
+
+pub use engine::Engine;
+pub use error::{Error, Result};
+pub use event::{Event, EventSink};
+pub use request::{OriginConfig, Request, RequestBody};

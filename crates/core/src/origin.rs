@@ -1,0 +1,199 @@
+//! An origin: its queue of requests not yet on a connection, and its connections.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::rc::Rc;
+use std::task::Waker;
+
+use crate::conn::Conn;
+use crate::engine::{Ctx, ReqCtl};
+use crate::error::Error;
+use crate::event::Event;
+use crate::request::{OriginConfig, Request};
+use crate::transport;
+
+pub(crate) struct Queued {
+    pub req: Request,
+    pub ctl: Rc<ReqCtl>,
+}
+
+/// What a connection tells its origin, and how the origin reaches it.
+pub(crate) struct ConnShared {
+    pub id: u64,
+    pub waker: RefCell<Option<Waker>>,
+    pub inflight: Cell<usize>,
+    /// It may take more requests (subject to the per-request pipelining rules).
+    pub accepting: Cell<bool>,
+    /// Set by `destroy`: fail everything with this error and close.
+    pub destroy: RefCell<Option<Error>>,
+}
+
+impl ConnShared {
+    pub fn wake(&self) {
+        if let Some(w) = self.waker.borrow().as_ref() {
+            w.wake_by_ref();
+        }
+    }
+}
+
+pub(crate) struct Origin {
+    pub id: u64,
+    pub cfg: Rc<OriginConfig>,
+    pub queue: VecDeque<Queued>,
+    conns: Vec<Rc<ConnShared>>,
+    connecting: usize,
+    /// No new requests; connections close once the queue and their pipelines are empty.
+    pub closed: bool,
+    destroyed: Option<Error>,
+    /// `Closed` was reported.
+    finished: bool,
+}
+
+impl Origin {
+    pub fn new(id: u64, cfg: OriginConfig) -> Origin {
+        Origin {
+            id,
+            cfg: Rc::new(cfg),
+            queue: VecDeque::new(),
+            conns: Vec::new(),
+            connecting: 0,
+            closed: false,
+            destroyed: None,
+            finished: false,
+        }
+    }
+
+    /// Should a connection with nothing in flight close now?
+    pub fn idle_conns_close(&self) -> bool {
+        self.closed && self.queue.is_empty()
+    }
+
+    /// Reports `Closed` once a closed or destroyed origin has no connection left.
+    pub fn check_finished(this: &Rc<RefCell<Origin>>, ctx: &Rc<Ctx>) {
+        let Ok(mut o) = this.try_borrow_mut() else {
+            return;
+        };
+        let ended = o.closed || o.destroyed.is_some();
+        if ended && !o.finished && o.conns.is_empty() && o.connecting == 0 && o.queue.is_empty() {
+            o.finished = true;
+            let origin = o.id;
+            drop(o);
+            ctx.forget_origin(origin);
+            ctx.emit(Event::Closed { origin });
+        }
+    }
+
+    /// Wakes connections that can take queued work, and opens one more where none can.
+    pub fn schedule(this: &Rc<RefCell<Origin>>, ctx: &Rc<Ctx>) {
+        let o = this.borrow();
+        if o.destroyed.is_some() {
+            return;
+        }
+        if o.queue.is_empty() {
+            if o.closed {
+                o.conns.iter().for_each(|c| c.wake());
+            }
+            return;
+        }
+        let mut idle = false;
+        for c in o.conns.iter().filter(|c| c.accepting.get()) {
+            idle |= c.inflight.get() == 0;
+            c.wake();
+        }
+        let room = o.conns.len() + o.connecting < o.cfg.connections.max(1);
+        if !idle && room && o.connecting < o.queue.len() {
+            drop(o);
+            Origin::spawn_connect(this, ctx);
+        }
+    }
+
+    fn spawn_connect(this: &Rc<RefCell<Origin>>, ctx: &Rc<Ctx>) {
+        this.borrow_mut().connecting += 1;
+        let (this, ctx) = (this.clone(), ctx.clone());
+        tokio::task::spawn_local(async move {
+            let cfg = this.borrow().cfg.clone();
+            let result = transport::connect(&cfg).await;
+            this.borrow_mut().connecting -= 1;
+            let origin_id = this.borrow().id;
+            match result {
+                Ok(io) => {
+                    if this.borrow().destroyed.is_some() {
+                        return Origin::check_finished(&this, &ctx);
+                    }
+                    let shared = Rc::new(ConnShared {
+                        id: ctx.next_conn_id(),
+                        waker: RefCell::new(None),
+                        inflight: Cell::new(0),
+                        accepting: Cell::new(true),
+                        destroy: RefCell::new(None),
+                    });
+                    this.borrow_mut().conns.push(shared.clone());
+                    ctx.emit(Event::Connected {
+                        origin: origin_id,
+                        conn: shared.id,
+                    });
+                    Conn::new(ctx, this, shared, io).await;
+                }
+                Err(error) => {
+                    ctx.emit(Event::ConnectFailed {
+                        origin: origin_id,
+                        error: error.clone(),
+                    });
+                    let failed: Vec<Queued> = {
+                        let mut o = this.borrow_mut();
+                        if o.conns.is_empty() && o.connecting == 0 {
+                            // Nothing else can carry them: what waited for this connection fails.
+                            o.queue.drain(..).collect()
+                        } else {
+                            Vec::new()
+                        }
+                    };
+                    {
+                        let mut events: Vec<Event> = failed
+                            .into_iter()
+                            .filter(|q| ctx.settle(q.req.id))
+                            .map(|q| Event::Error {
+                                id: q.req.id,
+                                error: error.clone(),
+                            })
+                            .collect();
+                        ctx.sink.push(&mut events);
+                    }
+                    Origin::check_finished(&this, &ctx);
+                }
+            }
+        });
+    }
+
+    /// A connection ended: forget it and find a home for what it gave back.
+    pub fn conn_gone(this: &Rc<RefCell<Origin>>, ctx: &Rc<Ctx>, conn: u64) {
+        if let Ok(mut o) = this.try_borrow_mut() {
+            o.conns.retain(|c| c.id != conn);
+        }
+        if this.try_borrow().is_ok() {
+            Origin::schedule(this, ctx);
+        }
+        Origin::check_finished(this, ctx);
+    }
+
+    pub fn destroy(this: &Rc<RefCell<Origin>>, ctx: &Rc<Ctx>, error: Error) {
+        let mut o = this.borrow_mut();
+        o.destroyed = Some(error.clone());
+        let queued: Vec<Queued> = o.queue.drain(..).collect();
+        for c in &o.conns {
+            *c.destroy.borrow_mut() = Some(error.clone());
+            c.wake();
+        }
+        drop(o);
+        let mut events: Vec<Event> = queued
+            .into_iter()
+            .filter(|q| ctx.settle(q.req.id))
+            .map(|q| Event::Error {
+                id: q.req.id,
+                error: error.clone(),
+            })
+            .collect();
+        ctx.sink.push(&mut events);
+        Origin::check_finished(this, ctx);
+    }
+}

@@ -1,0 +1,123 @@
+//! The byte stream under a connection: TCP or a Unix socket.
+
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpStream, UnixStream};
+
+use crate::error::{Error, Result};
+use crate::request::OriginConfig;
+
+pub enum Transport {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+/// Opens a transport to the origin within its connect timeout.
+pub async fn connect(cfg: &OriginConfig) -> Result<Transport> {
+    let attempt = async {
+        if let Some(path) = &cfg.socket_path {
+            return UnixStream::connect(path)
+                .await
+                .map(Transport::Unix)
+                .map_err(|e| connect_error(&e, path));
+        }
+        let addrs = tokio::net::lookup_host((cfg.host.as_str(), cfg.port))
+            .await
+            .map_err(|e| Error::Socket {
+                code: Some("ENOTFOUND".into()),
+                message: format!("getaddrinfo ENOTFOUND {} ({e})", cfg.host),
+            })?;
+        let mut last = Error::socket(format!("no address found for {}", cfg.host));
+        for addr in addrs {
+            match TcpStream::connect(addr).await {
+                Ok(s) => {
+                    let _ = s.set_nodelay(true);
+                    return Ok(Transport::Tcp(s));
+                }
+                Err(e) => last = connect_error(&e, &addr.to_string()),
+            }
+        }
+        Err(last)
+    };
+    match tokio::time::timeout(cfg.connect_timeout, attempt).await {
+        Ok(r) => r,
+        Err(_) => Err(Error::ConnectTimeout(format!(
+            "attempted address: {}, timeout: {}ms",
+            cfg.socket_path
+                .clone()
+                .unwrap_or_else(|| format!("{}:{}", cfg.host, cfg.port)),
+            cfg.connect_timeout.as_millis()
+        ))),
+    }
+}
+
+/// A connect failure, worded as Node words it: `connect ECONNREFUSED 127.0.0.1:80`.
+fn connect_error(e: &std::io::Error, target: &str) -> Error {
+    match Error::from_io(e) {
+        Error::Socket {
+            code: Some(code), ..
+        } => Error::Socket {
+            message: format!("connect {code} {target}"),
+            code: Some(code),
+        },
+        other => other,
+    }
+}
+
+impl AsyncRead for Transport {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Transport::Tcp(s) => Pin::new(s).poll_read(cx, buf),
+            Transport::Unix(s) => Pin::new(s).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Transport {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Transport::Tcp(s) => Pin::new(s).poll_write(cx, buf),
+            Transport::Unix(s) => Pin::new(s).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Transport::Tcp(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Transport::Unix(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Transport::Tcp(s) => Pin::new(s).poll_flush(cx),
+            Transport::Unix(s) => Pin::new(s).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Transport::Tcp(s) => Pin::new(s).poll_shutdown(cx),
+            Transport::Unix(s) => Pin::new(s).poll_shutdown(cx),
+        }
+    }
+}

@@ -1,0 +1,349 @@
+//! The engine end to end against raw loopback servers, with cargo alone.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use bytes::Bytes;
+use saetta_core::codec::request::{encode_head, BodyInfo, HeadInput};
+use saetta_core::{Engine, Error, Event, EventSink, OriginConfig, Request, RequestBody};
+
+struct ChannelSink(Mutex<Sender<Event>>);
+
+impl EventSink for ChannelSink {
+    fn push(&self, events: &mut Vec<Event>) {
+        let tx = self.0.lock().unwrap();
+        for ev in events.drain(..) {
+            tx.send(ev).unwrap();
+        }
+    }
+}
+
+fn engine() -> (Engine, Receiver<Event>) {
+    let (tx, rx) = channel();
+    (
+        Engine::start(Arc::new(ChannelSink(Mutex::new(tx)))).unwrap(),
+        rx,
+    )
+}
+
+fn origin(engine: &Engine, id: u64, port: u16, f: impl FnOnce(&mut OriginConfig)) {
+    let mut cfg = OriginConfig {
+        host: "127.0.0.1".into(),
+        port,
+        ..OriginConfig::default()
+    };
+    f(&mut cfg);
+    engine.open(id, cfg);
+}
+
+fn get(id: u64, method: &str, body: RequestBody) -> Request {
+    let info = match &body {
+        RequestBody::None => BodyInfo::None,
+        RequestBody::Bytes(b) => BodyInfo::Bytes(b.len() as u64),
+        RequestBody::Stream => BodyInfo::Stream,
+    };
+    let head = encode_head(&HeadInput {
+        method,
+        path: "/",
+        headers: &[],
+        default_host: "test",
+        body: info,
+        reset: false,
+        upgrade: None,
+        expect_continue: false,
+        strict_content_length: true,
+    })
+    .unwrap();
+    Request::new(id, method, head, body)
+}
+
+/// What one request saw: status, body bytes, and how it ended.
+#[derive(Debug, Default)]
+struct Outcome {
+    connects: usize,
+    statuses: Vec<u16>,
+    body: Vec<u8>,
+    trailers: Vec<(String, String)>,
+    error: Option<Error>,
+    done: bool,
+}
+
+/// Collects events until every id in `ids` has settled.
+fn settle(rx: &Receiver<Event>, ids: &[u64]) -> Vec<Outcome> {
+    let mut out: Vec<Outcome> = ids.iter().map(|_| Outcome::default()).collect();
+    let idx = |id: u64| ids.iter().position(|i| *i == id);
+    while out.iter().any(|o| !o.done) {
+        let ev = rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("engine went quiet");
+        let Some(i) = ev.request_id().and_then(idx) else {
+            continue;
+        };
+        let o = &mut out[i];
+        assert!(!o.done, "event after settlement: {ev:?}");
+        match ev {
+            Event::Connect { .. } => o.connects += 1,
+            Event::Headers { status, .. } => o.statuses.push(status),
+            Event::Data { chunk, .. } => o.body.extend_from_slice(&chunk),
+            Event::Complete { trailers, .. } => {
+                o.trailers = trailers
+                    .iter()
+                    .map(|(n, v)| {
+                        (
+                            String::from_utf8_lossy(n).into(),
+                            String::from_utf8_lossy(v).into(),
+                        )
+                    })
+                    .collect();
+                o.done = true;
+            }
+            Event::Error { error, .. } => {
+                o.error = Some(error);
+                o.done = true;
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// A raw server: for each accepted connection, runs `serve` on its own thread.
+fn server(serve: impl Fn(TcpStream, usize) + Send + Sync + 'static) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let serve = Arc::new(serve);
+    thread::spawn(move || {
+        for (n, stream) in listener.incoming().enumerate() {
+            let Ok(stream) = stream else { return };
+            let serve = serve.clone();
+            thread::spawn(move || serve(stream, n));
+        }
+    });
+    port
+}
+
+/// Reads one request head (and nothing more) from `s`.
+fn read_head(s: &mut TcpStream) -> Option<String> {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if s.read(&mut byte).ok()? == 0 {
+            return None;
+        }
+        head.push(byte[0]);
+    }
+    Some(String::from_utf8_lossy(&head).into_owned())
+}
+
+#[test]
+fn content_length_and_chunked_with_trailers() {
+    let port = server(|mut s, _| {
+        read_head(&mut s).unwrap();
+        s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello")
+            .unwrap();
+        read_head(&mut s).unwrap();
+        s.write_all(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3;ext=1\r\nabc\r\n2\r\nde\r\n0\r\nx-t: 1\r\n\r\n").unwrap();
+        thread::sleep(Duration::from_millis(200));
+    });
+    let (e, rx) = engine();
+    origin(&e, 1, port, |_| {});
+    e.submit(1, get(1, "GET", RequestBody::None));
+    let a = settle(&rx, &[1]);
+    e.submit(1, get(2, "GET", RequestBody::None));
+    let b = settle(&rx, &[2]);
+    assert_eq!(
+        (a[0].statuses.as_slice(), a[0].body.as_slice()),
+        (&[200][..], &b"hello"[..])
+    );
+    assert_eq!(b[0].body, b"abcde");
+    assert_eq!(b[0].trailers, vec![("x-t".to_string(), "1".to_string())]);
+}
+
+#[test]
+fn keep_alive_reuses_one_connection() {
+    let port = server(|mut s, n| {
+        while read_head(&mut s).is_some() {
+            let body = n.to_string();
+            write!(
+                s,
+                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .unwrap();
+        }
+    });
+    let (e, rx) = engine();
+    origin(&e, 1, port, |_| {});
+    for id in 1..=3 {
+        e.submit(1, get(id, "GET", RequestBody::None));
+        assert_eq!(settle(&rx, &[id])[0].body, b"0");
+    }
+}
+
+#[test]
+fn pipelined_responses_go_to_their_requests_and_close_retries_the_rest() {
+    // Answers the first three requests on each connection, then closes it: the requests
+    // pipelined behind the third are retried on a fresh connection.
+    let port = server(|mut s, n| {
+        for i in 0..3 {
+            if read_head(&mut s).is_none() {
+                return;
+            }
+            let body = format!("c{n}r{i}");
+            let close = if i == 2 { "connection: close\r\n" } else { "" };
+            write!(
+                s,
+                "HTTP/1.1 200 OK\r\n{close}content-length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .unwrap();
+        }
+    });
+    let (e, rx) = engine();
+    origin(&e, 1, port, |c| c.pipelining = 10);
+    let ids: Vec<u64> = (1..=5).collect();
+    for id in &ids {
+        e.submit(1, get(*id, "GET", RequestBody::None));
+    }
+    let out = settle(&rx, &ids);
+    let bodies: Vec<String> = out
+        .iter()
+        .map(|o| String::from_utf8(o.body.clone()).unwrap())
+        .collect();
+    assert_eq!(bodies, ["c0r0", "c0r1", "c0r2", "c1r0", "c1r1"]);
+    assert!(out[3].connects >= 1 && out.iter().all(|o| o.error.is_none()));
+}
+
+#[test]
+fn streamed_body_is_chunked() {
+    let (tx, got) = channel::<String>();
+    let tx = Mutex::new(tx);
+    let port = server(move |mut s, _| {
+        let head = read_head(&mut s).unwrap();
+        let mut rest = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !rest.ends_with(b"0\r\n\r\n") {
+            let n = s.read(&mut buf).unwrap();
+            rest.extend_from_slice(&buf[..n]);
+        }
+        tx.lock()
+            .unwrap()
+            .send(format!("{head}{}", String::from_utf8_lossy(&rest)))
+            .unwrap();
+        s.write_all(b"HTTP/1.1 204 No Content\r\n\r\n").unwrap();
+    });
+    let (e, rx) = engine();
+    origin(&e, 1, port, |_| {});
+    e.submit(1, get(1, "POST", RequestBody::Stream));
+    e.body_write(1, Bytes::from_static(b"hello "));
+    e.body_write(1, Bytes::from_static(b"world"));
+    e.body_end(1);
+    let out = settle(&rx, &[1]);
+    assert_eq!(out[0].statuses, [204]);
+    let wire = got.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert!(wire.contains("transfer-encoding: chunked\r\n"), "{wire}");
+    assert!(
+        wire.ends_with("\r\n\r\n6\r\nhello \r\n5\r\nworld\r\n0\r\n\r\n"),
+        "{wire}"
+    );
+}
+
+#[test]
+fn refused_connection_fails_queued_requests() {
+    let port = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let (e, rx) = engine();
+    origin(&e, 1, port, |_| {});
+    e.submit(1, get(1, "GET", RequestBody::None));
+    let out = settle(&rx, &[1]);
+    match &out[0].error {
+        Some(Error::Socket {
+            code: Some(code),
+            message,
+        }) => {
+            assert_eq!(code, "ECONNREFUSED");
+            assert!(
+                message.starts_with("connect ECONNREFUSED 127.0.0.1:"),
+                "{message}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(out[0].connects, 0);
+}
+
+#[test]
+fn headers_timeout_fails_the_request_and_the_next_one_succeeds() {
+    let port = server(|mut s, n| {
+        read_head(&mut s).unwrap();
+        if n == 0 {
+            thread::sleep(Duration::from_millis(600));
+            return;
+        }
+        s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+            .unwrap();
+        thread::sleep(Duration::from_millis(100));
+    });
+    let (e, rx) = engine();
+    origin(&e, 1, port, |_| {});
+    let mut req = get(1, "GET", RequestBody::None);
+    req.headers_timeout = Some(Duration::from_millis(100));
+    e.submit(1, req);
+    assert_eq!(settle(&rx, &[1])[0].error, Some(Error::HeadersTimeout));
+    e.submit(1, get(2, "GET", RequestBody::None));
+    assert_eq!(settle(&rx, &[2])[0].body, b"ok");
+}
+
+#[test]
+fn broken_framing_is_a_typed_error_and_the_connection_is_dropped() {
+    let port = server(|mut s, n| {
+        read_head(&mut s).unwrap();
+        if n == 0 {
+            s.write_all(
+                b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ntransfer-encoding: chunked\r\n\r\n",
+            )
+            .unwrap();
+        } else {
+            s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                .unwrap();
+        }
+        thread::sleep(Duration::from_millis(200));
+    });
+    let (e, rx) = engine();
+    origin(&e, 1, port, |_| {});
+    e.submit(1, get(1, "GET", RequestBody::None));
+    assert!(matches!(
+        settle(&rx, &[1])[0].error,
+        Some(Error::Parser { .. })
+    ));
+    e.submit(1, get(2, "GET", RequestBody::None));
+    assert_eq!(settle(&rx, &[2])[0].body, b"ok");
+}
+
+#[test]
+fn abort_and_destroy_settle_exactly_once() {
+    let port = server(|mut s, _| while read_head(&mut s).is_some() {});
+    let (e, rx) = engine();
+    origin(&e, 1, port, |c| c.pipelining = 4);
+    for id in 1..=3 {
+        e.submit(1, get(id, "GET", RequestBody::None));
+    }
+    e.abort(2);
+    e.destroy(1, Error::Destroyed);
+    let out = settle(&rx, &[1, 3]);
+    assert!(
+        out.iter().all(|o| o.error == Some(Error::Destroyed)),
+        "{out:?}"
+    );
+    // Nothing at all arrives for the aborted request.
+    thread::sleep(Duration::from_millis(100));
+    while let Ok(ev) = rx.try_recv() {
+        assert_ne!(ev.request_id(), Some(2), "{ev:?}");
+    }
+}

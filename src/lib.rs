@@ -1,0 +1,515 @@
+//! The N-API binding: converts values and owns the event channel. Everything else
+//! lives in `saetta-core` (Rust) or `ts/` (TypeScript).
+
+use std::ptr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use napi::bindgen_prelude::*;
+use napi::sys;
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
+use napi_derive::napi;
+use saetta_core::codec::request::{encode_head, BodyInfo, HeadInput};
+use saetta_core::{
+    Engine, Error as CoreError, Event, EventSink, OriginConfig, Request, RequestBody,
+};
+
+type Wakeup = ThreadsafeFunction<(), (), (), Status, false, true>;
+
+/// Events wait here until the JS thread takes them; one wakeup per batch.
+struct Sink {
+    queue: Mutex<Vec<Event>>,
+    scheduled: AtomicBool,
+    wakeup: Wakeup,
+}
+
+impl EventSink for Sink {
+    fn push(&self, events: &mut Vec<Event>) {
+        if events.is_empty() {
+            return;
+        }
+        self.queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .append(events);
+        if !self.scheduled.swap(true, Ordering::AcqRel) {
+            self.wakeup
+                .call((), ThreadsafeFunctionCallMode::NonBlocking);
+        }
+    }
+}
+
+struct Bridge {
+    engine: Engine,
+    sink: Arc<Sink>,
+}
+
+static BRIDGE: OnceLock<Bridge> = OnceLock::new();
+
+fn bridge() -> Result<&'static Bridge> {
+    BRIDGE
+        .get()
+        .ok_or_else(|| Error::from_reason("saetta: init() was not called"))
+}
+
+/// Starts the engine. `onEvents` is called (with no arguments) whenever events are
+/// ready; it then calls `takeEvents()`.
+#[napi(catch_unwind)]
+pub fn init(on_events: Function<(), ()>) -> Result<()> {
+    if BRIDGE.get().is_some() {
+        return Ok(());
+    }
+    let wakeup: Wakeup = on_events
+        .build_threadsafe_function::<()>()
+        .weak::<true>()
+        .callee_handled::<false>()
+        .build()?;
+    let sink = Arc::new(Sink {
+        queue: Mutex::new(Vec::new()),
+        scheduled: AtomicBool::new(false),
+        wakeup,
+    });
+    let engine = Engine::start(sink.clone())
+        .map_err(|e| Error::from_reason(format!("saetta: cannot start engine: {e}")))?;
+    let _ = BRIDGE.set(Bridge { engine, sink });
+    Ok(())
+}
+
+/// Keeps the process alive (true) while requests are in flight, or lets it exit (false).
+#[napi(catch_unwind)]
+pub fn set_active(env: Env, active: bool) -> Result<()> {
+    let raw = bridge()?.sink.wakeup.raw();
+    let status = unsafe {
+        if active {
+            sys::napi_ref_threadsafe_function(env.raw(), raw)
+        } else {
+            sys::napi_unref_threadsafe_function(env.raw(), raw)
+        }
+    };
+    if status != sys::Status::napi_ok {
+        return Err(Error::from_reason(
+            "saetta: cannot ref/unref the event channel",
+        ));
+    }
+    Ok(())
+}
+
+/// A batch of events, converted to a flat JS array on the JS thread.
+pub struct EventBatch(Vec<Event>);
+
+#[napi(catch_unwind)]
+pub fn take_events() -> Result<EventBatch> {
+    let sink = &bridge()?.sink;
+    sink.scheduled.store(false, Ordering::Release);
+    let events = std::mem::take(&mut *sink.queue.lock().unwrap_or_else(|e| e.into_inner()));
+    Ok(EventBatch(events))
+}
+
+#[napi(object)]
+pub struct OriginOptions {
+    pub host: String,
+    pub port: u32,
+    pub socket_path: Option<String>,
+    pub connections: u32,
+    pub pipelining: u32,
+    pub connect_timeout: f64,
+    pub keep_alive_timeout: f64,
+    pub keep_alive_max_timeout: f64,
+    pub keep_alive_timeout_threshold: f64,
+    pub max_header_size: u32,
+    pub max_response_size: f64,
+    pub max_requests_per_client: f64,
+    /// `host` header value sent when a request has none.
+    pub host_header: String,
+    pub strict_content_length: bool,
+}
+
+fn ms(v: f64) -> Duration {
+    Duration::from_millis(if v.is_finite() && v > 0.0 {
+        v as u64
+    } else {
+        0
+    })
+}
+
+fn positive(v: f64) -> Option<u64> {
+    (v.is_finite() && v >= 0.0).then_some(v as u64)
+}
+
+/// One origin's connections in the engine. Dropped (collected) without `close()`, it
+/// still closes them.
+#[napi]
+pub struct NativeOrigin {
+    id: u64,
+    host_header: String,
+    strict_content_length: bool,
+    done: bool,
+}
+
+/// Flag bits of `submit`.
+const IDEMPOTENT: u32 = 1;
+const BLOCKING: u32 = 2;
+const RESET: u32 = 4;
+const STREAM: u32 = 8;
+const EXPECT_CONTINUE: u32 = 16;
+const HOLD: u32 = 32;
+
+#[napi]
+impl NativeOrigin {
+    #[napi(constructor, catch_unwind)]
+    pub fn new(id: u32, o: OriginOptions) -> Result<Self> {
+        let cfg = OriginConfig {
+            host: o.host,
+            port: o.port as u16,
+            socket_path: o.socket_path,
+            connections: o.connections.max(1) as usize,
+            pipelining: o.pipelining as usize,
+            connect_timeout: ms(o.connect_timeout),
+            keep_alive_timeout: ms(o.keep_alive_timeout),
+            keep_alive_max_timeout: ms(o.keep_alive_max_timeout),
+            keep_alive_timeout_threshold: ms(o.keep_alive_timeout_threshold),
+            max_header_size: o.max_header_size as usize,
+            max_response_size: positive(o.max_response_size),
+            max_requests_per_connection: positive(o.max_requests_per_client).filter(|n| *n > 0),
+        };
+        bridge()?.engine.open(id as u64, cfg);
+        Ok(NativeOrigin {
+            id: id as u64,
+            host_header: o.host_header,
+            strict_content_length: o.strict_content_length,
+            done: false,
+        })
+    }
+
+    /// Validates, encodes and enqueues a request. Returns `[kind, message]` when the
+    /// request is refused (nothing is sent), `null` otherwise.
+    #[napi(catch_unwind)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn submit(
+        &self,
+        id: u32,
+        method: String,
+        path: String,
+        headers: Vec<String>,
+        body: Option<Either<Buffer, String>>,
+        flags: u32,
+        headers_timeout: f64,
+        body_timeout: f64,
+        upgrade: Option<String>,
+    ) -> Result<Option<Vec<String>>> {
+        let body = match body {
+            Some(Either::A(b)) => RequestBody::Bytes(Bytes::copy_from_slice(&b)),
+            Some(Either::B(s)) => RequestBody::Bytes(Bytes::from(s)),
+            None if flags & STREAM != 0 => RequestBody::Stream,
+            None => RequestBody::None,
+        };
+        let info = match &body {
+            RequestBody::None => BodyInfo::None,
+            RequestBody::Bytes(b) => BodyInfo::Bytes(b.len() as u64),
+            RequestBody::Stream => BodyInfo::Stream,
+        };
+        let input = HeadInput {
+            method: &method,
+            path: &path,
+            headers: &headers,
+            default_host: &self.host_header,
+            body: info,
+            reset: flags & RESET != 0,
+            upgrade: upgrade.as_deref(),
+            expect_continue: flags & EXPECT_CONTINUE != 0,
+            strict_content_length: self.strict_content_length,
+        };
+        let head = match encode_head(&input) {
+            Ok(h) => h,
+            Err(e) => return Ok(Some(vec![e.kind().to_string(), e.to_string()])),
+        };
+        let mut req = Request::new(id as u64, &method, head, body);
+        req.idempotent = flags & IDEMPOTENT != 0;
+        req.blocking = flags & BLOCKING != 0;
+        req.hold = flags & HOLD != 0;
+        req.upgrade |= upgrade.is_some();
+        req.headers_timeout = (headers_timeout > 0.0).then(|| ms(headers_timeout));
+        req.body_timeout = (body_timeout > 0.0).then(|| ms(body_timeout));
+        bridge()?.engine.submit(self.id, req);
+        Ok(None)
+    }
+
+    /// Graceful close: queued requests still run, then the connections close.
+    #[napi(catch_unwind)]
+    pub fn close(&mut self) -> Result<()> {
+        if !std::mem::replace(&mut self.done, true) {
+            bridge()?.engine.close(self.id);
+        }
+        Ok(())
+    }
+
+    /// Fails everything queued or running (with `Destroyed` events) and closes.
+    #[napi(catch_unwind)]
+    pub fn destroy(&mut self) -> Result<()> {
+        self.done = true;
+        bridge()?.engine.destroy(self.id, CoreError::Destroyed);
+        Ok(())
+    }
+}
+
+impl Drop for NativeOrigin {
+    fn drop(&mut self) {
+        if !self.done {
+            if let Some(b) = BRIDGE.get() {
+                b.engine.close(self.id);
+            }
+        }
+    }
+}
+
+#[napi(catch_unwind)]
+pub fn body_write(id: u32, chunk: Either<Buffer, String>) -> Result<()> {
+    let bytes = match chunk {
+        Either::A(b) => Bytes::copy_from_slice(&b),
+        Either::B(s) => Bytes::from(s),
+    };
+    bridge()?.engine.body_write(id as u64, bytes);
+    Ok(())
+}
+
+/// Go-ahead for held requests whose `onConnect` ran without aborting them.
+#[napi(catch_unwind)]
+pub fn proceed(ids: Vec<u32>) -> Result<()> {
+    bridge()?
+        .engine
+        .proceed(ids.into_iter().map(u64::from).collect());
+    Ok(())
+}
+
+#[napi(catch_unwind)]
+pub fn body_end(id: u32) -> Result<()> {
+    bridge()?.engine.body_end(id as u64);
+    Ok(())
+}
+
+#[napi(catch_unwind)]
+pub fn pause(id: u32) -> Result<()> {
+    bridge()?.engine.pause(id as u64);
+    Ok(())
+}
+
+#[napi(catch_unwind)]
+pub fn resume(id: u32) -> Result<()> {
+    bridge()?.engine.resume(id as u64);
+    Ok(())
+}
+
+#[napi(catch_unwind)]
+pub fn abort(id: u32) -> Result<()> {
+    bridge()?.engine.abort(id as u64);
+    Ok(())
+}
+
+// ---- events to JS ------------------------------------------------------------------
+
+/// Event tags of the flat array; mirrored in `ts/native/events.ts`.
+mod tag {
+    pub const CONNECT: u32 = 0;
+    pub const HEADERS: u32 = 1;
+    pub const DATA: u32 = 2;
+    pub const COMPLETE: u32 = 3;
+    pub const ERROR: u32 = 4;
+    pub const BODY_CONSUMED: u32 = 5;
+    pub const CONNECTED: u32 = 6;
+    pub const DISCONNECTED: u32 = 7;
+    pub const CONNECT_FAILED: u32 = 8;
+    pub const CLOSED: u32 = 9;
+}
+
+/// Below this size a chunk is copied: cheaper than an external buffer and its finalizer.
+const COPY_BELOW: usize = 4096;
+
+struct Out {
+    env: sys::napi_env,
+    arr: sys::napi_value,
+    len: u32,
+}
+
+fn check(status: sys::napi_status) -> Result<()> {
+    if status == sys::Status::napi_ok {
+        Ok(())
+    } else {
+        Err(Error::from_reason(format!(
+            "saetta: N-API call failed ({status})"
+        )))
+    }
+}
+
+impl Out {
+    fn push(&mut self, v: sys::napi_value) -> Result<()> {
+        check(unsafe { sys::napi_set_element(self.env, self.arr, self.len, v) })?;
+        self.len += 1;
+        Ok(())
+    }
+
+    fn num(&mut self, n: f64) -> Result<()> {
+        let mut v = ptr::null_mut();
+        check(unsafe { sys::napi_create_double(self.env, n, &mut v) })?;
+        self.push(v)
+    }
+
+    fn latin1(&self, s: &[u8]) -> Result<sys::napi_value> {
+        let mut v = ptr::null_mut();
+        check(unsafe {
+            sys::napi_create_string_latin1(self.env, s.as_ptr().cast(), s.len() as isize, &mut v)
+        })?;
+        Ok(v)
+    }
+
+    fn str(&mut self, s: &[u8]) -> Result<()> {
+        let v = self.latin1(s)?;
+        self.push(v)
+    }
+
+    fn undefined(&mut self) -> Result<()> {
+        let mut v = ptr::null_mut();
+        check(unsafe { sys::napi_get_undefined(self.env, &mut v) })?;
+        self.push(v)
+    }
+
+    /// `[name, value, ...]` as latin1 strings.
+    fn headers(&mut self, headers: &[saetta_core::codec::RawHeader]) -> Result<()> {
+        let mut arr = ptr::null_mut();
+        check(unsafe {
+            sys::napi_create_array_with_length(self.env, headers.len() * 2, &mut arr)
+        })?;
+        for (i, (n, v)) in headers.iter().enumerate() {
+            let (n, v) = (self.latin1(n)?, self.latin1(v)?);
+            check(unsafe { sys::napi_set_element(self.env, arr, (2 * i) as u32, n) })?;
+            check(unsafe { sys::napi_set_element(self.env, arr, (2 * i + 1) as u32, v) })?;
+        }
+        self.push(arr)
+    }
+
+    fn buffer(&mut self, chunk: Bytes) -> Result<()> {
+        let mut v = ptr::null_mut();
+        if chunk.len() < COPY_BELOW {
+            let mut data = ptr::null_mut();
+            check(unsafe {
+                sys::napi_create_buffer_copy(
+                    self.env,
+                    chunk.len(),
+                    chunk.as_ptr().cast(),
+                    &mut data,
+                    &mut v,
+                )
+            })?;
+        } else {
+            // Zero-copy: JS gets the engine's bytes; the finalizer releases them.
+            let (data, len) = (chunk.as_ptr(), chunk.len());
+            let hint = Box::into_raw(Box::new(chunk));
+            let status = unsafe {
+                sys::napi_create_external_buffer(
+                    self.env,
+                    len,
+                    data as *mut _,
+                    Some(free_bytes),
+                    hint.cast(),
+                    &mut v,
+                )
+            };
+            if status != sys::Status::napi_ok {
+                drop(unsafe { Box::from_raw(hint) });
+                return check(status);
+            }
+        }
+        self.push(v)
+    }
+
+    fn error(&mut self, e: &CoreError) -> Result<()> {
+        self.str(e.kind().as_bytes())?;
+        self.str(e.to_string().as_bytes())?;
+        match e.code() {
+            Some(c) => self.str(c.as_bytes()),
+            None => self.undefined(),
+        }
+    }
+}
+
+unsafe extern "C" fn free_bytes(
+    _env: sys::napi_env,
+    _data: *mut std::ffi::c_void,
+    hint: *mut std::ffi::c_void,
+) {
+    drop(unsafe { Box::from_raw(hint.cast::<Bytes>()) });
+}
+
+impl ToNapiValue for EventBatch {
+    unsafe fn to_napi_value(env: sys::napi_env, val: Self) -> Result<sys::napi_value> {
+        let mut arr = ptr::null_mut();
+        check(unsafe { sys::napi_create_array(env, &mut arr) })?;
+        let mut out = Out { env, arr, len: 0 };
+        for ev in val.0 {
+            match ev {
+                Event::Connect { id } => {
+                    out.num(tag::CONNECT as f64)?;
+                    out.num(id as f64)?;
+                }
+                Event::Headers {
+                    id,
+                    status,
+                    reason,
+                    headers,
+                } => {
+                    out.num(tag::HEADERS as f64)?;
+                    out.num(id as f64)?;
+                    out.num(status as f64)?;
+                    out.str(&reason)?;
+                    out.headers(&headers)?;
+                }
+                Event::Data { id, chunk } => {
+                    out.num(tag::DATA as f64)?;
+                    out.num(id as f64)?;
+                    out.buffer(chunk)?;
+                }
+                Event::Complete { id, trailers } => {
+                    out.num(tag::COMPLETE as f64)?;
+                    out.num(id as f64)?;
+                    out.headers(&trailers)?;
+                }
+                Event::Error { id, error } => {
+                    out.num(tag::ERROR as f64)?;
+                    out.num(id as f64)?;
+                    out.error(&error)?;
+                }
+                Event::BodyConsumed { id, bytes } => {
+                    out.num(tag::BODY_CONSUMED as f64)?;
+                    out.num(id as f64)?;
+                    out.num(bytes as f64)?;
+                }
+                Event::Connected { origin, conn } => {
+                    out.num(tag::CONNECTED as f64)?;
+                    out.num(origin as f64)?;
+                    out.num(conn as f64)?;
+                }
+                Event::Disconnected {
+                    origin,
+                    conn,
+                    error,
+                } => {
+                    out.num(tag::DISCONNECTED as f64)?;
+                    out.num(origin as f64)?;
+                    out.num(conn as f64)?;
+                    out.error(&error)?;
+                }
+                Event::Closed { origin } => {
+                    out.num(tag::CLOSED as f64)?;
+                    out.num(origin as f64)?;
+                }
+                Event::ConnectFailed { origin, error } => {
+                    out.num(tag::CONNECT_FAILED as f64)?;
+                    out.num(origin as f64)?;
+                    out.error(&error)?;
+                }
+            }
+        }
+        Ok(arr)
+    }
+}

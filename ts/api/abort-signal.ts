@@ -1,0 +1,34 @@
+// Abort sources: an AbortSignal, or any EventEmitter that emits 'abort'.
+
+import { InvalidArgumentError, RequestAbortedError } from '../errors'
+import type { AbortSignalLike } from '../dispatcher/types'
+
+export function validateSignal(signal: unknown): void {
+  if (signal == null) return
+  const s = signal as { on?: unknown; addEventListener?: unknown }
+  if (typeof s !== 'object' || (typeof s.on !== 'function' && typeof s.addEventListener !== 'function')) {
+    throw new InvalidArgumentError('signal must be an EventEmitter or EventTarget')
+  }
+}
+
+/** Calls `onAbort(reason)` when `signal` aborts (at once if it already has). Returns the detach function. */
+export function onSignalAbort(signal: AbortSignalLike | null | undefined, onAbort: (reason: Error) => void): () => void {
+  if (signal == null) return () => {}
+  // The spec: an abort through the signal is a RequestAbortedError; the signal's reason is kept as its cause.
+  const reasonOf = () => {
+    const reason = (signal as AbortSignal).reason
+    return new RequestAbortedError(undefined, reason === undefined ? undefined : { cause: reason })
+  }
+  if ('aborted' in signal && (signal as AbortSignal).aborted) {
+    onAbort(reasonOf())
+    return () => {}
+  }
+  const listener = () => onAbort(reasonOf())
+  if ('addEventListener' in signal && typeof signal.addEventListener === 'function') {
+    signal.addEventListener('abort', listener, { once: true })
+    return () => signal.removeEventListener('abort', listener)
+  }
+  const emitter = signal as import('node:events').EventEmitter
+  emitter.once('abort', listener)
+  return () => emitter.removeListener('abort', listener)
+}

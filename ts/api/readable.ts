@@ -1,0 +1,153 @@
+// The response body of `request`: a Readable with the Fetch body mixin.
+
+import { Readable } from 'node:stream'
+import { Blob } from 'node:buffer'
+import { InvalidArgumentError, NotSupportedError, RequestAbortedError } from '../errors'
+
+export interface BodyReadableOptions {
+  resume: () => void
+  abort: (err: Error) => void
+  contentType?: string
+  contentLength?: number
+  highWaterMark?: number
+}
+
+// Decodes as the Fetch Standard's text() does (a leading BOM is dropped).
+const utf8 = new TextDecoder()
+
+type ConsumeKind = 'text' | 'json' | 'bytes' | 'arrayBuffer' | 'blob'
+
+export class BodyReadable extends Readable {
+  #resume: () => void
+  #abort: (err: Error) => void
+  #contentType: string
+  #contentLength: number | undefined
+  #used = false
+
+  constructor({ resume, abort, contentType = '', contentLength, highWaterMark = 64 * 1024 }: BodyReadableOptions) {
+    super({ autoDestroy: true, read: resume, highWaterMark })
+    this.#resume = resume
+    this.#abort = abort
+    this.#contentType = contentType
+    this.#contentLength = contentLength
+  }
+
+  override _destroy(err: Error | null, callback: (error?: Error | null) => void): void {
+    // Destroying the body before its end aborts the request.
+    if (!err && !this.readableEnded) err = new RequestAbortedError()
+    if (err) this.#abort(err)
+    callback(err)
+  }
+
+  get bodyUsed(): boolean {
+    return this.#used || this.readableDidRead || this.readableAborted || this.destroyed
+  }
+
+  /** The body as a web ReadableStream. */
+  get body(): ReadableStream<Uint8Array> {
+    this.#used = true
+    return Readable.toWeb(this) as unknown as ReadableStream<Uint8Array>
+  }
+
+  text(): Promise<string> {
+    return this.#consume('text') as Promise<string>
+  }
+
+  json(): Promise<unknown> {
+    return this.#consume('json')
+  }
+
+  bytes(): Promise<Uint8Array> {
+    return this.#consume('bytes') as Promise<Uint8Array>
+  }
+
+  arrayBuffer(): Promise<ArrayBuffer> {
+    return this.#consume('arrayBuffer') as Promise<ArrayBuffer>
+  }
+
+  blob(): Promise<Blob> {
+    return this.#consume('blob') as Promise<Blob>
+  }
+
+  formData(): Promise<never> {
+    return Promise.reject(new NotSupportedError('formData is not supported'))
+  }
+
+  /** Reads up to `limit` bytes and discards them; a longer body is destroyed instead. */
+  async dump(opts: { limit?: number; signal?: AbortSignal } = {}): Promise<null> {
+    const limit = opts.limit ?? 262144
+    if (typeof limit !== 'number' || !Number.isFinite(limit) || limit < 0) {
+      throw new InvalidArgumentError('limit must be a non-negative number')
+    }
+    const signal = opts.signal
+    if (signal != null && (typeof signal !== 'object' || !('aborted' in signal))) {
+      throw new InvalidArgumentError('signal must be an AbortSignal')
+    }
+    signal?.throwIfAborted()
+    if (this.closed) return null
+    if (this.#contentLength !== undefined && this.#contentLength > limit) {
+      this.destroy(new RequestAbortedError())
+    }
+    return new Promise((resolve, reject) => {
+      const onAbort = () => this.destroy(signal?.reason ?? new RequestAbortedError())
+      signal?.addEventListener('abort', onAbort, { once: true })
+      let read = 0
+      this.on('close', () => {
+        signal?.removeEventListener('abort', onAbort)
+        if (signal?.aborted) reject(signal.reason)
+        else resolve(null)
+      })
+        .on('error', () => {})
+        .on('data', (chunk: Buffer) => {
+          read += chunk.length
+          if (read > limit) this.destroy()
+        })
+        .resume()
+    })
+  }
+
+  #consume(kind: ConsumeKind): Promise<unknown> {
+    if (this.bodyUsed || this.#locked()) {
+      return Promise.reject(new TypeError('Body is unusable: Body has already been read'))
+    }
+    this.#used = true
+    return new Promise((resolve, reject) => {
+      const chunks: Buffer[] = []
+      let length = 0
+      this.on('data', (chunk: Buffer) => {
+        chunks.push(chunk)
+        length += chunk.length
+      })
+      this.once('error', reject)
+      this.once('end', () => {
+        try {
+          resolve(this.#finish(kind, chunks, length))
+        } catch (err) {
+          reject(err)
+        }
+      })
+      this.resume()
+      this.#resume()
+    })
+  }
+
+  #locked(): boolean {
+    return this.readableFlowing === true || this.listenerCount('data') > 0
+  }
+
+  #finish(kind: ConsumeKind, chunks: Buffer[], length: number): unknown {
+    const buf = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, length)
+    switch (kind) {
+      case 'text':
+        return utf8.decode(buf)
+      case 'json':
+        return JSON.parse(utf8.decode(buf))
+      case 'bytes':
+        return new Uint8Array(buf.buffer, buf.byteOffset, buf.byteLength).slice()
+      case 'arrayBuffer':
+        return buf.buffer.slice(buf.byteOffset, buf.byteOffset + buf.byteLength)
+      case 'blob':
+        return new Blob([buf], { type: this.#contentType })
+    }
+  }
+}

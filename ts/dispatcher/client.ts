@@ -1,0 +1,453 @@
+// Client: one origin, its connections in the native engine (one connection, pipelined).
+
+import { Readable } from 'node:stream'
+import { addon } from '../native/addon-handle'
+import {
+  newOriginId,
+  newRequestId,
+  proceed,
+  track,
+  untrack,
+  whenClosed,
+  type OriginListener,
+  type RequestSink,
+} from '../native/bridge'
+import { NativeOrigin } from '../native/addon-handle'
+import {
+  ClientClosedError,
+  ClientDestroyedError,
+  InvalidArgumentError,
+  RequestAbortedError,
+  fromNative,
+} from '../errors'
+import { Dispatcher } from './dispatcher'
+import { holdsForConnect } from '../handlers/internal'
+import { flattenHeaders, pathWithQuery, toBuffers } from './headers'
+import type { ClientOptions, DispatchHandler, DispatchOptions } from './types'
+
+// Flag bits of NativeOrigin.submit, as in src/lib.rs.
+const IDEMPOTENT = 1
+const BLOCKING = 2
+const RESET = 4
+const STREAM = 8
+const EXPECT_CONTINUE = 16
+const HOLD = 32
+
+/** Bytes of a streamed request body the engine may hold before the source is paused. */
+const BODY_WINDOW = 256 * 1024
+
+type Callback = (err: Error | null, data: null) => void
+
+function optNumber(opts: ClientOptions, key: keyof ClientOptions, fallback: number, { min = 0, integer = false } = {}): number {
+  const v = opts[key]
+  if (v == null) return fallback
+  if (typeof v !== 'number' || Number.isNaN(v) || v < min || (integer && !Number.isInteger(v))) {
+    throw new InvalidArgumentError(`invalid ${String(key)}`)
+  }
+  return v
+}
+
+function parseOrigin(origin: string | URL): URL {
+  let url: URL
+  try {
+    url = origin instanceof URL ? new URL(origin.href) : new URL(String(origin))
+  } catch {
+    throw new InvalidArgumentError('Invalid URL: The URL argument must be a non-null object.')
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw new InvalidArgumentError('Invalid URL protocol: the URL must start with `http:` or `https:`.')
+  }
+  if ((url.pathname !== '/' && url.pathname !== '') || url.search || url.hash) {
+    throw new InvalidArgumentError('invalid url')
+  }
+  return url
+}
+
+function isStreamLike(body: unknown): body is Readable | Iterable<unknown> | AsyncIterable<unknown> {
+  return (
+    body instanceof Readable ||
+    (typeof body === 'object' &&
+      body !== null &&
+      (typeof (body as AsyncIterable<unknown>)[Symbol.asyncIterator] === 'function' ||
+        typeof (body as Iterable<unknown>)[Symbol.iterator] === 'function'))
+  )
+}
+
+export class Client extends Dispatcher {
+  #url: URL
+  #native: InstanceType<typeof NativeOrigin>
+  #pipelining: number
+  #headersTimeout: number
+  #bodyTimeout: number
+  #runs = new Set<Run>()
+  #closed = false
+  #destroyed = false
+  #destroyError: Error | null = null
+  #waiters: Array<() => void> = []
+  #needDrain = false
+  #listener: OriginListener
+  #originId: number
+  /** Settles when the engine has closed every connection (after close() or destroy()). */
+  #nativeClosed: Promise<void> | null = null
+
+  constructor(url: string | URL, options: ClientOptions = {}) {
+    super()
+    if (options == null || typeof options !== 'object') throw new InvalidArgumentError('invalid options')
+    this.#url = parseOrigin(url)
+    if (this.#url.protocol === 'https:') {
+      throw new InvalidArgumentError('https origins are not supported yet')
+    }
+    const connect = options.connect ?? {}
+    if (typeof connect !== 'object') throw new InvalidArgumentError('connect must be a function or an object')
+    const socketPath = options.socketPath ?? connect.socketPath ?? null
+    if (socketPath != null && typeof socketPath !== 'string') throw new InvalidArgumentError('invalid socketPath')
+    this.#pipelining = optNumber(options, 'pipelining', 1, { integer: true })
+    this.#headersTimeout = optNumber(options, 'headersTimeout', 300e3)
+    this.#bodyTimeout = optNumber(options, 'bodyTimeout', 300e3)
+    const connectTimeout =
+      options.connectTimeout != null ? optNumber(options, 'connectTimeout', 10e3) : connect.timeout != null ? Number(connect.timeout) : 10e3
+    if (options.strictContentLength !== undefined && typeof options.strictContentLength !== 'boolean') {
+      throw new InvalidArgumentError('invalid strictContentLength')
+    }
+    const maxHeaderSize = optNumber(options, 'maxHeaderSize', 16384, { min: 1, integer: true })
+    const maxResponseSize = optNumber(options, 'maxResponseSize', -1, { min: -1 })
+    const maxRequestsPerClient = optNumber(options, 'maxRequestsPerClient', 0, { integer: true })
+    const host = this.#url.hostname.startsWith('[') ? this.#url.hostname.slice(1, -1) : this.#url.hostname
+    // The listener holds the Client weakly: a Client dropped without close() can be collected.
+    const self = new WeakRef(this)
+    this.#listener = {
+      onConnected: () => self.deref()?.emit('connect', self.deref()!.#url, [self.deref()!]),
+      onDisconnected: (_c, kind, message, code) => {
+        const c = self.deref()
+        if (c) c.emit('disconnect', c.#url, [c], c.#destroyError ?? fromNative(kind, message, code))
+      },
+      onConnectFailed: (kind, message, code) => {
+        const c = self.deref()
+        if (c) c.emit('connectionError', c.#url, [c], fromNative(kind, message, code))
+      },
+    }
+    this.#originId = newOriginId(this.#listener)
+    this.#native = new NativeOrigin(this.#originId, {
+      host,
+      port: Number(this.#url.port) || 80,
+      socketPath: socketPath ?? undefined,
+      connections: 1,
+      pipelining: this.#pipelining,
+      connectTimeout,
+      keepAliveTimeout: optNumber(options, 'keepAliveTimeout', 4e3, { min: Number.MIN_VALUE }),
+      keepAliveMaxTimeout: optNumber(options, 'keepAliveMaxTimeout', 600e3, { min: Number.MIN_VALUE }),
+      keepAliveTimeoutThreshold: optNumber(options, 'keepAliveTimeoutThreshold', 2e3),
+      maxHeaderSize,
+      maxResponseSize,
+      maxRequestsPerClient,
+      hostHeader: this.#url.host,
+      strictContentLength: options.strictContentLength ?? true,
+    })
+  }
+
+  /** Requests dispatched and not yet settled. */
+  get pending(): number {
+    return this.#runs.size
+  }
+
+  get closed(): boolean {
+    return this.#closed
+  }
+
+  get destroyed(): boolean {
+    return this.#destroyed
+  }
+
+  #busy(): boolean {
+    return this.#runs.size >= Math.max(this.#pipelining, 1)
+  }
+
+  dispatch(opts: DispatchOptions, handler: DispatchHandler): boolean {
+    if (handler == null || typeof handler !== 'object') throw new InvalidArgumentError('handler must be an object')
+    try {
+      if (opts == null || typeof opts !== 'object') throw new InvalidArgumentError('opts must be an object.')
+      if (this.#destroyed) throw new ClientDestroyedError()
+      if (this.#closed) throw new ClientClosedError()
+      const run = new Run(this, opts, handler)
+      this.#runs.add(run)
+      run.start(this.#native)
+      if (this.#busy()) this.#needDrain = true
+      return !this.#needDrain
+    } catch (err) {
+      if (typeof handler.onError !== 'function') throw err
+      handler.onError(err as Error)
+      return false
+    }
+  }
+
+  /** @internal a request settled. */
+  settled(run: Run): void {
+    if (!this.#runs.delete(run)) return
+    if (this.#needDrain && !this.#busy()) {
+      this.#needDrain = false
+      queueMicrotask(() => this.emit('drain', this.#url, [this]))
+    }
+    if (this.#runs.size === 0) {
+      const waiters = this.#waiters
+      this.#waiters = []
+      for (const w of waiters) w()
+    }
+  }
+
+  /** @internal per-request defaults. */
+  get timeouts(): { headersTimeout: number; bodyTimeout: number } {
+    return { headersTimeout: this.#headersTimeout, bodyTimeout: this.#bodyTimeout }
+  }
+
+  /** @internal the error requests fail with once destroyed. */
+  get destroyError(): Error | null {
+    return this.#destroyed ? (this.#destroyError ?? new ClientDestroyedError()) : null
+  }
+
+  #idle(): Promise<void> {
+    return this.#runs.size === 0 ? Promise.resolve() : new Promise((resolve) => this.#waiters.push(resolve))
+  }
+
+  /** Asks the engine to close (or destroy) the origin; resolves when its sockets are gone. */
+  #shutDown(destroy: boolean): Promise<void> {
+    this.#nativeClosed ??= whenClosed(this.#originId)
+    if (destroy) this.#native.destroy()
+    else this.#native.close()
+    return this.#nativeClosed
+  }
+
+  close(): Promise<void>
+  close(callback: Callback): void
+  close(callback?: Callback): Promise<void> | void {
+    if (callback !== undefined) {
+      if (typeof callback !== 'function') throw new InvalidArgumentError('invalid callback')
+      this.close().then(
+        () => callback(null, null),
+        (err: Error) => callback(err, null),
+      )
+      return
+    }
+    if (this.#destroyed) return Promise.reject(new ClientDestroyedError())
+    this.#closed = true
+    // The engine finishes what is queued, then closes the connections.
+    const closed = this.#shutDown(false)
+    return this.#idle()
+      .then(() => closed)
+      .then(() => {
+        // As undici: once closed, the client counts as destroyed.
+        this.#destroyed = true
+      })
+  }
+
+  destroy(): Promise<void>
+  destroy(err: Error | null): Promise<void>
+  destroy(callback: Callback): void
+  destroy(err: Error | null, callback: Callback): void
+  destroy(errOrCallback?: Error | null | Callback, callback?: Callback): Promise<void> | void {
+    if (typeof errOrCallback === 'function') {
+      callback = errOrCallback
+      errOrCallback = null
+    }
+    const err = errOrCallback ?? null
+    if (callback !== undefined) {
+      if (typeof callback !== 'function') throw new InvalidArgumentError('invalid callback')
+      this.destroy(err).then(() => callback(null, null))
+      return
+    }
+    if (!this.#destroyed) {
+      this.#destroyed = true
+      this.#closed = true
+      this.#destroyError = err ?? new ClientDestroyedError()
+      const error = this.#destroyError
+      for (const run of [...this.#runs]) queueMicrotask(() => run.failWith(error))
+    }
+    const closed = this.#shutDown(true)
+    return this.#idle().then(() => closed)
+  }
+}
+
+/** One dispatched request: its handler, and the engine's events for it. */
+class Run implements RequestSink {
+  // Dropped once settled: a response body that outlives its request must not keep the
+  // Client (and so its connections) alive.
+  #client: Client | null
+  #handler: DispatchHandler
+  #id = 0
+  #settled = false
+  #paused = false
+  /** Events that arrived while the handler had paused, delivered on resume. */
+  #backlog: Array<() => void> = []
+  #source: Readable | Iterable<unknown> | AsyncIterable<unknown> | null = null
+  #sentBody: Buffer | string | Uint8Array | null = null
+  #window = 0
+  #creditWaiter: (() => void) | null = null
+  #opts: DispatchOptions
+
+  constructor(client: Client, opts: DispatchOptions, handler: DispatchHandler) {
+    this.#client = client
+    this.#handler = handler
+    this.#opts = opts
+  }
+
+  start(native: InstanceType<typeof NativeOrigin>): void {
+    const opts = this.#opts
+    if (typeof opts.path !== 'string') throw new InvalidArgumentError('path must be a string')
+    if (typeof opts.method !== 'string') throw new InvalidArgumentError('method must be a string')
+    for (const key of ['headersTimeout', 'bodyTimeout'] as const) {
+      const v = opts[key]
+      if (v != null && (typeof v !== 'number' || !Number.isFinite(v) || v < 0)) {
+        throw new InvalidArgumentError(`invalid ${key}`)
+      }
+    }
+    if (opts.upgrade != null && typeof opts.upgrade !== 'string') throw new InvalidArgumentError('upgrade must be a string')
+    for (const key of ['reset', 'idempotent', 'blocking', 'expectContinue'] as const) {
+      if (opts[key] != null && typeof opts[key] !== 'boolean') throw new InvalidArgumentError(`invalid ${key}`)
+    }
+    const path = pathWithQuery(opts.path, opts.query)
+    const headers = flattenHeaders(opts.headers)
+    const body = opts.body
+    let bytes: Buffer | string | undefined
+    let flags = 0
+    if (body == null) {
+      bytes = undefined
+    } else if (typeof body === 'string') {
+      bytes = body
+    } else if (body instanceof Uint8Array) {
+      bytes = Buffer.isBuffer(body) ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength)
+    } else if (isStreamLike(body)) {
+      flags |= STREAM
+      this.#source = body
+    } else {
+      throw new InvalidArgumentError('body must be a string, a Buffer, a Readable stream, an iterable, or an async iterable')
+    }
+    const method = opts.method
+    const idempotent = opts.idempotent ?? (method === 'GET' || method === 'HEAD')
+    if (idempotent) flags |= IDEMPOTENT
+    if (opts.blocking) flags |= BLOCKING
+    if (opts.reset) flags |= RESET
+    if (opts.expectContinue) flags |= EXPECT_CONTINUE
+    // The engine waits for onConnect before writing, so that an abort there sends nothing.
+    if (holdsForConnect(this.#handler)) flags |= HOLD
+    const defaults = this.#client!.timeouts
+    const id = newRequestId()
+    const refused = native.submit(
+      id,
+      method,
+      path,
+      headers,
+      bytes,
+      flags,
+      opts.headersTimeout ?? defaults.headersTimeout,
+      opts.bodyTimeout ?? defaults.bodyTimeout,
+      typeof opts.upgrade === 'string' ? opts.upgrade : undefined,
+    )
+    if (refused) throw fromNative(refused[0], refused[1], undefined)
+    this.#id = id
+    this.#sentBody = bytes ?? null
+    track(id, this)
+    if (this.#source) void this.#pumpBody(this.#source)
+  }
+
+  /** Streams the body source into the engine, within the credit window. */
+  async #pumpBody(source: Readable | Iterable<unknown> | AsyncIterable<unknown>): Promise<void> {
+    try {
+      for await (const chunk of source as AsyncIterable<unknown>) {
+        if (this.#settled) return
+        const buf =
+          typeof chunk === 'string' || Buffer.isBuffer(chunk)
+            ? chunk
+            : chunk instanceof Uint8Array
+              ? Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)
+              : null
+        if (buf === null) throw new InvalidArgumentError('body chunks must be strings, Buffers or Uint8Arrays')
+        if (buf.length === 0) continue
+        addon.bodyWrite(this.#id, buf)
+        this.#handler.onBodySent?.(chunk as Buffer)
+        this.#window += typeof buf === 'string' ? Buffer.byteLength(buf) : buf.length
+        while (this.#window >= BODY_WINDOW && !this.#settled) {
+          await new Promise<void>((resolve) => (this.#creditWaiter = resolve))
+        }
+      }
+      if (!this.#settled) addon.bodyEnd(this.#id)
+    } catch (err) {
+      this.fail(err)
+    }
+  }
+
+  onBodyConsumed(bytes: number): void {
+    this.#window -= bytes
+    if (this.#window < BODY_WINDOW / 2 && this.#creditWaiter) {
+      const w = this.#creditWaiter
+      this.#creditWaiter = null
+      w()
+    }
+  }
+
+  onConnect(): void {
+    this.#handler.onConnect?.((err?: Error) => this.failWith(err ?? new RequestAbortedError()), undefined)
+    if (this.#settled) return
+    proceed(this.#id)
+    if (this.#sentBody !== null) this.#handler.onBodySent?.(this.#sentBody)
+  }
+
+  onHeaders(statusCode: number, statusText: string, headers: string[]): void {
+    if (statusCode >= 200) this.#handler.onResponseStarted?.()
+    if (this.#handler.onHeaders?.(statusCode, toBuffers(headers), this.#resume, statusText) === false) this.#pause()
+  }
+
+  /** Passed to onHeaders: delivers what waited, then lets the engine read again. */
+  #resume = (): void => {
+    if (!this.#paused || this.#settled) return
+    this.#paused = false
+    while (this.#backlog.length > 0 && !this.#paused) this.#backlog.shift()!()
+    if (!this.#paused && !this.#settled) addon.resume(this.#id)
+  }
+
+  onData(chunk: Buffer): void {
+    if (this.#paused) this.#backlog.push(() => this.onData(chunk))
+    else if (this.#handler.onData?.(chunk) === false) this.#pause()
+  }
+
+  #pause(): void {
+    if (!this.#paused && !this.#settled) {
+      this.#paused = true
+      addon.pause(this.#id)
+    }
+  }
+
+  onComplete(trailers: string[]): void {
+    if (this.#paused) return void this.#backlog.push(() => this.onComplete(trailers))
+    if (!this.#finish()) return
+    this.#handler.onComplete?.(toBuffers(trailers))
+  }
+
+  onError(kind: string, message: string, code: string | undefined): void {
+    const destroyError = kind === 'Destroyed' ? this.#client?.destroyError : null
+    const err = destroyError ?? fromNative(kind, message, code)
+    if (!this.#finish()) return
+    this.#handler.onError?.(err)
+  }
+
+  /** A handler callback threw, or the body source failed: the request fails with `err`. */
+  fail(err: unknown): void {
+    this.failWith(err instanceof Error ? err : new Error(String(err)))
+  }
+
+  failWith(err: Error): void {
+    if (!this.#finish()) return
+    addon.abort(this.#id)
+    if (this.#source instanceof Readable && !this.#source.destroyed) this.#source.destroy(err)
+    this.#handler.onError?.(err)
+  }
+
+  /** Settles once: false when already settled. */
+  #finish(): boolean {
+    if (this.#settled) return false
+    this.#settled = true
+    untrack(this.#id)
+    this.#creditWaiter?.()
+    this.#client?.settled(this)
+    this.#client = null
+    return true
+  }
+}

@@ -1,0 +1,97 @@
+// The option, handler and result types of the Dispatcher interface (spec: dispatcher-interface.md).
+
+import type { Readable } from 'node:stream'
+import type { EventEmitter } from 'node:events'
+import type { IncomingHttpHeaders } from '../errors'
+import type { BodyReadable } from '../api/readable'
+
+export type { IncomingHttpHeaders }
+
+/** Request headers: an object, a flat `[name, value, ...]` array, an iterable of pairs, or null. */
+export type ClientHeaders =
+  | Record<string, string | string[] | number | undefined>
+  | IncomingHttpHeaders
+  | string[]
+  | Iterable<[string, string | string[] | undefined]>
+  | null
+
+export type HttpMethod = 'GET' | 'HEAD' | 'POST' | 'PUT' | 'DELETE' | 'CONNECT' | 'OPTIONS' | 'TRACE' | 'PATCH' | (string & {})
+
+export type RequestBody =
+  | string
+  | Buffer
+  | Uint8Array
+  | Readable
+  | Iterable<Buffer | Uint8Array | string>
+  | AsyncIterable<Buffer | Uint8Array | string>
+  | null
+
+export interface DispatchOptions {
+  origin?: string | URL
+  path: string
+  method: HttpMethod
+  body?: RequestBody | Blob | null
+  headers?: ClientHeaders
+  query?: Record<string, unknown> | null
+  idempotent?: boolean
+  blocking?: boolean
+  reset?: boolean
+  upgrade?: boolean | string | null
+  bodyTimeout?: number | null
+  headersTimeout?: number | null
+  throwOnError?: boolean
+  expectContinue?: boolean
+  maxRedirections?: number
+  [extra: string]: unknown
+}
+
+export interface DispatchHandler {
+  onConnect?(abort: (err?: Error) => void, context?: object): void
+  onError?(err: Error): void
+  onUpgrade?(statusCode: number, headers: Buffer[] | string[] | null, socket: import('node:stream').Duplex): void
+  onResponseStarted?(): void
+  onHeaders?(statusCode: number, headers: Buffer[], resume: () => void, statusText: string): boolean
+  onData?(chunk: Buffer): boolean
+  onComplete?(trailers: Buffer[] | string[] | null): void
+  onBodySent?(chunk: Buffer | string | Uint8Array, counter?: number): void
+}
+
+export type AbortSignalLike = AbortSignal | EventEmitter
+
+export interface RequestOptions<TOpaque = null> extends DispatchOptions {
+  opaque?: TOpaque
+  signal?: AbortSignalLike | null
+  onInfo?: ((info: { statusCode: number; headers: Record<string, string | string[]> }) => void) | null
+  highWaterMark?: number
+  responseHeaders?: 'raw' | null
+}
+
+export interface ResponseData<TOpaque = null> {
+  statusCode: number
+  statusText: string
+  headers: IncomingHttpHeaders
+  body: BodyReadable
+  trailers: Record<string, string>
+  opaque: TOpaque
+  context: object | undefined
+}
+
+export interface ClientOptions {
+  pipelining?: number | null
+  headersTimeout?: number | null
+  bodyTimeout?: number | null
+  keepAliveTimeout?: number | null
+  keepAliveMaxTimeout?: number | null
+  keepAliveTimeoutThreshold?: number | null
+  maxHeaderSize?: number | null
+  maxResponseSize?: number | null
+  maxRequestsPerClient?: number | null
+  socketPath?: string | null
+  connectTimeout?: number | null
+  strictContentLength?: boolean
+  connect?: { timeout?: number | null; socketPath?: string | null; [k: string]: unknown } | null
+  localAddress?: string | null
+  autoSelectFamily?: boolean
+  autoSelectFamilyAttemptTimeout?: number
+  [extra: string]: unknown
+}
