@@ -124,6 +124,9 @@ pub struct OriginOptions {
     /// `host` header value sent when a request has none.
     pub host_header: String,
     pub strict_content_length: bool,
+    pub local_address: Option<String>,
+    pub auto_select_family: bool,
+    pub auto_select_family_attempt_timeout: f64,
 }
 
 fn ms(v: f64) -> Duration {
@@ -153,14 +156,23 @@ const IDEMPOTENT: u32 = 1;
 const BLOCKING: u32 = 2;
 const RESET: u32 = 4;
 const STREAM: u32 = 8;
-const EXPECT_CONTINUE: u32 = 16;
 const HOLD: u32 = 32;
 
 #[napi]
 impl NativeOrigin {
     #[napi(constructor, catch_unwind)]
     pub fn new(id: u32, o: OriginOptions) -> Result<Self> {
+        let local_address = match o.local_address.as_deref() {
+            None => None,
+            Some(a) => Some(
+                a.parse()
+                    .map_err(|_| Error::from_reason(format!("invalid localAddress {a}")))?,
+            ),
+        };
         let cfg = OriginConfig {
+            local_address,
+            auto_select_family: o.auto_select_family,
+            auto_select_family_attempt_timeout: ms(o.auto_select_family_attempt_timeout),
             host: o.host,
             port: o.port as u16,
             socket_path: o.socket_path,
@@ -218,7 +230,6 @@ impl NativeOrigin {
             body: info,
             reset: flags & RESET != 0,
             upgrade: upgrade.as_deref(),
-            expect_continue: flags & EXPECT_CONTINUE != 0,
             strict_content_length: self.strict_content_length,
         };
         let head = match encode_head(&input) {
@@ -321,6 +332,7 @@ mod tag {
     pub const DISCONNECTED: u32 = 7;
     pub const CONNECT_FAILED: u32 = 8;
     pub const CLOSED: u32 = 9;
+    pub const UPGRADE: u32 = 10;
 }
 
 /// Below this size a chunk is copied: cheaper than an external buffer and its finalizer.
@@ -498,6 +510,18 @@ impl ToNapiValue for EventBatch {
                     out.num(origin as f64)?;
                     out.num(conn as f64)?;
                     out.error(&error)?;
+                }
+                Event::Upgrade {
+                    id,
+                    status,
+                    reason,
+                    headers,
+                } => {
+                    out.num(tag::UPGRADE as f64)?;
+                    out.num(id as f64)?;
+                    out.num(status as f64)?;
+                    out.str(&reason)?;
+                    out.headers(&headers)?;
                 }
                 Event::Closed { origin } => {
                     out.num(tag::CLOSED as f64)?;

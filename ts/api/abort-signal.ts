@@ -11,18 +11,21 @@ export function validateSignal(signal: unknown): void {
   }
 }
 
-/** Calls `onAbort(reason)` when `signal` aborts (at once if it already has). Returns the detach function. */
+// The spec: an abort through the signal is a RequestAbortedError; the signal's reason is kept as its cause.
+function abortError(signal: AbortSignalLike): Error {
+  const reason = (signal as AbortSignal).reason
+  return new RequestAbortedError(undefined, reason === undefined ? undefined : { cause: reason })
+}
+
+/** Throws the abort error when `signal` has aborted already. */
+export function throwIfAborted(signal: AbortSignalLike | null | undefined): void {
+  if (signal != null && 'aborted' in signal && (signal as AbortSignal).aborted) throw abortError(signal)
+}
+
+/** Calls `onAbort(reason)` when `signal` aborts. Returns the detach function. */
 export function onSignalAbort(signal: AbortSignalLike | null | undefined, onAbort: (reason: Error) => void): () => void {
   if (signal == null) return () => {}
-  // The spec: an abort through the signal is a RequestAbortedError; the signal's reason is kept as its cause.
-  const reasonOf = () => {
-    const reason = (signal as AbortSignal).reason
-    return new RequestAbortedError(undefined, reason === undefined ? undefined : { cause: reason })
-  }
-  if ('aborted' in signal && (signal as AbortSignal).aborted) {
-    onAbort(reasonOf())
-    return () => {}
-  }
+  const reasonOf = () => abortError(signal)
   const listener = () => onAbort(reasonOf())
   if ('addEventListener' in signal && typeof signal.addEventListener === 'function') {
     signal.addEventListener('abort', listener, { once: true })

@@ -1,74 +1,47 @@
 // `request`: a handler over dispatch() that delivers a ResponseData with a body Readable.
 
-import { InvalidArgumentError, RequestAbortedError } from '../errors'
+import { InvalidArgumentError } from '../errors'
 import { parseHeaders } from '../dispatcher/headers'
-import type { DispatchHandler, IncomingHttpHeaders, RequestOptions, ResponseData } from '../dispatcher/types'
+import type { IncomingHttpHeaders, RequestOptions, ResponseData } from '../dispatcher/types'
 import type { Dispatcher } from '../dispatcher/dispatcher'
 import { BodyReadable } from './readable'
-import { InternalHandler } from '../handlers/internal'
-import { onSignalAbort, validateSignal } from './abort-signal'
+import { ApiHandler, dispatchWith, withCallback } from './api-handler'
 
 type Callback<TOpaque> = (err: Error | null, data: ResponseData<TOpaque> | null) => void
 
-class RequestHandler<TOpaque> extends InternalHandler implements DispatchHandler {
-  #opts: RequestOptions<TOpaque>
+class RequestHandler<TOpaque> extends ApiHandler<TOpaque> {
   #callback: Callback<TOpaque> | null
-  #abort: ((err?: Error) => void) | null = null
-  #reason: Error | null = null
-  #context: object | undefined
   #body: BodyReadable | null = null
   #trailers: Record<string, string> = {}
-  #detachSignal: () => void = () => {}
 
   constructor(opts: RequestOptions<TOpaque>, callback: Callback<TOpaque>) {
-    super()
-    if (opts.method === 'CONNECT') throw new InvalidArgumentError('invalid method')
-    if (opts.onInfo != null && typeof opts.onInfo !== 'function') throw new InvalidArgumentError('invalid onInfo callback')
+    super(opts)
     if (opts.highWaterMark != null && (typeof opts.highWaterMark !== 'number' || opts.highWaterMark < 0)) {
       throw new InvalidArgumentError('invalid highWaterMark')
     }
-    validateSignal(opts.signal)
-    this.#opts = opts
     this.#callback = callback
-    this.#detachSignal = onSignalAbort(opts.signal, (reason) => this.#onAbortSignal(reason))
   }
 
-  /** Only an abort signal can make onConnect abort. */
-  get mayAbortOnConnect(): boolean {
-    return this.#opts.signal != null
-  }
-
-  #onAbortSignal(reason: Error): void {
-    this.#reason = reason
-    if (this.#abort) this.#abort(reason)
-    else if (this.#body) this.#body.destroy(reason)
-  }
-
-  onConnect(abort: (err?: Error) => void, context?: object): void {
-    if (this.#reason) {
-      abort(this.#reason)
-      return
-    }
-    this.#abort = abort
-    this.#context = context
+  protected onAbortBeforeConnect(reason: Error): void {
+    this.#body?.destroy(reason)
   }
 
   onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void, statusText: string): boolean {
-    const headers = this.#opts.responseHeaders === 'raw' ? (rawHeaders as unknown as IncomingHttpHeaders) : parseHeaders(rawHeaders)
+    const headers = this.opts.responseHeaders === 'raw' ? (rawHeaders as unknown as IncomingHttpHeaders) : parseHeaders(rawHeaders)
     if (statusCode < 200) {
-      this.#opts.onInfo?.({ statusCode, headers: headers as Record<string, string | string[]> })
+      this.opts.onInfo?.({ statusCode, headers: headers as Record<string, string | string[]> })
       return true
     }
     const contentLength = headers['content-length']
     const body = new BodyReadable({
       resume,
-      abort: (err) => this.#abort?.(err),
+      abort: (err) => this.abortWith(err),
       contentType: typeof headers['content-type'] === 'string' ? headers['content-type'] : '',
       contentLength: typeof contentLength === 'string' ? Number(contentLength) : undefined,
-      highWaterMark: this.#opts.highWaterMark,
+      highWaterMark: this.opts.highWaterMark,
     })
     this.#body = body
-    body.once('close', () => this.#detachSignal())
+    body.once('close', () => this.detach())
     const callback = this.#callback!
     this.#callback = null
     callback(null, {
@@ -76,9 +49,9 @@ class RequestHandler<TOpaque> extends InternalHandler implements DispatchHandler
       statusText,
       headers,
       trailers: this.#trailers,
-      opaque: (this.#opts.opaque || null) as TOpaque,
+      opaque: this.opaque,
       body,
-      context: this.#context,
+      context: this.context,
     })
     return true
   }
@@ -96,7 +69,7 @@ class RequestHandler<TOpaque> extends InternalHandler implements DispatchHandler
     const callback = this.#callback
     if (callback) {
       this.#callback = null
-      this.#detachSignal()
+      this.detach()
       queueMicrotask(() => callback(err, null))
     } else if (this.#body) {
       const body = this.#body
@@ -114,22 +87,5 @@ export function request<TOpaque = null>(
   opts: RequestOptions<TOpaque>,
   callback?: Callback<TOpaque>,
 ): Promise<ResponseData<TOpaque>> | void {
-  if (callback === undefined) {
-    return new Promise((resolve, reject) => {
-      request.call<Dispatcher, [RequestOptions<TOpaque>, Callback<TOpaque>], void>(this, opts, (err, data) =>
-        err ? reject(err) : resolve(data!),
-      )
-    })
-  }
-  if (typeof callback !== 'function') throw new InvalidArgumentError('invalid callback')
-  let handler: RequestHandler<TOpaque>
-  try {
-    if (opts == null || typeof opts !== 'object') throw new InvalidArgumentError('invalid opts')
-    handler = new RequestHandler(opts, callback)
-  } catch (err) {
-    queueMicrotask(() => callback(err as Error, null))
-    return
-  }
-  this.dispatch(opts, handler)
+  return withCallback(callback, (cb) => dispatchWith(this, opts, cb, () => new RequestHandler(opts, cb)))
 }
-

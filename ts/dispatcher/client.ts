@@ -1,5 +1,6 @@
 // Client: one origin, its connections in the native engine (one connection, pipelined).
 
+import net from 'node:net'
 import { Readable } from 'node:stream'
 import { addon } from '../native/addon-handle'
 import {
@@ -21,7 +22,10 @@ import {
   fromNative,
 } from '../errors'
 import { Dispatcher } from './dispatcher'
+import { TunnelSocket, WRITE_WINDOW } from '../native/tunnel'
 import { holdsForConnect } from '../handlers/internal'
+import { ResponseErrorHandler } from '../handlers/response-error'
+import { unwrap } from '../handlers/unwrap'
 import { flattenHeaders, pathWithQuery, toBuffers } from './headers'
 import type { ClientOptions, DispatchHandler, DispatchOptions } from './types'
 
@@ -30,11 +34,8 @@ const IDEMPOTENT = 1
 const BLOCKING = 2
 const RESET = 4
 const STREAM = 8
-const EXPECT_CONTINUE = 16
 const HOLD = 32
 
-/** Bytes of a streamed request body the engine may hold before the source is paused. */
-const BODY_WINDOW = 256 * 1024
 
 type Callback = (err: Error | null, data: null) => void
 
@@ -112,6 +113,11 @@ export class Client extends Dispatcher {
     const maxHeaderSize = optNumber(options, 'maxHeaderSize', 16384, { min: 1, integer: true })
     const maxResponseSize = optNumber(options, 'maxResponseSize', -1, { min: -1 })
     const maxRequestsPerClient = optNumber(options, 'maxRequestsPerClient', 0, { integer: true })
+    const localAddress = options.localAddress ?? undefined
+    if (localAddress !== undefined && net.isIP(localAddress) === 0) throw new InvalidArgumentError('invalid local address')
+    if (options.autoSelectFamily !== undefined && typeof options.autoSelectFamily !== 'boolean') {
+      throw new InvalidArgumentError('invalid autoSelectFamily')
+    }
     const host = this.#url.hostname.startsWith('[') ? this.#url.hostname.slice(1, -1) : this.#url.hostname
     // The listener holds the Client weakly: a Client dropped without close() can be collected.
     const self = new WeakRef(this)
@@ -142,6 +148,9 @@ export class Client extends Dispatcher {
       maxRequestsPerClient,
       hostHeader: this.#url.host,
       strictContentLength: options.strictContentLength ?? true,
+      localAddress,
+      autoSelectFamily: options.autoSelectFamily ?? net.getDefaultAutoSelectFamily(),
+      autoSelectFamilyAttemptTimeout: optNumber(options, 'autoSelectFamilyAttemptTimeout', net.getDefaultAutoSelectFamilyAttemptTimeout(), { min: 10 }),
     })
   }
 
@@ -168,6 +177,8 @@ export class Client extends Dispatcher {
       if (opts == null || typeof opts !== 'object') throw new InvalidArgumentError('opts must be an object.')
       if (this.#destroyed) throw new ClientDestroyedError()
       if (this.#closed) throw new ClientClosedError()
+      handler = unwrap(handler)
+      if (opts.throwOnError === true) handler = new ResponseErrorHandler(handler)
       const run = new Run(this, opts, handler)
       this.#runs.add(run)
       run.start(this.#native)
@@ -282,6 +293,8 @@ class Run implements RequestSink {
   #window = 0
   #creditWaiter: (() => void) | null = null
   #opts: DispatchOptions
+  /** After an upgrade: the socket the engine's events for this request now go to. */
+  #tunnel: TunnelSocket | null = null
 
   constructor(client: Client, opts: DispatchOptions, handler: DispatchHandler) {
     this.#client = client
@@ -325,7 +338,7 @@ class Run implements RequestSink {
     if (idempotent) flags |= IDEMPOTENT
     if (opts.blocking) flags |= BLOCKING
     if (opts.reset) flags |= RESET
-    if (opts.expectContinue) flags |= EXPECT_CONTINUE
+    // expectContinue is for HTTP/2 (as in undici, HTTP/1.1 ignores it).
     // The engine waits for onConnect before writing, so that an abort there sends nothing.
     if (holdsForConnect(this.#handler)) flags |= HOLD
     const defaults = this.#client!.timeouts
@@ -364,7 +377,7 @@ class Run implements RequestSink {
         addon.bodyWrite(this.#id, buf)
         this.#handler.onBodySent?.(chunk as Buffer)
         this.#window += typeof buf === 'string' ? Buffer.byteLength(buf) : buf.length
-        while (this.#window >= BODY_WINDOW && !this.#settled) {
+        while (this.#window >= WRITE_WINDOW && !this.#settled) {
           await new Promise<void>((resolve) => (this.#creditWaiter = resolve))
         }
       }
@@ -375,8 +388,9 @@ class Run implements RequestSink {
   }
 
   onBodyConsumed(bytes: number): void {
+    if (this.#tunnel) return this.#tunnel.credit(bytes)
     this.#window -= bytes
-    if (this.#window < BODY_WINDOW / 2 && this.#creditWaiter) {
+    if (this.#window < WRITE_WINDOW / 2 && this.#creditWaiter) {
       const w = this.#creditWaiter
       this.#creditWaiter = null
       w()
@@ -403,7 +417,21 @@ class Run implements RequestSink {
     if (!this.#paused && !this.#settled) addon.resume(this.#id)
   }
 
+  onUpgrade(statusCode: number, _statusText: string, headers: string[]): void {
+    if (this.#settled) return
+    const socket = new TunnelSocket(this.#id)
+    this.#tunnel = socket
+    // Settled for the handler and the client; the bridge keeps routing to the socket.
+    this.#finish(false)
+    if (typeof this.#handler.onUpgrade !== 'function') {
+      socket.destroy()
+      throw new InvalidArgumentError('invalid onUpgrade method')
+    }
+    this.#handler.onUpgrade(statusCode, toBuffers(headers), socket)
+  }
+
   onData(chunk: Buffer): void {
+    if (this.#tunnel) return this.#tunnel.deliver(chunk)
     if (this.#paused) this.#backlog.push(() => this.onData(chunk))
     else if (this.#handler.onData?.(chunk) === false) this.#pause()
   }
@@ -416,12 +444,14 @@ class Run implements RequestSink {
   }
 
   onComplete(trailers: string[]): void {
+    if (this.#tunnel) return void this.#tunnel.push(null)
     if (this.#paused) return void this.#backlog.push(() => this.onComplete(trailers))
     if (!this.#finish()) return
     this.#handler.onComplete?.(toBuffers(trailers))
   }
 
   onError(kind: string, message: string, code: string | undefined): void {
+    if (this.#tunnel) return void this.#tunnel.destroy(fromNative(kind, message, code))
     const destroyError = kind === 'Destroyed' ? this.#client?.destroyError : null
     const err = destroyError ?? fromNative(kind, message, code)
     if (!this.#finish()) return
@@ -430,6 +460,7 @@ class Run implements RequestSink {
 
   /** A handler callback threw, or the body source failed: the request fails with `err`. */
   fail(err: unknown): void {
+    if (this.#tunnel) return void this.#tunnel.destroy(err as Error)
     this.failWith(err instanceof Error ? err : new Error(String(err)))
   }
 
@@ -440,11 +471,11 @@ class Run implements RequestSink {
     this.#handler.onError?.(err)
   }
 
-  /** Settles once: false when already settled. */
-  #finish(): boolean {
+  /** Settles once: false when already settled. `release`: stop routing its events too. */
+  #finish(release = true): boolean {
     if (this.#settled) return false
     this.#settled = true
-    untrack(this.#id)
+    if (release) untrack(this.#id)
     this.#creditWaiter?.()
     this.#client?.settled(this)
     this.#client = null

@@ -46,6 +46,9 @@ export interface OriginOptions {
   /** `host` header value sent when a request has none. */
   hostHeader: string
   strictContentLength: boolean
+  localAddress?: string
+  autoSelectFamily: boolean
+  autoSelectFamilyAttemptTimeout: number
 }
 
 export declare function pause(id: number): void

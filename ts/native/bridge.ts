@@ -9,6 +9,7 @@ export interface RequestSink {
   onConnect(): void
   onHeaders(statusCode: number, statusText: string, headers: string[]): void
   onData(chunk: Buffer): void
+  onUpgrade(statusCode: number, statusText: string, headers: string[]): void
   onComplete(trailers: string[]): void
   onError(kind: string, message: string, code: string | undefined): void
   onBodyConsumed(bytes: number): void
@@ -34,6 +35,7 @@ const CONNECTED = 6
 const DISCONNECTED = 7
 const CONNECT_FAILED = 8
 const CLOSED = 9
+const UPGRADE = 10
 
 const requests = new Map<number, RequestSink>()
 // Weak: a Client that is collected must not be kept alive by the bridge.
@@ -139,6 +141,10 @@ function dispatchEvents(ev: unknown[]): void {
       case DATA:
         deliver(id, (s) => s.onData(ev[i + 2] as Buffer))
         i += 3
+        break
+      case UPGRADE:
+        deliver(id, (s) => s.onUpgrade(ev[i + 2] as number, ev[i + 3] as string, ev[i + 4] as string[]))
+        i += 5
         break
       case COMPLETE:
         deliver(id, (s) => s.onComplete(ev[i + 2] as string[]))

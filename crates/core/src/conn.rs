@@ -48,6 +48,16 @@ struct InFlight {
     waiting_since: Option<Instant>,
 }
 
+/// An upgraded connection (101, or a 2xx to CONNECT): raw bytes both ways for request `id`.
+struct Tunnel {
+    id: u64,
+    ctl: Rc<ReqCtl>,
+    /// The peer ended its side.
+    read_eof: bool,
+    /// Our side was ended (the caller ended its writes) and shut down.
+    write_shut: bool,
+}
+
 enum ReadState {
     Head,
     Body { decoder: BodyDecoder, received: u64 },
@@ -83,6 +93,7 @@ pub(crate) struct Conn {
     armed: Option<(Instant, TimerKind)>,
     events: Vec<Event>,
     closed: bool,
+    tunnel: Option<Tunnel>,
 }
 
 impl Conn {
@@ -115,6 +126,7 @@ impl Conn {
             armed: None,
             events: Vec::new(),
             closed: false,
+            tunnel: None,
         }
     }
 
@@ -377,8 +389,10 @@ impl Conn {
                         continue;
                     }
                     if head.upgrade {
-                        // Upgrades are handed over in a later step; until then they fail cleanly.
-                        return Err(Error::NotSupported("upgrade is not supported yet".into()));
+                        if !cur.req.upgrade {
+                            return Err(Error::socket("bad upgrade"));
+                        }
+                        return Ok(self.hand_over(head.status, head.reason, head.headers));
                     }
                     if let (Some(max), BodyKind::Length(n)) = (cfg.max_response_size, head.body) {
                         if n > max {
@@ -432,6 +446,100 @@ impl Conn {
         }
     }
 
+    /// The request at the front was upgraded: the connection leaves the origin's pool
+    /// and from now on carries raw bytes for it.
+    fn hand_over(&mut self, status: u16, reason: Bytes, headers: Vec<crate::codec::RawHeader>) {
+        let r = self.inflight.pop_front().unwrap();
+        let id = r.req.id;
+        self.events.push(Event::Upgrade {
+            id,
+            status,
+            reason,
+            headers,
+        });
+        self.tunnel = Some(Tunnel {
+            id,
+            ctl: r.ctl,
+            read_eof: false,
+            write_shut: false,
+        });
+        // Nothing can follow an upgrade on this connection (take_requests saw to that).
+        self.requeue_all();
+        self.no_more = true;
+        Origin::detach(&self.origin, &self.ctx, self.shared.id);
+        self.publish();
+    }
+
+    /// One round of work for a tunnel. `Ok(true)` when something moved.
+    fn tunnel_step(&mut self, cx: &mut Context<'_>) -> Result<bool, Error> {
+        let t = self.tunnel.as_ref().unwrap();
+        let (id, ctl) = (t.id, t.ctl.clone());
+        if ctl.aborted.get() {
+            self.close(Error::Aborted("tunnel destroyed".into()));
+            return Ok(false);
+        }
+        let mut progress = false;
+        // Writes: the caller's chunks, unframed, within the high-water mark.
+        let mut credited = 0;
+        let ended = {
+            let mut pipe = ctl.body.borrow_mut();
+            while self.wq_bytes < WRITE_HIGH_WATER {
+                let Some(chunk) = pipe.chunks.pop_front() else {
+                    break;
+                };
+                credited += chunk.len();
+                self.wq_bytes += chunk.len();
+                self.wq.push_back(chunk);
+            }
+            pipe.ended && pipe.chunks.is_empty()
+        };
+        if credited > 0 {
+            self.events.push(Event::BodyConsumed {
+                id,
+                bytes: credited,
+            });
+            progress = true;
+        }
+        progress |= self.poll_write(cx)?;
+        let t = self.tunnel.as_mut().unwrap();
+        if ended && self.wq.is_empty() && !t.write_shut {
+            if Pin::new(&mut self.io).poll_shutdown(cx).is_ready() {
+                self.tunnel.as_mut().unwrap().write_shut = true;
+                progress = true;
+            }
+        }
+        // Reads: what the peer sends (and what came with the upgrade response).
+        let t = self.tunnel.as_ref().unwrap();
+        if !ctl.paused.get() && !t.read_eof {
+            if self.rbuf.is_empty() {
+                match self.poll_read(cx)? {
+                    Some(0) => {
+                        self.tunnel.as_mut().unwrap().read_eof = true;
+                        self.events.push(Event::Complete {
+                            id,
+                            trailers: Vec::new(),
+                        });
+                        progress = true;
+                    }
+                    Some(_) => progress = true,
+                    None => {}
+                }
+            }
+            if !self.rbuf.is_empty() {
+                let chunk = self.rbuf.split().freeze();
+                self.events.push(Event::Data { id, chunk });
+                progress = true;
+            }
+        }
+        let t = self.tunnel.as_ref().unwrap();
+        if t.read_eof && t.write_shut {
+            self.ctx.settle(id);
+            self.close(Error::Info("tunnel closed".into()));
+            return Ok(false);
+        }
+        Ok(progress)
+    }
+
     fn complete(&mut self, trailers: Vec<crate::codec::RawHeader>) {
         let done = self.inflight.pop_front().unwrap();
         if self.ctx.settle(done.req.id) {
@@ -482,6 +590,9 @@ impl Conn {
 
     /// Fails the request at the front with `error`, retries the rest elsewhere, closes.
     fn fail_and_close(&mut self, error: Error) {
+        if let Some(t) = self.tunnel.take() {
+            self.fail(t.id, error.clone());
+        }
         if let Some(head) = self.inflight.pop_front() {
             self.fail(head.req.id, error.clone());
         }
@@ -510,6 +621,9 @@ impl Conn {
 
     /// The nearest deadline this connection must act on, if any.
     fn deadline(&mut self) -> Option<(Instant, TimerKind)> {
+        if self.tunnel.is_some() {
+            return None;
+        }
         let Some(front) = self.inflight.front_mut() else {
             return Some((self.idle_since + self.keep_alive, TimerKind::Idle));
         };
@@ -558,6 +672,9 @@ impl Conn {
 
     /// One round of work. `Ok(true)` when something moved.
     fn step(&mut self, cx: &mut Context<'_>) -> Result<bool, Error> {
+        if self.tunnel.is_some() {
+            return self.tunnel_step(cx);
+        }
         let mut progress = false;
         // Aborted before its go-ahead: nothing of it was sent, it just goes.
         self.inflight.retain(|r| r.written || !r.ctl.aborted.get());
@@ -597,6 +714,10 @@ impl Conn {
         }
         let before = self.events.len();
         self.process()?;
+        if self.tunnel.is_some() {
+            // Upgraded in this round: from now on tunnel_step runs the connection.
+            return Ok(true);
+        }
         progress |= self.events.len() != before;
         if self.inflight.is_empty() && self.wq.is_empty() {
             if self.no_more {
@@ -689,6 +810,14 @@ impl Drop for Conn {
     /// The safety net for exactly-once settlement: whatever ends this connection,
     /// a panic included, every request it still carries is failed or retried.
     fn drop(&mut self) {
+        if let Some(t) = self.tunnel.take() {
+            if self.ctx.settle(t.id) {
+                self.events.push(Event::Error {
+                    id: t.id,
+                    error: Error::socket("other side closed"),
+                });
+            }
+        }
         if !self.inflight.is_empty() {
             self.fail_and_close(Error::socket("connection closed unexpectedly"));
         }

@@ -22,6 +22,15 @@ pub enum Event {
         id: u64,
         chunk: Bytes,
     },
+    /// The request was upgraded (101, or 2xx to CONNECT): from now on `Data` and
+    /// `Complete` for `id` are the tunnel's bytes and its end, and `body_write`/`body_end`
+    /// write to it.
+    Upgrade {
+        id: u64,
+        status: u16,
+        reason: Bytes,
+        headers: Vec<RawHeader>,
+    },
     Complete {
         id: u64,
         trailers: Vec<RawHeader>,
@@ -65,6 +74,7 @@ impl Event {
             Event::Connect { id }
             | Event::Headers { id, .. }
             | Event::Data { id, .. }
+            | Event::Upgrade { id, .. }
             | Event::Complete { id, .. }
             | Event::Error { id, .. }
             | Event::BodyConsumed { id, .. } => Some(*id),

@@ -165,6 +165,12 @@ impl Origin {
         });
     }
 
+    /// A connection was upgraded: it no longer counts against the origin's connections.
+    pub fn detach(this: &Rc<RefCell<Origin>>, ctx: &Rc<Ctx>, conn: u64) {
+        this.borrow_mut().conns.retain(|c| c.id != conn);
+        Origin::schedule(this, ctx);
+    }
+
     /// A connection ended: forget it and find a home for what it gave back.
     pub fn conn_gone(this: &Rc<RefCell<Origin>>, ctx: &Rc<Ctx>, conn: u64) {
         if let Ok(mut o) = this.try_borrow_mut() {

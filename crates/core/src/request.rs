@@ -26,6 +26,12 @@ pub struct OriginConfig {
     pub max_response_size: Option<u64>,
     /// Close a connection after it has carried this many requests.
     pub max_requests_per_connection: Option<u64>,
+    /// Local address to bind outgoing TCP connections to.
+    pub local_address: Option<std::net::IpAddr>,
+    /// Try the resolved addresses IPv6 and IPv4 interleaved, each for at most
+    /// `auto_select_family_attempt_timeout` (Node's `autoSelectFamily`).
+    pub auto_select_family: bool,
+    pub auto_select_family_attempt_timeout: Duration,
 }
 
 impl Default for OriginConfig {
@@ -43,6 +49,9 @@ impl Default for OriginConfig {
             max_header_size: 16 * 1024,
             max_response_size: None,
             max_requests_per_connection: None,
+            local_address: None,
+            auto_select_family: true,
+            auto_select_family_attempt_timeout: Duration::from_millis(250),
         }
     }
 }

@@ -4,8 +4,10 @@ use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use std::net::SocketAddr;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpStream, UnixStream};
+
+use tokio::net::{TcpSocket, TcpStream, UnixStream};
 
 use crate::error::{Error, Result};
 use crate::request::OriginConfig;
@@ -31,8 +33,18 @@ pub async fn connect(cfg: &OriginConfig) -> Result<Transport> {
                 message: format!("getaddrinfo ENOTFOUND {} ({e})", cfg.host),
             })?;
         let mut last = Error::socket(format!("no address found for {}", cfg.host));
-        for addr in addrs {
-            match TcpStream::connect(addr).await {
+        let addrs = order(addrs.collect(), cfg);
+        for (i, &addr) in addrs.iter().enumerate() {
+            let attempt = connect_tcp(addr, cfg);
+            // As Node: an attempt is cut short only when another address is left to try.
+            let result = if cfg.auto_select_family && i + 1 < addrs.len() {
+                tokio::time::timeout(cfg.auto_select_family_attempt_timeout, attempt)
+                    .await
+                    .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()))
+            } else {
+                attempt.await
+            };
+            match result {
                 Ok(s) => {
                     let _ = s.set_nodelay(true);
                     return Ok(Transport::Tcp(s));
@@ -52,6 +64,48 @@ pub async fn connect(cfg: &OriginConfig) -> Result<Transport> {
             cfg.connect_timeout.as_millis()
         ))),
     }
+}
+
+/// The addresses to try, in order: as resolved, or IPv6 and IPv4 interleaved with
+/// `autoSelectFamily`; only the local address's family when one is given.
+fn order(addrs: Vec<SocketAddr>, cfg: &OriginConfig) -> Vec<SocketAddr> {
+    let addrs: Vec<SocketAddr> = match cfg.local_address {
+        Some(local) => addrs
+            .into_iter()
+            .filter(|a| a.is_ipv4() == local.is_ipv4())
+            .collect(),
+        None => addrs,
+    };
+    if !cfg.auto_select_family {
+        return addrs;
+    }
+    let (v6, v4): (Vec<SocketAddr>, Vec<SocketAddr>) = addrs.iter().partition(|a| a.is_ipv6());
+    let first_v6 = addrs.first().is_some_and(|a| a.is_ipv6());
+    let (mut a, mut b) = if first_v6 {
+        (v6.into_iter(), v4.into_iter())
+    } else {
+        (v4.into_iter(), v6.into_iter())
+    };
+    let mut out = Vec::with_capacity(addrs.len());
+    loop {
+        match (a.next(), b.next()) {
+            (None, None) => return out,
+            (x, y) => out.extend(x.into_iter().chain(y)),
+        }
+    }
+}
+
+async fn connect_tcp(addr: SocketAddr, cfg: &OriginConfig) -> std::io::Result<TcpStream> {
+    let Some(local) = cfg.local_address else {
+        return TcpStream::connect(addr).await;
+    };
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    socket.bind(SocketAddr::new(local, 0))?;
+    socket.connect(addr).await
 }
 
 /// A connect failure, worded as Node words it: `connect ECONNREFUSED 127.0.0.1:80`.

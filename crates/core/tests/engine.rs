@@ -54,7 +54,6 @@ fn get(id: u64, method: &str, body: RequestBody) -> Request {
         body: info,
         reset: false,
         upgrade: None,
-        expect_continue: false,
         strict_content_length: true,
     })
     .unwrap();

@@ -34,7 +34,6 @@ pub struct HeadInput<'a> {
     pub reset: bool,
     /// `upgrade` option: the protocol asked for, e.g. `websocket`.
     pub upgrade: Option<&'a str>,
-    pub expect_continue: bool,
     /// Reject a known body length that disagrees with a `content-length` header.
     pub strict_content_length: bool,
 }
@@ -229,9 +228,6 @@ pub fn encode_head(input: &HeadInput<'_>) -> Result<EncodedHead> {
         BodyFraming::Chunked => out.put_slice(b"transfer-encoding: chunked\r\n"),
         _ => {}
     }
-    if input.expect_continue {
-        out.put_slice(b"expect: 100-continue\r\n");
-    }
     out.put_slice(b"\r\n");
     Ok(EncodedHead {
         bytes: out.freeze(),
@@ -253,7 +249,6 @@ mod tests {
             body: BodyInfo::None,
             reset: false,
             upgrade: None,
-            expect_continue: false,
             strict_content_length: true,
         }
     }

@@ -1,0 +1,171 @@
+// `pipeline`: a Duplex for stream.pipeline. What is written to it is the request body;
+// what the caller's handler returns (from the response body) is what it reads.
+
+import { Duplex, Readable, finished } from 'node:stream'
+import { InvalidArgumentError, InvalidReturnValueError, RequestAbortedError } from '../errors'
+import { parseHeaders } from '../dispatcher/headers'
+import type { IncomingHttpHeaders, RequestOptions } from '../dispatcher/types'
+import type { Dispatcher } from '../dispatcher/dispatcher'
+import { ApiHandler } from './api-handler'
+
+export interface PipelineOptions<TOpaque = null> extends RequestOptions<TOpaque> {
+  objectMode?: boolean
+}
+
+export interface PipelineHandlerData<TOpaque = null> {
+  statusCode: number
+  headers: IncomingHttpHeaders
+  opaque: TOpaque
+  body: Readable
+  context: object | undefined
+}
+
+export type PipelineHandler<TOpaque = null> = (data: PipelineHandlerData<TOpaque>) => Readable
+
+/** The request body: fed by writes to the Duplex, read by the engine. */
+class PipelineRequest extends Readable {
+  #pending: (() => void) | null = null
+
+  /** Queues `chunk`; `callback` runs once the engine wants more. */
+  feed(chunk: unknown, callback: () => void): void {
+    if (this.push(chunk)) callback()
+    else this.#pending = callback
+  }
+
+  override _read(): void {
+    const pending = this.#pending
+    this.#pending = null
+    pending?.()
+  }
+}
+
+/** The response body handed to the caller's handler. */
+class PipelineResponse extends Readable {
+  #resume: () => void
+  constructor(resume: () => void) {
+    super({ autoDestroy: true })
+    this.#resume = resume
+  }
+
+  override _read(): void {
+    this.#resume()
+  }
+
+  override _destroy(err: Error | null, callback: (error?: Error | null) => void): void {
+    if (!err && !this.readableEnded) err = new RequestAbortedError()
+    callback(err)
+  }
+}
+
+class PipelineHandler_<TOpaque> extends ApiHandler<TOpaque> {
+  readonly duplex: Duplex
+  #handler: PipelineHandler<TOpaque>
+  #req = new PipelineRequest({ autoDestroy: true })
+  #res: PipelineResponse | null = null
+  #body: Readable | null = null
+  #onReadable: (() => void) | null = null
+
+  constructor(opts: PipelineOptions<TOpaque>, handler: PipelineHandler<TOpaque>) {
+    super(opts)
+    if (typeof handler !== 'function') throw new InvalidArgumentError('invalid handler')
+    this.#handler = handler
+    const self = this
+    this.duplex = new Duplex({
+      readableObjectMode: opts.objectMode === true,
+      autoDestroy: true,
+      read() {
+        const next = self.#onReadable
+        self.#onReadable = null
+        next?.()
+      },
+      write(chunk, _encoding, callback) {
+        self.#req.feed(chunk, callback)
+      },
+      final(callback) {
+        self.#req.push(null)
+        callback()
+      },
+      destroy(err, callback) {
+        if (!err && !this.readableEnded) err = new RequestAbortedError()
+        self.abortWith(err ?? new RequestAbortedError())
+        self.#req.destroy()
+        self.#res?.destroy(err ?? undefined)
+        self.#body?.destroy(err ?? undefined)
+        callback(err)
+      },
+    }).on('prefinish', () => this.#req.push(null))
+  }
+
+  /** The request body the engine reads. */
+  get body(): Readable {
+    return this.#req
+  }
+
+  protected override onAbortBeforeConnect(reason: Error): void {
+    this.duplex.destroy(reason)
+  }
+
+  onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean {
+    const headers = parseHeaders(rawHeaders)
+    if (statusCode < 200) {
+      this.opts.onInfo?.({ statusCode, headers: headers as Record<string, string | string[]> })
+      return true
+    }
+    const res = new PipelineResponse(resume)
+    this.#res = res
+    let body: Readable
+    try {
+      body = this.#handler({ statusCode, headers, opaque: this.opaque, body: res, context: this.context })
+    } catch (err) {
+      res.on('error', () => {})
+      throw err
+    }
+    if (!body || typeof body.on !== 'function') throw new InvalidReturnValueError('expected Readable')
+    this.#body = body
+    const duplex = this.duplex
+    body
+      .on('data', (chunk) => {
+        if (!duplex.push(chunk)) {
+          body.pause()
+          this.#onReadable = () => body.resume()
+        }
+      })
+      .on('end', () => duplex.push(null))
+    finished(body, { writable: false }, (err) => {
+      if (err) duplex.destroy(err)
+    })
+    return true
+  }
+
+  onData(chunk: Buffer): boolean {
+    return this.#res!.push(chunk)
+  }
+
+  onComplete(): void {
+    this.#res!.push(null)
+  }
+
+  onError(err: Error): void {
+    this.detach()
+    this.duplex.destroy(err)
+  }
+}
+
+export function pipeline<TOpaque = null>(this: Dispatcher, opts: PipelineOptions<TOpaque>, handler: PipelineHandler<TOpaque>): Duplex {
+  try {
+    if (opts == null || typeof opts !== 'object') throw new InvalidArgumentError('invalid opts')
+    const h = new PipelineHandler_(opts, handler)
+    this.dispatch({ ...opts, body: h.body }, h)
+    return h.duplex
+  } catch (err) {
+    return new PassThroughError(err as Error)
+  }
+}
+
+/** A Duplex that fails at once: how pipeline() reports bad arguments (it has no callback). */
+class PassThroughError extends Duplex {
+  constructor(err: Error) {
+    super({ read() {}, write(_c, _e, cb) { cb() } })
+    queueMicrotask(() => this.destroy(err))
+  }
+}

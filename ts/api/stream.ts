@@ -1,0 +1,105 @@
+// `stream`: a handler over dispatch() that writes the response body straight into the
+// Writable returned by the caller's factory, with no intermediate Readable.
+
+import { finished, type Writable } from 'node:stream'
+import { InvalidArgumentError, InvalidReturnValueError } from '../errors'
+import { parseHeaders } from '../dispatcher/headers'
+import type { IncomingHttpHeaders, RequestOptions } from '../dispatcher/types'
+import type { Dispatcher } from '../dispatcher/dispatcher'
+import { ApiHandler, dispatchWith, withCallback } from './api-handler'
+
+export interface StreamFactoryData<TOpaque = null> {
+  statusCode: number
+  headers: IncomingHttpHeaders
+  opaque: TOpaque
+  context: object | undefined
+}
+
+export interface StreamData<TOpaque = null> {
+  opaque: TOpaque
+  trailers: Record<string, string>
+  context?: object
+}
+
+export type StreamFactory<TOpaque = null> = (data: StreamFactoryData<TOpaque>) => Writable
+
+type Callback<TOpaque> = (err: Error | null, data: StreamData<TOpaque> | null) => void
+
+function isWritable(w: unknown): w is Writable {
+  const s = w as Writable | null
+  return s != null && typeof s.write === 'function' && typeof s.end === 'function' && typeof s.on === 'function'
+}
+
+class StreamHandler<TOpaque> extends ApiHandler<TOpaque> {
+  #factory: StreamFactory<TOpaque> | null
+  #callback: Callback<TOpaque> | null
+  #res: Writable | null = null
+  #trailers: Record<string, string> = {}
+
+  constructor(opts: RequestOptions<TOpaque>, factory: StreamFactory<TOpaque>, callback: Callback<TOpaque>) {
+    super(opts)
+    if (typeof factory !== 'function') throw new InvalidArgumentError('invalid factory')
+    this.#factory = factory
+    this.#callback = callback
+  }
+
+  protected onAbortBeforeConnect(reason: Error): void {
+    this.#res?.destroy(reason)
+  }
+
+  onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean {
+    const headers = parseHeaders(rawHeaders)
+    if (statusCode < 200) {
+      this.opts.onInfo?.({ statusCode, headers: headers as Record<string, string | string[]> })
+      return true
+    }
+    const factory = this.#factory!
+    this.#factory = null
+    const res = factory({ statusCode, headers, opaque: this.opaque, context: this.context })
+    if (!isWritable(res)) throw new InvalidReturnValueError('expected Writable')
+    // The callback runs once the Writable has finished (or failed): then the data is really written.
+    finished(res, { readable: false }, (err) => {
+      const callback = this.#callback
+      this.#callback = null
+      this.detach()
+      if (err || !res.writableFinished) this.abortWith(err ?? undefined)
+      callback?.(err ?? null, err ? null : { opaque: this.opaque, trailers: this.#trailers, context: this.context })
+    })
+    res.on('drain', resume)
+    this.#res = res
+    return res.writableNeedDrain !== true
+  }
+
+  onData(chunk: Buffer): boolean {
+    return this.#res!.write(chunk)
+  }
+
+  onComplete(trailers: Buffer[] | string[] | null): void {
+    if (trailers) parseHeaders(trailers, this.#trailers)
+    this.#res!.end()
+  }
+
+  onError(err: Error): void {
+    const res = this.#res
+    if (res) {
+      this.#res = null
+      queueMicrotask(() => res.destroy(err))
+      return
+    }
+    const callback = this.#callback
+    this.#callback = null
+    this.detach()
+    if (callback) queueMicrotask(() => callback(err, null))
+  }
+}
+
+export function stream<TOpaque = null>(this: Dispatcher, opts: RequestOptions<TOpaque>, factory: StreamFactory<TOpaque>): Promise<StreamData<TOpaque>>
+export function stream<TOpaque = null>(this: Dispatcher, opts: RequestOptions<TOpaque>, factory: StreamFactory<TOpaque>, callback: Callback<TOpaque>): void
+export function stream<TOpaque = null>(
+  this: Dispatcher,
+  opts: RequestOptions<TOpaque>,
+  factory: StreamFactory<TOpaque>,
+  callback?: Callback<TOpaque>,
+): Promise<StreamData<TOpaque>> | void {
+  return withCallback(callback, (cb) => dispatchWith(this, opts, cb, () => new StreamHandler(opts, factory, cb)))
+}

@@ -1,0 +1,108 @@
+// `upgrade` and `connect`: a request whose answer hands the connection over as a Duplex.
+
+import type { Duplex } from 'node:stream'
+import { SocketError } from '../errors'
+import { parseHeaders } from '../dispatcher/headers'
+import type { ClientHeaders, IncomingHttpHeaders, RequestOptions } from '../dispatcher/types'
+import type { Dispatcher } from '../dispatcher/dispatcher'
+import { ApiHandler, dispatchWith, withCallback } from './api-handler'
+
+export interface UpgradeOptions {
+  path: string
+  method?: string
+  headers?: ClientHeaders
+  protocol?: string
+  signal?: RequestOptions['signal']
+  opaque?: unknown
+  [extra: string]: unknown
+}
+
+export interface UpgradeData<TOpaque = null> {
+  headers: IncomingHttpHeaders
+  socket: Duplex
+  opaque: TOpaque
+  context?: object
+}
+
+export interface ConnectOptions<TOpaque = null> {
+  path: string
+  headers?: ClientHeaders
+  signal?: RequestOptions['signal']
+  opaque?: TOpaque
+  [extra: string]: unknown
+}
+
+export interface ConnectData<TOpaque = null> extends UpgradeData<TOpaque> {
+  statusCode: number
+}
+
+type Callback<T> = (err: Error | null, data: T | null) => void
+
+class TunnelHandler<TOpaque> extends ApiHandler<TOpaque> {
+  #callback: Callback<ConnectData<TOpaque>> | null
+  #what: string
+
+  constructor(opts: RequestOptions<TOpaque>, what: 'upgrade' | 'connect', callback: Callback<ConnectData<TOpaque>>) {
+    super(opts, { tunnel: true })
+    this.#what = what
+    this.#callback = callback
+  }
+
+  protected onAbortBeforeConnect(): void {}
+
+  onHeaders(): boolean {
+    // Any answer but the upgrade itself is a failure of the tunnel.
+    throw new SocketError(`bad ${this.#what}`, null)
+  }
+
+  onUpgrade(statusCode: number, rawHeaders: Buffer[] | string[] | null, socket: Duplex): void {
+    const callback = this.#callback!
+    this.#callback = null
+    this.detach()
+    callback(null, { statusCode, headers: parseHeaders(rawHeaders ?? []), socket, opaque: this.opaque, context: this.context })
+  }
+
+  onError(err: Error): void {
+    const callback = this.#callback
+    this.#callback = null
+    this.detach()
+    if (callback) queueMicrotask(() => callback(err, null))
+  }
+}
+
+export function upgrade(this: Dispatcher, opts: UpgradeOptions): Promise<UpgradeData>
+export function upgrade(this: Dispatcher, opts: UpgradeOptions, callback: Callback<UpgradeData>): void
+export function upgrade(this: Dispatcher, opts: UpgradeOptions, callback?: Callback<UpgradeData>): Promise<UpgradeData> | void {
+  return withCallback(callback, (cb) =>
+    dispatchWith(
+      this,
+      opts,
+      cb,
+      (o) =>
+        new TunnelHandler(o as RequestOptions<null>, 'upgrade', (err, data) => {
+          if (!data) return cb(err, null)
+          const { statusCode: _, ...upgraded } = data
+          cb(null, upgraded)
+        }),
+      (o) => ({ ...o, method: o.method || 'GET', upgrade: o.protocol || 'Websocket' }),
+    ),
+  )
+}
+
+export function connect<TOpaque = null>(this: Dispatcher, opts: ConnectOptions<TOpaque>): Promise<ConnectData<TOpaque>>
+export function connect<TOpaque = null>(this: Dispatcher, opts: ConnectOptions<TOpaque>, callback: Callback<ConnectData<TOpaque>>): void
+export function connect<TOpaque = null>(
+  this: Dispatcher,
+  opts: ConnectOptions<TOpaque>,
+  callback?: Callback<ConnectData<TOpaque>>,
+): Promise<ConnectData<TOpaque>> | void {
+  return withCallback(callback, (cb) =>
+    dispatchWith(
+      this,
+      opts,
+      cb,
+      (o) => new TunnelHandler(o as unknown as RequestOptions<TOpaque>, 'connect', cb),
+      (o) => ({ ...o, method: 'CONNECT' }),
+    ),
+  )
+}

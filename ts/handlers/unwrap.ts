@@ -1,0 +1,106 @@
+// undici 7's handler style (onRequestStart, onResponseStart, ... with a controller), run
+// on the callbacks the engine drives (onConnect, onHeaders, ...).
+
+import type { Duplex } from 'node:stream'
+import { parseHeaders } from '../dispatcher/headers'
+import type { DispatchHandler, IncomingHttpHeaders } from '../dispatcher/types'
+
+/** What a new-style handler gets to steer the request with. */
+export class DispatchController {
+  #abort: ((err?: Error) => void) | null = null
+  #resume: (() => void) | null = null
+  #paused = false
+  #aborted = false
+  #reason: Error | null = null
+
+  get paused(): boolean {
+    return this.#paused
+  }
+
+  get aborted(): boolean {
+    return this.#aborted
+  }
+
+  get reason(): Error | null {
+    return this.#reason
+  }
+
+  abort(reason?: Error): void {
+    if (this.#aborted) return
+    this.#aborted = true
+    this.#reason = reason ?? null
+    this.#abort?.(reason)
+  }
+
+  pause(): void {
+    this.#paused = true
+  }
+
+  resume(): void {
+    if (!this.#paused) return
+    this.#paused = false
+    this.#resume?.()
+  }
+
+  /** @internal */
+  bind(abort: ((err?: Error) => void) | null, resume: (() => void) | null): void {
+    if (abort) this.#abort = abort
+    if (resume) this.#resume = resume
+  }
+}
+
+export interface NewStyleHandler {
+  onRequestStart?(controller: DispatchController, context: unknown): void
+  onRequestUpgrade?(controller: DispatchController, statusCode: number, headers: IncomingHttpHeaders, socket: Duplex): void
+  onResponseStart?(controller: DispatchController, statusCode: number, headers: IncomingHttpHeaders, statusMessage?: string): void
+  onResponseData?(controller: DispatchController, chunk: Buffer): void
+  onResponseEnd?(controller: DispatchController, trailers: IncomingHttpHeaders): void
+  onResponseError?(controller: DispatchController, error: Error): void
+}
+
+class UnwrapHandler implements DispatchHandler {
+  #handler: NewStyleHandler
+  #controller = new DispatchController()
+
+  constructor(handler: NewStyleHandler) {
+    this.#handler = handler
+  }
+
+  onConnect(abort: (err?: Error) => void, context?: object): void {
+    this.#controller.bind(abort, null)
+    this.#handler.onRequestStart?.(this.#controller, context)
+  }
+
+  onUpgrade(statusCode: number, headers: Buffer[] | string[] | null, socket: Duplex): void {
+    this.#handler.onRequestUpgrade?.(this.#controller, statusCode, parseHeaders(headers ?? []), socket)
+  }
+
+  onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void, statusText: string): boolean {
+    this.#controller.bind(null, resume)
+    this.#handler.onResponseStart?.(this.#controller, statusCode, parseHeaders(rawHeaders), statusText)
+    return !this.#controller.paused
+  }
+
+  onData(chunk: Buffer): boolean {
+    this.#handler.onResponseData?.(this.#controller, chunk)
+    return !this.#controller.paused
+  }
+
+  onComplete(trailers: Buffer[] | string[] | null): void {
+    this.#handler.onResponseEnd?.(this.#controller, parseHeaders(trailers ?? []))
+  }
+
+  onError(err: Error): void {
+    this.#handler.onResponseError?.(this.#controller, err)
+  }
+}
+
+const NEW_STYLE = ['onRequestStart', 'onResponseStart', 'onResponseData', 'onResponseEnd', 'onResponseError'] as const
+
+/** The handler as the engine drives it: new-style handlers are adapted, others pass as they are. */
+export function unwrap(handler: DispatchHandler | NewStyleHandler): DispatchHandler {
+  const h = handler as Record<string, unknown>
+  const legacy = typeof h.onHeaders === 'function' || typeof h.onData === 'function' || typeof h.onConnect === 'function'
+  if (legacy || !NEW_STYLE.some((k) => typeof h[k] === 'function')) return handler as DispatchHandler
+  return new UnwrapHandler(handler as NewStyleHandler)
+}
