@@ -392,7 +392,8 @@ impl Conn {
                         if !cur.req.upgrade {
                             return Err(Error::socket("bad upgrade"));
                         }
-                        return Ok(self.hand_over(head.status, head.reason, head.headers));
+                        self.hand_over(head.status, head.reason, head.headers);
+                        return Ok(());
                     }
                     if let (Some(max), BodyKind::Length(n)) = (cfg.max_response_size, head.body) {
                         if n > max {
@@ -502,11 +503,13 @@ impl Conn {
         }
         progress |= self.poll_write(cx)?;
         let t = self.tunnel.as_mut().unwrap();
-        if ended && self.wq.is_empty() && !t.write_shut {
-            if Pin::new(&mut self.io).poll_shutdown(cx).is_ready() {
-                self.tunnel.as_mut().unwrap().write_shut = true;
-                progress = true;
-            }
+        if ended
+            && self.wq.is_empty()
+            && !t.write_shut
+            && Pin::new(&mut self.io).poll_shutdown(cx).is_ready()
+        {
+            self.tunnel.as_mut().unwrap().write_shut = true;
+            progress = true;
         }
         // Reads: what the peer sends (and what came with the upgrade response).
         let t = self.tunnel.as_ref().unwrap();
