@@ -482,3 +482,10 @@ class Run implements RequestSink {
     return true
   }
 }
+
+// The types under the names undici gives them (`Client.Options` ...).
+// eslint-disable-next-line @typescript-eslint/no-namespace
+export declare namespace Client {
+  export type Options = ClientOptions
+  export type SocketInfo = import('../errors').SocketInfo
+}

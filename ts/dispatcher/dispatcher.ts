@@ -2,39 +2,72 @@
 // are handlers over `dispatch()`, so they live here once for all of them.
 
 import { EventEmitter } from 'node:events'
+import type { Duplex } from 'node:stream'
 import { request } from '../api/request'
-import { stream } from '../api/stream'
-import { pipeline } from '../api/pipeline'
-import { connect, upgrade } from '../api/upgrade'
-import type { DispatchHandler, DispatchOptions } from './types'
+import { stream, type StreamData, type StreamFactory, type StreamFactoryData } from '../api/stream'
+import { pipeline, type PipelineHandler, type PipelineHandlerData, type PipelineOptions } from '../api/pipeline'
+import { connect, upgrade, type ConnectData, type ConnectOptions, type UpgradeData, type UpgradeOptions } from '../api/upgrade'
+import type * as T from './types'
+import type { DispatchController as Controller } from '../handlers/unwrap'
 
-export type Dispatch = (options: DispatchOptions, handler: DispatchHandler) => boolean
+export type Dispatch = (options: T.DispatchOptions, handler: T.DispatchHandler) => boolean
 export type DispatcherComposeInterceptor = (dispatch: Dispatch) => Dispatch
 
+type Callback<D> = (err: Error | null, data: D) => void
+/** The operations' implementations, called with this dispatcher and the caller's arguments. */
+type Impl = (this: Dispatcher, ...args: unknown[]) => unknown
+type CloseCallback = (err?: Error | null, data?: null) => void
+
 export abstract class Dispatcher extends EventEmitter {
-  abstract dispatch(options: DispatchOptions, handler: DispatchHandler): boolean
+  abstract dispatch(options: T.DispatchOptions, handler: T.DispatchHandler): boolean
 
   abstract close(): Promise<void>
-  abstract close(callback: (err: Error | null, data: null) => void): void
+  abstract close(callback: CloseCallback): void
 
   abstract destroy(): Promise<void>
   abstract destroy(err: Error | null): Promise<void>
-  abstract destroy(callback: (err: Error | null, data: null) => void): void
-  abstract destroy(err: Error | null, callback: (err: Error | null, data: null) => void): void
+  abstract destroy(callback: CloseCallback): void
+  abstract destroy(err: Error | null, callback: CloseCallback): void
 
-  request = request
-  stream = stream
-  pipeline = pipeline
-  connect = connect
-  upgrade = upgrade
+  request<TOpaque = null>(options: T.RequestOptions<TOpaque>): Promise<T.ResponseData<TOpaque>>
+  request<TOpaque = null>(options: T.RequestOptions<TOpaque>, callback: Callback<T.ResponseData<TOpaque>>): void
+  request<TOpaque = null>(options: T.RequestOptions<TOpaque>, callback?: Callback<T.ResponseData<TOpaque>>): Promise<T.ResponseData<TOpaque>> | void {
+    return (request as Impl).call(this, options, callback) as Promise<T.ResponseData<TOpaque>> | void
+  }
+
+  stream<TOpaque = null>(options: T.RequestOptions<TOpaque>, factory: StreamFactory<TOpaque>): Promise<StreamData<TOpaque>>
+  stream<TOpaque = null>(options: T.RequestOptions<TOpaque>, factory: StreamFactory<TOpaque>, callback: Callback<StreamData<TOpaque>>): void
+  stream<TOpaque = null>(
+    options: T.RequestOptions<TOpaque>,
+    factory: StreamFactory<TOpaque>,
+    callback?: Callback<StreamData<TOpaque>>,
+  ): Promise<StreamData<TOpaque>> | void {
+    return (stream as Impl).call(this, options, factory, callback) as Promise<StreamData<TOpaque>> | void
+  }
+
+  pipeline<TOpaque = null>(options: PipelineOptions<TOpaque>, handler: PipelineHandler<TOpaque>): Duplex {
+    return (pipeline as Impl).call(this, options, handler) as Duplex
+  }
+
+  connect<TOpaque = null>(options: ConnectOptions<TOpaque>): Promise<ConnectData<TOpaque>>
+  connect<TOpaque = null>(options: ConnectOptions<TOpaque>, callback: Callback<ConnectData<TOpaque>>): void
+  connect<TOpaque = null>(options: ConnectOptions<TOpaque>, callback?: Callback<ConnectData<TOpaque>>): Promise<ConnectData<TOpaque>> | void {
+    return (connect as Impl).call(this, options, callback) as Promise<ConnectData<TOpaque>> | void
+  }
+
+  upgrade(options: UpgradeOptions): Promise<UpgradeData>
+  upgrade(options: UpgradeOptions, callback: Callback<UpgradeData>): void
+  upgrade(options: UpgradeOptions, callback?: Callback<UpgradeData>): Promise<UpgradeData> | void {
+    return (upgrade as Impl).call(this, options, callback) as Promise<UpgradeData> | void
+  }
 
   /**
    * A dispatcher whose dispatch() runs through `interceptors`, applied in order (each wraps
    * the dispatch built so far). Everything else is this dispatcher's own.
    */
-  compose(interceptors: DispatcherComposeInterceptor[]): Dispatcher
-  compose(...interceptors: DispatcherComposeInterceptor[]): Dispatcher
-  compose(...args: Array<DispatcherComposeInterceptor | DispatcherComposeInterceptor[]>): Dispatcher {
+  compose(interceptors: DispatcherComposeInterceptor[]): Dispatcher.ComposedDispatcher
+  compose(...interceptors: DispatcherComposeInterceptor[]): Dispatcher.ComposedDispatcher
+  compose(...args: Array<DispatcherComposeInterceptor | DispatcherComposeInterceptor[]>): Dispatcher.ComposedDispatcher {
     const interceptors = (Array.isArray(args[0]) ? args[0] : args) as Array<DispatcherComposeInterceptor | null>
     let dispatch: Dispatch = this.dispatch.bind(this)
     for (const interceptor of interceptors) {
@@ -61,3 +94,20 @@ export abstract class Dispatcher extends EventEmitter {
 
 /** Methods that call `this.dispatch` and so must see the composed one. */
 const ON_DISPATCH = new Set<PropertyKey>(['request', 'stream', 'pipeline', 'connect', 'upgrade', 'compose'])
+
+// The types under the names undici gives them (`Dispatcher.RequestOptions` ...).
+// eslint-disable-next-line @typescript-eslint/no-namespace
+export declare namespace Dispatcher {
+  export type DispatchOptions = T.DispatchOptions
+  export type DispatchHandler = T.DispatchHandler
+  export type DispatchController = Controller
+  export type RequestOptions<TOpaque = null> = T.RequestOptions<TOpaque>
+  export type ResponseData<TOpaque = null> = T.ResponseData<TOpaque>
+  export type HttpMethod = T.HttpMethod
+  export type UndiciHeaders = T.ClientHeaders
+  export type { StreamData, StreamFactory, StreamFactoryData, PipelineOptions, PipelineHandler, PipelineHandlerData }
+  export type { ConnectOptions, ConnectData, UpgradeOptions, UpgradeData }
+  export type { Dispatch, DispatcherComposeInterceptor }
+  export type DispatchInterceptor = (dispatch: Dispatch) => Dispatch
+  export type ComposedDispatcher = Dispatcher
+}
