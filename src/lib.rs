@@ -247,6 +247,14 @@ impl NativeOrigin {
         Ok(None)
     }
 
+    #[napi(catch_unwind)]
+    pub fn set_pipelining(&self, pipelining: u32) -> Result<()> {
+        bridge()?
+            .engine
+            .set_pipelining(self.id, pipelining as usize);
+        Ok(())
+    }
+
     /// Graceful close: queued requests still run, then the connections close.
     #[napi(catch_unwind)]
     pub fn close(&mut self) -> Result<()> {

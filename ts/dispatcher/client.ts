@@ -86,6 +86,7 @@ export class Client extends Dispatcher {
   #destroyError: Error | null = null
   #waiters: Array<() => void> = []
   #needDrain = false
+  #connections = 0
   #listener: OriginListener
   #originId: number
   /** Settles when the engine has closed every connection (after close() or destroy()). */
@@ -122,10 +123,17 @@ export class Client extends Dispatcher {
     // The listener holds the Client weakly: a Client dropped without close() can be collected.
     const self = new WeakRef(this)
     this.#listener = {
-      onConnected: () => self.deref()?.emit('connect', self.deref()!.#url, [self.deref()!]),
+      onConnected: () => {
+        const c = self.deref()
+        if (!c) return
+        c.#connections++
+        c.emit('connect', c.#url, [c])
+      },
       onDisconnected: (_c, kind, message, code) => {
         const c = self.deref()
-        if (c) c.emit('disconnect', c.#url, [c], c.#destroyError ?? fromNative(kind, message, code))
+        if (!c) return
+        c.#connections = Math.max(0, c.#connections - 1)
+        c.emit('disconnect', c.#url, [c], c.#destroyError ?? fromNative(kind, message, code))
       },
       onConnectFailed: (kind, message, code) => {
         const c = self.deref()
@@ -154,9 +162,38 @@ export class Client extends Dispatcher {
     })
   }
 
+  /** Requests in flight per connection (changeable at any time). */
+  get pipelining(): number {
+    return this.#pipelining
+  }
+
+  set pipelining(value: number) {
+    if (typeof value !== 'number' || !Number.isInteger(value) || value < 0) throw new InvalidArgumentError('invalid pipelining')
+    this.#pipelining = value
+    this.#native.setPipelining(value)
+  }
+
+  /** Open connections of this client (0 or 1). */
+  get connected(): number {
+    return this.#connections
+  }
+
   /** Requests dispatched and not yet settled. */
-  get pending(): number {
+  get size(): number {
     return this.#runs.size
+  }
+
+  /** Of those, the ones that may be on the wire (the rest wait in the queue). */
+  get running(): number {
+    return this.#connections > 0 ? Math.min(this.#runs.size, Math.max(this.#pipelining, 1)) : 0
+  }
+
+  get pending(): number {
+    return this.#runs.size - this.running
+  }
+
+  get stats(): { connected: boolean; pending: number; running: number; size: number } {
+    return { connected: this.#connections > 0, pending: this.pending, running: this.running, size: this.size }
   }
 
   get closed(): boolean {

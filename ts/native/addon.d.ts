@@ -12,6 +12,7 @@ export declare class NativeOrigin {
    * request is refused (nothing is sent), `null` otherwise.
    */
   submit(id: number, method: string, path: string, headers: Array<string>, body: Buffer | string | undefined | null, flags: number, headersTimeout: number, bodyTimeout: number, upgrade?: string | undefined | null): Array<string> | null
+  setPipelining(pipelining: number): void
   /** Graceful close: queued requests still run, then the connections close. */
   close(): void
   /** Fails everything queued or running (with `Destroyed` events) and closes. */

@@ -4,7 +4,7 @@
 //! It is a hand-written future (as hyper's `proto/h1/conn.rs`): one task polls
 //! writes, reads and its one timer, so no lock is ever held across I/O.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::Future;
 use std::io::IoSlice;
@@ -73,6 +73,8 @@ enum TimerKind {
 pub(crate) struct Conn {
     ctx: Rc<Ctx>,
     cfg: Rc<OriginConfig>,
+    /// The origin's pipelining, which the caller may change at run time.
+    pipelining: Rc<Cell<usize>>,
     origin_id: u64,
     origin: Rc<RefCell<Origin>>,
     shared: Rc<ConnShared>,
@@ -104,11 +106,13 @@ impl Conn {
         io: Transport,
     ) -> Conn {
         let (cfg, origin_id) = (origin.borrow().cfg.clone(), origin.borrow().id);
+        let pipelining = origin.borrow().pipelining.clone();
         let now = Instant::now();
         Conn {
             ctx,
             keep_alive: cfg.keep_alive_timeout,
             cfg,
+            pipelining,
             origin_id,
             origin,
             shared,
@@ -140,7 +144,7 @@ impl Conn {
         };
         // A request still waiting for its go-ahead does not stop the next one being taken
         // (both go out together), unless its body is a stream.
-        self.inflight.len() < self.cfg.pipelining.max(1)
+        self.inflight.len() < self.pipelining.get().max(1)
             && (last.body_done || (!last.written && !last.req.is_stream()))
             && next.idempotent
             && !next.is_stream()
@@ -173,7 +177,7 @@ impl Conn {
             let max = self.cfg.max_requests_per_connection;
             if req.reset
                 || req.upgrade
-                || self.cfg.pipelining == 0
+                || self.pipelining.get() == 0
                 || max.is_some_and(|m| self.served >= m)
             {
                 self.no_more = true;

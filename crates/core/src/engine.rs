@@ -25,6 +25,7 @@ enum Command {
     Abort { id: u64 },
     Proceed { ids: Vec<u64> },
     Close { origin: u64 },
+    SetPipelining { origin: u64, pipelining: usize },
     Destroy { origin: u64, error: Error },
 }
 
@@ -96,6 +97,11 @@ impl Engine {
     /// Go-ahead for held requests whose `Connect` the caller has handled.
     pub fn proceed(&self, ids: Vec<u64>) {
         self.send(Command::Proceed { ids });
+    }
+
+    /// Changes how many requests may be in flight on each connection of `origin`.
+    pub fn set_pipelining(&self, origin: u64, pipelining: usize) {
+        self.send(Command::SetPipelining { origin, pipelining });
     }
 
     /// Graceful: queued requests still run; connections close once idle.
@@ -233,6 +239,12 @@ impl Ctx {
                         ctl.proceed.set(true);
                         ctl.wake();
                     }
+                }
+            }
+            Command::SetPipelining { origin, pipelining } => {
+                if let Some(o) = self.origin(origin) {
+                    o.borrow().pipelining.set(pipelining);
+                    Origin::schedule(&o, self);
                 }
             }
             Command::Close { origin } => {

@@ -39,6 +39,8 @@ impl ConnShared {
 pub(crate) struct Origin {
     pub id: u64,
     pub cfg: Rc<OriginConfig>,
+    /// Starts as `cfg.pipelining`; [`crate::Engine::set_pipelining`] changes it.
+    pub pipelining: Rc<Cell<usize>>,
     pub queue: VecDeque<Queued>,
     conns: Vec<Rc<ConnShared>>,
     connecting: usize,
@@ -53,6 +55,7 @@ impl Origin {
     pub fn new(id: u64, cfg: OriginConfig) -> Origin {
         Origin {
             id,
+            pipelining: Rc::new(Cell::new(cfg.pipelining)),
             cfg: Rc::new(cfg),
             queue: VecDeque::new(),
             conns: Vec::new(),
