@@ -157,6 +157,7 @@ const BLOCKING: u32 = 2;
 const RESET: u32 = 4;
 const STREAM: u32 = 8;
 const HOLD: u32 = 32;
+const CONNECTED: u32 = 64;
 
 #[napi]
 impl NativeOrigin {
@@ -240,6 +241,7 @@ impl NativeOrigin {
         req.idempotent = flags & IDEMPOTENT != 0;
         req.blocking = flags & BLOCKING != 0;
         req.hold = flags & HOLD != 0;
+        req.connected = flags & CONNECTED != 0;
         req.upgrade |= upgrade.is_some();
         req.headers_timeout = (headers_timeout > 0.0).then(|| ms(headers_timeout));
         req.body_timeout = (body_timeout > 0.0).then(|| ms(body_timeout));

@@ -35,6 +35,7 @@ const BLOCKING = 2
 const RESET = 4
 const STREAM = 8
 const HOLD = 32
+const CONNECTED = 64
 
 
 type Callback = (err: Error | null, data: null) => void
@@ -242,6 +243,11 @@ export class Client extends Dispatcher {
     }
   }
 
+  /** @internal whether a request dispatched now goes straight onto a connection. */
+  writesAtOnce(): boolean {
+    return this.#connections > 0 && this.#runs.size <= Math.max(this.#pipelining, 1)
+  }
+
   /** @internal per-request defaults. */
   get timeouts(): { headersTimeout: number; bodyTimeout: number } {
     return { headersTimeout: this.#headersTimeout, bodyTimeout: this.#bodyTimeout }
@@ -376,8 +382,16 @@ class Run implements RequestSink {
     if (opts.blocking) flags |= BLOCKING
     if (opts.reset) flags |= RESET
     // expectContinue is for HTTP/2 (as in undici, HTTP/1.1 ignores it).
-    // The engine waits for onConnect before writing, so that an abort there sends nothing.
-    if (holdsForConnect(this.#handler)) flags |= HOLD
+    if (this.#client!.writesAtOnce()) {
+      // As undici: with a connection free for it, onConnect runs now, before anything is
+      // sent; an abort there means the request is never submitted.
+      this.#connectNow()
+      if (this.#settled) return
+      flags |= CONNECTED
+    } else if (holdsForConnect(this.#handler)) {
+      // The engine waits for onConnect before writing, so that an abort there sends nothing.
+      flags |= HOLD
+    }
     const defaults = this.#client!.timeouts
     const id = newRequestId()
     const refused = native.submit(
@@ -395,6 +409,7 @@ class Run implements RequestSink {
     this.#id = id
     this.#sentBody = bytes ?? null
     track(id, this)
+    if (flags & CONNECTED && bytes !== undefined) this.#handler.onBodySent?.(bytes)
     if (this.#source) void this.#pumpBody(this.#source)
   }
 
@@ -434,8 +449,12 @@ class Run implements RequestSink {
     }
   }
 
-  onConnect(): void {
+  #connectNow(): void {
     this.#handler.onConnect?.((err?: Error) => this.failWith(err ?? new RequestAbortedError()), undefined)
+  }
+
+  onConnect(): void {
+    this.#connectNow()
     if (this.#settled) return
     proceed(this.#id)
     if (this.#sentBody !== null) this.#handler.onBodySent?.(this.#sentBody)

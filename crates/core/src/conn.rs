@@ -169,10 +169,13 @@ impl Conn {
                     _ => break,
                 }
             };
-            let Queued { req, ctl } = req;
+            let Queued { mut req, ctl } = req;
             *ctl.conn.borrow_mut() = Some(self.shared.clone());
             ctl.proceed.set(!req.hold);
-            self.events.push(Event::Connect { id: req.id });
+            // A retry (taken again) always reports Connect.
+            if !std::mem::take(&mut req.connected) {
+                self.events.push(Event::Connect { id: req.id });
+            }
             self.served += 1;
             let max = self.cfg.max_requests_per_connection;
             if req.reset

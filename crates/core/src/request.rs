@@ -85,6 +85,8 @@ pub struct Request {
     /// Wait after `Connect` for [`crate::Engine::proceed`] before writing: the caller's
     /// `onConnect` may still abort it, and then nothing of it is sent.
     pub hold: bool,
+    /// The caller already ran `onConnect`: no `Connect` event the first time it is written.
+    pub connected: bool,
 }
 
 impl Request {
@@ -104,6 +106,7 @@ impl Request {
             headers_timeout: Some(Duration::from_secs(300)),
             body_timeout: Some(Duration::from_secs(300)),
             hold: false,
+            connected: false,
         }
     }
 
