@@ -46,6 +46,14 @@ export interface DispatchOptions {
 }
 
 export interface DispatchHandler {
+  // undici 7's controller-style callbacks (adapted onto the ones below by dispatch()).
+  onRequestStart?(controller: DispatchController, context: unknown): void
+  onRequestUpgrade?(controller: DispatchController, statusCode: number, headers: IncomingHttpHeaders, socket: import('node:stream').Duplex): void
+  onResponseStart?(controller: DispatchController, statusCode: number, headers: IncomingHttpHeaders, statusMessage?: string): void
+  onResponseData?(controller: DispatchController, chunk: Buffer): void
+  onResponseEnd?(controller: DispatchController, trailers: IncomingHttpHeaders): void
+  onResponseError?(controller: DispatchController, error: Error): void
+
   onConnect?(abort: (err?: Error) => void, context?: object): void
   onError?(err: Error): void
   onUpgrade?(statusCode: number, headers: Buffer[] | string[] | null, socket: import('node:stream').Duplex): void
@@ -53,7 +61,18 @@ export interface DispatchHandler {
   onHeaders?(statusCode: number, headers: Buffer[], resume: () => void, statusText: string): boolean
   onData?(chunk: Buffer): boolean
   onComplete?(trailers: Buffer[] | string[] | null): void
-  onBodySent?(chunk: Buffer | string | Uint8Array, counter?: number): void
+  /** Called with each chunk sent (undici's type declares sizes; its runtime, like ours, passes the chunk). */
+  onBodySent?(chunk: Buffer | string | Uint8Array | number, totalBytesSent?: number): void
+}
+
+/** What a controller-style handler steers its request with. */
+export interface DispatchController {
+  readonly aborted: boolean
+  readonly paused: boolean
+  readonly reason: Error | null
+  abort(reason: Error): void
+  pause(): void
+  resume(): void
 }
 
 export type AbortSignalLike = AbortSignal | EventEmitter

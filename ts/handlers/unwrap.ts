@@ -3,7 +3,7 @@
 
 import type { Duplex } from 'node:stream'
 import { parseHeaders } from '../dispatcher/headers'
-import type { DispatchHandler, IncomingHttpHeaders } from '../dispatcher/types'
+import type { DispatchHandler } from '../dispatcher/types'
 
 /** What a new-style handler gets to steer the request with. */
 export class DispatchController {
@@ -49,14 +49,11 @@ export class DispatchController {
   }
 }
 
-export interface NewStyleHandler {
-  onRequestStart?(controller: DispatchController, context: unknown): void
-  onRequestUpgrade?(controller: DispatchController, statusCode: number, headers: IncomingHttpHeaders, socket: Duplex): void
-  onResponseStart?(controller: DispatchController, statusCode: number, headers: IncomingHttpHeaders, statusMessage?: string): void
-  onResponseData?(controller: DispatchController, chunk: Buffer): void
-  onResponseEnd?(controller: DispatchController, trailers: IncomingHttpHeaders): void
-  onResponseError?(controller: DispatchController, error: Error): void
-}
+/** A handler written in undici 7's controller style. */
+type NewStyleHandler = Pick<
+  DispatchHandler,
+  'onRequestStart' | 'onRequestUpgrade' | 'onResponseStart' | 'onResponseData' | 'onResponseEnd' | 'onResponseError'
+>
 
 class UnwrapHandler implements DispatchHandler {
   #handler: NewStyleHandler
