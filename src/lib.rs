@@ -372,8 +372,7 @@ impl Out {
     }
 
     fn num(&mut self, n: f64) -> Result<()> {
-        let mut v = ptr::null_mut();
-        check(unsafe { sys::napi_create_double(self.env, n, &mut v) })?;
+        let v = self.double(n)?;
         self.push(v)
     }
 
@@ -390,10 +389,52 @@ impl Out {
         self.push(v)
     }
 
-    fn undefined(&mut self) -> Result<()> {
+    fn undefined_value(&self) -> Result<sys::napi_value> {
         let mut v = ptr::null_mut();
         check(unsafe { sys::napi_get_undefined(self.env, &mut v) })?;
+        Ok(v)
+    }
+
+    fn undefined(&mut self) -> Result<()> {
+        let v = self.undefined_value()?;
         self.push(v)
+    }
+
+    fn double(&self, n: f64) -> Result<sys::napi_value> {
+        let mut v = ptr::null_mut();
+        check(unsafe { sys::napi_create_double(self.env, n, &mut v) })?;
+        Ok(v)
+    }
+
+    /// `[localAddress, localPort, remoteAddress, remotePort, remoteFamily, bytesWritten,
+    /// bytesRead]`, `undefined` where unknown; `undefined` for no info at all.
+    fn socket_info(&mut self, info: Option<&saetta_core::error::SocketInfo>) -> Result<()> {
+        let Some(i) = info else {
+            return self.undefined();
+        };
+        let text = |s: Option<&str>| match s {
+            Some(s) => self.latin1(s.as_bytes()),
+            None => self.undefined_value(),
+        };
+        let port = |p: Option<u16>| match p {
+            Some(p) => self.double(p as f64),
+            None => self.undefined_value(),
+        };
+        let values = [
+            text(i.local_address.as_deref())?,
+            port(i.local_port)?,
+            text(i.remote_address.as_deref())?,
+            port(i.remote_port)?,
+            text(i.remote_family)?,
+            self.double(i.bytes_written as f64)?,
+            self.double(i.bytes_read as f64)?,
+        ];
+        let mut arr = ptr::null_mut();
+        check(unsafe { sys::napi_create_array_with_length(self.env, values.len(), &mut arr) })?;
+        for (k, v) in values.into_iter().enumerate() {
+            check(unsafe { sys::napi_set_element(self.env, arr, k as u32, v) })?;
+        }
+        self.push(arr)
     }
 
     /// `[name, value, ...]` as latin1 strings.
@@ -449,9 +490,10 @@ impl Out {
         self.str(e.kind().as_bytes())?;
         self.str(e.to_string().as_bytes())?;
         match e.code() {
-            Some(c) => self.str(c.as_bytes()),
-            None => self.undefined(),
+            Some(c) => self.str(c.as_bytes())?,
+            None => self.undefined()?,
         }
+        self.socket_info(e.socket_info())
     }
 }
 
@@ -496,10 +538,11 @@ impl ToNapiValue for EventBatch {
                     out.num(id as f64)?;
                     out.headers(&trailers)?;
                 }
-                Event::Error { id, error } => {
+                Event::Error { id, error, shared } => {
                     out.num(tag::ERROR as f64)?;
                     out.num(id as f64)?;
                     out.error(&error)?;
+                    out.num(shared as u8 as f64)?;
                 }
                 Event::BodyConsumed { id, bytes } => {
                     out.num(tag::BODY_CONSUMED as f64)?;

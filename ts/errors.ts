@@ -153,7 +153,16 @@ export class RequestRetryError extends UndiciError {
 }
 
 /** An error from the native engine, as the JS class it maps onto. */
-export function fromNative(kind: string, message: string, code: string | undefined): Error {
+/** The engine's socket info: `[localAddress, localPort, remoteAddress, remotePort, remoteFamily, bytesWritten, bytesRead]`. */
+export type NativeSocketInfo = [string?, number?, string?, number?, string?, number?, number?]
+
+function socketInfo(info: NativeSocketInfo | undefined): SocketInfo | null {
+  if (info === undefined) return null
+  const [localAddress, localPort, remoteAddress, remotePort, remoteFamily, bytesWritten, bytesRead] = info
+  return { localAddress, localPort, remoteAddress, remotePort, remoteFamily, timeout: undefined, bytesWritten, bytesRead }
+}
+
+export function fromNative(kind: string, message: string, code: string | undefined, info?: NativeSocketInfo): Error {
   switch (kind) {
     case 'InvalidArgument': return new InvalidArgumentError(message)
     case 'NotSupported': return new NotSupportedError(message)
@@ -174,7 +183,7 @@ export function fromNative(kind: string, message: string, code: string | undefin
         // A system error, as Node reports it (`connect ECONNREFUSED 127.0.0.1:80`).
         return Object.assign(new Error(message), { code, errno: code })
       }
-      return new SocketError(message)
+      return new SocketError(message, socketInfo(info))
     default: return new UndiciError(message)
   }
 }

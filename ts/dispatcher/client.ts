@@ -38,15 +38,50 @@ const HOLD = 32
 const CONNECTED = 64
 
 
+/** What close() and destroy() resolve with at run time, as undici's (typed `void` as theirs). */
+const resolvedNull = null as unknown as void
+
 type Callback = (err: Error | null, data: null) => void
 
-function optNumber(opts: ClientOptions, key: keyof ClientOptions, fallback: number, { min = 0, integer = false } = {}): number {
-  const v = opts[key]
-  if (v == null) return fallback
-  if (typeof v !== 'number' || Number.isNaN(v) || v < min || (integer && !Number.isInteger(v))) {
-    throw new InvalidArgumentError(`invalid ${String(key)}`)
+const isNonNegativeInteger = (v: number): boolean => Number.isInteger(v) && v >= 0
+const isPositiveFinite = (v: number): boolean => Number.isFinite(v) && v > 0
+
+/** Numeric options, each with undici's rule and message. */
+const numberRules: Array<[keyof ClientOptions, (v: number) => boolean, string]> = [
+  ['pipelining', isNonNegativeInteger, 'invalid pipelining'],
+  ['maxHeaderSize', (v) => Number.isInteger(v) && v >= 1, 'invalid maxHeaderSize'],
+  ['connectTimeout', (v) => Number.isFinite(v) && v >= 0, 'invalid connectTimeout'],
+  ['keepAliveTimeout', isPositiveFinite, 'invalid keepAliveTimeout'],
+  ['keepAliveMaxTimeout', isPositiveFinite, 'invalid keepAliveMaxTimeout'],
+  ['keepAliveTimeoutThreshold', Number.isFinite, 'invalid keepAliveTimeoutThreshold'],
+  ['headersTimeout', isNonNegativeInteger, 'headersTimeout must be a positive integer or zero'],
+  ['bodyTimeout', isNonNegativeInteger, 'bodyTimeout must be a positive integer or zero'],
+  ['maxRequestsPerClient', isNonNegativeInteger, 'maxRequestsPerClient must be a positive number'],
+  ['maxResponseSize', (v) => Number.isInteger(v) && v >= -1, 'maxResponseSize must be a positive number'],
+  ['autoSelectFamilyAttemptTimeout', (v) => Number.isInteger(v) && v >= -1, 'autoSelectFamilyAttemptTimeout must be a positive number'],
+]
+
+/** Options undici dropped, with the message naming their replacement. */
+const retiredOptions: Array<[string, string]> = [
+  ['keepAlive', 'unsupported keepAlive, use pipelining=0 instead'],
+  ['socketTimeout', 'unsupported socketTimeout, use headersTimeout & bodyTimeout instead'],
+  ['requestTimeout', 'unsupported requestTimeout, use headersTimeout & bodyTimeout instead'],
+  ['idleTimeout', 'unsupported idleTimeout, use keepAliveTimeout instead'],
+  ['maxKeepAliveTimeout', 'unsupported maxKeepAliveTimeout, use keepAliveMaxTimeout instead'],
+]
+
+function validateOptions(opts: ClientOptions): void {
+  for (const [key, message] of retiredOptions) {
+    if (opts[key] !== undefined) throw new InvalidArgumentError(message)
   }
-  return v
+  for (const [key, valid, message] of numberRules) {
+    const v = opts[key]
+    if (v != null && (typeof v !== 'number' || !valid(v))) throw new InvalidArgumentError(message)
+  }
+}
+
+function optNumber(opts: ClientOptions, key: keyof ClientOptions, fallback: number): number {
+  return (opts[key] as number | null | undefined) ?? fallback
 }
 
 function parseOrigin(origin: string | URL): URL {
@@ -96,6 +131,7 @@ export class Client extends Dispatcher {
   constructor(url: string | URL, options: ClientOptions = {}) {
     super()
     if (options == null || typeof options !== 'object') throw new InvalidArgumentError('invalid options')
+    validateOptions(options)
     this.#url = parseOrigin(url)
     if (this.#url.protocol === 'https:') {
       throw new InvalidArgumentError('https origins are not supported yet')
@@ -104,7 +140,7 @@ export class Client extends Dispatcher {
     if (typeof connect !== 'object') throw new InvalidArgumentError('connect must be a function or an object')
     const socketPath = options.socketPath ?? connect.socketPath ?? null
     if (socketPath != null && typeof socketPath !== 'string') throw new InvalidArgumentError('invalid socketPath')
-    this.#pipelining = optNumber(options, 'pipelining', 1, { integer: true })
+    this.#pipelining = optNumber(options, 'pipelining', 1)
     this.#headersTimeout = optNumber(options, 'headersTimeout', 300e3)
     this.#bodyTimeout = optNumber(options, 'bodyTimeout', 300e3)
     const connectTimeout =
@@ -112,11 +148,13 @@ export class Client extends Dispatcher {
     if (options.strictContentLength !== undefined && typeof options.strictContentLength !== 'boolean') {
       throw new InvalidArgumentError('invalid strictContentLength')
     }
-    const maxHeaderSize = optNumber(options, 'maxHeaderSize', 16384, { min: 1, integer: true })
-    const maxResponseSize = optNumber(options, 'maxResponseSize', -1, { min: -1 })
-    const maxRequestsPerClient = optNumber(options, 'maxRequestsPerClient', 0, { integer: true })
+    const maxHeaderSize = optNumber(options, 'maxHeaderSize', 16384)
+    const maxResponseSize = optNumber(options, 'maxResponseSize', -1)
+    const maxRequestsPerClient = optNumber(options, 'maxRequestsPerClient', 0)
     const localAddress = options.localAddress ?? undefined
-    if (localAddress !== undefined && net.isIP(localAddress) === 0) throw new InvalidArgumentError('invalid local address')
+    if (localAddress !== undefined && (typeof localAddress !== 'string' || net.isIP(localAddress) === 0)) {
+      throw new InvalidArgumentError('localAddress must be valid string IP address')
+    }
     if (options.autoSelectFamily !== undefined && typeof options.autoSelectFamily !== 'boolean') {
       throw new InvalidArgumentError('invalid autoSelectFamily')
     }
@@ -130,15 +168,15 @@ export class Client extends Dispatcher {
         c.#connections++
         c.emit('connect', c.#url, [c])
       },
-      onDisconnected: (_c, kind, message, code) => {
+      onDisconnected: (_c, err) => {
         const c = self.deref()
         if (!c) return
         c.#connections = Math.max(0, c.#connections - 1)
-        c.emit('disconnect', c.#url, [c], c.#destroyError ?? fromNative(kind, message, code))
+        c.emit('disconnect', c.#url, [c], c.#destroyError ?? err)
       },
-      onConnectFailed: (kind, message, code) => {
+      onConnectFailed: (err) => {
         const c = self.deref()
-        if (c) c.emit('connectionError', c.#url, [c], fromNative(kind, message, code))
+        if (c) c.emit('connectionError', c.#url, [c], err)
       },
     }
     this.#originId = newOriginId(this.#listener)
@@ -149,8 +187,8 @@ export class Client extends Dispatcher {
       connections: 1,
       pipelining: this.#pipelining,
       connectTimeout,
-      keepAliveTimeout: optNumber(options, 'keepAliveTimeout', 4e3, { min: Number.MIN_VALUE }),
-      keepAliveMaxTimeout: optNumber(options, 'keepAliveMaxTimeout', 600e3, { min: Number.MIN_VALUE }),
+      keepAliveTimeout: optNumber(options, 'keepAliveTimeout', 4e3),
+      keepAliveMaxTimeout: optNumber(options, 'keepAliveMaxTimeout', 600e3),
       keepAliveTimeoutThreshold: optNumber(options, 'keepAliveTimeoutThreshold', 2e3),
       maxHeaderSize,
       maxResponseSize,
@@ -159,7 +197,8 @@ export class Client extends Dispatcher {
       strictContentLength: options.strictContentLength ?? true,
       localAddress,
       autoSelectFamily: options.autoSelectFamily ?? net.getDefaultAutoSelectFamily(),
-      autoSelectFamilyAttemptTimeout: optNumber(options, 'autoSelectFamilyAttemptTimeout', net.getDefaultAutoSelectFamilyAttemptTimeout(), { min: 10 }),
+      // Node's floor for the per-address attempt.
+      autoSelectFamilyAttemptTimeout: Math.max(10, optNumber(options, 'autoSelectFamilyAttemptTimeout', net.getDefaultAutoSelectFamilyAttemptTimeout())),
     })
   }
 
@@ -290,6 +329,7 @@ export class Client extends Dispatcher {
       .then(() => {
         // As undici: once closed, the client counts as destroyed.
         this.#destroyed = true
+        return resolvedNull
       })
   }
 
@@ -316,7 +356,7 @@ export class Client extends Dispatcher {
       for (const run of [...this.#runs]) queueMicrotask(() => run.failWith(error))
     }
     const closed = this.#shutDown(true)
-    return this.#idle().then(() => closed)
+    return this.#idle().then(() => closed).then(() => resolvedNull)
   }
 }
 
@@ -461,7 +501,8 @@ class Run implements RequestSink {
   }
 
   onHeaders(statusCode: number, statusText: string, headers: string[]): void {
-    if (statusCode >= 200) this.#handler.onResponseStarted?.()
+    // As undici: at the start of every response message, 1xx included.
+    this.#handler.onResponseStarted?.()
     if (this.#handler.onHeaders?.(statusCode, toBuffers(headers), this.#resume, statusText) === false) this.#pause()
   }
 
@@ -506,10 +547,9 @@ class Run implements RequestSink {
     this.#handler.onComplete?.(toBuffers(trailers))
   }
 
-  onError(kind: string, message: string, code: string | undefined): void {
-    if (this.#tunnel) return void this.#tunnel.destroy(fromNative(kind, message, code))
-    const destroyError = kind === 'Destroyed' ? this.#client?.destroyError : null
-    const err = destroyError ?? fromNative(kind, message, code)
+  onError(err: Error): void {
+    if (this.#tunnel) return void this.#tunnel.destroy(err)
+    if (err instanceof ClientDestroyedError) err = this.#client?.destroyError ?? err
     if (!this.#finish()) return
     this.#handler.onError?.(err)
   }

@@ -3,6 +3,7 @@
 // requests are in flight.
 
 import { addon } from './load'
+import { fromNative, type NativeSocketInfo } from '../errors'
 
 /** Receives the engine's events for one request. */
 export interface RequestSink {
@@ -11,7 +12,7 @@ export interface RequestSink {
   onData(chunk: Buffer): void
   onUpgrade(statusCode: number, statusText: string, headers: string[]): void
   onComplete(trailers: string[]): void
-  onError(kind: string, message: string, code: string | undefined): void
+  onError(err: Error): void
   onBodyConsumed(bytes: number): void
   /** A callback of the sink threw: the request must fail with `err`. */
   fail(err: unknown): void
@@ -20,8 +21,8 @@ export interface RequestSink {
 /** Receives the engine's connection events for one origin. */
 export interface OriginListener {
   onConnected(conn: number): void
-  onDisconnected(conn: number, kind: string, message: string, code: string | undefined): void
-  onConnectFailed(kind: string, message: string, code: string | undefined): void
+  onDisconnected(conn: number, err: Error): void
+  onConnectFailed(err: Error): void
 }
 
 // Event tags of the flat event array, as written by src/lib.rs.
@@ -124,7 +125,15 @@ function pump(): void {
   }
 }
 
+/** The error in the four slots at `ev[i]`: kind, message, code, socket info. */
+function errorAt(ev: unknown[], i: number): Error {
+  return fromNative(ev[i] as string, ev[i + 1] as string, ev[i + 2] as string | undefined, ev[i + 3] as NativeSocketInfo | undefined)
+}
+
 function dispatchEvents(ev: unknown[]): void {
+  // A connection's failure: the requests it failed and the connection event after them
+  // get one error object, as in undici.
+  let shared: Error | null = null
   let i = 0
   while (i < ev.length) {
     const tag = ev[i] as number
@@ -150,10 +159,12 @@ function dispatchEvents(ev: unknown[]): void {
         deliver(id, (s) => s.onComplete(ev[i + 2] as string[]))
         i += 3
         break
-      case ERROR:
-        deliver(id, (s) => s.onError(ev[i + 2] as string, ev[i + 3] as string, ev[i + 4] as string | undefined))
-        i += 5
+      case ERROR: {
+        const err = ev[i + 6] === 1 ? (shared ??= errorAt(ev, i + 2)) : errorAt(ev, i + 2)
+        deliver(id, (s) => s.onError(err))
+        i += 7
         break
+      }
       case BODY_CONSUMED:
         deliver(id, (s) => s.onBodyConsumed(ev[i + 2] as number))
         i += 3
@@ -163,16 +174,18 @@ function dispatchEvents(ev: unknown[]): void {
         i += 3
         break
       case DISCONNECTED:
-        origins.get(id)?.deref()?.onDisconnected(ev[i + 2] as number, ev[i + 3] as string, ev[i + 4] as string, ev[i + 5] as string | undefined)
-        i += 6
+        origins.get(id)?.deref()?.onDisconnected(ev[i + 2] as number, shared ?? errorAt(ev, i + 3))
+        shared = null
+        i += 7
         break
       case CLOSED:
         closers.get(id)?.()
         i += 2
         break
       case CONNECT_FAILED:
-        origins.get(id)?.deref()?.onConnectFailed(ev[i + 2] as string, ev[i + 3] as string, ev[i + 4] as string | undefined)
-        i += 5
+        origins.get(id)?.deref()?.onConnectFailed(shared ?? errorAt(ev, i + 2))
+        shared = null
+        i += 6
         break
       default:
         throw new Error(`saetta: unknown engine event ${tag}`)

@@ -8,6 +8,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::Future;
 use std::io::IoSlice;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
@@ -20,7 +21,7 @@ use tokio::time::{Instant, Sleep};
 use crate::codec::request::BodyFraming;
 use crate::codec::{parse_response_head, BodyDecoder, BodyKind, Decoded, HeadOptions};
 use crate::engine::{Ctx, ReqCtl};
-use crate::error::Error;
+use crate::error::{Error, SocketInfo};
 use crate::event::Event;
 use crate::origin::{ConnShared, Origin, Queued};
 use crate::request::{OriginConfig, Request, RequestBody};
@@ -95,7 +96,13 @@ pub(crate) struct Conn {
     armed: Option<(Instant, TimerKind)>,
     events: Vec<Event>,
     closed: bool,
+    /// `Disconnected` was reported.
+    announced: bool,
     tunnel: Option<Tunnel>,
+    /// Local and remote address, for socket errors.
+    addresses: (Option<SocketAddr>, Option<SocketAddr>),
+    bytes_read: u64,
+    bytes_written: u64,
 }
 
 impl Conn {
@@ -108,6 +115,7 @@ impl Conn {
         let (cfg, origin_id) = (origin.borrow().cfg.clone(), origin.borrow().id);
         let pipelining = origin.borrow().pipelining.clone();
         let now = Instant::now();
+        let addresses = io.addresses();
         Conn {
             ctx,
             keep_alive: cfg.keep_alive_timeout,
@@ -130,7 +138,11 @@ impl Conn {
             armed: None,
             events: Vec::new(),
             closed: false,
+            announced: false,
             tunnel: None,
+            addresses,
+            bytes_read: 0,
+            bytes_written: 0,
         }
     }
 
@@ -178,12 +190,15 @@ impl Conn {
             }
             self.served += 1;
             let max = self.cfg.max_requests_per_connection;
+            // As undici counts: a connection serves `max + 1` requests, the last one saying
+            // `connection: close`.
             if req.reset
                 || req.upgrade
                 || self.pipelining.get() == 0
-                || max.is_some_and(|m| self.served >= m)
+                || max.is_some_and(|m| self.served > m)
             {
                 self.no_more = true;
+                req.close_connection();
             }
             self.inflight.push_back(InFlight {
                 req,
@@ -304,6 +319,7 @@ impl Conn {
                 Poll::Ready(Ok(0)) => return Err(Error::socket("other side closed")),
                 Poll::Ready(Ok(mut n)) => {
                     progress = true;
+                    self.bytes_written += n as u64;
                     self.wq_bytes -= n;
                     while n > 0 {
                         let front = self.wq.front_mut().unwrap();
@@ -335,6 +351,7 @@ impl Conn {
                 let n = rb.filled().len();
                 // SAFETY: `n` bytes of the spare capacity were initialised by the read.
                 unsafe { self.rbuf.set_len(self.rbuf.len() + n) };
+                self.bytes_read += n as u64;
                 Ok(Some(n))
             }
             Poll::Ready(Err(e)) => Err(Error::from_io(&e)),
@@ -459,6 +476,8 @@ impl Conn {
     fn hand_over(&mut self, status: u16, reason: Bytes, headers: Vec<crate::codec::RawHeader>) {
         let r = self.inflight.pop_front().unwrap();
         let id = r.req.id;
+        // As undici: the origin sees the connection go before the caller gets it.
+        self.announce_gone(Error::Info("upgrade".into()));
         self.events.push(Event::Upgrade {
             id,
             status,
@@ -587,27 +606,44 @@ impl Conn {
                 _ => false,
             };
             if !back {
-                self.fail(id, Error::socket("other side closed"));
+                self.fail(id, Error::socket("other side closed"), false);
             }
         }
     }
 
-    fn fail(&mut self, id: u64, error: Error) {
+    /// `shared`: `error` is the connection's own, which the `Disconnected` event carries too.
+    fn fail(&mut self, id: u64, error: Error, shared: bool) {
         if self.ctx.settle(id) {
-            self.events.push(Event::Error { id, error });
+            self.events.push(Event::Error { id, error, shared });
         }
     }
 
     /// Fails the request at the front with `error`, retries the rest elsewhere, closes.
     fn fail_and_close(&mut self, error: Error) {
+        let error = self.with_socket_info(error);
         if let Some(t) = self.tunnel.take() {
-            self.fail(t.id, error.clone());
+            self.fail(t.id, error.clone(), true);
         }
         if let Some(head) = self.inflight.pop_front() {
-            self.fail(head.req.id, error.clone());
+            self.fail(head.req.id, error.clone(), true);
         }
         self.requeue_all();
         self.close(error);
+    }
+
+    fn with_socket_info(&self, error: Error) -> Error {
+        error.on_socket(|| {
+            let (local, remote) = self.addresses;
+            SocketInfo {
+                local_address: local.map(|a| a.ip().to_string()),
+                local_port: local.map(|a| a.port()),
+                remote_address: remote.map(|a| a.ip().to_string()),
+                remote_port: remote.map(|a| a.port()),
+                remote_family: remote.map(|a| if a.is_ipv4() { "IPv4" } else { "IPv6" }),
+                bytes_written: self.bytes_written,
+                bytes_read: self.bytes_read,
+            }
+        })
     }
 
     fn close(&mut self, error: Error) {
@@ -615,12 +651,21 @@ impl Conn {
             return;
         }
         self.closed = true;
+        self.announce_gone(error);
+        self.publish();
+    }
+
+    /// Tells the origin this connection is gone (once: an upgraded one is gone at hand-over).
+    fn announce_gone(&mut self, error: Error) {
+        if std::mem::replace(&mut self.announced, true) {
+            return;
+        }
+        let error = self.with_socket_info(error);
         self.events.push(Event::Disconnected {
             origin: self.origin_id,
             conn: self.shared.id,
             error,
         });
-        self.publish();
     }
 
     /// Tells the origin what this connection can take, so it can pick and wake it.
@@ -702,7 +747,8 @@ impl Conn {
         progress |= self.wq_bytes != queued;
         progress |= self.inflight.len() != before;
         if let Err((id, e)) = self.pump_body() {
-            self.fail(id, e.clone());
+            let e = self.with_socket_info(e);
+            self.fail(id, e.clone(), true);
             self.inflight.retain(|r| r.req.id != id);
             self.requeue_all();
             self.close(e);
@@ -731,7 +777,7 @@ impl Conn {
         progress |= self.events.len() != before;
         if self.inflight.is_empty() && self.wq.is_empty() {
             if self.no_more {
-                self.close(Error::Info("socket closed after its last request".into()));
+                self.close(Error::Info("reset".into()));
                 return Ok(false);
             }
             if self.origin.borrow().idle_conns_close() {
@@ -783,7 +829,7 @@ impl Future for Conn {
         let destroy = this.shared.destroy.borrow_mut().take();
         if let Some(err) = destroy {
             while let Some(r) = this.inflight.pop_front() {
-                this.fail(r.req.id, err.clone());
+                this.fail(r.req.id, err.clone(), false);
             }
             this.close(err);
         }
@@ -821,12 +867,7 @@ impl Drop for Conn {
     /// a panic included, every request it still carries is failed or retried.
     fn drop(&mut self) {
         if let Some(t) = self.tunnel.take() {
-            if self.ctx.settle(t.id) {
-                self.events.push(Event::Error {
-                    id: t.id,
-                    error: Error::socket("other side closed"),
-                });
-            }
+            self.fail(t.id, Error::socket("other side closed"), false);
         }
         if !self.inflight.is_empty() {
             self.fail_and_close(Error::socket("connection closed unexpectedly"));

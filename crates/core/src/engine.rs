@@ -191,6 +191,7 @@ impl Ctx {
                     return self.emit(Event::Error {
                         id: req.id,
                         error: Error::Destroyed,
+                        shared: false,
                     });
                 };
                 let ctl = Rc::new(ReqCtl {
@@ -293,6 +294,7 @@ async fn run(mut rx: mpsc::UnboundedReceiver<Command>, sink: Arc<dyn EventSink>)
                     ctx.emit(Event::Error {
                         id,
                         error: Error::socket("internal error in saetta-core"),
+                        shared: false,
                     });
                 }
             }

@@ -27,6 +27,8 @@ pub enum Error {
     Socket {
         code: Option<String>,
         message: String,
+        /// The connection it happened on, once known.
+        socket: Option<Box<SocketInfo>>,
     },
     Aborted(String),
     Destroyed,
@@ -34,6 +36,19 @@ pub enum Error {
     /// Informational: the connection went away for a reason that is not a failure
     /// of the request itself (e.g. reset after a `connection: close`).
     Info(String),
+}
+
+/// What a socket error tells of its connection (undici's `SocketError.socket`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SocketInfo {
+    pub local_address: Option<String>,
+    pub local_port: Option<u16>,
+    pub remote_address: Option<String>,
+    pub remote_port: Option<u16>,
+    /// `IPv4` or `IPv6`.
+    pub remote_family: Option<&'static str>,
+    pub bytes_written: u64,
+    pub bytes_read: u64,
 }
 
 impl Error {
@@ -78,6 +93,7 @@ impl Error {
         Error::Socket {
             code: None,
             message: message.into(),
+            socket: None,
         }
     }
 
@@ -85,6 +101,30 @@ impl Error {
         Error::Socket {
             code: errno_name(err).map(str::to_owned),
             message: err.to_string(),
+            socket: None,
+        }
+    }
+
+    /// A socket error that does not say its connection yet learns it; others are unchanged.
+    pub fn on_socket(self, info: impl FnOnce() -> SocketInfo) -> Self {
+        match self {
+            Error::Socket {
+                code,
+                message,
+                socket: None,
+            } => Error::Socket {
+                code,
+                message,
+                socket: Some(Box::new(info())),
+            },
+            other => other,
+        }
+    }
+
+    pub fn socket_info(&self) -> Option<&SocketInfo> {
+        match self {
+            Error::Socket { socket, .. } => socket.as_deref(),
+            _ => None,
         }
     }
 }

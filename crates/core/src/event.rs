@@ -35,10 +35,13 @@ pub enum Event {
         id: u64,
         trailers: Vec<RawHeader>,
     },
-    /// The request failed; nothing more follows for it.
+    /// The request failed; nothing more follows for it. `shared`: the failure is its
+    /// connection's, and the `Disconnected` or `ConnectFailed` event that follows in the same
+    /// batch carries the same error (JS hands out one error object for both, as undici).
     Error {
         id: u64,
         error: Error,
+        shared: bool,
     },
     /// Bytes of a streamed request body that have been written to the socket (credit back).
     BodyConsumed {

@@ -138,10 +138,6 @@ impl Origin {
                     Conn::new(ctx, this, shared, io).await;
                 }
                 Err(error) => {
-                    ctx.emit(Event::ConnectFailed {
-                        origin: origin_id,
-                        error: error.clone(),
-                    });
                     let failed: Vec<Queued> = {
                         let mut o = this.borrow_mut();
                         if o.conns.is_empty() && o.connecting == 0 {
@@ -152,14 +148,21 @@ impl Origin {
                         }
                     };
                     {
+                        // As undici: the requests fail first, then `connectionError`, with
+                        // the same error; one push keeps them in one batch.
                         let mut events: Vec<Event> = failed
                             .into_iter()
                             .filter(|q| ctx.settle(q.req.id))
                             .map(|q| Event::Error {
                                 id: q.req.id,
                                 error: error.clone(),
+                                shared: true,
                             })
                             .collect();
+                        events.push(Event::ConnectFailed {
+                            origin: origin_id,
+                            error,
+                        });
                         ctx.sink.push(&mut events);
                     }
                     Origin::check_finished(&this, &ctx);
@@ -200,6 +203,7 @@ impl Origin {
             .map(|q| Event::Error {
                 id: q.req.id,
                 error: error.clone(),
+                shared: false,
             })
             .collect();
         ctx.sink.push(&mut events);

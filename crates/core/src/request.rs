@@ -69,6 +69,8 @@ pub enum RequestBody {
 pub struct Request {
     pub id: u64,
     pub head: Bytes,
+    /// Where the head's `connection: keep-alive` line starts, if it has one.
+    pub keep_alive_at: Option<usize>,
     pub framing: BodyFraming,
     pub body: RequestBody,
     pub idempotent: bool,
@@ -95,6 +97,7 @@ impl Request {
         Request {
             id,
             head: head.bytes,
+            keep_alive_at: head.keep_alive_at,
             framing: head.framing,
             body,
             idempotent: matches!(method, "GET" | "HEAD"),
@@ -107,6 +110,13 @@ impl Request {
             body_timeout: Some(Duration::from_secs(300)),
             hold: false,
             connected: false,
+        }
+    }
+
+    /// Makes the head say `connection: close`: the last request on its connection.
+    pub(crate) fn close_connection(&mut self) {
+        if let Some(at) = self.keep_alive_at.take() {
+            self.head = crate::codec::request::close_head(&self.head, at);
         }
     }
 

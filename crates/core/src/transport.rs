@@ -31,6 +31,7 @@ pub async fn connect(cfg: &OriginConfig) -> Result<Transport> {
             .map_err(|e| Error::Socket {
                 code: Some("ENOTFOUND".into()),
                 message: format!("getaddrinfo ENOTFOUND {} ({e})", cfg.host),
+                socket: None,
             })?;
         let mut last = Error::socket(format!("no address found for {}", cfg.host));
         let addrs = order(addrs.collect(), cfg);
@@ -95,6 +96,16 @@ fn order(addrs: Vec<SocketAddr>, cfg: &OriginConfig) -> Vec<SocketAddr> {
     }
 }
 
+impl Transport {
+    /// The local and remote addresses of a TCP transport (`None` for Unix sockets).
+    pub fn addresses(&self) -> (Option<SocketAddr>, Option<SocketAddr>) {
+        match self {
+            Transport::Tcp(s) => (s.local_addr().ok(), s.peer_addr().ok()),
+            Transport::Unix(_) => (None, None),
+        }
+    }
+}
+
 async fn connect_tcp(addr: SocketAddr, cfg: &OriginConfig) -> std::io::Result<TcpStream> {
     let Some(local) = cfg.local_address else {
         return TcpStream::connect(addr).await;
@@ -116,6 +127,7 @@ fn connect_error(e: &std::io::Error, target: &str) -> Error {
         } => Error::Socket {
             message: format!("connect {code} {target}"),
             code: Some(code),
+            socket: None,
         },
         other => other,
     }

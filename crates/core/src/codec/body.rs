@@ -27,10 +27,14 @@ pub struct BodyDecoder {
 
 #[derive(Debug, Clone, Copy)]
 enum State {
-    Length { remaining: u64 },
+    Length {
+        remaining: u64,
+    },
     Chunked(Chunk),
     UntilClose,
     Done,
+    /// See [`BodyKind::Impossible`].
+    Mismatch,
 }
 
 /// Where a chunked body is: `chunk-size [ext] CRLF data CRLF ... 0 [ext] CRLF trailers CRLF`.
@@ -89,6 +93,7 @@ impl BodyDecoder {
                 len: 0,
             }),
             BodyKind::UntilClose => State::UntilClose,
+            BodyKind::Impossible => State::Mismatch,
         };
         BodyDecoder {
             state,
@@ -103,6 +108,7 @@ impl BodyDecoder {
             State::Done => Ok(Decoded::Done {
                 trailers: Vec::new(),
             }),
+            State::Mismatch => Err(Error::ResponseContentLengthMismatch),
             State::Length { remaining } => {
                 if buf.is_empty() {
                     return Ok(Decoded::NeedMore);
@@ -140,6 +146,7 @@ impl BodyDecoder {
                 })
             }
             State::Length { .. } | State::Chunked(_) => Err(Error::socket("other side closed")),
+            State::Mismatch => Err(Error::ResponseContentLengthMismatch),
         }
     }
 

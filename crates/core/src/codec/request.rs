@@ -45,6 +45,19 @@ pub struct EncodedHead {
     pub framing: BodyFraming,
     /// A `connection: close` was asked for: no request may follow on this connection.
     pub reset: bool,
+    /// Where the `connection: keep-alive` line starts, if the head has one.
+    pub keep_alive_at: Option<usize>,
+}
+
+const KEEP_ALIVE_LINE: &[u8] = b"connection: keep-alive\r\n";
+
+/// `head` with its `connection: keep-alive` line (at `at`) turned into `connection: close`.
+pub fn close_head(head: &[u8], at: usize) -> Bytes {
+    let mut out = BytesMut::with_capacity(head.len());
+    out.put_slice(&head[..at]);
+    out.put_slice(b"connection: close\r\n");
+    out.put_slice(&head[at + KEEP_ALIVE_LINE.len()..]);
+    out.freeze()
 }
 
 /// RFC 9110 token characters.
@@ -206,6 +219,7 @@ pub fn encode_head(input: &HeadInput<'_>) -> Result<EncodedHead> {
         out.put_slice(input.default_host.as_bytes());
         out.put_slice(b"\r\n");
     }
+    let mut keep_alive_at = None;
     if let Some(up) = input.upgrade {
         out.put_slice(b"connection: upgrade\r\nupgrade: ");
         out.put_slice(up.as_bytes());
@@ -213,7 +227,8 @@ pub fn encode_head(input: &HeadInput<'_>) -> Result<EncodedHead> {
     } else if reset {
         out.put_slice(b"connection: close\r\n");
     } else {
-        out.put_slice(b"connection: keep-alive\r\n");
+        keep_alive_at = Some(out.len());
+        out.put_slice(KEEP_ALIVE_LINE);
     }
     out.put_slice(&user);
     match framing {
@@ -233,6 +248,7 @@ pub fn encode_head(input: &HeadInput<'_>) -> Result<EncodedHead> {
         bytes: out.freeze(),
         framing,
         reset,
+        keep_alive_at,
     })
 }
 

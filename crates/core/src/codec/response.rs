@@ -37,6 +37,9 @@ impl Default for HeadOptions {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BodyKind {
     Empty,
+    /// A 204 or 304 that announced a non-zero `content-length` it cannot have: undici fails
+    /// it (after the head) with a content-length mismatch, and so do we.
+    Impossible,
     Length(u64),
     Chunked,
     UntilClose,
@@ -173,12 +176,21 @@ pub fn parse_response_head(buf: &mut BytesMut, opts: &HeadOptions) -> Result<Opt
     }
 
     let mut upgrade = false;
-    let body = if status == 101 || (opts.method_is_connect && (200..300).contains(&status)) {
+    // As undici, every final answer to CONNECT hands the connection over, whatever its status.
+    let body = if status == 101 || (opts.method_is_connect && status >= 200) {
         upgrade = true;
         keep_alive = false;
         BodyKind::Empty
-    } else if opts.method_is_head || status < 200 || status == 204 || status == 304 {
+    } else if opts.method_is_head || status < 200 {
         BodyKind::Empty
+    } else if status == 204 || status == 304 {
+        match framing.content_length {
+            Some(n) if n > 0 => {
+                keep_alive = false;
+                BodyKind::Impossible
+            }
+            _ => BodyKind::Empty,
+        }
     } else if framing.te_present {
         if framing.te_chunked {
             BodyKind::Chunked
@@ -537,7 +549,7 @@ mod tests {
     }
 
     #[test]
-    fn connect_2xx_is_an_upgrade_other_answers_are_not() {
+    fn every_final_answer_to_connect_is_an_upgrade() {
         let h = head_of(false, true, b"HTTP/1.1 200 Connection Established\r\n\r\n");
         assert!(h.upgrade);
         assert_eq!(h.body, BodyKind::Empty);
@@ -546,9 +558,9 @@ mod tests {
             true,
             b"HTTP/1.1 407 Proxy Auth\r\nContent-Length: 3\r\n\r\n",
         );
-        assert!(!h.upgrade);
-        assert_eq!(h.body, BodyKind::Length(3));
-        assert!(h.keep_alive);
+        assert!(h.upgrade);
+        assert_eq!(h.body, BodyKind::Empty);
+        assert!(!h.keep_alive);
         // Not a CONNECT: a 200 without framing is read until close.
         let h = head(b"HTTP/1.1 200 Connection Established\r\n\r\n");
         assert!(!h.upgrade);
@@ -582,14 +594,22 @@ mod tests {
     #[test]
     fn no_content_and_not_modified_have_no_body() {
         for raw in [
-            &b"HTTP/1.1 204 No Content\r\nContent-Length: 10\r\n\r\n"[..],
+            &b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n"[..],
             b"HTTP/1.1 204 No Content\r\n\r\n",
-            b"HTTP/1.1 304 Not Modified\r\nContent-Length: 10\r\n\r\n",
+            b"HTTP/1.1 304 Not Modified\r\n\r\n",
             b"HTTP/1.1 304 Not Modified\r\nTransfer-Encoding: chunked\r\n\r\n",
         ] {
             let h = head(raw);
             assert_eq!(h.body, BodyKind::Empty);
             assert!(h.keep_alive);
+        }
+        for raw in [
+            &b"HTTP/1.1 204 No Content\r\nContent-Length: 10\r\n\r\n"[..],
+            b"HTTP/1.1 304 Not Modified\r\nContent-Length: 10\r\n\r\n",
+        ] {
+            let h = head(raw);
+            assert_eq!(h.body, BodyKind::Impossible);
+            assert!(!h.keep_alive);
         }
     }
 
