@@ -344,6 +344,22 @@ mod tests {
     }
 
     #[test]
+    fn a_keep_alive_head_can_be_turned_into_the_last_one() {
+        let hs = h(&["x-a", "1"]);
+        let head = encode_head(&input("GET", "/", &hs)).unwrap();
+        let closed = close_head(&head.bytes, head.keep_alive_at.unwrap());
+        assert_eq!(
+            std::str::from_utf8(&closed).unwrap(),
+            text(&head).replace("connection: keep-alive", "connection: close")
+        );
+        let hs = h(&["connection", "close"]);
+        assert_eq!(
+            encode_head(&input("GET", "/", &hs)).unwrap().keep_alive_at,
+            None
+        );
+    }
+
+    #[test]
     fn upgrade_writes_upgrade_headers() {
         let mut i = input("GET", "/", &[]);
         i.upgrade = Some("websocket");
