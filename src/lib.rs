@@ -127,6 +127,8 @@ pub struct OriginOptions {
     pub local_address: Option<String>,
     pub auto_select_family: bool,
     pub auto_select_family_attempt_timeout: f64,
+    /// Milliseconds a connection may live (Pool `clientTtl`).
+    pub client_ttl: Option<f64>,
 }
 
 fn ms(v: f64) -> Duration {
@@ -177,7 +179,12 @@ impl NativeOrigin {
             host: o.host,
             port: o.port as u16,
             socket_path: o.socket_path,
-            connections: o.connections.max(1) as usize,
+            // 0: as many as the queue asks for (undici's `connections: null`).
+            connections: if o.connections == 0 {
+                usize::MAX
+            } else {
+                o.connections as usize
+            },
             pipelining: o.pipelining as usize,
             connect_timeout: ms(o.connect_timeout),
             keep_alive_timeout: ms(o.keep_alive_timeout),
@@ -186,6 +193,7 @@ impl NativeOrigin {
             max_header_size: o.max_header_size as usize,
             max_response_size: positive(o.max_response_size),
             max_requests_per_connection: positive(o.max_requests_per_client).filter(|n| *n > 0),
+            connection_ttl: o.client_ttl.filter(|t| t.is_finite() && *t > 0.0).map(ms),
         };
         bridge()?.engine.open(id as u64, cfg);
         Ok(NativeOrigin {

@@ -1,4 +1,5 @@
-// Client: one origin, its connections in the native engine (one connection, pipelined).
+// Client: one origin, its connections in the native engine (one connection, pipelined; a Pool
+// uses the same machinery with more connections, see `kConnections`).
 
 import net from 'node:net'
 import { Readable } from 'node:stream'
@@ -14,18 +15,11 @@ import {
   type RequestSink,
 } from '../native/bridge'
 import { NativeOrigin } from '../native/addon-handle'
-import {
-  ClientClosedError,
-  ClientDestroyedError,
-  InvalidArgumentError,
-  RequestAbortedError,
-  fromNative,
-} from '../errors'
-import { Dispatcher } from './dispatcher'
+import { ClientDestroyedError, InvalidArgumentError, RequestAbortedError, fromNative } from '../errors'
+import { DispatcherBase, kClose, kDestroy, kDispatch } from './base'
 import { TunnelSocket, WRITE_WINDOW } from '../native/tunnel'
 import { holdsForConnect } from '../handlers/internal'
 import { ResponseErrorHandler } from '../handlers/response-error'
-import { unwrap } from '../handlers/unwrap'
 import { flattenHeaders, pathWithQuery, toBuffers } from './headers'
 import type { ClientOptions, DispatchHandler, DispatchOptions } from './types'
 
@@ -38,10 +32,15 @@ const HOLD = 32
 const CONNECTED = 64
 
 
-/** What close() and destroy() resolve with at run time, as undici's (typed `void` as theirs). */
-const resolvedNull = null as unknown as void
-
-type Callback = (err: Error | null, data: null) => void
+/**
+ * Internal Client option (used by Pool): how many connections the origin may open (0: no
+ * limit), and how long each may live in milliseconds.
+ */
+export const kConnections = Symbol('connections')
+export interface ConnectionLimits {
+  connections: number
+  clientTtl?: number | null
+}
 
 const isNonNegativeInteger = (v: number): boolean => Number.isInteger(v) && v >= 0
 const isPositiveFinite = (v: number): boolean => Number.isFinite(v) && v > 0
@@ -110,25 +109,25 @@ function isStreamLike(body: unknown): body is Readable | Iterable<unknown> | Asy
   )
 }
 
-export class Client extends Dispatcher {
+export class Client extends DispatcherBase {
   #url: URL
   #native: InstanceType<typeof NativeOrigin>
   #pipelining: number
   #headersTimeout: number
   #bodyTimeout: number
   #runs = new Set<Run>()
-  #closed = false
-  #destroyed = false
   #destroyError: Error | null = null
   #waiters: Array<() => void> = []
   #needDrain = false
   #connections = 0
+  /** Connections the origin may open (Infinity: no limit). */
+  #maxConnections: number
   #listener: OriginListener
   #originId: number
   /** Settles when the engine has closed every connection (after close() or destroy()). */
   #nativeClosed: Promise<void> | null = null
 
-  constructor(url: string | URL, options: ClientOptions = {}) {
+  constructor(url: string | URL, options: ClientOptions & { [kConnections]?: ConnectionLimits } = {}) {
     super()
     if (options == null || typeof options !== 'object') throw new InvalidArgumentError('invalid options')
     validateOptions(options)
@@ -158,6 +157,8 @@ export class Client extends Dispatcher {
     if (options.autoSelectFamily !== undefined && typeof options.autoSelectFamily !== 'boolean') {
       throw new InvalidArgumentError('invalid autoSelectFamily')
     }
+    const limits = options[kConnections] ?? { connections: 1 }
+    this.#maxConnections = limits.connections === 0 ? Infinity : limits.connections
     const host = this.#url.hostname.startsWith('[') ? this.#url.hostname.slice(1, -1) : this.#url.hostname
     // The listener holds the Client weakly: a Client dropped without close() can be collected.
     const self = new WeakRef(this)
@@ -184,7 +185,8 @@ export class Client extends Dispatcher {
       host,
       port: Number(this.#url.port) || 80,
       socketPath: socketPath ?? undefined,
-      connections: 1,
+      connections: limits.connections,
+      clientTtl: limits.clientTtl ?? undefined,
       pipelining: this.#pipelining,
       connectTimeout,
       keepAliveTimeout: optNumber(options, 'keepAliveTimeout', 4e3),
@@ -213,9 +215,14 @@ export class Client extends Dispatcher {
     this.#native.setPipelining(value)
   }
 
-  /** Open connections of this client (0 or 1). */
+  /** Open connections (0 or 1 for a Client; up to `connections` in a Pool). */
   get connected(): number {
     return this.#connections
+  }
+
+  /** Requests the open connections can carry at once. */
+  #capacity(): number {
+    return this.#connections * Math.max(this.#pipelining, 1)
   }
 
   /** Requests dispatched and not yet settled. */
@@ -225,7 +232,7 @@ export class Client extends Dispatcher {
 
   /** Of those, the ones that may be on the wire (the rest wait in the queue). */
   get running(): number {
-    return this.#connections > 0 ? Math.min(this.#runs.size, Math.max(this.#pipelining, 1)) : 0
+    return Math.min(this.#runs.size, this.#capacity())
   }
 
   get pending(): number {
@@ -236,36 +243,22 @@ export class Client extends Dispatcher {
     return { connected: this.#connections > 0, pending: this.pending, running: this.running, size: this.size }
   }
 
-  get closed(): boolean {
-    return this.#closed
-  }
-
-  get destroyed(): boolean {
-    return this.#destroyed
-  }
-
   #busy(): boolean {
-    return this.#runs.size >= Math.max(this.#pipelining, 1)
+    return this.#runs.size >= this.#maxConnections * Math.max(this.#pipelining, 1)
   }
 
-  dispatch(opts: DispatchOptions, handler: DispatchHandler): boolean {
-    if (handler == null || typeof handler !== 'object') throw new InvalidArgumentError('handler must be an object')
+  protected [kDispatch](opts: DispatchOptions, handler: DispatchHandler): boolean {
+    if (opts.throwOnError === true) handler = new ResponseErrorHandler(handler)
+    const run = new Run(this, opts, handler)
+    this.#runs.add(run)
     try {
-      if (opts == null || typeof opts !== 'object') throw new InvalidArgumentError('opts must be an object.')
-      if (this.#destroyed) throw new ClientDestroyedError()
-      if (this.#closed) throw new ClientClosedError()
-      handler = unwrap(handler)
-      if (opts.throwOnError === true) handler = new ResponseErrorHandler(handler)
-      const run = new Run(this, opts, handler)
-      this.#runs.add(run)
       run.start(this.#native)
-      if (this.#busy()) this.#needDrain = true
-      return !this.#needDrain
     } catch (err) {
-      if (typeof handler.onError !== 'function') throw err
-      handler.onError(err as Error)
-      return false
+      this.#runs.delete(run)
+      throw err
     }
+    if (this.#busy()) this.#needDrain = true
+    return !this.#needDrain
   }
 
   /** @internal a request settled. */
@@ -284,7 +277,7 @@ export class Client extends Dispatcher {
 
   /** @internal whether a request dispatched now goes straight onto a connection. */
   writesAtOnce(): boolean {
-    return this.#connections > 0 && this.#runs.size <= Math.max(this.#pipelining, 1)
+    return this.#runs.size <= this.#capacity()
   }
 
   /** @internal per-request defaults. */
@@ -294,7 +287,7 @@ export class Client extends Dispatcher {
 
   /** @internal the error requests fail with once destroyed. */
   get destroyError(): Error | null {
-    return this.#destroyed ? (this.#destroyError ?? new ClientDestroyedError()) : null
+    return this.destroyed ? (this.#destroyError ?? new ClientDestroyedError()) : null
   }
 
   #idle(): Promise<void> {
@@ -309,54 +302,17 @@ export class Client extends Dispatcher {
     return this.#nativeClosed
   }
 
-  close(): Promise<void>
-  close(callback: Callback): void
-  close(callback?: Callback): Promise<void> | void {
-    if (callback !== undefined) {
-      if (typeof callback !== 'function') throw new InvalidArgumentError('invalid callback')
-      this.close().then(
-        () => callback(null, null),
-        (err: Error) => callback(err, null),
-      )
-      return
-    }
-    if (this.#destroyed) return Promise.reject(new ClientDestroyedError())
-    this.#closed = true
+  protected [kClose](): Promise<void> {
     // The engine finishes what is queued, then closes the connections.
     const closed = this.#shutDown(false)
-    return this.#idle()
-      .then(() => closed)
-      .then(() => {
-        // As undici: once closed, the client counts as destroyed.
-        this.#destroyed = true
-        return resolvedNull
-      })
+    return this.#idle().then(() => closed)
   }
 
-  destroy(): Promise<void>
-  destroy(err: Error | null): Promise<void>
-  destroy(callback: Callback): void
-  destroy(err: Error | null, callback: Callback): void
-  destroy(errOrCallback?: Error | null | Callback, callback?: Callback): Promise<void> | void {
-    if (typeof errOrCallback === 'function') {
-      callback = errOrCallback
-      errOrCallback = null
-    }
-    const err = errOrCallback ?? null
-    if (callback !== undefined) {
-      if (typeof callback !== 'function') throw new InvalidArgumentError('invalid callback')
-      this.destroy(err).then(() => callback(null, null))
-      return
-    }
-    if (!this.#destroyed) {
-      this.#destroyed = true
-      this.#closed = true
-      this.#destroyError = err ?? new ClientDestroyedError()
-      const error = this.#destroyError
-      for (const run of [...this.#runs]) queueMicrotask(() => run.failWith(error))
-    }
+  protected [kDestroy](err: Error): Promise<void> {
+    this.#destroyError = err
+    for (const run of [...this.#runs]) queueMicrotask(() => run.failWith(err))
     const closed = this.#shutDown(true)
-    return this.#idle().then(() => closed).then(() => resolvedNull)
+    return this.#idle().then(() => closed)
   }
 }
 

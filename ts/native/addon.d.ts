@@ -50,6 +50,8 @@ export interface OriginOptions {
   localAddress?: string
   autoSelectFamily: boolean
   autoSelectFamilyAttemptTimeout: number
+  /** Milliseconds a connection may live (Pool `clientTtl`). */
+  clientTtl?: number
 }
 
 export declare function pause(id: number): void

@@ -91,6 +91,8 @@ pub(crate) struct Conn {
     served: u64,
     keep_alive: Duration,
     idle_since: Instant,
+    /// When the connection was established.
+    born: Instant,
     last_data: Instant,
     timer: Pin<Box<Sleep>>,
     armed: Option<(Instant, TimerKind)>,
@@ -133,6 +135,7 @@ impl Conn {
             no_more: false,
             served: 0,
             idle_since: now,
+            born: now,
             last_data: now,
             timer: Box::pin(tokio::time::sleep_until(now + Duration::from_secs(3600))),
             armed: None,
@@ -169,6 +172,9 @@ impl Conn {
 
     /// Moves requests from the origin queue onto this connection while the rules allow.
     fn take_requests(&mut self) {
+        if self.expired() {
+            self.no_more = true;
+        }
         loop {
             let req = {
                 let mut origin = self.origin.borrow_mut();
@@ -674,13 +680,25 @@ impl Conn {
         self.shared.accepting.set(!self.no_more && !self.closed);
     }
 
+    /// Older than the origin's connection TTL.
+    fn expired(&self) -> bool {
+        self.cfg
+            .connection_ttl
+            .is_some_and(|t| self.born.elapsed() >= t)
+    }
+
     /// The nearest deadline this connection must act on, if any.
     fn deadline(&mut self) -> Option<(Instant, TimerKind)> {
         if self.tunnel.is_some() {
             return None;
         }
         let Some(front) = self.inflight.front_mut() else {
-            return Some((self.idle_since + self.keep_alive, TimerKind::Idle));
+            let idle_end = self.idle_since + self.keep_alive;
+            let end = match self.cfg.connection_ttl {
+                Some(ttl) => idle_end.min(self.born + ttl),
+                None => idle_end,
+            };
+            return Some((end, TimerKind::Idle));
         };
         if !front.got_headers {
             if !front.body_done {
@@ -810,6 +828,7 @@ impl Conn {
         match kind {
             TimerKind::Headers => self.fail_and_close(Error::HeadersTimeout),
             TimerKind::Body => self.fail_and_close(Error::BodyTimeout),
+            TimerKind::Idle if self.expired() => self.close(Error::Destroyed),
             TimerKind::Idle => self.close(Error::Info("socket idle timeout".into())),
         }
     }

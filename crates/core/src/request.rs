@@ -32,6 +32,9 @@ pub struct OriginConfig {
     /// `auto_select_family_attempt_timeout` (Node's `autoSelectFamily`).
     pub auto_select_family: bool,
     pub auto_select_family_attempt_timeout: Duration,
+    /// A connection older than this takes no new request and closes once idle
+    /// (undici's Pool `clientTtl`).
+    pub connection_ttl: Option<Duration>,
 }
 
 impl Default for OriginConfig {
@@ -52,6 +55,7 @@ impl Default for OriginConfig {
             local_address: None,
             auto_select_family: true,
             auto_select_family_attempt_timeout: Duration::from_millis(250),
+            connection_ttl: None,
         }
     }
 }

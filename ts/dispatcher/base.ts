@@ -1,0 +1,111 @@
+// DispatcherBase: what every concrete dispatcher (Client, Pool, BalancedPool, Agent) shares:
+// the closed/destroyed states, the argument forms of close() and destroy(), and the checks
+// dispatch() makes before a request reaches the dispatcher's own [kDispatch].
+
+import { Dispatcher } from './dispatcher'
+import { ClientClosedError, ClientDestroyedError, InvalidArgumentError } from '../errors'
+import { unwrap } from '../handlers/unwrap'
+import type { DispatchHandler, DispatchOptions } from './types'
+
+export const kDispatch = Symbol('dispatch')
+export const kClose = Symbol('close')
+export const kDestroy = Symbol('destroy')
+
+type Callback = (err: Error | null, data: null) => void
+
+/** What close() and destroy() resolve with at run time, as undici's (typed `void` as theirs). */
+const resolvedNull = null as unknown as void
+
+export abstract class DispatcherBase extends Dispatcher {
+  #closed = false
+  #destroyed = false
+  /** Callbacks waiting for close() to finish; null once it has. */
+  #onClosed: Callback[] | null = []
+  /** Callbacks waiting for destroy() to finish; null before destroy() and once it has finished. */
+  #onDestroyed: Callback[] | null = null
+
+  /** Takes a request that passed the common checks; the handler is unwrapped already. */
+  protected abstract [kDispatch](opts: DispatchOptions, handler: DispatchHandler): boolean
+  /** Lets queued and running requests finish, then releases everything. */
+  protected abstract [kClose](): Promise<unknown>
+  /** Fails queued and running requests with `err`, then releases everything. */
+  protected abstract [kDestroy](err: Error): Promise<unknown>
+
+  get closed(): boolean {
+    return this.#closed
+  }
+
+  get destroyed(): boolean {
+    return this.#destroyed
+  }
+
+  dispatch(opts: DispatchOptions, handler: DispatchHandler): boolean {
+    if (handler == null || typeof handler !== 'object') throw new InvalidArgumentError('handler must be an object')
+    handler = unwrap(handler)
+    try {
+      if (opts == null || typeof opts !== 'object') throw new InvalidArgumentError('opts must be an object.')
+      if (this.#destroyed || this.#onDestroyed) throw new ClientDestroyedError()
+      if (this.#closed) throw new ClientClosedError()
+      return this[kDispatch](opts, handler)
+    } catch (err) {
+      if (typeof handler.onError !== 'function') throw err
+      handler.onError(err as Error)
+      return false
+    }
+  }
+
+  close(): Promise<void>
+  close(callback: Callback): void
+  close(callback?: Callback): Promise<void> | void {
+    if (callback === undefined) return settle((cb) => this.close(cb))
+    if (typeof callback !== 'function') throw new InvalidArgumentError('invalid callback')
+    if (this.#destroyed) return void queueMicrotask(() => callback(new ClientDestroyedError(), null))
+    if (this.#closed) {
+      if (this.#onClosed) this.#onClosed.push(callback)
+      else queueMicrotask(() => callback(null, null))
+      return
+    }
+    this.#closed = true
+    this.#onClosed!.push(callback)
+    // As undici: once closed, the dispatcher counts as destroyed.
+    void this[kClose]()
+      .then(() => this.destroy())
+      .then(() => queueMicrotask(() => drain(this.#onClosed, (cbs) => (this.#onClosed = cbs))))
+  }
+
+  destroy(): Promise<void>
+  destroy(err: Error | null): Promise<void>
+  destroy(callback: Callback): void
+  destroy(err: Error | null, callback: Callback): void
+  destroy(errOrCallback?: Error | null | Callback, callback?: Callback): Promise<void> | void {
+    if (typeof errOrCallback === 'function') {
+      callback = errOrCallback
+      errOrCallback = null
+    }
+    const err = errOrCallback ?? null
+    if (callback === undefined) return settle((cb) => this.destroy(err, cb))
+    if (typeof callback !== 'function') throw new InvalidArgumentError('invalid callback')
+    if (this.#destroyed) {
+      if (this.#onDestroyed) this.#onDestroyed.push(callback)
+      else queueMicrotask(() => callback(null, null))
+      return
+    }
+    this.#destroyed = true
+    this.#closed = true
+    this.#onDestroyed = [callback]
+    void this[kDestroy](err ?? new ClientDestroyedError()).then(() =>
+      queueMicrotask(() => drain(this.#onDestroyed, (cbs) => (this.#onDestroyed = cbs))),
+    )
+  }
+}
+
+/** Calls every waiting callback once, after `clear` has marked the wait as over. */
+function drain(callbacks: Callback[] | null, clear: (cbs: null) => void): void {
+  clear(null)
+  for (const cb of callbacks ?? []) cb(null, null)
+}
+
+/** The Promise form of a callback-taking close/destroy. */
+function settle(start: (cb: Callback) => void): Promise<void> {
+  return new Promise((resolve, reject) => start((err) => (err ? reject(err) : resolve(resolvedNull))))
+}
