@@ -51,6 +51,12 @@ export class BalancedPoolMissingUpstreamError extends define(
   'No upstream has been added to the BalancedPool',
 ) {}
 
+export class MaxOriginsReachedError extends define(
+  'MaxOriginsReachedError',
+  'SAETTA_ERR_MAX_ORIGINS_REACHED',
+  'Maximum allowed origins reached',
+) {}
+
 export class AbortError extends UndiciError {
   constructor(message?: string, options?: ErrorOptions) {
     super(message || 'The operation was aborted', options)

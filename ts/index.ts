@@ -3,8 +3,13 @@
 import * as errors from './errors'
 import { Dispatcher } from './dispatcher/dispatcher'
 import { Client } from './dispatcher/client'
+import { Pool } from './dispatcher/pool'
+import { BalancedPool } from './dispatcher/balanced-pool'
+import { Agent } from './dispatcher/agent'
 
-export { Dispatcher, Client, errors }
+export { Dispatcher, Client, Pool, BalancedPool, Agent, errors }
+export { setGlobalDispatcher, getGlobalDispatcher } from './global'
+export { request, stream, pipeline, connect, upgrade } from './api/top-level'
 export type {
   ClientHeaders,
   ClientOptions,
@@ -14,4 +19,8 @@ export type {
   RequestOptions,
   ResponseData,
 } from './dispatcher/types'
+export type { PoolOptions } from './dispatcher/pool'
+export type { PoolStats } from './dispatcher/pool-base'
+export type { AgentOptions } from './dispatcher/agent'
+export type { BalancedPoolOptions } from './dispatcher/balanced-pool'
 export { BodyReadable } from './api/readable'

@@ -83,7 +83,7 @@ function optNumber(opts: ClientOptions, key: keyof ClientOptions, fallback: numb
   return (opts[key] as number | null | undefined) ?? fallback
 }
 
-function parseOrigin(origin: string | URL): URL {
+export function parseOrigin(origin: string | URL): URL {
   let url: URL
   try {
     url = origin instanceof URL ? new URL(origin.href) : new URL(String(origin))
@@ -220,6 +220,11 @@ export class Client extends DispatcherBase {
     return this.#connections
   }
 
+  /** Open connections with room for another request. */
+  get free(): number {
+    return Math.max(0, this.#connections - Math.floor(this.running / Math.max(this.#pipelining, 1)))
+  }
+
   /** Requests the open connections can carry at once. */
   #capacity(): number {
     return this.#connections * Math.max(this.#pipelining, 1)
@@ -352,6 +357,9 @@ class Run implements RequestSink {
       }
     }
     if (opts.upgrade != null && typeof opts.upgrade !== 'string') throw new InvalidArgumentError('upgrade must be a string')
+    if (opts.maxRedirections != null && opts.maxRedirections !== 0) {
+      throw new InvalidArgumentError('maxRedirections is not supported, use the redirect interceptor')
+    }
     for (const key of ['reset', 'idempotent', 'blocking', 'expectContinue'] as const) {
       if (opts[key] != null && typeof opts[key] !== 'boolean') throw new InvalidArgumentError(`invalid ${key}`)
     }

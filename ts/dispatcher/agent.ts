@@ -1,0 +1,115 @@
+// Agent: a dispatcher per origin (a Pool, or a Client with `connections: 1`), made on the
+// first request to that origin and closed once its last connection is gone.
+
+import { InvalidArgumentError, MaxOriginsReachedError } from '../errors'
+import { DispatcherBase, kClose, kDestroy, kDispatch } from './base'
+import { Client } from './client'
+import { Pool, type PoolOptions } from './pool'
+import type { Dispatcher } from './dispatcher'
+import type { DispatchHandler, DispatchOptions } from './types'
+import type { Member, PoolStats } from './pool-base'
+
+export type AgentFactory = (origin: string | URL, opts: object) => Dispatcher
+
+export interface AgentOptions extends PoolOptions {
+  factory?: AgentFactory
+  maxOrigins?: number
+}
+
+function defaultFactory(origin: string | URL, opts: PoolOptions): Dispatcher {
+  return opts.connections === 1 ? new Client(origin, opts) : new Pool(origin, opts)
+}
+
+interface Entry {
+  dispatcher: Member
+  /** Open connections. */
+  count: number
+}
+
+export class Agent extends DispatcherBase {
+  #factory: AgentFactory
+  #options: PoolOptions
+  #maxOrigins: number
+  #clients = new Map<string, Entry>()
+
+  constructor(options: AgentOptions = {}) {
+    super()
+    if (options == null || typeof options !== 'object') throw new InvalidArgumentError('invalid options')
+    const { factory = defaultFactory as AgentFactory, maxOrigins = Infinity, ...rest } = options
+    if (typeof factory !== 'function') throw new InvalidArgumentError('factory must be a function.')
+    if (rest.connect != null && typeof rest.connect !== 'function' && typeof rest.connect !== 'object') {
+      throw new InvalidArgumentError('connect must be a function or an object')
+    }
+    if (typeof maxOrigins !== 'number' || Number.isNaN(maxOrigins) || maxOrigins <= 0) {
+      throw new InvalidArgumentError('maxOrigins must be a number greater than 0')
+    }
+    this.#factory = factory
+    this.#options = rest
+    this.#maxOrigins = maxOrigins
+  }
+
+  protected [kDispatch](opts: DispatchOptions, handler: DispatchHandler): boolean {
+    const origin = opts.origin
+    if (!origin || (typeof origin !== 'string' && !(origin instanceof URL))) {
+      throw new InvalidArgumentError('opts.origin must be a non-empty string or URL.')
+    }
+    const key = String(origin)
+    let entry = this.#clients.get(key)
+    if (entry === undefined) {
+      if (this.#clients.size >= this.#maxOrigins) throw new MaxOriginsReachedError()
+      entry = this.#open(key, origin)
+    }
+    return entry.dispatcher.dispatch(opts, handler)
+  }
+
+  #open(key: string, origin: string | URL): Entry {
+    const entry: Entry = { dispatcher: this.#factory(origin, this.#options) as Member, count: 0 }
+    // Closed (gracefully) once it has no connection left, as undici's Agent does.
+    const closeIfUnused = (connected: boolean): void => {
+      if (this.#clients.get(key) !== entry) return
+      if (connected) entry.count--
+      if (entry.count <= 0) {
+        this.#clients.delete(key)
+        if (!entry.dispatcher.destroyed) void entry.dispatcher.close()
+      }
+    }
+    entry.dispatcher
+      .on('drain', (o: URL, targets: Dispatcher[]) => this.emit('drain', o, [this, ...targets]))
+      .on('connect', (o: URL, targets: Dispatcher[]) => {
+        if (this.#clients.get(key) === entry) entry.count++
+        this.emit('connect', o, [this, ...targets])
+      })
+      .on('disconnect', (o: URL, targets: Dispatcher[], err: Error) => {
+        closeIfUnused(true)
+        this.emit('disconnect', o, [this, ...targets], err)
+      })
+      .on('connectionError', (o: URL, targets: Dispatcher[], err: Error) => {
+        closeIfUnused(false)
+        this.emit('connectionError', o, [this, ...targets], err)
+      })
+    this.#clients.set(key, entry)
+    return entry
+  }
+
+  protected [kClose](): Promise<unknown> {
+    const all = [...this.#clients.values()].map((e) => e.dispatcher.close())
+    this.#clients.clear()
+    return Promise.all(all)
+  }
+
+  protected [kDestroy](err: Error): Promise<unknown> {
+    const all = [...this.#clients.values()].map((e) => e.dispatcher.destroy(err))
+    this.#clients.clear()
+    return Promise.all(all)
+  }
+
+  /** Per origin, the stats of its dispatcher. */
+  get stats(): Record<string, PoolStats | object> {
+    const out: Record<string, PoolStats | object> = {}
+    for (const [key, { dispatcher }] of this.#clients) {
+      const stats = (dispatcher as Member & { stats?: PoolStats }).stats
+      if (stats) out[new URL(key).origin] = stats
+    }
+    return out
+  }
+}

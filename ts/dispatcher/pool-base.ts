@@ -1,0 +1,145 @@
+// PoolBase: a dispatcher over member dispatchers (a Pool's clients, a BalancedPool's pools).
+// A request goes to the member the subclass picks; when every member is busy it waits in
+// the pool's own queue until one drains. Members' events are re-emitted with the pool first
+// in `targets`, as undici does.
+
+import { DispatcherBase, kClose, kDestroy, kDispatch } from './base'
+import type { Dispatcher } from './dispatcher'
+import type { DispatchHandler, DispatchOptions } from './types'
+
+/** What a pool needs of its members: a dispatcher with the stats a Client keeps. */
+export interface Member extends Dispatcher {
+  readonly closed: boolean
+  readonly destroyed: boolean
+  readonly connected?: number | boolean
+  /** Connections with room for another request. */
+  readonly free?: number
+  readonly pending?: number
+  readonly running?: number
+  readonly size?: number
+}
+
+export interface PoolStats {
+  connected: number
+  free: number
+  pending: number
+  queued: number
+  running: number
+  size: number
+}
+
+interface Queued {
+  opts: DispatchOptions
+  handler: DispatchHandler
+}
+
+export abstract class PoolBase extends DispatcherBase {
+  protected members: Member[] = []
+  /** Members whose last dispatch() said they are busy, until they emit `drain`. */
+  #busy = new WeakSet<Member>()
+  #queue: Queued[] = []
+  #needDrain = false
+  #closing: (() => void) | null = null
+
+  /** The member to send the next request to, or undefined when all are busy. */
+  protected abstract pick(): Member | undefined
+
+  protected isBusy(member: Member): boolean {
+    return this.#busy.has(member)
+  }
+
+  protected [kDispatch](opts: DispatchOptions, handler: DispatchHandler): boolean {
+    const member = this.pick()
+    if (member === undefined) {
+      this.#needDrain = true
+      this.#queue.push({ opts, handler })
+    } else if (!member.dispatch(opts, handler)) {
+      this.#busy.add(member)
+      this.#needDrain = this.pick() === undefined
+    }
+    return !this.#needDrain
+  }
+
+  /** Adds a member and forwards its events. */
+  protected addMember(member: Member): void {
+    member
+      .on('drain', (origin: URL, targets: Dispatcher[]) => this.#onDrain(member, origin, targets))
+      .on('connect', (origin: URL, targets: Dispatcher[]) => this.emit('connect', origin, [this, ...targets]))
+      .on('disconnect', (origin: URL, targets: Dispatcher[], err: Error) => this.emit('disconnect', origin, [this, ...targets], err))
+      .on('connectionError', (origin: URL, targets: Dispatcher[], err: Error) =>
+        this.emit('connectionError', origin, [this, ...targets], err),
+      )
+    this.members.push(member)
+    if (this.#needDrain) {
+      queueMicrotask(() => {
+        if (this.#needDrain) this.#onDrain(member, undefined, [member])
+      })
+    }
+  }
+
+  /** Closes a member (gracefully) and forgets it once closed. */
+  protected removeMember(member: Member): void {
+    member.close(() => {
+      const i = this.members.indexOf(member)
+      if (i !== -1) this.members.splice(i, 1)
+    })
+    this.#needDrain = !this.members.some((m) => !this.#busy.has(m) && !m.closed && !m.destroyed)
+  }
+
+  /** Forgets a member without closing it (it failed to connect and can carry nothing). */
+  protected dropMember(member: Member): void {
+    const i = this.members.indexOf(member)
+    if (i !== -1) this.members.splice(i, 1)
+  }
+
+  #onDrain(member: Member, origin: URL | undefined, targets: Dispatcher[]): void {
+    let busy = false
+    while (!busy) {
+      const item = this.#queue.shift()
+      if (item === undefined) break
+      busy = !member.dispatch(item.opts, item.handler)
+    }
+    if (busy) this.#busy.add(member)
+    else this.#busy.delete(member)
+    if (!busy && this.#needDrain) {
+      this.#needDrain = false
+      this.emit('drain', origin, [this, ...targets])
+    }
+    if (this.#closing && this.#queue.length === 0) {
+      const done = this.#closing
+      this.#closing = null
+      void this.#closeMembers().then(done)
+    }
+  }
+
+  #closeMembers(): Promise<unknown> {
+    return Promise.all(this.members.filter((m) => !m.destroyed).map((m) => m.close()))
+  }
+
+  protected [kClose](): Promise<unknown> {
+    if (this.#queue.length === 0) return this.#closeMembers()
+    return new Promise<void>((resolve) => (this.#closing = resolve))
+  }
+
+  protected [kDestroy](err: Error): Promise<unknown> {
+    for (const item of this.#queue.splice(0)) item.handler.onError?.(err)
+    return Promise.all(this.members.map((m) => m.destroy(err)))
+  }
+
+  get stats(): PoolStats {
+    let connected = 0
+    let free = 0
+    let pending = this.#queue.length
+    let running = 0
+    let size = this.#queue.length
+    for (const m of this.members) {
+      const c = Number(m.connected ?? 0)
+      connected += c
+      free += m.free ?? (c > 0 && !this.#busy.has(m) ? 1 : 0)
+      pending += m.pending ?? 0
+      running += m.running ?? 0
+      size += m.size ?? 0
+    }
+    return { connected, free, pending, queued: this.#queue.length, running, size }
+  }
+}

@@ -1,0 +1,76 @@
+// Pool: many connections to one origin. Without a `factory`, the connections live in the
+// native engine as one member (it picks the connection for each request); with a factory,
+// the pool spreads requests over the dispatchers the factory makes, as undici's does.
+
+import { InvalidArgumentError } from '../errors'
+import { Client, kConnections, parseOrigin } from './client'
+import { PoolBase, type Member } from './pool-base'
+import type { ClientOptions } from './types'
+import type { Dispatcher } from './dispatcher'
+
+export type PoolFactory = (origin: URL, opts: object) => Dispatcher
+
+export interface PoolOptions extends ClientOptions {
+  /** The most connections (or factory dispatchers); null or 0: no limit. */
+  connections?: number | null
+  factory?: PoolFactory
+  /** Milliseconds a connection may carry new requests. */
+  clientTtl?: number | null
+}
+
+export class Pool extends PoolBase {
+  #url: URL
+  #options: ClientOptions
+  #connections: number | null
+  #factory: PoolFactory | null
+  #clientTtl: number | null
+  /** When each factory dispatcher connected (for clientTtl). */
+  #born = new WeakMap<Member, number>()
+
+  constructor(origin: string | URL, options: PoolOptions = {}) {
+    super()
+    if (options == null || typeof options !== 'object') throw new InvalidArgumentError('invalid options')
+    const { connections, factory, clientTtl, ...rest } = options
+    if (connections != null && (!Number.isFinite(connections) || connections < 0)) {
+      throw new InvalidArgumentError('invalid connections')
+    }
+    if (factory !== undefined && typeof factory !== 'function') throw new InvalidArgumentError('factory must be a function.')
+    if (clientTtl != null && (typeof clientTtl !== 'number' || clientTtl < 0)) throw new InvalidArgumentError('invalid clientTtl')
+    this.#url = parseOrigin(origin)
+    this.#options = rest
+    this.#connections = connections || null
+    this.#factory = factory ?? null
+    this.#clientTtl = clientTtl || null
+    if (this.#factory === null) {
+      const limits = { connections: this.#connections ?? 0, clientTtl: this.#clientTtl }
+      this.addMember(new Client(this.#url, { ...rest, [kConnections]: limits }))
+    } else {
+      this.on('connect', (_origin: URL, targets: Dispatcher[]) => {
+        for (const t of targets) if (t !== this) this.#born.set(t as Member, Date.now())
+      })
+      // As undici: a dispatcher that failed to connect leaves the pool.
+      this.on('connectionError', (_origin: URL, targets: Dispatcher[]) => {
+        for (const t of targets) if (t !== this) this.dropMember(t as Member)
+      })
+    }
+  }
+
+  /** Requests in flight per connection (of the native connections). */
+  get pipelining(): number {
+    return this.#factory === null ? (this.members[0] as Client).pipelining : (this.#options.pipelining ?? 1)
+  }
+
+  protected pick(): Member | undefined {
+    for (const m of this.members) {
+      const born = this.#born.get(m)
+      if (this.#clientTtl !== null && born !== undefined && Date.now() - born > this.#clientTtl) this.removeMember(m)
+      else if (!this.isBusy(m) && !m.closed && !m.destroyed) return m
+    }
+    if (this.#factory !== null && (this.#connections === null || this.members.length < this.#connections)) {
+      const d = this.#factory(this.#url, this.#options) as Member
+      this.addMember(d)
+      return d
+    }
+    return undefined
+  }
+}
