@@ -12,6 +12,7 @@ use napi::sys;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
 use saetta_core::codec::request::{encode_head, BodyInfo, HeadInput};
+use saetta_core::tls::{TlsConfig, TlsOptions};
 use saetta_core::{
     Engine, Error as CoreError, Event, EventSink, OriginConfig, Request, RequestBody,
 };
@@ -129,6 +130,18 @@ pub struct OriginOptions {
     pub auto_select_family_attempt_timeout: f64,
     /// Milliseconds a connection may live (Pool `clientTtl`).
     pub client_ttl: Option<f64>,
+    /// Set for `https:` origins.
+    pub tls: Option<TlsOriginOptions>,
+}
+
+/// Node's `tls.connect` options that apply; certificates and keys in PEM.
+#[napi(object)]
+pub struct TlsOriginOptions {
+    pub servername: String,
+    pub ca: Option<Buffer>,
+    pub cert: Option<Buffer>,
+    pub key: Option<Buffer>,
+    pub reject_unauthorized: bool,
 }
 
 fn ms(v: f64) -> Duration {
@@ -172,7 +185,21 @@ impl NativeOrigin {
                     .map_err(|_| Error::from_reason(format!("invalid localAddress {a}")))?,
             ),
         };
+        let tls = match o.tls {
+            None => None,
+            Some(t) => Some(
+                TlsConfig::new(&TlsOptions {
+                    server_name: t.servername,
+                    ca: t.ca.map(|b| b.to_vec()),
+                    cert: t.cert.map(|b| b.to_vec()),
+                    key: t.key.map(|b| b.to_vec()),
+                    reject_unauthorized: t.reject_unauthorized,
+                })
+                .map_err(|e| Error::from_reason(e.to_string()))?,
+            ),
+        };
         let cfg = OriginConfig {
+            tls,
             local_address,
             auto_select_family: o.auto_select_family,
             auto_select_family_attempt_timeout: ms(o.auto_select_family_attempt_timeout),

@@ -99,6 +99,46 @@ export function parseOrigin(origin: string | URL): URL {
   return url
 }
 
+type Pem = string | Buffer | Array<string | Buffer>
+
+/** PEM input as Node takes it (a string, a Buffer, or a list of them) as one Buffer. */
+function pem(value: unknown, key: string): Buffer | undefined {
+  if (value == null) return undefined
+  const parts = Array.isArray(value) ? value : [value]
+  if (!parts.every((p) => typeof p === 'string' || Buffer.isBuffer(p))) {
+    throw new InvalidArgumentError(`${key} must be a string, a Buffer, or an array of them`)
+  }
+  return Buffer.concat((parts as Array<string | Buffer>).flatMap((p) => [Buffer.from(p), Buffer.from('\n')]))
+}
+
+/** The TLS part of the `connect` options, for an `https:` origin. */
+function tlsOptions(connect: NonNullable<ClientOptions['connect']>, host: string) {
+  const { ca, cert, key, servername, rejectUnauthorized } = connect as {
+    ca?: Pem
+    cert?: Pem
+    key?: Pem
+    servername?: string
+    rejectUnauthorized?: boolean
+  }
+  if (servername != null && typeof servername !== 'string') throw new InvalidArgumentError('servername must be a string')
+  return {
+    servername: servername || host,
+    ca: pem(ca, 'ca'),
+    cert: pem(cert, 'cert'),
+    key: pem(key, 'key'),
+    rejectUnauthorized: rejectUnauthorized !== false,
+  }
+}
+
+/** The engine's origin; options it refuses (bad certificates ...) are invalid arguments. */
+function nativeOrigin(id: number, options: ConstructorParameters<typeof NativeOrigin>[1]): InstanceType<typeof NativeOrigin> {
+  try {
+    return new NativeOrigin(id, options)
+  } catch (err) {
+    throw new InvalidArgumentError((err as Error).message)
+  }
+}
+
 function isStreamLike(body: unknown): body is Readable | Iterable<unknown> | AsyncIterable<unknown> {
   return (
     body instanceof Readable ||
@@ -132,9 +172,6 @@ export class Client extends DispatcherBase {
     if (options == null || typeof options !== 'object') throw new InvalidArgumentError('invalid options')
     validateOptions(options)
     this.#url = parseOrigin(url)
-    if (this.#url.protocol === 'https:') {
-      throw new InvalidArgumentError('https origins are not supported yet')
-    }
     const connect = options.connect ?? {}
     if (typeof connect !== 'object') throw new InvalidArgumentError('connect must be a function or an object')
     const socketPath = options.socketPath ?? connect.socketPath ?? null
@@ -181,9 +218,10 @@ export class Client extends DispatcherBase {
       },
     }
     this.#originId = newOriginId(this.#listener)
-    this.#native = new NativeOrigin(this.#originId, {
+    this.#native = nativeOrigin(this.#originId, {
       host,
-      port: Number(this.#url.port) || 80,
+      port: Number(this.#url.port) || (this.#url.protocol === 'https:' ? 443 : 80),
+      tls: this.#url.protocol === 'https:' ? tlsOptions(connect, host) : undefined,
       socketPath: socketPath ?? undefined,
       connections: limits.connections,
       clientTtl: limits.clientTtl ?? undefined,

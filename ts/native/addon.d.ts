@@ -52,6 +52,8 @@ export interface OriginOptions {
   autoSelectFamilyAttemptTimeout: number
   /** Milliseconds a connection may live (Pool `clientTtl`). */
   clientTtl?: number
+  /** Set for `https:` origins. */
+  tls?: TlsOriginOptions
 }
 
 export declare function pause(id: number): void
@@ -65,3 +67,12 @@ export declare function resume(id: number): void
 export declare function setActive(active: boolean): void
 
 export declare function takeEvents(): EventBatch
+
+/** Node's `tls.connect` options that apply; certificates and keys in PEM. */
+export interface TlsOriginOptions {
+  servername: string
+  ca?: Buffer
+  cert?: Buffer
+  key?: Buffer
+  rejectUnauthorized: boolean
+}

@@ -105,6 +105,8 @@ pub(crate) struct Conn {
     addresses: (Option<SocketAddr>, Option<SocketAddr>),
     bytes_read: u64,
     bytes_written: u64,
+    /// The transport holds written bytes back (TLS records) until flushed.
+    unflushed: bool,
 }
 
 impl Conn {
@@ -146,6 +148,7 @@ impl Conn {
             addresses,
             bytes_read: 0,
             bytes_written: 0,
+            unflushed: false,
         }
     }
 
@@ -340,6 +343,15 @@ impl Conn {
                 }
                 Poll::Ready(Err(e)) => return Err(Error::from_io(&e)),
                 Poll::Pending => break,
+            }
+        }
+        if (progress || self.unflushed) && self.wq.is_empty() {
+            // TLS may hold records back when the socket was full: push them out (a no-op
+            // for plain sockets), again on each wakeup until they are gone.
+            match Pin::new(&mut self.io).poll_flush(cx) {
+                Poll::Ready(Ok(())) => self.unflushed = false,
+                Poll::Ready(Err(e)) => return Err(Error::from_io(&e)),
+                Poll::Pending => self.unflushed = true,
             }
         }
         Ok(progress)

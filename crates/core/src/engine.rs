@@ -16,7 +16,7 @@ use crate::origin::{ConnShared, Origin, Queued};
 use crate::request::{OriginConfig, Request};
 
 enum Command {
-    Open { origin: u64, cfg: OriginConfig },
+    Open { origin: u64, cfg: Box<OriginConfig> },
     Submit { origin: u64, req: Box<Request> },
     BodyWrite { id: u64, chunk: Bytes },
     BodyEnd { id: u64 },
@@ -60,7 +60,10 @@ impl Engine {
     }
 
     pub fn open(&self, origin: u64, cfg: OriginConfig) {
-        self.send(Command::Open { origin, cfg });
+        self.send(Command::Open {
+            origin,
+            cfg: Box::new(cfg),
+        });
     }
 
     pub fn submit(&self, origin: u64, req: Request) {
@@ -184,7 +187,7 @@ impl Ctx {
             Command::Open { origin, cfg } => {
                 self.origins
                     .borrow_mut()
-                    .insert(origin, Rc::new(RefCell::new(Origin::new(origin, cfg))));
+                    .insert(origin, Rc::new(RefCell::new(Origin::new(origin, *cfg))));
             }
             Command::Submit { origin, req } => {
                 let Some(o) = self.origin(origin) else {

@@ -8,6 +8,7 @@ pub mod error;
 pub mod event;
 mod origin;
 pub mod request;
+pub mod tls;
 mod transport;
 
 pub use engine::Engine;

@@ -35,6 +35,8 @@ pub struct OriginConfig {
     /// A connection older than this takes no new request and closes once idle
     /// (undici's Pool `clientTtl`).
     pub connection_ttl: Option<Duration>,
+    /// TLS for an `https:` origin.
+    pub tls: Option<crate::tls::TlsConfig>,
 }
 
 impl Default for OriginConfig {
@@ -56,6 +58,7 @@ impl Default for OriginConfig {
             auto_select_family: true,
             auto_select_family_attempt_timeout: Duration::from_millis(250),
             connection_ttl: None,
+            tls: None,
         }
     }
 }

@@ -1,4 +1,4 @@
-//! The byte stream under a connection: TCP or a Unix socket.
+//! The byte stream under a connection: TCP or a Unix socket, and TLS over either.
 
 use std::io;
 use std::pin::Pin;
@@ -15,11 +15,36 @@ use crate::request::OriginConfig;
 pub enum Transport {
     Tcp(TcpStream),
     Unix(UnixStream),
+    Tls(Box<tokio_rustls::client::TlsStream<Transport>>),
 }
 
-/// Opens a transport to the origin within its connect timeout.
+/// Opens a transport to the origin within its connect timeout (the TLS handshake included).
 pub async fn connect(cfg: &OriginConfig) -> Result<Transport> {
     let attempt = async {
+        let plain = connect_plain(cfg).await?;
+        let Some(tls) = &cfg.tls else {
+            return Ok(plain);
+        };
+        tokio_rustls::TlsConnector::from(tls.config.clone())
+            .connect(tls.server_name.clone(), plain)
+            .await
+            .map(|s| Transport::Tls(Box::new(s)))
+            .map_err(|e| crate::tls::handshake_error(&e))
+    };
+    match tokio::time::timeout(cfg.connect_timeout, attempt).await {
+        Ok(r) => r,
+        Err(_) => Err(Error::ConnectTimeout(format!(
+            "attempted address: {}, timeout: {}ms",
+            cfg.socket_path
+                .clone()
+                .unwrap_or_else(|| format!("{}:{}", cfg.host, cfg.port)),
+            cfg.connect_timeout.as_millis()
+        ))),
+    }
+}
+
+async fn connect_plain(cfg: &OriginConfig) -> Result<Transport> {
+    {
         if let Some(path) = &cfg.socket_path {
             return UnixStream::connect(path)
                 .await
@@ -54,16 +79,6 @@ pub async fn connect(cfg: &OriginConfig) -> Result<Transport> {
             }
         }
         Err(last)
-    };
-    match tokio::time::timeout(cfg.connect_timeout, attempt).await {
-        Ok(r) => r,
-        Err(_) => Err(Error::ConnectTimeout(format!(
-            "attempted address: {}, timeout: {}ms",
-            cfg.socket_path
-                .clone()
-                .unwrap_or_else(|| format!("{}:{}", cfg.host, cfg.port)),
-            cfg.connect_timeout.as_millis()
-        ))),
     }
 }
 
@@ -102,6 +117,7 @@ impl Transport {
         match self {
             Transport::Tcp(s) => (s.local_addr().ok(), s.peer_addr().ok()),
             Transport::Unix(_) => (None, None),
+            Transport::Tls(s) => s.get_ref().0.addresses(),
         }
     }
 }
@@ -133,16 +149,24 @@ fn connect_error(e: &std::io::Error, target: &str) -> Error {
     }
 }
 
+/// Runs `$e` with `$s` bound to the stream inside `$t`, whatever its kind.
+macro_rules! each {
+    ($t:expr, $s:ident => $e:expr) => {
+        match $t {
+            Transport::Tcp($s) => $e,
+            Transport::Unix($s) => $e,
+            Transport::Tls($s) => $e,
+        }
+    };
+}
+
 impl AsyncRead for Transport {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Transport::Tcp(s) => Pin::new(s).poll_read(cx, buf),
-            Transport::Unix(s) => Pin::new(s).poll_read(cx, buf),
-        }
+        each!(self.get_mut(), s => Pin::new(s).poll_read(cx, buf))
     }
 }
 
@@ -152,10 +176,7 @@ impl AsyncWrite for Transport {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            Transport::Tcp(s) => Pin::new(s).poll_write(cx, buf),
-            Transport::Unix(s) => Pin::new(s).poll_write(cx, buf),
-        }
+        each!(self.get_mut(), s => Pin::new(s).poll_write(cx, buf))
     }
 
     fn poll_write_vectored(
@@ -163,10 +184,7 @@ impl AsyncWrite for Transport {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            Transport::Tcp(s) => Pin::new(s).poll_write_vectored(cx, bufs),
-            Transport::Unix(s) => Pin::new(s).poll_write_vectored(cx, bufs),
-        }
+        each!(self.get_mut(), s => Pin::new(s).poll_write_vectored(cx, bufs))
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -174,16 +192,10 @@ impl AsyncWrite for Transport {
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Transport::Tcp(s) => Pin::new(s).poll_flush(cx),
-            Transport::Unix(s) => Pin::new(s).poll_flush(cx),
-        }
+        each!(self.get_mut(), s => Pin::new(s).poll_flush(cx))
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Transport::Tcp(s) => Pin::new(s).poll_shutdown(cx),
-            Transport::Unix(s) => Pin::new(s).poll_shutdown(cx),
-        }
+        each!(self.get_mut(), s => Pin::new(s).poll_shutdown(cx))
     }
 }
