@@ -9,7 +9,9 @@ import {
   cleanup,
   closedPort,
   httpServer,
+  netServer,
   newClient,
+  okResponse,
   rawServer,
   readBody,
   requestError,
@@ -369,6 +371,39 @@ describe('request bodies', () => {
     const got = Buffer.from(await data.body.arrayBuffer())
     expect(got.length).toBe(payload.length)
     expect(got.equals(payload)).toBe(true)
+  })
+})
+
+describe('a response before the request body is sent', () => {
+  test('the request completes, the connection is not reused, the next request gets a new one', async () => {
+    // Answers as soon as a head arrives, without reading any body.
+    let heads = 0
+    const srv = await netServer((socket) => {
+      let buf = ''
+      socket.on('data', (d) => {
+        buf += d.toString('latin1')
+        while (buf.includes('\r\n\r\n')) {
+          buf = buf.slice(buf.indexOf('\r\n\r\n') + 4)
+          heads++
+          socket.write(okResponse(`early ${heads}`))
+          buf = ''
+        }
+      })
+      socket.on('error', () => {})
+    })
+    const client = newClient(srv.origin)
+    const disconnects: Error[] = []
+    client.on('disconnect', (_o, _t, err) => disconnects.push(err))
+    // A body that is still being written when the response arrives.
+    const body = new Readable({ read() {} })
+    body.push('first part')
+    const res = await client.request({ path: '/up', method: 'POST', body })
+    expect(await res.body.text()).toBe('early 1')
+    const next = await client.request({ path: '/next', method: 'GET' })
+    expect(await next.body.text()).toBe('early 2')
+    expect(srv.connections).toBe(2)
+    expect(disconnects.map((e) => e.message)).toEqual(['reset'])
+    body.destroy()
   })
 })
 

@@ -9,7 +9,10 @@
 //   --rounds=N                  BENCH_ROUNDS       measured rounds per row (default 5)
 //   --requests=N                BENCH_REQUESTS     requests per row per round (default 4000)
 //   --warmup=N                  BENCH_WARMUP       warm-up requests per row (default 1000)
-//   --concurrency=N             BENCH_CONCURRENCY  in-flight requests = Client pipelining = node:http maxSockets (default 10)
+//   --apis=request,stream,...   BENCH_APIS         saetta/undici APIs to run (default: request,stream,pipeline,dispatch)
+//   --connections=N             BENCH_CONNECTIONS  Pool connections = node:http maxSockets (default 50)
+//   --pipelining=N              BENCH_PIPELINING   Pool pipelining (default 10)
+//   --parallel=N                BENCH_PARALLEL     requests per batch, all in flight at once (default 100)
 //   --path=/...                 BENCH_PATH         request path, e.g. /?size=64 or /?delay=1 (default /)
 //   BENCH_BODY_SIZE, BENCH_DELAY_MS are read by server.mjs (see there).
 //   BENCH_TIMEOUT_MS   fail if one measured run takes longer (default 120000)
@@ -21,7 +24,7 @@ import path from 'node:path'
 import os from 'node:os'
 import v8 from 'node:v8'
 import vm from 'node:vm'
-import { makeRows, baselineOf } from './targets.mjs'
+import { makeRows, baselineOf, API_NAMES } from './targets.mjs'
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 const require = createRequire(import.meta.url)
@@ -61,13 +64,21 @@ function readConfig () {
   for (const t of targets) {
     if (!ALL_TARGETS.includes(t)) fail(`unknown target "${t}"; choose from ${ALL_TARGETS.join(',')}`)
   }
+  const apisRaw = flags.apis ?? process.env.BENCH_APIS
+  const apis = apisRaw ? apisRaw.split(',').map((s) => s.trim()).filter(Boolean) : API_NAMES
+  for (const a of apis) {
+    if (!API_NAMES.includes(a)) fail(`unknown api "${a}"; choose from ${API_NAMES.join(',')}`)
+  }
   return {
     targets,
     explicitTargets,
+    apis,
     rounds: intOpt(flags, 'rounds', 'BENCH_ROUNDS', 5),
     requests: intOpt(flags, 'requests', 'BENCH_REQUESTS', 4000),
     warmup: intOpt(flags, 'warmup', 'BENCH_WARMUP', 1000, 0),
-    concurrency: intOpt(flags, 'concurrency', 'BENCH_CONCURRENCY', 10),
+    connections: intOpt(flags, 'connections', 'BENCH_CONNECTIONS', 50),
+    pipelining: intOpt(flags, 'pipelining', 'BENCH_PIPELINING', 10),
+    parallel: intOpt(flags, 'parallel', 'BENCH_PARALLEL', 100),
     path: flags.path ?? process.env.BENCH_PATH ?? '/',
     timeoutMs: intOpt({}, '', 'BENCH_TIMEOUT_MS', 120_000),
     verbose: process.env.BENCH_VERBOSE === '1'
@@ -87,7 +98,7 @@ function loadLibs (cfg) {
       fail(`cannot load saetta from ${dist}: ${err.message.split('\n')[0]}\n` +
         `Run \`npm run build\` first (release build of the addon plus the TypeScript).${hint}`)
     }
-    if (typeof libs.saetta.Client !== 'function') fail(`${dist} does not export Client`)
+    if (typeof libs.saetta.Pool !== 'function') fail(`${dist} does not export Pool`)
   }
   if (cfg.targets.includes('undici')) libs.undici = require('undici')
   if (cfg.targets.includes('node')) libs.node = true
@@ -131,20 +142,15 @@ const gc = (() => {
   }
 })()
 
-// Issue `n` requests keeping `concurrency` in flight; resolve with total body bytes.
-async function drive (once, n, concurrency) {
-  let issued = 0
+// Issue `n` requests in batches of `parallel`, each batch all in flight at once (undici's
+// bench shape); resolve with total body bytes.
+async function drive (once, n, parallel) {
   let bytes = 0
-  async function worker () {
-    while (issued < n) {
-      issued++
-      const b = await once() // not `bytes += await …`: that would read `bytes` before awaiting
-      bytes += b
-    }
+  for (let done = 0; done < n; done += parallel) {
+    const batch = []
+    for (let i = 0; i < Math.min(parallel, n - done); i++) batch.push(once())
+    for (const b of await Promise.all(batch)) bytes += b
   }
-  const workers = []
-  for (let i = 0; i < Math.min(concurrency, n); i++) workers.push(worker())
-  await Promise.all(workers)
   return bytes
 }
 
@@ -159,7 +165,7 @@ function withTimeout (promise, ms, what) {
 async function measure (row, n, cfg, expectBytes) {
   gc()
   const t0 = process.hrtime.bigint()
-  const bytes = await withTimeout(drive(row.once, n, cfg.concurrency), cfg.timeoutMs, row.name)
+  const bytes = await withTimeout(drive(row.once, n, cfg.parallel), cfg.timeoutMs, row.name)
   const seconds = Number(process.hrtime.bigint() - t0) / 1e9
   if (expectBytes !== undefined && bytes !== n * expectBytes) {
     throw new Error(`${row.name}: consumed ${bytes} body bytes, expected ${n} × ${expectBytes}`)
@@ -227,8 +233,8 @@ async function main () {
   try {
     server = await startServer()
     const origin = `http://127.0.0.1:${server.port}`
-    console.log(`workload: GET ${cfg.path} on ${origin}, ${cfg.concurrency} in flight ` +
-      `(Client pipelining ${cfg.concurrency}, node:http maxSockets ${cfg.concurrency}), ` +
+    console.log(`workload: GET ${cfg.path} on ${origin}, batches of ${cfg.parallel} parallel requests, ` +
+      `Pool of ${cfg.connections} connections with pipelining ${cfg.pipelining} (node:http maxSockets ${cfg.connections}), ` +
       `${cfg.rounds} rounds × ${cfg.requests} requests per row, ${cfg.warmup} warm-up requests per row`)
 
     for (const row of rows) {

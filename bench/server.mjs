@@ -58,7 +58,7 @@ server.keepAliveTimeout = 60_000
 server.headersTimeout = 61_000
 server.requestTimeout = 0
 // Clients under test may reset sockets on close; that is not a server failure.
-server.on('clientError', (_err, socket) => socket.destroy())
+server.on('clientError', (_err, socket) => { if (process.env.BENCH_DEBUG) console.error('clientError', _err.code, JSON.stringify(_err.rawPacket?.toString())); socket.destroy() })
 
 server.listen(0, '127.0.0.1', () => {
   const { port } = server.address()

@@ -1,77 +1,95 @@
-// Bench rows. Each row is { name, lib, api, setup(origin), close() } where setup returns
-// `once()`: issue one GET and resolve with the number of body bytes consumed.
+// Bench rows. Each row is { name, lib, api, setup(origin), close(), destroy() } where setup
+// returns `once()`: issue one GET and resolve with the number of body bytes consumed.
+// saetta and undici rows run on a Pool (`connections`, `pipelining`), as undici's own bench.
 import http from 'node:http'
+import { Writable } from 'node:stream'
 
-// request(): the high-level API; the body stream is drained chunk by chunk.
-function requestRow (name, lib, Client, path, concurrency) {
-  let client
+function fail (name, status) {
+  return new Error(`${name}: status ${status}`)
+}
+
+// How each API issues one request on `pool` and counts the body bytes.
+const apis = {
+  // request(): the high-level API; the body stream is drained chunk by chunk.
+  request: (pool, opts, name) => async () => {
+    const { statusCode, body } = await pool.request(opts)
+    let n = 0
+    for await (const chunk of body) n += chunk.length
+    if (statusCode !== 200) throw fail(name, statusCode)
+    return n
+  },
+  // stream(): the body goes straight into a Writable from the factory.
+  stream: (pool, opts, name) => async () => {
+    let n = 0
+    const { statusCode } = await new Promise((resolve, reject) => {
+      let status = 0
+      pool.stream(opts, ({ statusCode }) => {
+        status = statusCode
+        return new Writable({ write (chunk, _enc, cb) { n += chunk.length; cb() } })
+      }, (err) => (err ? reject(err) : resolve({ statusCode: status })))
+    })
+    if (statusCode !== 200) throw fail(name, statusCode)
+    return n
+  },
+  // pipeline(): a Duplex; nothing written, the response read from it.
+  pipeline: (pool, opts, name) => async () => {
+    let status = 0
+    const duplex = pool.pipeline(opts, ({ statusCode, body }) => {
+      status = statusCode
+      return body
+    })
+    duplex.end()
+    let n = 0
+    for await (const chunk of duplex) n += chunk.length
+    if (status !== 200) throw fail(name, status)
+    return n
+  },
+  // dispatch(): the raw handler interface, with the least work a handler can do.
+  dispatch: (pool, opts, name) => () => new Promise((resolve, reject) => {
+    let n = 0
+    let status = 0
+    pool.dispatch(opts, {
+      onConnect () {},
+      onHeaders (statusCode) {
+        status = statusCode
+        return true
+      },
+      onData (chunk) {
+        n += chunk.length
+        return true
+      },
+      onComplete () {
+        if (status !== 200) reject(fail(name, status))
+        else resolve(n)
+      },
+      onError: reject
+    })
+  })
+}
+
+export const API_NAMES = Object.keys(apis)
+
+function poolRow (lib, api, Pool, cfg) {
+  const name = `${lib} ${api}`
+  let pool
   return {
     name,
     lib,
-    api: 'request',
+    api,
     setup (origin) {
-      client = new Client(origin, { pipelining: concurrency })
-      const opts = { path, method: 'GET' }
-      return async function once () {
-        const { statusCode, body } = await client.request(opts)
-        let n = 0
-        for await (const chunk of body) n += chunk.length
-        if (statusCode !== 200) throw new Error(`${name}: status ${statusCode}`)
-        return n
-      }
+      pool = new Pool(origin, { connections: cfg.connections, pipelining: cfg.pipelining })
+      return apis[api](pool, { path: cfg.path, method: 'GET' }, name)
     },
     async close () {
-      if (client && !client.closed) await client.close()
+      if (pool && !pool.closed) await pool.close()
     },
     destroy () {
-      if (client && !client.destroyed) client.destroy()
+      if (pool && !pool.destroyed) pool.destroy()
     }
   }
 }
 
-// dispatch(): the raw handler interface, with the least work a handler can do.
-function dispatchRow (name, lib, Client, path, concurrency) {
-  let client
-  return {
-    name,
-    lib,
-    api: 'dispatch',
-    setup (origin) {
-      client = new Client(origin, { pipelining: concurrency })
-      const opts = { path, method: 'GET' }
-      return function once () {
-        return new Promise((resolve, reject) => {
-          let n = 0
-          let status = 0
-          client.dispatch(opts, {
-            onConnect () {},
-            onHeaders (statusCode) {
-              status = statusCode
-              return true
-            },
-            onData (chunk) {
-              n += chunk.length
-              return true
-            },
-            onComplete () {
-              if (status !== 200) reject(new Error(`${name}: status ${status}`))
-              else resolve(n)
-            },
-            onError: reject
-          })
-        })
-      }
-    },
-    async close () {
-      if (client && !client.closed) await client.close()
-    },
-    destroy () {
-      if (client && !client.destroyed) client.destroy()
-    }
-  }
-}
-
-function nodeHttpRow (path, concurrency) {
+function nodeHttpRow ({ path, connections }) {
   let agent
   return {
     name: 'node:http',
@@ -79,7 +97,7 @@ function nodeHttpRow (path, concurrency) {
     api: 'request',
     setup (origin) {
       const url = new URL(origin)
-      agent = new http.Agent({ keepAlive: true, maxSockets: concurrency })
+      agent = new http.Agent({ keepAlive: true, maxSockets: connections })
       const opts = { agent, host: url.hostname, port: url.port, path, method: 'GET' }
       return function once () {
         return new Promise((resolve, reject) => {
@@ -87,7 +105,7 @@ function nodeHttpRow (path, concurrency) {
             let n = 0
             res.on('data', (chunk) => { n += chunk.length })
             res.on('end', () => {
-              if (res.statusCode !== 200) reject(new Error(`node:http: status ${res.statusCode}`))
+              if (res.statusCode !== 200) reject(fail('node:http', res.statusCode))
               else resolve(n)
             })
             res.on('error', reject)
@@ -107,22 +125,19 @@ function nodeHttpRow (path, concurrency) {
 }
 
 // Rows in display order; `libs` maps a target name to its module (or undefined if not run).
-export function makeRows ({ saetta, undici, node }, { path, concurrency }) {
+export function makeRows (libs, cfg) {
   const rows = []
-  if (saetta) {
-    rows.push(requestRow('saetta request', 'saetta', saetta.Client, path, concurrency))
-    rows.push(dispatchRow('saetta dispatch', 'saetta', saetta.Client, path, concurrency))
+  for (const api of cfg.apis) {
+    for (const lib of ['saetta', 'undici']) {
+      if (libs[lib]) rows.push(poolRow(lib, api, libs[lib].Pool, cfg))
+    }
   }
-  if (undici) {
-    rows.push(requestRow('undici request', 'undici', undici.Client, path, concurrency))
-    rows.push(dispatchRow('undici dispatch', 'undici', undici.Client, path, concurrency))
-  }
-  if (node) rows.push(nodeHttpRow(path, concurrency))
+  if (libs.node) rows.push(nodeHttpRow(cfg))
   return rows
 }
 
 // The undici row each row is compared against.
 export function baselineOf (row) {
   if (row.lib === 'undici') return null
-  return row.api === 'dispatch' ? 'undici dispatch' : 'undici request'
+  return `undici ${row.api}`
 }

@@ -596,6 +596,13 @@ impl Conn {
             });
         }
         self.read = ReadState::Head;
+        if !done.body_done {
+            // The response came before all of the request body was sent: the rest is not
+            // sent, and as undici the connection is not reused (its framing is unfinished).
+            self.no_more = true;
+            self.wq.clear();
+            self.wq_bytes = 0;
+        }
         if self.inflight.is_empty() {
             self.idle_since = Instant::now();
         }
