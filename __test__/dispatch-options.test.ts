@@ -399,8 +399,12 @@ describe('throwOnError', () => {
     expect(err.data).toEqual({ reason: 'missing', n: 1 })
   })
 
-  test('text/plain: data is the text (5xx)', async () => {
-    const srv = await statusServer(503, 'text/plain', 'try later')
+  test.each([
+    ['text/plain: data is the text (5xx)', 503, 'text/plain', 'try later', 'try later'],
+    ['other content types: data is an empty string', 400, 'text/html', '<b>bad</b>', ''],
+    ['application/json that does not parse: data stays the text', 422, 'application/json', '{not json', '{not json'],
+  ])('%s', async (_name, status, contentType, body, data) => {
+    const srv = await statusServer(status, contentType, body)
     const client = newClient(srv.origin)
     const err = await rejection(client.request({ path: '/', method: 'GET', throwOnError: true } as any))
     if (isUndici) {
@@ -408,33 +412,8 @@ describe('throwOnError', () => {
       return
     }
     expect(err).toBeInstanceOf(errors.ResponseError)
-    expect(err.statusCode).toBe(503)
-    expect(err.data).toBe('try later')
-  })
-
-  test('other content types: data is an empty string', async () => {
-    const srv = await statusServer(400, 'text/html', '<b>bad</b>')
-    const client = newClient(srv.origin)
-    const err = await rejection(client.request({ path: '/', method: 'GET', throwOnError: true } as any))
-    if (isUndici) {
-      expect(err).toBeInstanceOf(errors.InvalidArgumentError)
-      return
-    }
-    expect(err).toBeInstanceOf(errors.ResponseError)
-    expect(err.statusCode).toBe(400)
-    expect(err.data).toBe('')
-  })
-
-  test('application/json that does not parse: data stays the text', async () => {
-    const srv = await statusServer(422, 'application/json', '{not json')
-    const client = newClient(srv.origin)
-    const err = await rejection(client.request({ path: '/', method: 'GET', throwOnError: true } as any))
-    if (isUndici) {
-      expect(err).toBeInstanceOf(errors.InvalidArgumentError)
-      return
-    }
-    expect(err).toBeInstanceOf(errors.ResponseError)
-    expect(err.data).toBe('{not json')
+    expect(err.statusCode).toBe(status)
+    expect(err.data).toBe(data)
   })
 
   test('below 400 the response passes through untouched', async () => {
