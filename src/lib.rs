@@ -378,6 +378,7 @@ mod tag {
     pub const CONNECT_FAILED: u32 = 8;
     pub const CLOSED: u32 = 9;
     pub const UPGRADE: u32 = 10;
+    pub const CONNECTING: u32 = 11;
 }
 
 /// Below this size a chunk is copied: cheaper than an external buffer and its finalizer.
@@ -583,6 +584,10 @@ impl ToNapiValue for EventBatch {
                     out.num(tag::BODY_CONSUMED as f64)?;
                     out.num(id as f64)?;
                     out.num(bytes as f64)?;
+                }
+                Event::Connecting { origin } => {
+                    out.num(tag::CONNECTING as f64)?;
+                    out.num(origin as f64)?;
                 }
                 Event::Connected { origin, conn } => {
                     out.num(tag::CONNECTED as f64)?;

@@ -22,6 +22,9 @@ import { holdsForConnect } from '../handlers/internal'
 import { ResponseErrorHandler } from '../handlers/response-error'
 import { flattenHeaders, pathWithQuery, toBuffers } from './headers'
 import type { ClientOptions, DispatchHandler, DispatchOptions } from './types'
+import { channels, connectParams, RequestInfo, tracingRequests } from '../diagnostics'
+import type { Channel } from 'node:diagnostics_channel'
+import '../debug'
 
 // Flag bits of NativeOrigin.submit, as in src/lib.rs.
 const IDEMPOTENT = 1
@@ -199,8 +202,17 @@ export class Client extends DispatcherBase {
     const host = this.#url.hostname.startsWith('[') ? this.#url.hostname.slice(1, -1) : this.#url.hostname
     // The listener holds the Client weakly: a Client dropped without close() can be collected.
     const self = new WeakRef(this)
+    const params = connectParams(
+      this.#url,
+      this.#url.protocol === 'https:' ? ((connect as { servername?: string }).servername ?? host) : null,
+      options.localAddress ?? null,
+    )
     this.#listener = {
+      onConnecting: () => {
+        if (channels.beforeConnect.hasSubscribers) channels.beforeConnect.publish({ connectParams: params, connector: undefined })
+      },
       onConnected: () => {
+        if (channels.connected.hasSubscribers) channels.connected.publish({ connectParams: params, connector: undefined, socket: undefined })
         const c = self.deref()
         if (!c) return
         c.#connections++
@@ -213,8 +225,12 @@ export class Client extends DispatcherBase {
         c.emit('disconnect', c.#url, [c], c.#destroyError ?? err)
       },
       onConnectFailed: (err) => {
+        if (channels.connectError.hasSubscribers) {
+          channels.connectError.publish({ connectParams: params, connector: undefined, socket: undefined, error: err })
+        }
         const c = self.deref()
-        if (c) c.emit('connectionError', c.#url, [c], err)
+        // As undici: after the requests this failure fails (they come next in the batch).
+        if (c) queueMicrotask(() => c.emit('connectionError', c.#url, [c], err))
       },
     }
     this.#originId = newOriginId(this.#listener)
@@ -323,6 +339,11 @@ export class Client extends DispatcherBase {
     return this.#runs.size <= this.#capacity()
   }
 
+  /** @internal the origin requests go to (for diagnostics). */
+  get originString(): string {
+    return this.#url.origin
+  }
+
   /** @internal per-request defaults. */
   get timeouts(): { headersTimeout: number; bodyTimeout: number } {
     return { headersTimeout: this.#headersTimeout, bodyTimeout: this.#bodyTimeout }
@@ -377,6 +398,8 @@ class Run implements RequestSink {
   #opts: DispatchOptions
   /** After an upgrade: the socket the engine's events for this request now go to. */
   #tunnel: TunnelSocket | null = null
+  /** The request as diagnostics channels see it, while any has a subscriber. */
+  #info: RequestInfo | null = null
 
   constructor(client: Client, opts: DispatchOptions, handler: DispatchHandler) {
     this.#client = client
@@ -402,7 +425,12 @@ class Run implements RequestSink {
       if (opts[key] != null && typeof opts[key] !== 'boolean') throw new InvalidArgumentError(`invalid ${key}`)
     }
     const path = pathWithQuery(opts.path, opts.query)
-    const headers = flattenHeaders(opts.headers)
+    let headers = flattenHeaders(opts.headers)
+    if (tracingRequests()) {
+      this.#info = new RequestInfo(this.#client!.originString, opts.method, path, headers)
+      this.#publish(channels.create, {})
+      headers = this.#info.headers
+    }
     const body = opts.body
     let bytes: Buffer | string | undefined
     let flags = 0
@@ -469,13 +497,17 @@ class Run implements RequestSink {
         if (buf === null) throw new InvalidArgumentError('body chunks must be strings, Buffers or Uint8Arrays')
         if (buf.length === 0) continue
         addon.bodyWrite(this.#id, buf)
+        this.#publish(channels.bodyChunkSent, { chunk: buf })
         this.#handler.onBodySent?.(chunk as Buffer)
         this.#window += typeof buf === 'string' ? Buffer.byteLength(buf) : buf.length
         while (this.#window >= WRITE_WINDOW && !this.#settled) {
           await new Promise<void>((resolve) => (this.#creditWaiter = resolve))
         }
       }
-      if (!this.#settled) addon.bodyEnd(this.#id)
+      if (!this.#settled) {
+        addon.bodyEnd(this.#id)
+        this.#publish(channels.bodySent, {})
+      }
     } catch (err) {
       this.fail(err)
     }
@@ -493,6 +525,17 @@ class Run implements RequestSink {
 
   #connectNow(): void {
     this.#handler.onConnect?.((err?: Error) => this.failWith(err ?? new RequestAbortedError()), undefined)
+    if (this.#info === null || this.#settled) return
+    const { method, path, headers } = this.#info
+    let head = `${method} ${path} HTTP/1.1\r\n`
+    for (let i = 0; i < headers.length; i += 2) head += `${headers[i]}: ${headers[i + 1]}\r\n`
+    this.#publish(channels.sendHeaders, { headers: head, socket: undefined })
+    if (this.#source === null) this.#publish(channels.bodySent, {})
+  }
+
+  /** Publishes `extra` with this request on `channel`, if it has subscribers. */
+  #publish(channel: Channel, extra: object): void {
+    if (this.#info !== null && channel.hasSubscribers) channel.publish({ request: this.#info, ...extra })
   }
 
   onConnect(): void {
@@ -503,6 +546,7 @@ class Run implements RequestSink {
   }
 
   onHeaders(statusCode: number, statusText: string, headers: string[]): void {
+    if (statusCode >= 200) this.#publish(channels.headers, { response: { statusCode, statusText, headers: toBuffers(headers) } })
     // As undici: at the start of every response message, 1xx included.
     this.#handler.onResponseStarted?.()
     if (this.#handler.onHeaders?.(statusCode, toBuffers(headers), this.#resume, statusText) === false) this.#pause()
@@ -522,6 +566,8 @@ class Run implements RequestSink {
     this.#tunnel = socket
     // Settled for the handler and the client; the bridge keeps routing to the socket.
     this.#finish(false)
+    this.#publish(channels.headers, { response: { statusCode, statusText: _statusText, headers: toBuffers(headers) } })
+    this.#publish(channels.trailers, { trailers: [] })
     if (typeof this.#handler.onUpgrade !== 'function') {
       socket.destroy()
       throw new InvalidArgumentError('invalid onUpgrade method')
@@ -531,6 +577,7 @@ class Run implements RequestSink {
 
   onData(chunk: Buffer): void {
     if (this.#tunnel) return this.#tunnel.deliver(chunk)
+    this.#publish(channels.bodyChunkReceived, { chunk })
     if (this.#paused) this.#backlog.push(() => this.onData(chunk))
     else if (this.#handler.onData?.(chunk) === false) this.#pause()
   }
@@ -546,6 +593,8 @@ class Run implements RequestSink {
     if (this.#tunnel) return void this.#tunnel.push(null)
     if (this.#paused) return void this.#backlog.push(() => this.onComplete(trailers))
     if (!this.#finish()) return
+    if (this.#info) this.#info.completed = true
+    this.#publish(channels.trailers, { trailers: toBuffers(trailers) })
     this.#handler.onComplete?.(toBuffers(trailers))
   }
 
@@ -553,6 +602,7 @@ class Run implements RequestSink {
     if (this.#tunnel) return void this.#tunnel.destroy(err)
     if (err instanceof ClientDestroyedError) err = this.#client?.destroyError ?? err
     if (!this.#finish()) return
+    this.#publish(channels.error, { error: err })
     this.#handler.onError?.(err)
   }
 
@@ -565,6 +615,7 @@ class Run implements RequestSink {
   failWith(err: Error): void {
     if (!this.#finish()) return
     addon.abort(this.#id)
+    this.#publish(channels.error, { error: err })
     if (this.#source instanceof Readable && !this.#source.destroyed) this.#source.destroy(err)
     this.#handler.onError?.(err)
   }

@@ -20,6 +20,7 @@ export interface RequestSink {
 
 /** Receives the engine's connection events for one origin. */
 export interface OriginListener {
+  onConnecting(): void
   onConnected(conn: number): void
   onDisconnected(conn: number, err: Error): void
   onConnectFailed(err: Error): void
@@ -37,6 +38,11 @@ const DISCONNECTED = 7
 const CONNECT_FAILED = 8
 const CLOSED = 9
 const UPGRADE = 10
+const CONNECTING = 11
+
+// Values of an ERROR event's last slot (Shared in crates/core/src/event.rs).
+const SHARES_NEXT = 1
+const SHARES_PREVIOUS = 2
 
 const requests = new Map<number, RequestSink>()
 // Weak: a Client that is collected must not be kept alive by the bridge.
@@ -131,9 +137,11 @@ function errorAt(ev: unknown[], i: number): Error {
 }
 
 function dispatchEvents(ev: unknown[]): void {
-  // A connection's failure: the requests it failed and the connection event after them
-  // get one error object, as in undici.
-  let shared: Error | null = null
+  // A connection's failure: the requests it failed and its connection event get one error
+  // object, as in undici. `next`: made by the first of a run of request errors, for the
+  // Disconnected after them; `previous`: made by a ConnectFailed, for the errors after it.
+  let next: Error | null = null
+  let previous: Error | null = null
   let i = 0
   while (i < ev.length) {
     const tag = ev[i] as number
@@ -160,7 +168,8 @@ function dispatchEvents(ev: unknown[]): void {
         i += 3
         break
       case ERROR: {
-        const err = ev[i + 6] === 1 ? (shared ??= errorAt(ev, i + 2)) : errorAt(ev, i + 2)
+        const shares = ev[i + 6]
+        const err = shares === SHARES_NEXT ? (next ??= errorAt(ev, i + 2)) : shares === SHARES_PREVIOUS && previous ? previous : errorAt(ev, i + 2)
         deliver(id, (s) => s.onError(err))
         i += 7
         break
@@ -169,13 +178,17 @@ function dispatchEvents(ev: unknown[]): void {
         deliver(id, (s) => s.onBodyConsumed(ev[i + 2] as number))
         i += 3
         break
+      case CONNECTING:
+        origins.get(id)?.deref()?.onConnecting()
+        i += 2
+        break
       case CONNECTED:
         origins.get(id)?.deref()?.onConnected(ev[i + 2] as number)
         i += 3
         break
       case DISCONNECTED:
-        origins.get(id)?.deref()?.onDisconnected(ev[i + 2] as number, shared ?? errorAt(ev, i + 3))
-        shared = null
+        origins.get(id)?.deref()?.onDisconnected(ev[i + 2] as number, next ?? errorAt(ev, i + 3))
+        next = null
         i += 7
         break
       case CLOSED:
@@ -183,8 +196,8 @@ function dispatchEvents(ev: unknown[]): void {
         i += 2
         break
       case CONNECT_FAILED:
-        origins.get(id)?.deref()?.onConnectFailed(shared ?? errorAt(ev, i + 2))
-        shared = null
+        previous = errorAt(ev, i + 2)
+        origins.get(id)?.deref()?.onConnectFailed(previous)
         i += 6
         break
       default:

@@ -22,7 +22,7 @@ use crate::codec::request::BodyFraming;
 use crate::codec::{parse_response_head, BodyDecoder, BodyKind, Decoded, HeadOptions};
 use crate::engine::{Ctx, ReqCtl};
 use crate::error::{Error, SocketInfo};
-use crate::event::Event;
+use crate::event::{Event, Shared};
 use crate::origin::{ConnShared, Origin, Queued};
 use crate::request::{OriginConfig, Request, RequestBody};
 use crate::transport::Transport;
@@ -631,13 +631,13 @@ impl Conn {
                 _ => false,
             };
             if !back {
-                self.fail(id, Error::socket("other side closed"), false);
+                self.fail(id, Error::socket("other side closed"), Shared::No);
             }
         }
     }
 
     /// `shared`: `error` is the connection's own, which the `Disconnected` event carries too.
-    fn fail(&mut self, id: u64, error: Error, shared: bool) {
+    fn fail(&mut self, id: u64, error: Error, shared: Shared) {
         if self.ctx.settle(id) {
             self.events.push(Event::Error { id, error, shared });
         }
@@ -647,10 +647,10 @@ impl Conn {
     fn fail_and_close(&mut self, error: Error) {
         let error = self.with_socket_info(error);
         if let Some(t) = self.tunnel.take() {
-            self.fail(t.id, error.clone(), true);
+            self.fail(t.id, error.clone(), Shared::WithNext);
         }
         if let Some(head) = self.inflight.pop_front() {
-            self.fail(head.req.id, error.clone(), true);
+            self.fail(head.req.id, error.clone(), Shared::WithNext);
         }
         self.requeue_all();
         self.close(error);
@@ -785,7 +785,7 @@ impl Conn {
         progress |= self.inflight.len() != before;
         if let Err((id, e)) = self.pump_body() {
             let e = self.with_socket_info(e);
-            self.fail(id, e.clone(), true);
+            self.fail(id, e.clone(), Shared::WithNext);
             self.inflight.retain(|r| r.req.id != id);
             self.requeue_all();
             self.close(e);
@@ -867,7 +867,7 @@ impl Future for Conn {
         let destroy = this.shared.destroy.borrow_mut().take();
         if let Some(err) = destroy {
             while let Some(r) = this.inflight.pop_front() {
-                this.fail(r.req.id, err.clone(), false);
+                this.fail(r.req.id, err.clone(), Shared::No);
             }
             this.close(err);
         }
@@ -905,7 +905,7 @@ impl Drop for Conn {
     /// a panic included, every request it still carries is failed or retried.
     fn drop(&mut self) {
         if let Some(t) = self.tunnel.take() {
-            self.fail(t.id, Error::socket("other side closed"), false);
+            self.fail(t.id, Error::socket("other side closed"), Shared::No);
         }
         if !self.inflight.is_empty() {
             self.fail_and_close(Error::socket("connection closed unexpectedly"));

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 
 use crate::error::Error;
-use crate::event::{Event, EventSink};
+use crate::event::{Event, EventSink, Shared};
 use crate::origin::{ConnShared, Origin, Queued};
 use crate::request::{OriginConfig, Request};
 
@@ -194,7 +194,7 @@ impl Ctx {
                     return self.emit(Event::Error {
                         id: req.id,
                         error: Error::Destroyed,
-                        shared: false,
+                        shared: Shared::No,
                     });
                 };
                 let ctl = Rc::new(ReqCtl {
@@ -297,7 +297,7 @@ async fn run(mut rx: mpsc::UnboundedReceiver<Command>, sink: Arc<dyn EventSink>)
                     ctx.emit(Event::Error {
                         id,
                         error: Error::socket("internal error in saetta-core"),
-                        shared: false,
+                        shared: Shared::No,
                     });
                 }
             }

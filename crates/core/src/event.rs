@@ -5,6 +5,16 @@ use bytes::Bytes;
 use crate::codec::RawHeader;
 use crate::error::Error;
 
+/// Where a request error's twin connection event is, if it has one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shared {
+    No = 0,
+    /// The `Disconnected` event after this run of errors.
+    WithNext = 1,
+    /// The `ConnectFailed` event before this run of errors.
+    WithPrevious = 2,
+}
+
 #[derive(Debug)]
 pub enum Event {
     /// The request is being written on a connection (again, when it is retried).
@@ -35,18 +45,22 @@ pub enum Event {
         id: u64,
         trailers: Vec<RawHeader>,
     },
-    /// The request failed; nothing more follows for it. `shared`: the failure is its
-    /// connection's, and the `Disconnected` or `ConnectFailed` event that follows in the same
-    /// batch carries the same error (JS hands out one error object for both, as undici).
+    /// The request failed; nothing more follows for it. `shared`: whether the failure is its
+    /// connection's, carried by a connection event in the same batch too (JS hands out one
+    /// error object for both, as undici).
     Error {
         id: u64,
         error: Error,
-        shared: bool,
+        shared: Shared,
     },
     /// Bytes of a streamed request body that have been written to the socket (credit back).
     BodyConsumed {
         id: u64,
         bytes: usize,
+    },
+    /// A connection of `origin` is being opened.
+    Connecting {
+        origin: u64,
     },
     /// A connection of `origin` was established.
     Connected {

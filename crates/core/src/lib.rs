@@ -13,5 +13,5 @@ mod transport;
 
 pub use engine::Engine;
 pub use error::{Error, Result};
-pub use event::{Event, EventSink};
+pub use event::{Event, EventSink, Shared};
 pub use request::{OriginConfig, Request, RequestBody};

@@ -8,7 +8,7 @@ use std::task::Waker;
 use crate::conn::Conn;
 use crate::engine::{Ctx, ReqCtl};
 use crate::error::Error;
-use crate::event::Event;
+use crate::event::{Event, Shared};
 use crate::request::{OriginConfig, Request};
 use crate::transport;
 
@@ -112,6 +112,9 @@ impl Origin {
 
     fn spawn_connect(this: &Rc<RefCell<Origin>>, ctx: &Rc<Ctx>) {
         this.borrow_mut().connecting += 1;
+        ctx.emit(Event::Connecting {
+            origin: this.borrow().id,
+        });
         let (this, ctx) = (this.clone(), ctx.clone());
         tokio::task::spawn_local(async move {
             let cfg = this.borrow().cfg.clone();
@@ -148,21 +151,19 @@ impl Origin {
                         }
                     };
                     {
-                        // As undici: the requests fail first, then `connectionError`, with
-                        // the same error; one push keeps them in one batch.
-                        let mut events: Vec<Event> = failed
-                            .into_iter()
-                            .filter(|q| ctx.settle(q.req.id))
-                            .map(|q| Event::Error {
+                        // The connection's failure, then the requests it fails with the same
+                        // error; one push keeps them in one batch.
+                        let mut events = vec![Event::ConnectFailed {
+                            origin: origin_id,
+                            error: error.clone(),
+                        }];
+                        events.extend(failed.into_iter().filter(|q| ctx.settle(q.req.id)).map(
+                            |q| Event::Error {
                                 id: q.req.id,
                                 error: error.clone(),
-                                shared: true,
-                            })
-                            .collect();
-                        events.push(Event::ConnectFailed {
-                            origin: origin_id,
-                            error,
-                        });
+                                shared: Shared::WithPrevious,
+                            },
+                        ));
                         ctx.sink.push(&mut events);
                     }
                     Origin::check_finished(&this, &ctx);
@@ -203,7 +204,7 @@ impl Origin {
             .map(|q| Event::Error {
                 id: q.req.id,
                 error: error.clone(),
-                shared: false,
+                shared: Shared::No,
             })
             .collect();
         ctx.sink.push(&mut events);

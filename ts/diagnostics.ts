@@ -1,0 +1,66 @@
+// diagnostics_channel: request and connection lifecycle events on `saetta:*` channels, with
+// the payload shapes undici documents for its `undici:*` ones. Publishing costs a property
+// read when nobody subscribes.
+
+import dc from 'node:diagnostics_channel'
+
+export const channels = {
+  create: dc.channel('saetta:request:create'),
+  bodyChunkSent: dc.channel('saetta:request:bodyChunkSent'),
+  bodySent: dc.channel('saetta:request:bodySent'),
+  headers: dc.channel('saetta:request:headers'),
+  bodyChunkReceived: dc.channel('saetta:request:bodyChunkReceived'),
+  trailers: dc.channel('saetta:request:trailers'),
+  error: dc.channel('saetta:request:error'),
+  sendHeaders: dc.channel('saetta:client:sendHeaders'),
+  beforeConnect: dc.channel('saetta:client:beforeConnect'),
+  connected: dc.channel('saetta:client:connected'),
+  connectError: dc.channel('saetta:client:connectError'),
+}
+
+/** Whether any request channel has a subscriber (then requests carry a RequestInfo). */
+export function tracingRequests(): boolean {
+  const c = channels
+  return (
+    c.create.hasSubscribers ||
+    c.bodyChunkSent.hasSubscribers ||
+    c.bodySent.hasSubscribers ||
+    c.headers.hasSubscribers ||
+    c.bodyChunkReceived.hasSubscribers ||
+    c.trailers.hasSubscribers ||
+    c.error.hasSubscribers ||
+    c.sendHeaders.hasSubscribers
+  )
+}
+
+/** The `request` of every request channel: one object per request, as undici's. */
+export class RequestInfo {
+  completed = false
+  aborted = false
+  constructor(
+    readonly origin: string,
+    readonly method: string,
+    readonly path: string,
+    /** Flat `[name, value, ...]`; `addHeader` in a `create` subscriber adds to what is sent. */
+    readonly headers: string[],
+  ) {}
+
+  addHeader(name: string, value: string): this {
+    this.headers.push(name, value)
+    return this
+  }
+}
+
+export interface ConnectParams {
+  host: string
+  hostname: string
+  protocol: string
+  port: string
+  servername: string | null
+  localAddress: string | null
+  version: 'h1'
+}
+
+export function connectParams(url: URL, servername: string | null, localAddress: string | null): ConnectParams {
+  return { host: url.host, hostname: url.hostname, protocol: url.protocol, port: url.port, servername, localAddress, version: 'h1' }
+}
