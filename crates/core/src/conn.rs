@@ -47,7 +47,16 @@ struct InFlight {
     got_headers: bool,
     /// When this request started waiting for its head (at the front, fully sent).
     waiting_since: Option<Instant>,
+    /// The response ended before the request body was all sent: its trailers, and until
+    /// when the body may still finish (see [`EARLY_RESPONSE_GRACE`]).
+    early: Option<(Vec<crate::codec::RawHeader>, Instant)>,
 }
+
+/// How long a request whose response came early may still finish sending its body. The
+/// caller usually ends it within a turn of its event loop; then the connection stays usable
+/// and the response is reported complete once the body is out. After this, the response is
+/// reported and, as undici does, the connection is closed instead (its framing is unfinished).
+const EARLY_RESPONSE_GRACE: Duration = Duration::from_secs(1);
 
 /// An upgraded connection (101, or a 2xx to CONNECT): raw bytes both ways for request `id`.
 struct Tunnel {
@@ -69,6 +78,8 @@ enum TimerKind {
     Headers,
     Body,
     Idle,
+    /// The grace of an early response ran out.
+    Early,
 }
 
 pub(crate) struct Conn {
@@ -217,6 +228,7 @@ impl Conn {
                 body_sent: 0,
                 got_headers: false,
                 waiting_since: None,
+                early: None,
             });
         }
         self.fill_writes();
@@ -313,7 +325,13 @@ impl Conn {
                 }
                 _ => {}
             }
-            self.inflight.back_mut().unwrap().body_done = true;
+            let last = self.inflight.back_mut().unwrap();
+            last.body_done = true;
+            // Its response came early and waited for this: report it; the connection is
+            // in step again.
+            if let Some((trailers, _)) = last.early.take() {
+                self.settle_front(trailers);
+            }
         }
         Ok(())
     }
@@ -384,7 +402,7 @@ impl Conn {
     /// Parses what the read buffer holds into events for the request at the front.
     fn process(&mut self) -> Result<(), Error> {
         loop {
-            let Some(cur) = self.inflight.front_mut() else {
+            let Some(cur) = self.inflight.front_mut().filter(|f| f.early.is_none()) else {
                 if !self.rbuf.is_empty() {
                     // Bytes nobody asked for: the connection cannot be trusted any more.
                     return Err(Error::socket(
@@ -588,20 +606,23 @@ impl Conn {
     }
 
     fn complete(&mut self, trailers: Vec<crate::codec::RawHeader>) {
+        self.read = ReadState::Head;
+        let front = self.inflight.front_mut().unwrap();
+        if !front.body_done {
+            front.early = Some((trailers, Instant::now() + EARLY_RESPONSE_GRACE));
+            return;
+        }
+        self.settle_front(trailers);
+    }
+
+    /// Reports the front request complete and takes it off the connection.
+    fn settle_front(&mut self, trailers: Vec<crate::codec::RawHeader>) {
         let done = self.inflight.pop_front().unwrap();
         if self.ctx.settle(done.req.id) {
             self.events.push(Event::Complete {
                 id: done.req.id,
                 trailers,
             });
-        }
-        self.read = ReadState::Head;
-        if !done.body_done {
-            // The response came before all of the request body was sent: the rest is not
-            // sent, and as undici the connection is not reused (its framing is unfinished).
-            self.no_more = true;
-            self.wq.clear();
-            self.wq_bytes = 0;
         }
         if self.inflight.is_empty() {
             self.idle_since = Instant::now();
@@ -611,6 +632,18 @@ impl Conn {
             // retried on another connection.
             self.requeue_all();
         }
+    }
+
+    /// Reports an early response complete although its body was not all sent: the rest is
+    /// dropped and the connection is not reused.
+    fn settle_early(&mut self) {
+        let Some((trailers, _)) = self.inflight.front_mut().and_then(|f| f.early.take()) else {
+            return;
+        };
+        self.no_more = true;
+        self.wq.clear();
+        self.wq_bytes = 0;
+        self.settle_front(trailers);
     }
 
     /// Puts every request still in flight back at the front of the origin queue.
@@ -645,6 +678,8 @@ impl Conn {
 
     /// Fails the request at the front with `error`, retries the rest elsewhere, closes.
     fn fail_and_close(&mut self, error: Error) {
+        // A response already complete is reported as such, whatever ends the connection.
+        self.settle_early();
         let error = self.with_socket_info(error);
         if let Some(t) = self.tunnel.take() {
             self.fail(t.id, error.clone(), Shared::WithNext);
@@ -719,6 +754,9 @@ impl Conn {
             };
             return Some((end, TimerKind::Idle));
         };
+        if let Some((_, until)) = &front.early {
+            return Some((*until, TimerKind::Early));
+        }
         if !front.got_headers {
             if !front.body_done {
                 return None;
@@ -827,6 +865,7 @@ impl Conn {
     }
 
     fn on_eof(&mut self) {
+        self.settle_early();
         if let (Some(_), ReadState::Body { decoder, .. }) = (self.inflight.front(), &mut self.read)
         {
             match decoder.eof() {
@@ -849,6 +888,7 @@ impl Conn {
             TimerKind::Body => self.fail_and_close(Error::BodyTimeout),
             TimerKind::Idle if self.expired() => self.close(Error::Destroyed),
             TimerKind::Idle => self.close(Error::Info("socket idle timeout".into())),
+            TimerKind::Early => self.settle_early(),
         }
     }
 }
