@@ -236,6 +236,28 @@ describe('request bodies', () => {
     return { echo, bytes: Buffer.from(echo.body, 'base64') }
   }
 
+  test('a Blob: its bytes, its type as content-type, its size as content-length', async () => {
+    const { echo, bytes } = await send(new Blob(['blob body'], { type: 'text/x-blob' }))
+    expect(bytes.toString()).toBe('blob body')
+    expect(echo.headers['content-type']).toBe('text/x-blob')
+    expect(echo.headers['content-length']).toBe('9')
+  })
+
+  // undici 7 only encodes its own FormData class, not Node's global one (it throws).
+  test.skipIf(isUndici)('a FormData: multipart/form-data with its boundary', async () => {
+    const form = new FormData()
+    form.append('field', 'value')
+    form.append('file', new Blob(['file body'], { type: 'text/plain' }), 'a.txt')
+    const { echo, bytes } = await send(form)
+    const type = String(echo.headers['content-type'])
+    expect(type).toMatch(/^multipart\/form-data; boundary=/)
+    const text = bytes.toString()
+    expect(text).toContain('name="field"\r\n\r\nvalue\r\n')
+    expect(text).toContain('filename="a.txt"')
+    expect(text).toContain('file body')
+    expect(text).toContain(`--${type.split('boundary=')[1]}--`)
+  })
+
   test('no body on GET: neither content-length nor transfer-encoding', async () => {
     const { echo, bytes } = await send(undefined, undefined, 'GET')
     expect(bytes.length).toBe(0)

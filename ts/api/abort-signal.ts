@@ -18,13 +18,14 @@ function abortError(signal: AbortSignalLike): Error {
 }
 
 /** Throws the abort error when `signal` has aborted already. */
-export function throwIfAborted(signal: AbortSignalLike | null | undefined): void {
-  if (signal != null && 'aborted' in signal && (signal as AbortSignal).aborted) throw abortError(signal)
+export function throwIfAborted(signal: unknown): void {
+  if (signal != null && (signal as AbortSignal).aborted === true) throw abortError(signal as AbortSignalLike)
 }
 
 /** Calls `onAbort(reason)` when `signal` aborts. Returns the detach function. */
-export function onSignalAbort(signal: AbortSignalLike | null | undefined, onAbort: (reason: Error) => void): () => void {
-  if (signal == null) return () => {}
+export function onSignalAbort(value: unknown, onAbort: (reason: Error) => void): () => void {
+  if (value == null) return () => {}
+  const signal = value as AbortSignalLike
   const reasonOf = () => abortError(signal)
   const listener = () => onAbort(reasonOf())
   if ('addEventListener' in signal && typeof signal.addEventListener === 'function') {

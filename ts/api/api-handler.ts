@@ -9,7 +9,8 @@ import { onSignalAbort, throwIfAborted, validateSignal } from './abort-signal'
 
 export abstract class ApiHandler<TOpaque> extends InternalHandler {
   protected readonly opts: RequestOptions<TOpaque>
-  protected context: object | undefined
+  /** What onConnect brought (undefined from saetta's own dispatchers); typed `object` as undici's results. */
+  protected context = undefined as unknown as object
   #abort: ((err?: Error) => void) | null = null
   #reason: Error | null = null
   #detachSignal: () => void
@@ -45,7 +46,7 @@ export abstract class ApiHandler<TOpaque> extends InternalHandler {
   onConnect(abort: (err?: Error) => void, context?: object): void {
     if (this.#reason) return abort(this.#reason)
     this.#abort = abort
-    this.context = context
+    this.context = context as object
   }
 
   /** Aborts the request (a no-op before onConnect or after settlement). */

@@ -7,6 +7,7 @@ import { parseHeaders } from '../dispatcher/headers'
 import type { IncomingHttpHeaders, RequestOptions } from '../dispatcher/types'
 import type { Dispatcher } from '../dispatcher/dispatcher'
 import { ApiHandler } from './api-handler'
+import { BodyReadable } from './readable'
 
 export interface PipelineOptions<TOpaque = null> extends RequestOptions<TOpaque> {
   objectMode?: boolean
@@ -16,8 +17,9 @@ export interface PipelineHandlerData<TOpaque = null> {
   statusCode: number
   headers: IncomingHttpHeaders
   opaque: TOpaque
-  body: Readable
-  context: object | undefined
+  /** The response body (a BodyReadable, as undici types it). */
+  body: BodyReadable
+  context: object
 }
 
 export type PipelineHandler<TOpaque = null> = (data: PipelineHandlerData<TOpaque>) => Readable
@@ -39,29 +41,11 @@ class PipelineRequest extends Readable {
   }
 }
 
-/** The response body handed to the caller's handler. */
-class PipelineResponse extends Readable {
-  #resume: () => void
-  constructor(resume: () => void) {
-    super({ autoDestroy: true })
-    this.#resume = resume
-  }
-
-  override _read(): void {
-    this.#resume()
-  }
-
-  override _destroy(err: Error | null, callback: (error?: Error | null) => void): void {
-    if (!err && !this.readableEnded) err = new RequestAbortedError()
-    callback(err)
-  }
-}
-
 class PipelineHandler_<TOpaque> extends ApiHandler<TOpaque> {
   readonly duplex: Duplex
   #handler: PipelineHandler<TOpaque>
   #req = new PipelineRequest({ autoDestroy: true })
-  #res: PipelineResponse | null = null
+  #res: BodyReadable | null = null
   #body: Readable | null = null
   #onReadable: (() => void) | null = null
 
@@ -111,7 +95,8 @@ class PipelineHandler_<TOpaque> extends ApiHandler<TOpaque> {
       this.opts.onInfo?.({ statusCode, headers: headers as Record<string, string | string[]> })
       return true
     }
-    const res = new PipelineResponse(resume)
+    // Destroying it fails the pipeline through the Duplex, not the request directly.
+    const res = new BodyReadable({ resume, abort: () => {} })
     this.#res = res
     let body: Readable
     try {

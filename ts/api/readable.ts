@@ -17,6 +17,8 @@ const utf8 = new TextDecoder()
 
 type ConsumeKind = 'text' | 'json' | 'bytes' | 'arrayBuffer' | 'blob'
 
+const NULL = null as unknown as void
+
 export class BodyReadable extends Readable {
   #resume: () => void
   #abort: (err: Error) => void
@@ -43,10 +45,13 @@ export class BodyReadable extends Readable {
     return this.#used || this.readableDidRead || this.readableAborted || this.destroyed
   }
 
-  /** The body as a web ReadableStream. */
-  get body(): ReadableStream<Uint8Array> {
+  /**
+   * The body as a web ReadableStream. Typed `never | undefined` as in undici's declarations, so
+   * that a saetta ResponseData is an undici one; cast to read it.
+   */
+  get body(): never | undefined {
     this.#used = true
-    return Readable.toWeb(this) as unknown as ReadableStream<Uint8Array>
+    return Readable.toWeb(this) as never
   }
 
   text(): Promise<string> {
@@ -74,7 +79,8 @@ export class BodyReadable extends Readable {
   }
 
   /** Reads up to `limit` bytes and discards them; a longer body is destroyed instead. */
-  async dump(opts: { limit?: number; signal?: AbortSignal } = {}): Promise<null> {
+  // Resolves null, as undici's; typed `void` as undici's.
+  async dump(opts: { limit?: number; signal?: AbortSignal } = {}): Promise<void> {
     const limit = opts.limit ?? 262144
     if (typeof limit !== 'number' || !Number.isFinite(limit) || limit < 0) {
       throw new InvalidArgumentError('limit must be a non-negative number')
@@ -84,7 +90,7 @@ export class BodyReadable extends Readable {
       throw new InvalidArgumentError('signal must be an AbortSignal')
     }
     signal?.throwIfAborted()
-    if (this.closed) return null
+    if (this.closed) return NULL
     if (this.#contentLength !== undefined && this.#contentLength > limit) {
       this.destroy(new RequestAbortedError())
     }
@@ -95,7 +101,7 @@ export class BodyReadable extends Readable {
       this.on('close', () => {
         signal?.removeEventListener('abort', onAbort)
         if (signal?.aborted) reject(signal.reason)
-        else resolve(null)
+        else resolve(NULL)
       })
         .on('error', () => {})
         .on('data', (chunk: Buffer) => {

@@ -12,7 +12,7 @@ export interface StreamFactoryData<TOpaque = null> {
   statusCode: number
   headers: IncomingHttpHeaders
   opaque: TOpaque
-  context: object | undefined
+  context: object
 }
 
 export interface StreamData<TOpaque = null> {

@@ -14,7 +14,6 @@ export interface UpgradeOptions {
   protocol?: string
   signal?: RequestOptions['signal']
   opaque?: unknown
-  [extra: string]: unknown
 }
 
 export interface UpgradeData<TOpaque = null> {
@@ -29,7 +28,6 @@ export interface ConnectOptions<TOpaque = null> {
   headers?: ClientHeaders
   signal?: RequestOptions['signal']
   opaque?: TOpaque
-  [extra: string]: unknown
 }
 
 export interface ConnectData<TOpaque = null> extends UpgradeData<TOpaque> {

@@ -7,9 +7,9 @@ import { Client } from './client'
 import { Pool, type PoolOptions } from './pool'
 import type { Dispatcher } from './dispatcher'
 import type { DispatchHandler, DispatchOptions } from './types'
-import type { Member, PoolStats } from './pool-base'
+import type { FactoryDispatcher, Member, PoolStats } from './pool-base'
 
-export type AgentFactory = (origin: string | URL, opts: object) => Dispatcher
+export type AgentFactory = (origin: string | URL, opts: object) => FactoryDispatcher
 
 export interface AgentOptions extends PoolOptions {
   factory?: AgentFactory

@@ -5,11 +5,11 @@
 import { BalancedPoolMissingUpstreamError, InvalidArgumentError } from '../errors'
 import { parseOrigin } from './client'
 import { Pool, type PoolOptions } from './pool'
-import { PoolBase, type Member } from './pool-base'
+import { PoolBase, type FactoryDispatcher, type Member } from './pool-base'
 import type { Dispatcher } from './dispatcher'
 
 export interface BalancedPoolOptions extends Omit<PoolOptions, 'factory'> {
-  factory?: (origin: string, opts: PoolOptions) => Dispatcher
+  factory?: (origin: string, opts: PoolOptions) => FactoryDispatcher
   maxWeightPerServer?: number
   errorPenalty?: number
 }
@@ -25,7 +25,7 @@ const gcd = (a: number, b: number): number => (b === 0 ? a : gcd(b, a % b))
 export class BalancedPool extends PoolBase {
   #upstreams: Upstream[] = []
   #options: PoolOptions
-  #factory: (origin: string, opts: PoolOptions) => Dispatcher
+  #factory: (origin: string, opts: PoolOptions) => FactoryDispatcher
   #maxWeight: number
   #penalty: number
   #index = -1

@@ -54,8 +54,8 @@ export abstract class DispatcherBase extends Dispatcher {
     }
   }
 
-  close(): Promise<void>
   close(callback: Callback): void
+  close(): Promise<void>
   close(callback?: Callback): Promise<void> | void {
     if (callback === undefined) return settle((cb) => this.close(cb))
     if (typeof callback !== 'function') throw new InvalidArgumentError('invalid callback')
@@ -73,10 +73,10 @@ export abstract class DispatcherBase extends Dispatcher {
       .then(() => queueMicrotask(() => drain(this.#onClosed, (cbs) => (this.#onClosed = cbs))))
   }
 
-  destroy(): Promise<void>
-  destroy(err: Error | null): Promise<void>
-  destroy(callback: Callback): void
   destroy(err: Error | null, callback: Callback): void
+  destroy(callback: Callback): void
+  destroy(err: Error | null): Promise<void>
+  destroy(): Promise<void>
   destroy(errOrCallback?: Error | null | Callback, callback?: Callback): Promise<void> | void {
     if (typeof errOrCallback === 'function') {
       callback = errOrCallback

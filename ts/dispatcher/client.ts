@@ -3,6 +3,7 @@
 
 import net from 'node:net'
 import { Readable } from 'node:stream'
+import { Blob } from 'node:buffer'
 import { addon } from '../native/addon-handle'
 import {
   newOriginId,
@@ -74,7 +75,7 @@ const retiredOptions: Array<[string, string]> = [
 
 function validateOptions(opts: ClientOptions): void {
   for (const [key, message] of retiredOptions) {
-    if (opts[key] !== undefined) throw new InvalidArgumentError(message)
+    if ((opts as Record<string, unknown>)[key] !== undefined) throw new InvalidArgumentError(message)
   }
   for (const [key, valid, message] of numberRules) {
     const v = opts[key]
@@ -140,6 +141,10 @@ function nativeOrigin(id: number, options: ConstructorParameters<typeof NativeOr
   } catch (err) {
     throw new InvalidArgumentError((err as Error).message)
   }
+}
+
+function isFormData(body: unknown): boolean {
+  return typeof body === 'object' && body !== null && (body as { [Symbol.toStringTag]?: string })[Symbol.toStringTag] === 'FormData'
 }
 
 function isStreamLike(body: unknown): body is Readable | Iterable<unknown> | AsyncIterable<unknown> {
@@ -440,6 +445,15 @@ class Run implements RequestSink {
       bytes = body
     } else if (body instanceof Uint8Array) {
       bytes = Buffer.isBuffer(body) ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength)
+    } else if (body instanceof Blob || isFormData(body)) {
+      // Encoded as fetch encodes them (multipart for FormData), streamed with their type.
+      const encoded = new Response(body as BodyInit)
+      const type = encoded.headers.get('content-type')
+      const has = (name: string) => headers.some((h, i) => i % 2 === 0 && h.toLowerCase() === name)
+      if (type && !has('content-type')) headers.push('content-type', type)
+      if (body instanceof Blob && !has('content-length')) headers.push('content-length', String(body.size))
+      flags |= STREAM
+      this.#source = (encoded.body ?? []) as unknown as AsyncIterable<Uint8Array>
     } else if (isStreamLike(body)) {
       flags |= STREAM
       this.#source = body

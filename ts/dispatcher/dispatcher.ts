@@ -10,33 +10,36 @@ import { connect, upgrade, type ConnectData, type ConnectOptions, type UpgradeDa
 import type * as T from './types'
 import type { DispatchController as Controller } from '../handlers/unwrap'
 
-export type Dispatch = (options: T.DispatchOptions, handler: T.DispatchHandler) => boolean
-export type DispatcherComposeInterceptor = (dispatch: Dispatch) => Dispatch
+// Declared through methods so that their parameters are checked bivariantly: interceptors
+// typed against undici's narrower option types fit, and ours fit undici's.
+export type Dispatch = { dispatch(options: T.DispatchOptions, handler: T.DispatchHandler): boolean }['dispatch']
+export type DispatcherComposeInterceptor = { intercept(dispatch: Dispatch): Dispatch }['intercept']
 
 type Callback<D> = (err: Error | null, data: D) => void
 /** The operations' implementations, called with this dispatcher and the caller's arguments. */
 type Impl = (this: Dispatcher, ...args: unknown[]) => unknown
 type CloseCallback = (err?: Error | null, data?: null) => void
 
+// Overloads are declared in undici's order: TypeScript relates overload sets pairwise.
 export abstract class Dispatcher extends EventEmitter {
   abstract dispatch(options: T.DispatchOptions, handler: T.DispatchHandler): boolean
 
-  abstract close(): Promise<void>
   abstract close(callback: CloseCallback): void
+  abstract close(): Promise<void>
 
-  abstract destroy(): Promise<void>
-  abstract destroy(err: Error | null): Promise<void>
-  abstract destroy(callback: CloseCallback): void
   abstract destroy(err: Error | null, callback: CloseCallback): void
+  abstract destroy(callback: CloseCallback): void
+  abstract destroy(err: Error | null): Promise<void>
+  abstract destroy(): Promise<void>
 
-  request<TOpaque = null>(options: T.RequestOptions<TOpaque>): Promise<T.ResponseData<TOpaque>>
   request<TOpaque = null>(options: T.RequestOptions<TOpaque>, callback: Callback<T.ResponseData<TOpaque>>): void
+  request<TOpaque = null>(options: T.RequestOptions<TOpaque>): Promise<T.ResponseData<TOpaque>>
   request<TOpaque = null>(options: T.RequestOptions<TOpaque>, callback?: Callback<T.ResponseData<TOpaque>>): Promise<T.ResponseData<TOpaque>> | void {
     return (request as Impl).call(this, options, callback) as Promise<T.ResponseData<TOpaque>> | void
   }
 
-  stream<TOpaque = null>(options: T.RequestOptions<TOpaque>, factory: StreamFactory<TOpaque>): Promise<StreamData<TOpaque>>
   stream<TOpaque = null>(options: T.RequestOptions<TOpaque>, factory: StreamFactory<TOpaque>, callback: Callback<StreamData<TOpaque>>): void
+  stream<TOpaque = null>(options: T.RequestOptions<TOpaque>, factory: StreamFactory<TOpaque>): Promise<StreamData<TOpaque>>
   stream<TOpaque = null>(
     options: T.RequestOptions<TOpaque>,
     factory: StreamFactory<TOpaque>,
@@ -49,14 +52,14 @@ export abstract class Dispatcher extends EventEmitter {
     return (pipeline as Impl).call(this, options, handler) as Duplex
   }
 
-  connect<TOpaque = null>(options: ConnectOptions<TOpaque>): Promise<ConnectData<TOpaque>>
   connect<TOpaque = null>(options: ConnectOptions<TOpaque>, callback: Callback<ConnectData<TOpaque>>): void
+  connect<TOpaque = null>(options: ConnectOptions<TOpaque>): Promise<ConnectData<TOpaque>>
   connect<TOpaque = null>(options: ConnectOptions<TOpaque>, callback?: Callback<ConnectData<TOpaque>>): Promise<ConnectData<TOpaque>> | void {
     return (connect as Impl).call(this, options, callback) as Promise<ConnectData<TOpaque>> | void
   }
 
-  upgrade(options: UpgradeOptions): Promise<UpgradeData>
   upgrade(options: UpgradeOptions, callback: Callback<UpgradeData>): void
+  upgrade(options: UpgradeOptions): Promise<UpgradeData>
   upgrade(options: UpgradeOptions, callback?: Callback<UpgradeData>): Promise<UpgradeData> | void {
     return (upgrade as Impl).call(this, options, callback) as Promise<UpgradeData> | void
   }
@@ -65,8 +68,6 @@ export abstract class Dispatcher extends EventEmitter {
    * A dispatcher whose dispatch() runs through `interceptors`, applied in order (each wraps
    * the dispatch built so far). Everything else is this dispatcher's own.
    */
-  compose(interceptors: DispatcherComposeInterceptor[]): Dispatcher.ComposedDispatcher
-  compose(...interceptors: DispatcherComposeInterceptor[]): Dispatcher.ComposedDispatcher
   compose(...args: Array<DispatcherComposeInterceptor | DispatcherComposeInterceptor[]>): Dispatcher.ComposedDispatcher {
     const interceptors = (Array.isArray(args[0]) ? args[0] : args) as Array<DispatcherComposeInterceptor | null>
     let dispatch: Dispatch = this.dispatch.bind(this)
@@ -90,6 +91,15 @@ export abstract class Dispatcher extends EventEmitter {
       },
     })
   }
+}
+
+type Listener = (...args: any[]) => void // eslint-disable-line @typescript-eslint/no-explicit-any
+
+// EventEmitter's listener lists, typed loosely enough to stand for undici's typed ones (so
+// that a saetta dispatcher is an undici one).
+export interface Dispatcher {
+  listeners(eventName: string | symbol): Listener[]
+  rawListeners(eventName: string | symbol): Listener[]
 }
 
 /** Methods that call `this.dispatch` and so must see the composed one. */

@@ -7,6 +7,17 @@ import { DispatcherBase, kClose, kDestroy, kDispatch } from './base'
 import type { Dispatcher } from './dispatcher'
 import type { DispatchHandler, DispatchOptions } from './types'
 
+/**
+ * What a factory must return: the part of a Dispatcher a pool drives (structural, so that
+ * factories typed for undici's dispatchers fit too).
+ */
+export interface FactoryDispatcher {
+  dispatch(options: DispatchOptions, handler: DispatchHandler): boolean
+  close(): Promise<void>
+  destroy(err?: Error | null): Promise<void>
+  on(eventName: string | symbol, listener: (...args: any[]) => void): unknown // eslint-disable-line @typescript-eslint/no-explicit-any
+}
+
 /** What a pool needs of its members: a dispatcher with the stats a Client keeps. */
 export interface Member extends Dispatcher {
   readonly closed: boolean

@@ -4,11 +4,11 @@
 
 import { InvalidArgumentError } from '../errors'
 import { Client, kConnections, parseOrigin } from './client'
-import { PoolBase, type Member } from './pool-base'
+import { PoolBase, type FactoryDispatcher, type Member } from './pool-base'
 import type { ClientOptions } from './types'
 import type { Dispatcher } from './dispatcher'
 
-export type PoolFactory = (origin: URL, opts: object) => Dispatcher
+export type PoolFactory = (origin: URL, opts: object) => FactoryDispatcher
 
 export interface PoolOptions extends ClientOptions {
   /** The most connections (or factory dispatchers); null or 0: no limit. */

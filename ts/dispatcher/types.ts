@@ -26,11 +26,18 @@ export type RequestBody =
   | AsyncIterable<Buffer | Uint8Array | string>
   | null
 
+/** A FormData (the global one, or undici's class): sent as multipart/form-data. */
+export interface FormDataLike {
+  append(name: string, value: unknown, fileName?: string): void
+  get(name: string): unknown
+  entries(): IterableIterator<[string, unknown]>
+}
+
 export interface DispatchOptions {
   origin?: string | URL
   path: string
   method: HttpMethod
-  body?: RequestBody | Blob | null
+  body?: RequestBody | Blob | FormDataLike | null
   headers?: ClientHeaders
   query?: Record<string, unknown> | null
   idempotent?: boolean
@@ -42,7 +49,6 @@ export interface DispatchOptions {
   throwOnError?: boolean
   expectContinue?: boolean
   maxRedirections?: number
-  [extra: string]: unknown
 }
 
 export interface DispatchHandler {
@@ -77,9 +83,12 @@ export interface DispatchController {
 
 export type AbortSignalLike = AbortSignal | EventEmitter
 
+/** The `signal` option: an AbortSignal or an EventEmitter, checked at run time (typed as loosely as undici's). */
+export type SignalOption = AbortSignalLike | null | unknown
+
 export interface RequestOptions<TOpaque = null> extends DispatchOptions {
   opaque?: TOpaque
-  signal?: AbortSignalLike | null
+  signal?: SignalOption
   onInfo?: ((info: { statusCode: number; headers: Record<string, string | string[]> }) => void) | null
   highWaterMark?: number
   responseHeaders?: 'raw' | null
@@ -92,7 +101,12 @@ export interface ResponseData<TOpaque = null> {
   body: BodyReadable
   trailers: Record<string, string>
   opaque: TOpaque
-  context: object | undefined
+  context: object
+}
+
+export type ConnectOptions = Partial<import('node:tls').ConnectionOptions> & {
+  timeout?: number | null
+  socketPath?: string | null
 }
 
 export interface ClientOptions {
@@ -108,9 +122,10 @@ export interface ClientOptions {
   socketPath?: string | null
   connectTimeout?: number | null
   strictContentLength?: boolean
-  connect?: { timeout?: number | null; socketPath?: string | null; [k: string]: unknown } | null
+  /** Connection options (Node's `tls.connect` ones that apply, `timeout`, `socketPath`). A
+   * custom connector function is refused at run time: saetta's sockets live in its core. */
+  connect?: ConnectOptions | ((...args: never[]) => unknown) | null
   localAddress?: string | null
   autoSelectFamily?: boolean
   autoSelectFamilyAttemptTimeout?: number
-  [extra: string]: unknown
 }

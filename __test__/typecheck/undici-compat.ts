@@ -1,0 +1,106 @@
+// Code typed against undici's types, run on saetta's exports unchanged. Checked by tsc in
+// __test__/typecheck.test.ts; every line must compile.
+import type * as Undici from 'undici'
+import type { Dispatcher as UDispatcher } from 'undici'
+import * as saetta from '../../ts/index'
+import { Readable, Writable } from 'node:stream'
+
+// Dispatchers are usable wherever undici's Dispatcher is expected.
+const client = new saetta.Client('http://localhost:3000', { pipelining: 10, headersTimeout: 1000, connect: { timeout: 500 } })
+const asDispatcher: UDispatcher = client
+const pool: UDispatcher = new saetta.Pool('http://localhost:3000', { connections: 4 })
+const agent: UDispatcher = new saetta.Agent({ connections: 2 })
+const balanced: UDispatcher = new saetta.BalancedPool(['http://localhost:3000'])
+const composed: UDispatcher = client.compose((dispatch) => (opts, handler) => dispatch(opts, handler))
+function takesDispatcher(d: UDispatcher): Promise<UDispatcher.ResponseData> {
+  return d.request({ path: '/', method: 'GET' })
+}
+void takesDispatcher(client)
+void [asDispatcher, pool, agent, balanced, composed]
+
+// undici's option and handler types are accepted.
+const requestOptions: UDispatcher.RequestOptions = { path: '/', method: 'POST', body: 'x', headers: { a: 'b' }, opaque: null }
+const legacyHandler: UDispatcher.DispatchHandler = {
+  onConnect(abort) {
+    void abort
+  },
+  onHeaders(statusCode, headers, resume, statusText) {
+    void [statusCode, headers, resume, statusText]
+    return true
+  },
+  onData(chunk) {
+    return chunk.length > 0
+  },
+  onComplete(trailers) {
+    void trailers
+  },
+  onError(err) {
+    void err
+  },
+}
+const controllerHandler: UDispatcher.DispatchHandler = {
+  onRequestStart(controller) {
+    void controller.abort
+  },
+  onResponseStart(controller, statusCode, headers) {
+    void [controller, statusCode, headers]
+  },
+  onResponseData(_controller, chunk) {
+    void chunk
+  },
+  onResponseEnd() {},
+  onResponseError(_controller, err) {
+    void err
+  },
+}
+const ok: boolean = client.dispatch({ path: '/', method: 'GET' }, legacyHandler)
+client.dispatch({ origin: 'http://localhost:3000', path: '/', method: 'GET' }, controllerHandler)
+void ok
+
+async function results(d: UDispatcher): Promise<void> {
+  const data: UDispatcher.ResponseData = await client.request(requestOptions)
+  const text: string = await data.body.text()
+  const json: unknown = await data.body.json()
+  void [text, json, data.statusCode, data.headers, data.trailers, data.opaque, data.context]
+  const streamData: UDispatcher.StreamData = await client.stream({ path: '/', method: 'GET' }, ({ statusCode }) => {
+    void statusCode
+    return new Writable()
+  })
+  void streamData
+  const duplex = client.pipeline({ path: '/', method: 'GET' }, ({ body }: UDispatcher.PipelineHandlerData) => body)
+  duplex.end()
+  const connected: UDispatcher.ConnectData = await client.connect({ path: 'host:443' })
+  connected.socket.destroy()
+  const upgraded: UDispatcher.UpgradeData = await client.upgrade({ path: '/', protocol: 'websocket' })
+  upgraded.socket.destroy()
+  client.request(requestOptions, (err, res) => void [err, res])
+  await d.close()
+  await d.destroy(new Error('x'))
+}
+void results
+
+// Top-level functions and the global dispatcher, as undici's.
+const top: Promise<UDispatcher.ResponseData> = saetta.request('http://localhost:3000/a', { method: 'GET' })
+saetta.setGlobalDispatcher(new saetta.Agent())
+const global: UDispatcher = saetta.getGlobalDispatcher()
+void [top, global]
+
+// Options typed as undici's.
+const clientOptions: Undici.Client.Options = { pipelining: 2, keepAliveTimeout: 100 }
+new saetta.Client('http://localhost:3000', clientOptions)
+const poolOptions: Undici.Pool.Options = { connections: 3 }
+new saetta.Pool('http://localhost:3000', poolOptions)
+const agentOptions: Undici.Agent.Options = { connections: 1 }
+new saetta.Agent(agentOptions)
+
+// Error classes: undici's names, usable where undici's are expected.
+const e1: Error = new saetta.errors.SocketError('x')
+const isUndiciError: boolean = e1 instanceof saetta.errors.UndiciError
+const code: string = new saetta.errors.InvalidArgumentError('bad').code
+void [isUndiciError, code, Readable]
+
+// The check is real: wrong types do not compile.
+// @ts-expect-error pipelining must be a number
+new saetta.Client('http://localhost:3000', { pipelining: 'ten' })
+// @ts-expect-error request() needs options
+void client.request()
