@@ -1,0 +1,433 @@
+// Differential tests: each scenario runs on saetta and on undici in the same process, each
+// against its own fresh server, and the normalised records must be equal: handler callback
+// sequences, result shapes, bodies, error classes and codes (UND_ERR_X and SAETTA_ERR_X are X).
+import { EventEmitter } from 'node:events'
+import { Readable, Writable, pipeline as pipe } from 'node:stream'
+import { afterEach, describe, expect, test } from 'vitest'
+import * as undici from 'undici'
+import * as saettaModule from '../ts/index.ts'
+import { cleanup, collect, httpServer, netServer, onCleanup, pairs, readBody, type HttpServer } from './helpers'
+
+const saetta = saettaModule as unknown as typeof undici
+type Lib = typeof undici
+type Client = InstanceType<Lib['Client']>
+
+afterEach(cleanup)
+
+/** An error as comparable data: its class name, name, code without the library prefix, and message. */
+function describeError(err: unknown): Record<string, unknown> {
+  if (!(err instanceof Error)) return { notAnError: String(err) }
+  const e = err as Error & { code?: string; statusCode?: number }
+  return {
+    class: e.constructor.name,
+    name: e.name,
+    code: e.code === undefined ? undefined : String(e.code).replace(/^(UND_ERR|SAETTA_ERR)_?/, ''),
+    message: e.message,
+    ...(e.statusCode !== undefined ? { statusCode: e.statusCode } : {}),
+  }
+}
+
+/** Header pairs without the ones that differ from run to run. */
+function stableHeaders(raw: ReadonlyArray<Buffer | string> | null | undefined): Array<[string, string]> {
+  return pairs(raw).filter(([n]) => !['date', 'keep-alive', 'connection'].includes(n.toLowerCase()))
+}
+
+function stableObject(headers: Record<string, unknown>): Record<string, unknown> {
+  const { date: _d, 'keep-alive': _k, connection: _c, ...rest } = headers
+  return rest
+}
+
+/**
+ * Runs `scenario` once per library, each with a fresh server from `server`, and expects the
+ * two records to be equal. Returns saetta's record for extra checks.
+ */
+async function same<T>(server: () => Promise<{ origin: string }>, scenario: (lib: Lib, origin: string) => Promise<T>): Promise<T> {
+  const run = async (lib: Lib): Promise<T> => {
+    const srv = await server()
+    return scenario(lib, srv.origin)
+  }
+  const theirs = await run(undici)
+  const ours = await run(saetta)
+  expect(ours).toEqual(theirs)
+  return ours
+}
+
+function client(lib: Lib, origin: string, options?: ConstructorParameters<Lib['Client']>[1]): Client {
+  const c = new lib.Client(origin, options)
+  onCleanup(() => (c.destroyed ? undefined : c.destroy()))
+  return c
+}
+
+const echo = (): Promise<HttpServer> =>
+  httpServer(async (req, res) => {
+    const body = await readBody(req)
+    res.setHeader('x-method', req.method!)
+    res.setHeader('content-type', 'text/plain')
+    res.end(`${req.method} ${req.url} ${body.length}:${body.toString()}`)
+  })
+
+async function settled<T>(p: Promise<T>): Promise<{ ok: true; value: T } | { ok: false; error: Record<string, unknown> }> {
+  try {
+    return { ok: true, value: await p }
+  } catch (err) {
+    return { ok: false, error: describeError(err) }
+  }
+}
+
+describe('request', () => {
+  test.each([
+    ['a string', () => 'hello'],
+    ['a Buffer', () => Buffer.from('bytes')],
+    ['a Readable', () => Readable.from([Buffer.from('a'), Buffer.from('b')])],
+    ['an async iterable', () => (async function* () { yield 'x'; yield 'y' })()],
+  ])('POST with %s body: the same response data', async (_name, body) => {
+    await same(echo, async (lib, origin) => {
+      const res = await client(lib, origin).request({ path: '/p?q=1', method: 'POST', body: body() as string })
+      return {
+        keys: Object.keys(res).sort(),
+        statusCode: res.statusCode,
+        headers: stableObject(res.headers),
+        text: await res.body.text(),
+        trailers: res.trailers,
+        opaque: res.opaque,
+      }
+    })
+  })
+
+  test('query, headers as array and Map, opaque', async () => {
+    await same(
+      () => httpServer((req, res) => res.end(JSON.stringify([req.url, req.headers['x-a'], req.headers['x-b']]))),
+      async (lib, origin) => {
+        const c = client(lib, origin)
+        const a = await c.request({ path: '/q', method: 'GET', query: { s: 'a b', n: 1 }, headers: ['x-a', '1', 'x-b', '2'], opaque: { k: 1 } })
+        const b = await c.request({ path: '/m', method: 'GET', headers: new Map([['x-a', '3']]) as unknown as Record<string, string> })
+        return [await a.body.json(), a.opaque, await b.body.json()]
+      },
+    )
+  })
+
+  test('chunked response with trailers, 1xx onInfo, HEAD and 204', async () => {
+    await same(
+      () =>
+        netServer((socket) => {
+          let buf = ''
+          socket.on('data', (d) => {
+            buf += d.toString('latin1')
+            while (buf.includes('\r\n\r\n')) {
+              const head = buf.slice(0, buf.indexOf('\r\n\r\n'))
+              buf = buf.slice(buf.indexOf('\r\n\r\n') + 4)
+              const [method, path] = head.split(' ')
+              if (path === '/chunked') {
+                socket.write('HTTP/1.1 103 Early Hints\r\nlink: </s.css>\r\n\r\n')
+                socket.write('HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\ntrailer: x-t\r\n\r\n3\r\nabc\r\n0\r\nx-t: done\r\n\r\n')
+              } else if (method === 'HEAD') socket.write('HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\n')
+              else socket.write('HTTP/1.1 204 No Content\r\n\r\n')
+            }
+          })
+        }),
+      async (lib, origin) => {
+        const c = client(lib, origin)
+        const infos: unknown[] = []
+        const chunked = await c.request({ path: '/chunked', method: 'GET', onInfo: (i) => infos.push(i) })
+        const text = await chunked.body.text()
+        const head = await c.request({ path: '/h', method: 'HEAD' })
+        const none = await c.request({ path: '/none', method: 'GET' })
+        return { infos, text, trailers: chunked.trailers, head: [head.statusCode, await head.body.text()], none: [none.statusCode, await none.body.text()] }
+      },
+    )
+  })
+
+  test('invalid arguments: the same errors', async () => {
+    await same(echo, async (lib, origin) => {
+      const c = client(lib, origin)
+      return Promise.all([
+        settled(c.request({ path: '/', method: 'CONNECT' })),
+        settled(c.request({ path: '/', method: 'GET', headers: ['a'] })),
+        settled(c.request({ path: 1 as unknown as string, method: 'GET' })),
+        settled(c.request({ path: '/', method: 'GET', headers: { 'x-bad': 'a\r\nb' } })),
+        settled(c.request(null as never)),
+      ])
+    })
+  })
+
+  test('aborting through an AbortSignal and an EventEmitter', async () => {
+    await same(
+      () => httpServer(() => {}),
+      async (lib, origin) => {
+        const c = client(lib, origin)
+        const ac = new AbortController()
+        const ee = new EventEmitter()
+        const a = settled(c.request({ path: '/a', method: 'GET', signal: ac.signal }))
+        const b = settled(c.request({ path: '/b', method: 'GET', signal: ee }))
+        setTimeout(() => {
+          ac.abort()
+          ee.emit('abort')
+        }, 30)
+        const early = new AbortController()
+        early.abort()
+        // The spec (request rule 3) makes an AbortSignal abort a RequestAbortedError, where undici 7
+        // rejects with the signal's reason: for those, only the name is compared.
+        const nameOnly = (r: Awaited<ReturnType<typeof settled>>) => (r.ok ? r : { ok: false, name: r.error.name })
+        return [nameOnly(await a), await b, nameOnly(await settled(c.request({ path: '/c', method: 'GET', signal: early.signal })))]
+      },
+    )
+  })
+
+  test('timeouts and a connection closed mid-body', async () => {
+    await same(
+      () =>
+        netServer((socket) => {
+          socket.once('data', (d) => {
+            const path = d.toString().split(' ')[1]
+            if (path === '/body') socket.write('HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nab')
+            if (path === '/cut') socket.end('HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nab')
+          })
+        }),
+      async (lib, origin) => {
+        const headers = await settled(client(lib, origin, { headersTimeout: 100 }).request({ path: '/head', method: 'GET' }))
+        const res = await client(lib, origin, { bodyTimeout: 100 }).request({ path: '/body', method: 'GET' })
+        const body = await settled(res.body.text())
+        const cut = await client(lib, origin).request({ path: '/cut', method: 'GET' })
+        return { headers, body, cut: await settled(cut.body.text()) }
+      },
+    )
+  })
+})
+
+describe('dispatch', () => {
+  test('legacy handler: callback sequence, heads, body and trailers', async () => {
+    await same(
+      () =>
+        httpServer((_req, res) => {
+          res.setHeader('trailer', 'x-t')
+          res.setHeader('x-h', '1')
+          res.write('part1')
+          res.addTrailers({ 'x-t': 'end' })
+          res.end('part2')
+        }),
+      async (lib, origin) => {
+        const c = collect()
+        const returned = client(lib, origin).dispatch({ path: '/', method: 'GET' }, c.handler)
+        await c.done
+        return {
+          returned,
+          events: c.events.filter((e, i, all) => e !== 'data' || all[i - 1] !== 'data'),
+          heads: c.heads.map((h) => [h.statusCode, h.statusText, stableHeaders(h.rawHeaders).filter(([n]) => n !== 'transfer-encoding')]),
+          body: c.body(),
+          trailers: pairs(c.trailers as Buffer[]),
+          context: c.context,
+        }
+      },
+    )
+  })
+
+  test('controller-style handler: the same calls, with parsed headers', async () => {
+    await same(
+      () => httpServer((_req, res) => res.end('controller')),
+      async (lib, origin) => {
+        const calls: unknown[] = []
+        let done!: () => void
+        const finished = new Promise<void>((r) => (done = r))
+        client(lib, origin).dispatch(
+          { path: '/', method: 'GET' },
+          {
+            onRequestStart: (controller) => void calls.push(['start', typeof controller.abort, typeof controller.pause]),
+            onResponseStart: (_c, status, headers, message) => void calls.push(['response', status, stableObject(headers as Record<string, unknown>), message]),
+            onResponseData: (_c, chunk) => void calls.push(['data', chunk.toString()]),
+            onResponseEnd: (_c, trailers) => {
+              calls.push(['end', trailers])
+              done()
+            },
+            onResponseError: (_c, err) => {
+              calls.push(['error', describeError(err)])
+              done()
+            },
+          },
+        )
+        await finished
+        return calls
+      },
+    )
+  })
+
+  test('onData returning false pauses until resume()', async () => {
+    await same(
+      () => httpServer((_req, res) => {
+        res.write(Buffer.alloc(10, 'a'))
+        setTimeout(() => res.end(Buffer.alloc(10, 'b')), 30)
+      }),
+      async (lib, origin) => {
+        const c = collect({ pauseOnce: true })
+        client(lib, origin).dispatch({ path: '/', method: 'GET' }, c.handler)
+        await new Promise((r) => setTimeout(r, 100))
+        const before = c.events.includes('complete')
+        c.resume!()
+        await c.done
+        return { before, body: c.body() }
+      },
+    )
+  })
+
+  test('an error from a refused connection reaches onError', async () => {
+    const { closedPort } = await import('./helpers')
+    const port = await closedPort()
+    await same(async () => ({ origin: `http://127.0.0.1:${port}` }), async (lib, origin) => {
+      const c = collect()
+      client(lib, origin).dispatch({ path: '/', method: 'GET' }, c.handler)
+      await c.done
+      return { events: c.events, error: describeError(c.error) }
+    })
+  })
+})
+
+describe('stream and pipeline', () => {
+  test('stream: the factory data and the result', async () => {
+    await same(echo, async (lib, origin) => {
+      let factoryKeys: string[] = []
+      let written = ''
+      const result = await client(lib, origin).stream({ path: '/s', method: 'POST', body: 'in', opaque: 'o' }, (data) => {
+        factoryKeys = Object.keys(data).sort()
+        return new Writable({
+          write(chunk, _e, cb) {
+            written += chunk
+            cb()
+          },
+        })
+      })
+      // The spec's StreamData also has `context` (undici 7's lacks it).
+      return { factoryKeys, written, resultKeys: Object.keys(result).filter((k) => k !== 'context').sort(), opaque: result.opaque }
+    })
+  })
+
+  test("stream: StreamData carries the spec's context", async () => {
+    const srv = await echo()
+    const result = await client(saetta, srv.origin).stream({ path: '/', method: 'GET' }, () => new Writable({ write: (_c, _e, cb) => cb() }))
+    expect('context' in result).toBe(true)
+  })
+
+  test('pipeline: request body in, response body out', async () => {
+    await same(echo, async (lib, origin) => {
+      let dataKeys: string[] = []
+      let out = ''
+      await new Promise<void>((resolve, reject) =>
+        pipe(
+          Readable.from(['piped ', 'body']),
+          client(lib, origin).pipeline({ path: '/pl', method: 'PUT' }, (data) => {
+            dataKeys = Object.keys(data).sort()
+            return data.body
+          }),
+          new Writable({
+            write(chunk, _e, cb) {
+              out += chunk
+              cb()
+            },
+          }),
+          (err) => (err ? reject(err) : resolve()),
+        ),
+      )
+      return { dataKeys, out }
+    })
+  })
+
+  test('stream and pipeline with a bad factory or handler', async () => {
+    await same(echo, async (lib, origin) => {
+      const c = client(lib, origin)
+      const stream = await settled(c.stream({ path: '/', method: 'GET' }, () => null as unknown as Writable))
+      const duplex = c.pipeline({ path: '/', method: 'GET' }, () => null as unknown as Readable)
+      const pipelineError = await new Promise((resolve) => duplex.on('error', (e) => resolve(describeError(e))).resume().end())
+      return { stream, pipelineError }
+    })
+  })
+})
+
+describe('connect and upgrade', () => {
+  function tunnel(): Promise<{ origin: string }> {
+    return netServer((socket) => {
+      socket.once('data', (d) => {
+        const head = d.toString()
+        if (head.startsWith('CONNECT')) socket.write('HTTP/1.1 200 Connection Established\r\nx-c: 1\r\n\r\n')
+        else socket.write('HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: echo\r\n\r\n')
+        socket.on('data', (more) => socket.write(`echo:${more}`))
+      })
+    })
+  }
+
+  async function roundTrip(socket: import('node:stream').Duplex): Promise<string> {
+    socket.write('ping')
+    const [reply] = await EventEmitter.once(socket, 'data')
+    socket.destroy()
+    return String(reply)
+  }
+
+  test('connect: status, headers, a working socket', async () => {
+    await same(tunnel, async (lib, origin) => {
+      const data = await client(lib, origin).connect({ path: 'example.com:443', opaque: 'o' })
+      return { keys: Object.keys(data).sort(), statusCode: data.statusCode, headers: stableObject(data.headers), opaque: data.opaque, reply: await roundTrip(data.socket) }
+    })
+  })
+
+  test('upgrade: headers and a working socket', async () => {
+    await same(tunnel, async (lib, origin) => {
+      const data = await client(lib, origin).upgrade({ path: '/ws', protocol: 'echo' })
+      return { keys: Object.keys(data).sort(), headers: stableObject(data.headers), reply: await roundTrip(data.socket) }
+    })
+  })
+
+  test('upgrade refused with a plain 200: the same error', async () => {
+    await same(echo, async (lib, origin) => settled(client(lib, origin).upgrade({ path: '/', protocol: 'x' })))
+  })
+})
+
+describe('compose, events, close and destroy', () => {
+  test('compose: interceptors run first to last and can change the request', async () => {
+    await same(echo, async (lib, origin) => {
+      const order: string[] = []
+      const mark = (name: string) => (dispatch: undici.Dispatcher.Dispatch): undici.Dispatcher.Dispatch => (opts, handler) => {
+        order.push(name)
+        return dispatch({ ...opts, path: `${opts.path}/${name}` }, handler)
+      }
+      const composed = client(lib, origin).compose(mark('a'), mark('b'))
+      const res = await composed.request({ path: '/c', method: 'GET' })
+      return { order, text: await res.body.text() }
+    })
+  })
+
+  test('events: connect and disconnect arguments, drain after a busy dispatch', async () => {
+    await same(
+      () => httpServer((_req, res) => res.end('e')),
+      async (lib, origin) => {
+        const c = client(lib, origin)
+        const events: unknown[] = []
+        const isOrigin = (o: URL) => String(o) === `${origin}/`
+        c.on('connect', (o, targets) => events.push(['connect', isOrigin(o), targets.length, targets[0] === c]))
+        c.on('disconnect', (o, targets, err) => events.push(['disconnect', isOrigin(o), targets[0] === c, describeError(err)]))
+        c.on('drain', (o) => events.push(['drain', isOrigin(o)]))
+        const a = collect()
+        const b = collect()
+        const first = c.dispatch({ path: '/', method: 'GET' }, a.handler)
+        const second = c.dispatch({ path: '/', method: 'GET' }, b.handler)
+        await Promise.all([a.done, b.done])
+        await new Promise((r) => setTimeout(r, 50))
+        await c.close()
+        return { first, second, events }
+      },
+    )
+  })
+
+  test('close and destroy: their forms, and what queued requests get', async () => {
+    await same(
+      () => httpServer((_req, res) => setTimeout(() => res.end('late'), 50)),
+      async (lib, origin) => {
+        const c = client(lib, origin)
+        const pending = c.request({ path: '/', method: 'GET' }).then((r) => r.body.text())
+        const closed = await c.close()
+        const afterClose = await settled(c.request({ path: '/', method: 'GET' }))
+        const d = client(lib, origin)
+        const running = settled(d.request({ path: '/', method: 'GET' }))
+        const destroyed = await new Promise((resolve) => d.destroy(new Error('boom'), (err, data) => resolve([err, data])))
+        const again = await settled(d.close())
+        return { pending: await pending, closed, afterClose, running: await running, destroyed, again }
+      },
+    )
+  })
+})
