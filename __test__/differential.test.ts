@@ -329,14 +329,10 @@ describe('stream and pipeline', () => {
     })
   })
 
-  test('stream and pipeline with a bad factory or handler', async () => {
-    await same(echo, async (lib, origin) => {
-      const c = client(lib, origin)
-      const stream = await settled(c.stream({ path: '/', method: 'GET' }, () => null as unknown as Writable))
-      const duplex = c.pipeline({ path: '/', method: 'GET' }, () => null as unknown as Readable)
-      const pipelineError = await new Promise((resolve) => duplex.on('error', (e) => resolve(describeError(e))).resume().end())
-      return { stream, pipelineError }
-    })
+  // (A pipeline handler returning no Readable is not compared: undici 7 lets that error escape
+  // as an uncaught exception; pipeline.test.ts checks saetta's InvalidReturnValueError.)
+  test('stream with a bad factory', async () => {
+    await same(echo, async (lib, origin) => settled(client(lib, origin).stream({ path: '/', method: 'GET' }, () => null as unknown as Writable)))
   })
 })
 

@@ -95,16 +95,11 @@ class PipelineHandler_<TOpaque> extends ApiHandler<TOpaque> {
       this.opts.onInfo?.({ statusCode, headers: headers as Record<string, string | string[]> })
       return true
     }
-    // Destroying it fails the pipeline through the Duplex, not the request directly.
-    const res = new BodyReadable({ resume, abort: () => {} })
+    // Destroying it fails the pipeline through the Duplex, not the request directly; its
+    // errors reach the caller through the Duplex too (so none goes unhandled).
+    const res = new BodyReadable({ resume, abort: () => {} }).on('error', () => {})
     this.#res = res
-    let body: Readable
-    try {
-      body = this.#handler({ statusCode, headers, opaque: this.opaque, body: res, context: this.context })
-    } catch (err) {
-      res.on('error', () => {})
-      throw err
-    }
+    const body = this.#handler({ statusCode, headers, opaque: this.opaque, body: res, context: this.context })
     if (!body || typeof body.on !== 'function') throw new InvalidReturnValueError('expected Readable')
     this.#body = body
     const duplex = this.duplex
