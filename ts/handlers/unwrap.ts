@@ -12,6 +12,9 @@ export class DispatchController {
   #paused = false
   #aborted = false
   #reason: Error | null = null
+  /** The response's head and trailers as received (name, value, ...). */
+  rawHeaders: Buffer[] | null = null
+  rawTrailers: Buffer[] | null = null
 
   get paused(): boolean {
     return this.#paused
@@ -50,7 +53,7 @@ export class DispatchController {
 }
 
 /** A handler written in undici 7's controller style. */
-type NewStyleHandler = Pick<
+export type NewStyleHandler = Pick<
   DispatchHandler,
   'onRequestStart' | 'onRequestUpgrade' | 'onResponseStart' | 'onResponseData' | 'onResponseEnd' | 'onResponseError'
 >
@@ -74,6 +77,7 @@ class UnwrapHandler implements DispatchHandler {
 
   onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void, statusText: string): boolean {
     this.#controller.bind(null, resume)
+    this.#controller.rawHeaders = rawHeaders
     this.#handler.onResponseStart?.(this.#controller, statusCode, parseHeaders(rawHeaders), statusText)
     return !this.#controller.paused
   }
@@ -84,6 +88,7 @@ class UnwrapHandler implements DispatchHandler {
   }
 
   onComplete(trailers: Buffer[] | string[] | null): void {
+    this.#controller.rawTrailers = (trailers as Buffer[] | null) ?? []
     this.#handler.onResponseEnd?.(this.#controller, parseHeaders(trailers ?? []))
   }
 
