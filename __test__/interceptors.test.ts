@@ -2,7 +2,7 @@
 import { afterEach, describe, expect, test } from 'vitest'
 import { Readable } from 'node:stream'
 import { errors, isUndici, code } from './target'
-import { cleanup, httpServer, onCleanup, readBody } from './helpers'
+import { cleanup, httpServer, onCleanup, readBody, waitFor, withTimeout } from './helpers'
 import { rejection } from './support'
 
 const lib = isUndici ? await import('undici') : ((await import('../ts/index.ts')) as unknown as typeof import('undici'))
@@ -122,6 +122,66 @@ describe('dump', () => {
     expect(err.code).toBe(code('ABORTED'))
     const ok = await d.request({ origin: srv.origin, path: '/', method: 'GET', dumpMaxSize: 2000 } as never)
     expect(await ok.body.text()).toBe('')
+  })
+})
+
+// undici 7 documents abortOnDumped and waitForTrailers as request options but does not read them.
+describe.skipIf(isUndici)('dump: abortOnDumped and waitForTrailers', () => {
+  test('abortOnDumped: false ends the response, empty, at the limit and closes the connection', async () => {
+    const srv = await httpServer((_req, res) => {
+      res.write('x'.repeat(500))
+      setTimeout(() => res.end('y'.repeat(500)), 50)
+    })
+    const d = agent(interceptors.dump({ maxSize: 100 }))
+    const res = await d.request({ origin: srv.origin, path: '/', method: 'GET', abortOnDumped: false } as never)
+    expect(await res.body.text()).toBe('')
+    // A declared length over the limit: the rest is never sent, so only closing ends it.
+    const known = await httpServer((_req, res) => {
+      res.writeHead(200, { 'content-length': String(8 << 20) })
+      res.write('z'.repeat(1000))
+    })
+    const byLength = await d.request({ origin: known.origin, path: '/', method: 'GET', abortOnDumped: false } as never)
+    expect(byLength.headers['content-length']).toBe(String(8 << 20))
+    expect(await byLength.body.text()).toBe('')
+    await waitFor(() => srv.closedConnections === 1 && known.closedConnections === 1, 2000)
+    expect([srv.closedConnections, known.closedConnections]).toEqual([1, 1])
+  })
+
+  test('by default the response ends with the body and carries its trailers', async () => {
+    const srv = await httpServer((_req, res) => {
+      res.writeHead(200, { trailer: 'x-sum' })
+      res.write('part')
+      setTimeout(() => {
+        res.addTrailers({ 'x-sum': '42' })
+        res.end()
+      }, 100)
+    })
+    const d = agent(interceptors.dump())
+    const started = Date.now()
+    const res = await d.request({ origin: srv.origin, path: '/', method: 'GET' })
+    expect(await res.body.text()).toBe('')
+    expect(Date.now() - started).toBeGreaterThanOrEqual(90)
+    expect(res.trailers).toEqual({ 'x-sum': '42' })
+  })
+
+  test('waitForTrailers: false ends the response with its head; the body is dumped behind it and the connection kept', async () => {
+    let finish = () => {}
+    const srv = await httpServer((req, res) => {
+      if (req.url === '/slow') {
+        res.write('part')
+        finish = () => res.end('rest')
+      } else res.end('quick')
+    })
+    // One connection: the next request waits for the dumped body, then reuses the connection.
+    const client = new lib.Client(srv.origin)
+    onCleanup(() => client.destroy())
+    const d = client.compose(interceptors.dump())
+    const res = await d.request({ origin: srv.origin, path: '/slow', method: 'GET', waitForTrailers: false } as never)
+    expect(await withTimeout(res.body.text(), 1000, 'the early end')).toBe('')
+    finish()
+    const next = await d.request({ origin: srv.origin, path: '/next', method: 'GET' })
+    expect(await next.body.text()).toBe('')
+    expect(srv.connections).toBe(1)
   })
 })
 

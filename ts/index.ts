@@ -6,12 +6,14 @@ import { Client } from './dispatcher/client'
 import { Pool } from './dispatcher/pool'
 import { BalancedPool } from './dispatcher/balanced-pool'
 import { Agent } from './dispatcher/agent'
-import { redirect, dump, responseError } from './interceptors'
+import { redirect, retry, dump, responseError } from './interceptors'
 
 export { Dispatcher, Client, Pool, BalancedPool, Agent, errors }
-export const interceptors = { redirect, dump, responseError }
+export const interceptors = { redirect, retry, dump, responseError }
 export { DecoratorHandler } from './handlers/decorator'
 export { RedirectHandler } from './handlers/redirect'
+export { RetryHandler } from './handlers/retry'
+export { RetryAgent } from './dispatcher/retry-agent'
 export { setGlobalDispatcher, getGlobalDispatcher } from './global'
 export { request, stream, pipeline, connect, upgrade } from './api/top-level'
 export type {

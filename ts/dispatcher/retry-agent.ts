@@ -1,0 +1,37 @@
+// RetryAgent: another dispatcher, with every request retried as RetryHandler does.
+
+import { Dispatcher } from './dispatcher'
+import { RetryHandler, type RetryOptions } from '../handlers/retry'
+import type { DispatchHandler, DispatchOptions } from './types'
+
+type Callback = (err?: Error | null, data?: null) => void
+
+export class RetryAgent extends Dispatcher {
+  #agent: Dispatcher
+  #options: RetryOptions
+
+  constructor(agent: Dispatcher, options: RetryOptions = {}) {
+    super()
+    this.#agent = agent
+    this.#options = options
+  }
+
+  dispatch(opts: DispatchOptions, handler: DispatchHandler): boolean {
+    const dispatch = this.#agent.dispatch.bind(this.#agent)
+    return dispatch(opts, new RetryHandler({ ...opts, retryOptions: this.#options }, { dispatch, handler }) as DispatchHandler)
+  }
+
+  close(callback: Callback): void
+  close(): Promise<void>
+  close(callback?: Callback): Promise<void> | void {
+    return callback ? this.#agent.close(callback) : this.#agent.close()
+  }
+
+  destroy(err: Error | null, callback: Callback): void
+  destroy(callback: Callback): void
+  destroy(err: Error | null): Promise<void>
+  destroy(): Promise<void>
+  destroy(err?: Error | null | Callback, callback?: Callback): Promise<void> | void {
+    return (this.#agent.destroy as (...a: unknown[]) => Promise<void> | void)(err, callback)
+  }
+}

@@ -1,0 +1,282 @@
+// RetryHandler: dispatches a request again when it fails with a retryable error code or
+// answers with a retryable status, waiting with exponential backoff (or as Retry-After says).
+// A body that was partly delivered is resumed with a Range request, checked against the
+// first answer's length and ETag.
+
+import { Readable } from 'node:stream'
+import type { Duplex } from 'node:stream'
+import { RequestRetryError } from '../errors'
+import type { Dispatch } from '../dispatcher/dispatcher'
+import type { DispatchHandler, DispatchOptions, IncomingHttpHeaders } from '../dispatcher/types'
+import { DispatchController, type NewStyleHandler } from './unwrap'
+import { wrap } from './wrap'
+import { flattenHeaders } from '../dispatcher/headers'
+
+const RANGE_HEADERS = new Set(['range', 'if-match'])
+
+export interface RetryState {
+  counter: number
+}
+
+export type RetryCallback = (err?: Error | null) => void
+
+export interface RetryOptions {
+  /** Decides: call back with nothing to retry (after any wait), with an error to give up. */
+  retry?: (err: Error, context: { state: RetryState; opts: DispatchOptions & { retryOptions: Required<Omit<RetryOptions, 'retry'>> } }, callback: RetryCallback) => void
+  /** false: when retries of a failed status run out, that response (with its body) is the answer. */
+  throwOnError?: boolean
+  maxRetries?: number
+  maxTimeout?: number
+  minTimeout?: number
+  timeoutFactor?: number
+  retryAfter?: boolean
+  methods?: string[]
+  statusCodes?: number[]
+  errorCodes?: string[]
+}
+
+const DEFAULTS: Required<Omit<RetryOptions, 'retry'>> = {
+  throwOnError: true,
+  maxRetries: 5,
+  maxTimeout: 30_000,
+  minTimeout: 500,
+  timeoutFactor: 2,
+  retryAfter: true,
+  methods: ['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE', 'TRACE'],
+  statusCodes: [500, 502, 503, 504, 429],
+  // undici's list; its UND_ERR_SOCKET is our SAETTA_ERR_SOCKET.
+  errorCodes: ['ECONNRESET', 'ECONNREFUSED', 'ENOTFOUND', 'ENETDOWN', 'ENETUNREACH', 'EHOSTDOWN', 'EHOSTUNREACH', 'EPIPE', 'UND_ERR_SOCKET', 'SAETTA_ERR_SOCKET'],
+}
+
+/** Milliseconds a Retry-After value asks for (seconds, or an HTTP date); 0 when unusable. */
+function retryAfterMs(value: string | string[] | undefined): number {
+  if (typeof value !== 'string') return 0
+  const seconds = Number(value)
+  if (!Number.isNaN(seconds)) return seconds * 1000
+  const at = Date.parse(value)
+  return Number.isNaN(at) ? 0 : at - Date.now()
+}
+
+/** The default policy: codes, methods, statuses, the retry budget, then the wait. */
+function defaultRetry(err: Error, { state, opts }: Parameters<NonNullable<RetryOptions['retry']>>[1], callback: RetryCallback): void {
+  const { code, statusCode, headers } = err as Error & { code?: string; statusCode?: number; headers?: IncomingHttpHeaders | null }
+  const o = opts.retryOptions
+  const retryable =
+    (!code || code === 'SAETTA_ERR_REQ_RETRY' || o.errorCodes.includes(code)) &&
+    o.methods.includes(opts.method) &&
+    (statusCode == null || o.statusCodes.includes(statusCode)) &&
+    state.counter <= o.maxRetries
+  if (!retryable) return callback(err)
+  const after = o.retryAfter ? retryAfterMs(headers?.['retry-after']) : 0
+  const wait = after > 0 ? Math.min(after, o.maxTimeout) : Math.min(o.minTimeout * o.timeoutFactor ** (state.counter - 1), o.maxTimeout)
+  setTimeout(() => callback(null), wait)
+}
+
+/** `bytes start-end/size` of a Content-Range header, the end defaulting to the last byte. */
+function contentRange(value: string | string[] | undefined): { start: number; end: number | null } | null {
+  const m = typeof value === 'string' ? /^bytes (\d+)-(\d+)?\/(\d+|\*)$/.exec(value) : null
+  if (!m) return null
+  const size = m[3] === '*' ? null : Number(m[3])
+  return { start: Number(m[1]), end: m[2] ? Number(m[2]) : size === null ? null : size - 1 }
+}
+
+/** A Content-Length that disagrees with the range it comes with. */
+function lengthMismatch(headers: IncomingHttpHeaders, range: { start: number; end: number | null }): boolean {
+  const length = headers['content-length']
+  return length != null && range.end !== null && Number(length) !== range.end - range.start + 1
+}
+
+/** The caller's controller: one object for every attempt, steering the current one. */
+class RetryController extends DispatchController {
+  target: DispatchController | null = null
+
+  override abort(reason?: Error): void {
+    super.abort(reason)
+    this.target?.abort(reason)
+  }
+
+  override pause(): void {
+    super.pause()
+    this.target?.pause()
+  }
+
+  override resume(): void {
+    super.resume()
+    this.target?.resume()
+  }
+}
+
+type Options = Required<Omit<RetryOptions, 'retry'>>
+
+export class RetryHandler implements NewStyleHandler {
+  #dispatch: Dispatch
+  #handler: NewStyleHandler
+  #opts: DispatchOptions
+  #options: Options
+  #retry: NonNullable<RetryOptions['retry']>
+  #controller = new RetryController()
+  /** Attempts that have ended or answered so far; `#answered`: the current one has answered. */
+  #counter = 0
+  #answered = false
+  #headersSent = false
+  /** A retryable status answer, retried once its body has been read past (`decided`: no further wait). */
+  #pending: { err: RequestRetryError; decided: boolean } | null = null
+  /** An error that ends the request whatever the policy says. */
+  #fatal: Error | null = null
+  /** Offset of the next body byte the caller expects, the last byte's offset, the ETag; whether a cut body may resume. */
+  #start = 0
+  #end: number | null = null
+  #etag: string | null = null
+  #resumable = false
+
+  constructor(opts: DispatchOptions & { retryOptions?: RetryOptions }, { dispatch, handler }: { dispatch: Dispatch; handler: DispatchHandler }) {
+    const { retryOptions = {}, ...rest } = opts
+    this.#dispatch = dispatch
+    this.#handler = wrap(handler)
+    this.#opts = rest
+    const { retry, ...options } = retryOptions
+    this.#options = { ...DEFAULTS, ...Object.fromEntries(Object.entries(options).filter(([, v]) => v != null)) }
+    this.#retry = retry ?? defaultRetry
+  }
+
+  onRequestStart(controller: DispatchController, context: unknown): void {
+    this.#controller.target = controller
+    this.#answered = false
+    if (this.#controller.aborted) return controller.abort(this.#controller.reason ?? undefined)
+    if (this.#controller.paused) controller.pause()
+    if (!this.#headersSent) this.#handler.onRequestStart?.(this.#controller, context)
+  }
+
+  onRequestUpgrade(_controller: DispatchController, statusCode: number, headers: IncomingHttpHeaders, socket: Duplex): void {
+    this.#handler.onRequestUpgrade?.(this.#controller, statusCode, headers, socket)
+  }
+
+  onResponseStart(controller: DispatchController, statusCode: number, headers: IncomingHttpHeaders, statusMessage?: string): void {
+    this.#counter++
+    this.#answered = true
+    this.#pending = null
+    const fail = (message: string) => {
+      this.#fatal = new RequestRetryError(message, statusCode, { headers, data: { count: this.#counter } })
+      throw this.#fatal
+    }
+    if (statusCode >= 300) return this.#failedStatus(controller, statusCode, headers, statusMessage)
+    if (this.#headersSent) {
+      // A resumed body: it must continue exactly where the delivered part stopped.
+      if (statusCode !== 206) fail('server does not support the range header and the payload was partially consumed')
+      const range = contentRange(headers['content-range'])
+      if (range === null) fail('Content-Range mismatch')
+      if (this.#etag !== null && headers.etag !== this.#etag) fail('ETag mismatch')
+      if (lengthMismatch(headers, range!)) fail('Content-Length mismatch')
+      if (range!.start !== this.#start || (this.#end !== null && range!.end !== this.#end)) fail('Content-Range mismatch')
+      return
+    }
+    const range = statusCode === 206 ? contentRange(headers['content-range']) : null
+    if (statusCode === 206 && range === null) return this.#deliver(statusCode, headers, statusMessage, false)
+    if (range !== null) {
+      if (lengthMismatch(headers, range)) fail('Content-Length mismatch')
+      this.#start = range.start
+      this.#end = range.end
+    } else {
+      this.#end = this.#lastByte(headers)
+    }
+    this.#etag = typeof headers.etag === 'string' && !headers.etag.startsWith('W/') ? headers.etag : null
+    this.#deliver(statusCode, headers, statusMessage, true)
+  }
+
+  onResponseData(_controller: DispatchController, chunk: Buffer): void {
+    if (this.#pending) return
+    this.#start += chunk.length
+    this.#handler.onResponseData?.(this.#controller, chunk)
+  }
+
+  onResponseEnd(_controller: DispatchController, trailers: IncomingHttpHeaders): void {
+    const pending = this.#pending
+    if (pending === null) return this.#handler.onResponseEnd?.(this.#controller, trailers)
+    if (pending.decided) return this.#redispatch()
+    this.#ask(pending.err, (giveUp) => (giveUp ? this.#handler.onResponseError?.(this.#controller, giveUp) : this.#redispatch()))
+  }
+
+  onResponseError(controller: DispatchController, err: Error): void {
+    if (this.#fatal !== null || this.#controller.aborted || controller.aborted || this.#disturbed() || (this.#headersSent && !this.#resumable)) {
+      return this.#handler.onResponseError?.(this.#controller, err)
+    }
+    // A failure before any answer is an attempt too.
+    if (!this.#answered) this.#counter++
+    this.#ask(err, (giveUp) => (giveUp ? this.#handler.onResponseError?.(this.#controller, giveUp) : this.#redispatch()))
+  }
+
+  /** A status of 300 or more: the answer itself, or an error to retry after its body. */
+  #failedStatus(controller: DispatchController, statusCode: number, headers: IncomingHttpHeaders, statusMessage?: string): void {
+    const err = new RequestRetryError('Request failed', statusCode, { headers, data: { count: this.#counter } })
+    const answer = () => {
+      if (!this.#headersSent) return this.#deliver(statusCode, headers, statusMessage, this.#lastByte(headers) !== null, true)
+      // The caller already has a body from an earlier attempt: this answer cannot replace it.
+      this.#fatal = err
+      throw err
+    }
+    if (this.#options.throwOnError) {
+      if (!this.#options.statusCodes.includes(statusCode)) return answer()
+      this.#pending = { err, decided: false }
+      return
+    }
+    if (this.#disturbed()) return answer()
+    // Decide now: a response that will not be retried is delivered with its body.
+    controller.pause()
+    this.#ask(err, (giveUp) => {
+      if (giveUp) {
+        try {
+          answer()
+        } catch (e) {
+          return controller.abort(e as Error)
+        }
+      } else {
+        this.#pending = { err, decided: true }
+      }
+      controller.resume()
+    })
+  }
+
+  #deliver(statusCode: number, headers: IncomingHttpHeaders, statusMessage: string | undefined, resumable: boolean, checkpoint = false): void {
+    if (checkpoint && this.#end === null) this.#end = this.#lastByte(headers)
+    this.#headersSent = true
+    this.#resumable = resumable
+    this.#handler.onResponseStart?.(this.#controller, statusCode, headers, statusMessage)
+  }
+
+  /** The offset of a response's last body byte, when its length is known. */
+  #lastByte(headers: IncomingHttpHeaders): number | null {
+    const length = Number(headers['content-length'])
+    return this.#opts.method !== 'HEAD' && headers['content-length'] != null && Number.isFinite(length) ? length - 1 : null
+  }
+
+  /** A request body that was a stream and has been read: it cannot be sent again. */
+  #disturbed(): boolean {
+    const body = this.#opts.body
+    return body instanceof Readable && (body.readableDidRead || body.destroyed)
+  }
+
+  /** Asks the policy whether to try again (after its wait). */
+  #ask(err: Error, then: (giveUp: Error | null) => void): void {
+    const state = { counter: Math.max(this.#counter, 1) }
+    this.#retry(err, { state, opts: { ...this.#opts, retryOptions: this.#options } }, (giveUp) => then(giveUp ?? (this.#controller.aborted ? err : null)))
+  }
+
+  /** Dispatches the next attempt, asking only for the rest of a partly delivered body. */
+  #redispatch(): void {
+    if (this.#headersSent) {
+      const flat = flattenHeaders(this.#opts.headers)
+      const headers: string[] = []
+      for (let i = 0; i < flat.length; i += 2) {
+        if (!RANGE_HEADERS.has(flat[i].toLowerCase())) headers.push(flat[i], flat[i + 1])
+      }
+      headers.push('range', `bytes=${this.#start}-${this.#end ?? ''}`)
+      if (this.#etag !== null) headers.push('if-match', this.#etag)
+      this.#opts = { ...this.#opts, headers }
+    }
+    try {
+      this.#dispatch(this.#opts, this as DispatchHandler)
+    } catch (e) {
+      this.#handler.onResponseError?.(this.#controller, e as Error)
+    }
+  }
+}
