@@ -99,6 +99,23 @@ const isUndiciError: boolean = e1 instanceof saetta.errors.UndiciError
 const code: string = new saetta.errors.InvalidArgumentError('bad').code
 void [isUndiciError, code, Readable]
 
+// Interceptors and handler classes, typed as undici's.
+const retryOptions: Undici.RetryHandler.RetryOptions = { maxRetries: 3, minTimeout: 10, statusCodes: [503], retryAfter: true }
+const intercepted: UDispatcher = new saetta.Agent().compose(
+  saetta.interceptors.redirect({ maxRedirections: 2 }),
+  saetta.interceptors.retry(retryOptions),
+  saetta.interceptors.dump({ maxSize: 1024 }),
+  saetta.interceptors.responseError(),
+)
+const retryAgent: UDispatcher = new saetta.RetryAgent(new saetta.Agent(), retryOptions)
+const retryHandler: UDispatcher.DispatchHandler = new saetta.RetryHandler(
+  { path: '/', method: 'GET', retryOptions },
+  { dispatch: client.dispatch.bind(client), handler: controllerHandler },
+)
+class Logging extends saetta.DecoratorHandler {}
+const decorated: UDispatcher.DispatchHandler = new Logging(controllerHandler)
+void [intercepted, retryAgent, retryHandler, decorated]
+
 // The check is real: wrong types do not compile.
 // @ts-expect-error pipelining must be a number
 new saetta.Client('http://localhost:3000', { pipelining: 'ten' })

@@ -20,9 +20,15 @@ export interface RetryState {
 
 export type RetryCallback = (err?: Error | null) => void
 
+export interface RetryContext {
+  state: RetryState
+  /** The request's options, with the retry options in force (every default filled in). */
+  opts: DispatchOptions & { retryOptions?: RetryOptions }
+}
+
 export interface RetryOptions {
   /** Decides: call back with nothing to retry (after any wait), with an error to give up. */
-  retry?: (err: Error, context: { state: RetryState; opts: DispatchOptions & { retryOptions: Required<Omit<RetryOptions, 'retry'>> } }, callback: RetryCallback) => void
+  retry?(err: Error, context: RetryContext, callback: RetryCallback): void
   /** false: when retries of a failed status run out, that response (with its body) is the answer. */
   throwOnError?: boolean
   maxRetries?: number
@@ -58,9 +64,9 @@ function retryAfterMs(value: string | string[] | undefined): number {
 }
 
 /** The default policy: codes, methods, statuses, the retry budget, then the wait. */
-function defaultRetry(err: Error, { state, opts }: Parameters<NonNullable<RetryOptions['retry']>>[1], callback: RetryCallback): void {
+function defaultRetry(err: Error, { state, opts }: RetryContext, callback: RetryCallback): void {
   const { code, statusCode, headers } = err as Error & { code?: string; statusCode?: number; headers?: IncomingHttpHeaders | null }
-  const o = opts.retryOptions
+  const o = { ...DEFAULTS, ...opts.retryOptions }
   const retryable =
     (!code || code === 'SAETTA_ERR_REQ_RETRY' || o.errorCodes.includes(code)) &&
     o.methods.includes(opts.method) &&
