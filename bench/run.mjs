@@ -4,16 +4,25 @@
 // each round), and summarised by the median req/s across rounds. Quote the ratios, not the
 // absolute numbers: on a shared 2-core machine the latter are noise.
 //
+// Two throughput workloads (64 KiB responses after a 1 ms server delay; 64-byte responses at
+// once), each on a Pool of 50 connections with pipelining 10 in batches of 100 parallel
+// requests, then a latency mode: one request at a time on a single connection (p50, p99).
+// Every throughput row also reports the client's CPU time per request (process.cpuUsage, all
+// threads, so saetta's I/O thread counts too).
+//
 // Knobs (flags win over env):
+//   --mode=all|throughput|latency  BENCH_MODE     what to run (default all)
+//   --workloads=64k-1ms,64b     BENCH_WORKLOADS    throughput workloads (default both)
 //   --only=saetta,undici,node   BENCH_TARGETS      which libraries to run (default: all three)
 //   --rounds=N                  BENCH_ROUNDS       measured rounds per row (default 5)
 //   --requests=N                BENCH_REQUESTS     requests per row per round (default 4000)
 //   --warmup=N                  BENCH_WARMUP       warm-up requests per row (default 1000)
-//   --apis=request,stream,...   BENCH_APIS         saetta/undici APIs to run (default: request,stream,pipeline,dispatch)
+//   --apis=request,stream,...   BENCH_APIS         APIs to run (default: request,stream,pipeline,dispatch,fetch)
 //   --connections=N             BENCH_CONNECTIONS  Pool connections = node:http maxSockets (default 50)
 //   --pipelining=N              BENCH_PIPELINING   Pool pipelining (default 10)
 //   --parallel=N                BENCH_PARALLEL     requests per batch, all in flight at once (default 100)
-//   --path=/...                 BENCH_PATH         request path, e.g. /?size=64 or /?delay=1 (default /)
+//   --path=/...                 BENCH_PATH         one custom workload instead, e.g. /?size=1024&delay=2
+//   --latency-requests=N        BENCH_LATENCY_REQUESTS  sequential requests per latency row (default 4000)
 //   BENCH_BODY_SIZE, BENCH_DELAY_MS are read by server.mjs (see there).
 //   BENCH_TIMEOUT_MS   fail if one measured run takes longer (default 120000)
 //   BENCH_VERBOSE=1    print every round's result to stderr
@@ -29,6 +38,21 @@ import { makeRows, baselineOf, API_NAMES } from './targets.mjs'
 const here = path.dirname(fileURLToPath(import.meta.url))
 const require = createRequire(import.meta.url)
 const ALL_TARGETS = ['saetta', 'undici', 'node']
+const WORKLOADS = {
+  '64k-1ms': { label: '64 KiB responses after a 1 ms server delay', path: '/?size=65536&delay=1' },
+  '64b': { label: '64-byte responses at once', path: '/?size=64' }
+}
+const LATENCY = { label: 'one request at a time on one connection, 64-byte responses', path: '/?size=64', apis: ['request', 'dispatch'] }
+const MODES = ['all', 'throughput', 'latency']
+
+function listOpt (flags, flag, env, all) {
+  const raw = flags[flag] ?? process.env[env]
+  const list = raw ? raw.split(',').map((s) => s.trim()).filter(Boolean) : all
+  for (const x of list) {
+    if (!all.includes(x)) fail(`unknown ${flag} "${x}"; choose from ${all.join(',')}`)
+  }
+  return list
+}
 
 function parseArgs (argv) {
   const flags = {}
@@ -64,22 +88,25 @@ function readConfig () {
   for (const t of targets) {
     if (!ALL_TARGETS.includes(t)) fail(`unknown target "${t}"; choose from ${ALL_TARGETS.join(',')}`)
   }
-  const apisRaw = flags.apis ?? process.env.BENCH_APIS
-  const apis = apisRaw ? apisRaw.split(',').map((s) => s.trim()).filter(Boolean) : API_NAMES
-  for (const a of apis) {
-    if (!API_NAMES.includes(a)) fail(`unknown api "${a}"; choose from ${API_NAMES.join(',')}`)
-  }
+  const mode = flags.mode ?? process.env.BENCH_MODE ?? 'all'
+  if (!MODES.includes(mode)) fail(`unknown mode "${mode}"; choose from ${MODES.join(',')}`)
+  const custom = flags.path ?? process.env.BENCH_PATH
+  const workloads = custom
+    ? [{ label: `GET ${custom}`, path: custom }]
+    : listOpt(flags, 'workloads', 'BENCH_WORKLOADS', Object.keys(WORKLOADS)).map((w) => WORKLOADS[w])
   return {
     targets,
     explicitTargets,
-    apis,
+    apis: listOpt(flags, 'apis', 'BENCH_APIS', API_NAMES),
+    mode,
+    workloads,
+    latencyRequests: intOpt(flags, 'latency-requests', 'BENCH_LATENCY_REQUESTS', 4000),
     rounds: intOpt(flags, 'rounds', 'BENCH_ROUNDS', 5),
     requests: intOpt(flags, 'requests', 'BENCH_REQUESTS', 4000),
     warmup: intOpt(flags, 'warmup', 'BENCH_WARMUP', 1000, 0),
     connections: intOpt(flags, 'connections', 'BENCH_CONNECTIONS', 50),
     pipelining: intOpt(flags, 'pipelining', 'BENCH_PIPELINING', 10),
     parallel: intOpt(flags, 'parallel', 'BENCH_PARALLEL', 100),
-    path: flags.path ?? process.env.BENCH_PATH ?? '/',
     timeoutMs: intOpt({}, '', 'BENCH_TIMEOUT_MS', 120_000),
     verbose: process.env.BENCH_VERBOSE === '1'
   }
@@ -164,13 +191,15 @@ function withTimeout (promise, ms, what) {
 
 async function measure (row, n, cfg, expectBytes) {
   gc()
+  const cpu0 = process.cpuUsage()
   const t0 = process.hrtime.bigint()
   const bytes = await withTimeout(drive(row.once, n, cfg.parallel), cfg.timeoutMs, row.name)
   const seconds = Number(process.hrtime.bigint() - t0) / 1e9
+  const cpu = process.cpuUsage(cpu0)
   if (expectBytes !== undefined && bytes !== n * expectBytes) {
     throw new Error(`${row.name}: consumed ${bytes} body bytes, expected ${n} × ${expectBytes}`)
   }
-  return { rps: n / seconds, bytes }
+  return { rps: n / seconds, cpuUs: (cpu.user + cpu.system) / n }
 }
 
 function median (xs) {
@@ -179,26 +208,109 @@ function median (xs) {
   return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2
 }
 
-const fmtInt = (x) => Math.round(x).toLocaleString('en-US')
+function percentile (sorted, p) {
+  return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]
+}
 
-function printTable (rows) {
-  const medians = new Map(rows.map((r) => [r.name, median(r.results)]))
-  const lines = rows.map((r) => {
-    const med = medians.get(r.name)
-    const base = baselineOf(r)
-    let ratio
-    if (base === null) ratio = 'baseline'
-    else if (medians.has(base)) ratio = `${(med / medians.get(base)).toFixed(2)}x ${base}`
-    else ratio = 'n/a'
-    return [r.name, fmtInt(med), `${fmtInt(Math.min(...r.results))}–${fmtInt(Math.max(...r.results))}`, ratio]
-  })
-  const header = ['row', 'median req/s', 'min–max req/s', 'vs undici']
+const fmtInt = (x) => Math.round(x).toLocaleString('en-US')
+const fmtRatio = (x) => `${x.toFixed(2)}x`
+
+
+function printTable (header, right, lines) {
   const widths = header.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i].length)))
-  const right = [false, true, true, false]
   const fmt = (cells) => cells.map((c, i) => (right[i] ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join('  ').trimEnd()
   console.log(fmt(header))
   console.log(widths.map((w) => '-'.repeat(w)).join('  '))
   for (const l of lines) console.log(fmt(l))
+}
+
+/** pick(row) over pick(its undici row), or the marker when there is none. */
+function versus (rows, row, pick) {
+  const base = baselineOf(row)
+  if (base === null) return 'baseline'
+  const b = rows.find((r) => r.name === base)
+  return b ? fmtRatio(pick(row) / pick(b)) : 'n/a'
+}
+
+function printThroughput (rows) {
+  for (const r of rows) {
+    r.rps = median(r.results.map((x) => x.rps))
+    r.cpu = median(r.results.map((x) => x.cpuUs))
+  }
+  printTable(
+    ['row', 'median req/s', 'min–max req/s', 'vs undici', 'CPU µs/req', 'CPU vs undici'],
+    [false, true, true, true, true, true],
+    rows.map((r) => {
+      const all = r.results.map((x) => x.rps)
+      return [r.name, fmtInt(r.rps), `${fmtInt(Math.min(...all))}–${fmtInt(Math.max(...all))}`,
+        versus(rows, r, (x) => x.rps), r.cpu.toFixed(1), versus(rows, r, (x) => x.cpu)]
+    })
+  )
+}
+
+function printLatency (rows) {
+  for (const r of rows) {
+    const sorted = r.samples.sort((a, b) => a - b)
+    r.p50 = percentile(sorted, 0.5)
+    r.p99 = percentile(sorted, 0.99)
+  }
+  printTable(
+    ['row', 'p50 µs', 'p99 µs', 'p50 vs undici', 'p99 vs undici'],
+    [false, true, true, true, true],
+    rows.map((r) => [r.name, r.p50.toFixed(0), r.p99.toFixed(0), versus(rows, r, (x) => x.p50), versus(rows, r, (x) => x.p99)])
+  )
+}
+
+/** Sets rows up on `origin`, checks every body has the same size, warms them up. */
+async function prepare (rows, origin, cfg, warmup) {
+  let bodySize
+  for (const row of rows) {
+    row.once = row.setup(origin)
+    row.results = []
+    row.samples = []
+    const probe = await withTimeout(row.once(), cfg.timeoutMs, `${row.name} first request`)
+    if (bodySize === undefined) bodySize = probe
+    else if (probe !== bodySize) throw new Error(`${row.name}: body of ${probe} bytes, others got ${bodySize}`)
+    await warmup(row, bodySize)
+  }
+  return bodySize
+}
+
+/** Rounds over the rows, the starting row rotating each round. */
+async function interleave (rows, cfg, run) {
+  for (let round = 0; round < cfg.rounds; round++) {
+    for (let k = 0; k < rows.length; k++) await run(rows[(round + k) % rows.length], round)
+  }
+}
+
+async function throughput (rows, origin, cfg) {
+  const bodySize = await prepare(rows, origin, cfg, async (row, size) => {
+    if (cfg.warmup > 0) await measure(row, cfg.warmup, cfg, size)
+  })
+  console.log(`body: ${bodySize} bytes per response`)
+  await interleave(rows, cfg, async (row, round) => {
+    const result = await measure(row, cfg.requests, cfg, bodySize)
+    row.results.push(result)
+    if (cfg.verbose) console.error(`round ${round + 1}/${cfg.rounds}  ${row.name.padEnd(16)} ${fmtInt(result.rps)} req/s`)
+  })
+  printThroughput(rows)
+}
+
+async function latency (rows, origin, cfg) {
+  const perRound = Math.max(1, Math.ceil(cfg.latencyRequests / cfg.rounds))
+  const sequential = async (row, n, samples) => {
+    for (let i = 0; i < n; i++) {
+      const t0 = process.hrtime.bigint()
+      await row.once()
+      samples?.push(Number(process.hrtime.bigint() - t0) / 1e3)
+    }
+  }
+  await prepare(rows, origin, cfg, (row) => sequential(row, Math.min(cfg.warmup, 500)))
+  await interleave(rows, cfg, async (row) => {
+    gc()
+    await withTimeout(sequential(row, perRound, row.samples), cfg.timeoutMs, row.name)
+  })
+  printLatency(rows)
 }
 
 async function main () {
@@ -211,9 +323,9 @@ async function main () {
     (libs.saetta ? `, saetta ${libVersion('saetta')}` : ''))
 
   let server
-  const rows = makeRows(libs, cfg)
-  const cleanup = async (graceful) => {
-    for (const row of rows) {
+  let live = []
+  const closeRows = async (graceful) => {
+    for (const row of live) {
       try {
         if (graceful) await withTimeout(row.close(), 5000, `${row.name} close()`)
         else row.destroy()
@@ -222,50 +334,42 @@ async function main () {
         try { row.destroy() } catch {}
       }
     }
-    stopServer(server?.child)
+    live = []
   }
   process.once('SIGINT', () => {
     console.error('\ninterrupted; closing clients and the server')
-    cleanup(false).finally(() => process.exit(130))
+    closeRows(false).finally(() => {
+      stopServer(server?.child)
+      process.exit(130)
+    })
   })
 
   let ok = false
   try {
     server = await startServer()
     const origin = `http://127.0.0.1:${server.port}`
-    console.log(`workload: GET ${cfg.path} on ${origin}, batches of ${cfg.parallel} parallel requests, ` +
-      `Pool of ${cfg.connections} connections with pipelining ${cfg.pipelining} (node:http maxSockets ${cfg.connections}), ` +
-      `${cfg.rounds} rounds × ${cfg.requests} requests per row, ${cfg.warmup} warm-up requests per row`)
-
-    for (const row of rows) {
-      row.once = row.setup(origin)
-      row.results = []
+    const phase = async (title, rows, run) => {
+      live = rows
+      console.log('')
+      console.log(title)
+      await run(rows, origin, cfg)
+      await closeRows(true)
     }
-
-    // Warm up (JIT, connections), and learn the body size to check every later run against.
-    let bodySize
-    for (const row of rows) {
-      const probe = await withTimeout(row.once(), cfg.timeoutMs, `${row.name} first request`)
-      if (bodySize === undefined) bodySize = probe
-      else if (probe !== bodySize) throw new Error(`${row.name}: body of ${probe} bytes, others got ${bodySize}`)
-      if (cfg.warmup > 0) await measure(row, cfg.warmup, cfg, bodySize)
-    }
-    console.log(`body: ${bodySize} bytes per response`)
-    console.log('')
-
-    for (let round = 0; round < cfg.rounds; round++) {
-      for (let k = 0; k < rows.length; k++) {
-        const row = rows[(round + k) % rows.length]
-        const { rps } = await measure(row, cfg.requests, cfg, bodySize)
-        row.results.push(rps)
-        if (cfg.verbose) console.error(`round ${round + 1}/${cfg.rounds}  ${row.name.padEnd(16)} ${fmtInt(rps)} req/s`)
+    if (cfg.mode !== 'latency') {
+      for (const w of cfg.workloads) {
+        await phase(`throughput: ${w.label} (GET ${w.path}); Pool of ${cfg.connections} connections, pipelining ${cfg.pipelining} ` +
+          `(node:http maxSockets ${cfg.connections}); batches of ${cfg.parallel}; ${cfg.rounds} rounds × ${cfg.requests} requests per row`,
+        makeRows(libs, cfg, { path: w.path }), throughput)
       }
     }
-
-    printTable(rows)
+    if (cfg.mode !== 'throughput') {
+      await phase(`latency: ${LATENCY.label} (GET ${LATENCY.path}); ${cfg.rounds} rounds, ${cfg.latencyRequests} requests per row`,
+        makeRows(libs, cfg, { path: LATENCY.path, apis: LATENCY.apis.filter((a) => cfg.apis.includes(a)), single: true }), latency)
+    }
     ok = true
   } finally {
-    await cleanup(ok)
+    await closeRows(ok)
+    stopServer(server?.child)
   }
 
   // Everything is closed; if the process does not exit by itself now, something leaked a handle.

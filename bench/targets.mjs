@@ -1,6 +1,7 @@
 // Bench rows. Each row is { name, lib, api, setup(origin), close(), destroy() } where setup
 // returns `once()`: issue one GET and resolve with the number of body bytes consumed.
-// saetta and undici rows run on a Pool (`connections`, `pipelining`), as undici's own bench.
+// saetta and undici rows run on a Pool (`connections`, `pipelining`), as undici's own bench,
+// or on one Client for the latency mode.
 import http from 'node:http'
 import { Writable } from 'node:stream'
 
@@ -64,27 +65,39 @@ const apis = {
       },
       onError: reject
     })
-  })
+  }),
+  // Node's own fetch, given the library's dispatcher.
+  fetch: (pool, opts, name) => {
+    const url = new URL(opts.path, opts.origin).href
+    return async () => {
+      const res = await fetch(url, { dispatcher: pool })
+      let n = 0
+      for await (const chunk of res.body) n += chunk.length
+      if (res.status !== 200) throw fail(name, res.status)
+      return n
+    }
+  }
 }
 
 export const API_NAMES = Object.keys(apis)
 
-function poolRow (lib, api, Pool, cfg) {
+/** A row of `lib`'s `api` on the dispatcher `make(origin)` returns. */
+function libRow (lib, api, make, path) {
   const name = `${lib} ${api}`
-  let pool
+  let dispatcher
   return {
     name,
     lib,
     api,
     setup (origin) {
-      pool = new Pool(origin, { connections: cfg.connections, pipelining: cfg.pipelining })
-      return apis[api](pool, { path: cfg.path, method: 'GET' }, name)
+      dispatcher = make(origin)
+      return apis[api](dispatcher, { origin, path, method: 'GET' }, name)
     },
     async close () {
-      if (pool && !pool.closed) await pool.close()
+      if (dispatcher && !dispatcher.closed) await dispatcher.close()
     },
     destroy () {
-      if (pool && !pool.destroyed) pool.destroy()
+      if (dispatcher && !dispatcher.destroyed) dispatcher.destroy()
     }
   }
 }
@@ -124,15 +137,21 @@ function nodeHttpRow ({ path, connections }) {
   }
 }
 
-// Rows in display order; `libs` maps a target name to its module (or undefined if not run).
-export function makeRows (libs, cfg) {
+/**
+ * Rows in display order; `libs` maps a target name to its module (or undefined if not run).
+ * `single`: one connection without pipelining (the latency mode), else the configured Pool.
+ */
+export function makeRows (libs, cfg, { path, apis = cfg.apis, single = false }) {
   const rows = []
-  for (const api of cfg.apis) {
+  const make = (lib) => single
+    ? (origin) => new lib.Client(origin, { pipelining: 1 })
+    : (origin) => new lib.Pool(origin, { connections: cfg.connections, pipelining: cfg.pipelining })
+  for (const api of apis) {
     for (const lib of ['saetta', 'undici']) {
-      if (libs[lib]) rows.push(poolRow(lib, api, libs[lib].Pool, cfg))
+      if (libs[lib]) rows.push(libRow(lib, api, make(libs[lib]), path))
     }
   }
-  if (libs.node) rows.push(nodeHttpRow(cfg))
+  if (libs.node) rows.push(nodeHttpRow({ path, connections: single ? 1 : cfg.connections }))
   return rows
 }
 
