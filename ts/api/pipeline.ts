@@ -71,7 +71,8 @@ class PipelineHandler_<TOpaque> extends ApiHandler<TOpaque> {
       },
       destroy(err, callback) {
         if (!err && !this.readableEnded) err = new RequestAbortedError()
-        self.abortWith(err ?? new RequestAbortedError())
+        // After a complete exchange there is nothing to abort (and no error worth its stack).
+        if (err) self.abortWith(err)
         self.#req.destroy()
         self.#res?.destroy(err ?? undefined)
         self.#body?.destroy(err ?? undefined)

@@ -7,6 +7,7 @@ import { Blob } from 'node:buffer'
 import { addon } from '../native/addon-handle'
 import {
   newOriginId,
+  afterBatch,
   newRequestId,
   proceed,
   track,
@@ -19,7 +20,7 @@ import { NativeOrigin } from '../native/addon-handle'
 import { ClientDestroyedError, InvalidArgumentError, RequestAbortedError, fromNative } from '../errors'
 import { DispatcherBase, kClose, kDestroy, kDispatch } from './base'
 import { TunnelSocket, WRITE_WINDOW } from '../native/tunnel'
-import { holdsForConnect } from '../handlers/internal'
+import { holdsForConnect, InternalHandler } from '../handlers/internal'
 import { ResponseErrorHandler } from '../handlers/response-error'
 import { flattenHeaders, pathWithQuery, toBuffers } from './headers'
 import type { ClientOptions, DispatchHandler, DispatchOptions } from './types'
@@ -394,6 +395,9 @@ class Run implements RequestSink {
   #id = 0
   #settled = false
   #paused = false
+  /** The engine was told to pause (see #pause); `#ended`: the response's end is in the backlog. */
+  #enginePaused = false
+  #ended = false
   /** Events that arrived while the handler had paused, delivered on resume. */
   #backlog: Array<() => void> = []
   #source: Readable | Iterable<unknown> | AsyncIterable<unknown> | null = null
@@ -560,10 +564,10 @@ class Run implements RequestSink {
   }
 
   onHeaders(statusCode: number, statusText: string, headers: string[]): void {
-    if (statusCode >= 200) this.#publish(channels.headers, { response: { statusCode, statusText, headers: toBuffers(headers) } })
+    if (this.#info !== null && statusCode >= 200) this.#publish(channels.headers, { response: { statusCode, statusText, headers: toBuffers(headers) } })
     // As undici: at the start of every response message, 1xx included.
     this.#handler.onResponseStarted?.()
-    if (this.#handler.onHeaders?.(statusCode, toBuffers(headers), this.#resume, statusText) === false) this.#pause()
+    if (this.#handler.onHeaders?.(statusCode, this.#raw(headers), this.#resume, statusText) === false) this.#pause()
   }
 
   /** Passed to onHeaders: delivers what waited, then lets the engine read again. */
@@ -571,7 +575,10 @@ class Run implements RequestSink {
     if (!this.#paused || this.#settled) return
     this.#paused = false
     while (this.#backlog.length > 0 && !this.#paused) this.#backlog.shift()!()
-    if (!this.#paused && !this.#settled) addon.resume(this.#id)
+    if (!this.#paused && !this.#settled && this.#enginePaused) {
+      this.#enginePaused = false
+      addon.resume(this.#id)
+    }
   }
 
   onUpgrade(statusCode: number, _statusText: string, headers: string[]): void {
@@ -586,30 +593,50 @@ class Run implements RequestSink {
       socket.destroy()
       throw new InvalidArgumentError('invalid onUpgrade method')
     }
-    this.#handler.onUpgrade(statusCode, toBuffers(headers), socket)
+    this.#handler.onUpgrade(statusCode, this.#raw(headers), socket)
   }
 
   onData(chunk: Buffer): void {
     if (this.#tunnel) return this.#tunnel.deliver(chunk)
-    this.#publish(channels.bodyChunkReceived, { chunk })
+    if (this.#info !== null) this.#publish(channels.bodyChunkReceived, { chunk })
     if (this.#paused) this.#backlog.push(() => this.onData(chunk))
     else if (this.#handler.onData?.(chunk) === false) this.#pause()
+  }
+
+  /**
+   * Raw headers as a handler gets them: Buffers, as undici's; saetta's own handlers take the
+   * latin1 strings the engine delivers (they only parse them).
+   */
+  #raw(headers: string[]): Buffer[] {
+    return this.#handler instanceof InternalHandler ? (headers as unknown as Buffer[]) : toBuffers(headers)
   }
 
   #pause(): void {
     if (!this.#paused && !this.#settled) {
       this.#paused = true
+      // The engine hears of it after the batch, if the pause still holds and the response
+      // has not ended meanwhile: a body that fits in one batch costs no pause at all.
+      afterBatch(this.#pauseEngine)
+    }
+  }
+
+  #pauseEngine = (): void => {
+    if (this.#paused && !this.#settled && !this.#ended && !this.#enginePaused) {
+      this.#enginePaused = true
       addon.pause(this.#id)
     }
   }
 
   onComplete(trailers: string[]): void {
     if (this.#tunnel) return void this.#tunnel.push(null)
-    if (this.#paused) return void this.#backlog.push(() => this.onComplete(trailers))
+    if (this.#paused) {
+      this.#ended = true
+      return void this.#backlog.push(() => this.onComplete(trailers))
+    }
     if (!this.#finish()) return
     if (this.#info) this.#info.completed = true
-    this.#publish(channels.trailers, { trailers: toBuffers(trailers) })
-    this.#handler.onComplete?.(toBuffers(trailers))
+    if (this.#info !== null) this.#publish(channels.trailers, { trailers: toBuffers(trailers) })
+    this.#handler.onComplete?.(this.#raw(trailers))
   }
 
   onError(err: Error): void {

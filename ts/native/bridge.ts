@@ -119,14 +119,34 @@ export function proceed(id: number): void {
   proceeding.push(id)
 }
 
+// Work that waits for the end of the batch being delivered (run at once outside one).
+let pumping = false
+let deferred: Array<() => void> = []
+
+/**
+ * Runs `fn` once the current batch has been delivered: a request paused by its handler
+ * tells the engine only then, and not at all if its response ended in the same batch.
+ */
+export function afterBatch(fn: () => void): void {
+  if (pumping) deferred.push(fn)
+  else fn()
+}
+
 function pump(): void {
+  pumping = true
   try {
     dispatchEvents(addon.takeEvents() as unknown[])
   } finally {
+    pumping = false
     if (proceeding.length > 0) {
       const ids = proceeding
       proceeding = []
       addon.proceed(ids)
+    }
+    if (deferred.length > 0) {
+      const fns = deferred
+      deferred = []
+      for (const fn of fns) fn()
     }
   }
 }

@@ -29,7 +29,7 @@ use crate::transport::Transport;
 
 /// Most bytes of streamed request bodies moved into the write queue before the socket takes them.
 const WRITE_HIGH_WATER: usize = 64 * 1024;
-const READ_CHUNK: usize = 64 * 1024;
+const READ_CHUNK: usize = 128 * 1024;
 /// Polls of work before yielding to other connections on the runtime.
 const BUDGET: usize = 32;
 /// Header slots tried first (on the stack); see `process` for heads with more.

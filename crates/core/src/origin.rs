@@ -98,13 +98,15 @@ impl Origin {
             }
             return;
         }
-        let mut idle = false;
+        // Each idle connection takes at least one queued request once it runs (which may be
+        // after many submissions arrived together); beyond them, open another connection.
+        let mut idle = 0;
         for c in o.conns.iter().filter(|c| c.accepting.get()) {
-            idle |= c.inflight.get() == 0;
+            idle += usize::from(c.inflight.get() == 0);
             c.wake();
         }
         let room = o.conns.len() + o.connecting < o.cfg.connections.max(1);
-        if !idle && room && o.connecting < o.queue.len() {
+        if room && idle + o.connecting < o.queue.len() {
             drop(o);
             Origin::spawn_connect(this, ctx);
         }

@@ -1,0 +1,202 @@
+//! Benchmarks of the core (criterion): response-head parsing, chunked decoding, and a
+//! pipelined request loop through the engine against an in-process loopback server.
+//!
+//! `cargo bench -p saetta-core` (add `-- <filter>` to run one group).
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use saetta_core::codec::body::{BodyDecoder, Decoded};
+use saetta_core::codec::request::{encode_head, BodyInfo, HeadInput};
+use saetta_core::codec::response::{parse_response_head, BodyKind, HeadOptions};
+use saetta_core::{Engine, Event, EventSink, OriginConfig, Request, RequestBody};
+
+/// A head as a typical server sends it: status line and nine headers.
+const HEAD: &[u8] = b"HTTP/1.1 200 OK\r\n\
+content-type: application/json; charset=utf-8\r\n\
+content-length: 1024\r\n\
+date: Sun, 22 Nov 2026 10:00:00 GMT\r\n\
+server: bench\r\n\
+cache-control: no-cache, no-store, must-revalidate\r\n\
+etag: \"5d8c72a5edda8d6a:0\"\r\n\
+vary: accept-encoding\r\n\
+x-request-id: 3f2b1c9e-8a47-4d1e-9b6a-2c5d7e8f9a0b\r\n\
+connection: keep-alive\r\n\r\n";
+
+fn head_parsing(c: &mut Criterion) {
+    let mut g = c.benchmark_group("head");
+    g.throughput(Throughput::Bytes(HEAD.len() as u64));
+    let opts = HeadOptions::default();
+    g.bench_function("parse 10-line response head", |b| {
+        b.iter_batched_ref(
+            || BytesMut::from(HEAD),
+            |buf| parse_response_head(buf, &opts).unwrap().unwrap(),
+            BatchSize::SmallInput,
+        )
+    });
+    g.finish();
+}
+
+/// `total` bytes of body in chunks of `size`, chunk-encoded, with the last chunk.
+fn chunked(total: usize, size: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(total + total / size * 12 + 16);
+    let data = vec![b'x'; size];
+    let mut left = total;
+    while left > 0 {
+        let n = left.min(size);
+        out.extend_from_slice(format!("{n:x}\r\n").as_bytes());
+        out.extend_from_slice(&data[..n]);
+        out.extend_from_slice(b"\r\n");
+        left -= n;
+    }
+    out.extend_from_slice(b"0\r\n\r\n");
+    out
+}
+
+fn chunked_decoding(c: &mut Criterion) {
+    const TOTAL: usize = 1 << 20;
+    let mut g = c.benchmark_group("chunked");
+    g.throughput(Throughput::Bytes(TOTAL as u64));
+    for size in [64usize, 4096, 65536] {
+        let wire = chunked(TOTAL, size);
+        g.bench_function(format!("decode 1 MiB in {size}-byte chunks"), |b| {
+            b.iter_batched_ref(
+                || BytesMut::from(&wire[..]),
+                |buf| {
+                    let mut dec = BodyDecoder::new(BodyKind::Chunked, 16 * 1024);
+                    let mut n = 0;
+                    loop {
+                        match dec.decode(buf).unwrap() {
+                            Decoded::Data(d) => n += d.len(),
+                            Decoded::Done { .. } => break,
+                            Decoded::NeedMore => unreachable!("the whole body is buffered"),
+                        }
+                    }
+                    assert_eq!(n, TOTAL);
+                },
+                BatchSize::LargeInput,
+            )
+        });
+    }
+    g.finish();
+}
+
+struct ChannelSink(Mutex<Sender<Event>>);
+
+impl EventSink for ChannelSink {
+    fn push(&self, events: &mut Vec<Event>) {
+        let tx = self.0.lock().unwrap();
+        for ev in events.drain(..) {
+            // After the last bench the receiver is gone; the engine may still report.
+            let _ = tx.send(ev);
+        }
+    }
+}
+
+/// A loopback server answering every request (a head ending in a blank line, no body) with
+/// a fixed 64-byte response, on as many connections as come.
+fn loopback_server() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let body = [b'x'; 64];
+    let mut response = b"HTTP/1.1 200 OK\r\ncontent-length: 64\r\n\r\n".to_vec();
+    response.extend_from_slice(&body);
+    thread::spawn(move || {
+        for stream in listener.incoming() {
+            let mut stream = stream.unwrap();
+            let response = response.clone();
+            thread::spawn(move || {
+                let mut buf = vec![0u8; 64 * 1024];
+                let mut pending: Vec<u8> = Vec::new();
+                let mut out = Vec::new();
+                loop {
+                    let n = match stream.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => n,
+                    };
+                    pending.extend_from_slice(&buf[..n]);
+                    let mut start = 0;
+                    while let Some(at) = pending[start..].windows(4).position(|w| w == b"\r\n\r\n")
+                    {
+                        out.extend_from_slice(&response);
+                        start += at + 4;
+                    }
+                    pending.drain(..start);
+                    if !out.is_empty() {
+                        if stream.write_all(&out).is_err() {
+                            return;
+                        }
+                        out.clear();
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+fn request(id: u64) -> Request {
+    let head = encode_head(&HeadInput {
+        method: "GET",
+        path: "/",
+        headers: &[],
+        default_host: "bench",
+        body: BodyInfo::None,
+        reset: false,
+        upgrade: None,
+        strict_content_length: true,
+    })
+    .unwrap();
+    Request::new(id, "GET", head, RequestBody::None)
+}
+
+/// Submits `n` requests and waits until every one has completed.
+fn run_batch(engine: &Engine, rx: &Receiver<Event>, next: &mut u64, n: u64) {
+    for _ in 0..n {
+        *next += 1;
+        engine.submit(1, request(*next));
+    }
+    let mut done = 0;
+    while done < n {
+        match rx.recv_timeout(Duration::from_secs(10)).expect("an event") {
+            Event::Complete { .. } => done += 1,
+            Event::Error { error, .. } => panic!("request failed: {error:?}"),
+            _ => {}
+        }
+    }
+}
+
+fn pipelined_loop(c: &mut Criterion) {
+    const BATCH: u64 = 1000;
+    let port = loopback_server();
+    let (tx, rx) = channel();
+    let engine = Engine::start(Arc::new(ChannelSink(Mutex::new(tx)))).unwrap();
+    engine.open(
+        1,
+        OriginConfig {
+            host: "127.0.0.1".into(),
+            port,
+            connections: 4,
+            pipelining: 10,
+            ..OriginConfig::default()
+        },
+    );
+    let mut next = 0;
+    run_batch(&engine, &rx, &mut next, BATCH);
+    let mut g = c.benchmark_group("engine");
+    g.throughput(Throughput::Elements(BATCH));
+    g.bench_function(
+        "1000 GETs, 4 connections, pipelining 10, 64-byte responses",
+        |b| b.iter(|| run_batch(&engine, &rx, &mut next, BATCH)),
+    );
+    g.finish();
+}
+
+criterion_group!(benches, head_parsing, chunked_decoding, pipelined_loop);
+criterion_main!(benches);
