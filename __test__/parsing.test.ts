@@ -136,6 +136,30 @@ const CASES: HostileCase[] = [
     saetta: 'parser',
   },
   {
+    name: 'NUL in a header value',
+    wire: 'HTTP/1.1 200 OK\r\nX-A: a\x00b\r\nContent-Length: 2\r\n\r\nhi',
+    undici: { cls: 'HTTPParserError', message: 'Invalid header value char' },
+    saetta: 'parser',
+  },
+  {
+    name: 'bare CR in a header value',
+    wire: 'HTTP/1.1 200 OK\r\nX-A: a\rb\r\nContent-Length: 2\r\n\r\nhi',
+    undici: { cls: 'HTTPParserError' },
+    saetta: 'parser',
+  },
+  {
+    name: 'obsolete line folding',
+    wire: 'HTTP/1.1 200 OK\r\nX-A: a\r\n  folded\r\nContent-Length: 2\r\n\r\nhi',
+    undici: { cls: 'HTTPParserError' },
+    saetta: 'parser',
+  },
+  {
+    name: 'a reply that is not HTTP at all',
+    wire: 'SSH-2.0-OpenSSH_9.6\r\n',
+    undici: { cls: 'HTTPParserError', message: 'Expected HTTP/' },
+    saetta: 'parser',
+  },
+  {
     name: 'head larger than the default maxHeaderSize (16 KiB)',
     wire: 'HTTP/1.1 200 OK\r\nX-Big: ' + 'a'.repeat(17 * 1024) + '\r\nContent-Length: 2\r\n\r\nhi',
     undici: { cls: 'HeadersOverflowError' },
