@@ -199,7 +199,7 @@ export class RetryHandler implements NewStyleHandler {
     const pending = this.#pending
     if (pending === null) return this.#handler.onResponseEnd?.(this.#controller, trailers)
     if (pending.decided) return this.#redispatch()
-    this.#ask(pending.err, (giveUp) => (giveUp ? this.#handler.onResponseError?.(this.#controller, giveUp) : this.#redispatch()))
+    this.#retryOrFail(pending.err)
   }
 
   onResponseError(controller: DispatchController, err: Error): void {
@@ -208,7 +208,7 @@ export class RetryHandler implements NewStyleHandler {
     }
     // A failure before any answer is an attempt too.
     if (!this.#answered) this.#counter++
-    this.#ask(err, (giveUp) => (giveUp ? this.#handler.onResponseError?.(this.#controller, giveUp) : this.#redispatch()))
+    this.#retryOrFail(err)
   }
 
   /** A status of 300 or more: the answer itself, or an error to retry after its body. */
@@ -265,6 +265,11 @@ export class RetryHandler implements NewStyleHandler {
   #ask(err: Error, then: (giveUp: Error | null) => void): void {
     const state = { counter: Math.max(this.#counter, 1) }
     this.#retry(err, { state, opts: { ...this.#opts, retryOptions: this.#options } }, (giveUp) => then(giveUp ?? (this.#controller.aborted ? err : null)))
+  }
+
+  /** Asks the policy; then dispatches again, or fails the caller with what it gave up on. */
+  #retryOrFail(err: Error): void {
+    this.#ask(err, (giveUp) => (giveUp ? this.#handler.onResponseError?.(this.#controller, giveUp) : this.#redispatch()))
   }
 
   /** Dispatches the next attempt, asking only for the rest of a partly delivered body. */
