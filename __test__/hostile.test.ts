@@ -110,4 +110,18 @@ describe('requests pipelined beside a broken response', () => {
     const b = await client.request({ path: '/b', method: 'GET' })
     expect(await b.body.text()).toBe('good /b')
   })
+
+  test('a head with many lines is judged by its own size, not by the body read with it', async () => {
+    // 300 header lines (about 4 KiB) and a 40 KiB body in one write: the read buffer holds more
+    // than maxHeaderSize, the head itself does not.
+    const lines = Array.from({ length: 300 }, (_, i) => `x-h${i}: ${i}\r\n`).join('')
+    const body = 'b'.repeat(40_000)
+    const srv = await rawServer((req, socket) => {
+      socket.write(`HTTP/1.1 200 OK\r\n${lines}content-length: ${body.length}\r\n\r\n${body}`)
+    })
+    const client = newClient(srv.origin)
+    const res = await client.request({ path: '/', method: 'GET' })
+    expect(res.headers['x-h299']).toBe('299')
+    expect((await res.body.text()).length).toBe(body.length)
+  })
 })

@@ -1,7 +1,7 @@
 // Broken and hostile responses from raw servers: each fails its request with a typed error, and
 // the next request on the same Client still succeeds.
 //
-// Parser errors: saetta reports HTTPParserError with an `HPE_*` code. undici 7 also uses
+// Parser errors: saetta reports HTTPParserError with a `SAETTA_ERR_HPE_*` code. undici 7 also uses
 // HTTPParserError but leaves `code` undefined, and reports any parse failure that happens after a
 // Content-Length header as ResponseContentLengthMismatchError; the undici branches record that.
 import { afterEach, describe, expect, test } from 'vitest'
@@ -19,7 +19,7 @@ interface HostileCase {
   /** What undici 7.30.2 does (recorded by running it). */
   undici: { cls: UndiciClass; message?: string }
   /**
-   * saetta: 'parser' = HTTPParserError with an HPE_ code; 'parser-or-length' also accepts
+   * saetta: 'parser' = HTTPParserError with a SAETTA_ERR_HPE_ code; 'parser-or-length' also accepts
    * ResponseContentLengthMismatchError (what undici does); 'overflow' = HeadersOverflowError.
    */
   saetta: 'parser' | 'parser-or-length' | 'overflow'
@@ -205,7 +205,7 @@ function expectHostileError(err: any, c: HostileCase) {
   }
   expect(err).toBeInstanceOf(errors.HTTPParserError)
   expect(err.name).toBe('HTTPParserError')
-  expect(err.code).toMatch(/^HPE_[A-Z_]+$/)
+  expect(err.code).toMatch(/^SAETTA_ERR_HPE_[A-Z_]+$/)
 }
 
 /** Server: the first request ever gets `wire`; every later request gets a good response. */

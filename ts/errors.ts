@@ -95,14 +95,17 @@ export class SocketError extends UndiciError {
   }
 }
 
-/** The server sent bytes that are not valid HTTP/1.1. `code` is `HPE_<reason>`, as llhttp's. */
+/**
+ * The server sent bytes that are not valid HTTP/1.1. `code` is `SAETTA_ERR_HPE_<reason>`, the
+ * reason named as llhttp names it (`INVALID_CONSTANT`, `INVALID_CHUNK_SIZE`, ...).
+ */
 export class HTTPParserError extends Error {
-  code: string | undefined
+  code: string
   data: string | undefined
   constructor(message?: string, code?: string, data?: Buffer | string) {
     super(message)
     this.name = 'HTTPParserError'
-    this.code = code ? `HPE_${code}` : undefined
+    this.code = code ? `SAETTA_ERR_HPE_${code}` : 'SAETTA_ERR_HPE'
     this.data = data ? data.toString() : undefined
   }
 }

@@ -19,7 +19,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
 use crate::codec::request::BodyFraming;
-use crate::codec::{parse_response_head, BodyDecoder, BodyKind, Decoded, HeadOptions};
+use crate::codec::{read_response_head, BodyDecoder, BodyKind, Decoded, HeadOptions};
 use crate::engine::{Ctx, ReqCtl};
 use crate::error::{Error, SocketInfo};
 use crate::event::{Event, Shared};
@@ -32,8 +32,6 @@ const WRITE_HIGH_WATER: usize = 64 * 1024;
 const READ_CHUNK: usize = 128 * 1024;
 /// Polls of work before yielding to other connections on the runtime.
 const BUDGET: usize = 32;
-/// Header slots tried first (on the stack); see `process` for heads with more.
-const MAX_HEADERS: usize = 128;
 
 struct InFlight {
     req: Request,
@@ -416,26 +414,12 @@ impl Conn {
                     let cfg = &self.cfg;
                     let opts = HeadOptions {
                         max_header_size: cfg.max_header_size,
-                        max_headers: MAX_HEADERS,
+                        // read_response_head sizes its slots from max_header_size
+                        max_headers: 0,
                         method_is_head: cur.req.method_is_head,
                         method_is_connect: cur.req.method_is_connect,
                     };
-                    let parsed = match parse_response_head(&mut self.rbuf, &opts) {
-                        // More headers than the usual slots, within the size limit: parse
-                        // again with room for as many as `max_header_size` can hold.
-                        Err(Error::HeadersOverflow) if self.rbuf.len() <= cfg.max_header_size => {
-                            let max_headers = cfg.max_header_size / 4 + 1;
-                            parse_response_head(
-                                &mut self.rbuf,
-                                &HeadOptions {
-                                    max_headers,
-                                    ..opts
-                                },
-                            )
-                        }
-                        other => other,
-                    };
-                    let Some(head) = parsed? else {
+                    let Some(head) = read_response_head(&mut self.rbuf, &opts)? else {
                         return Ok(());
                     };
                     let id = cur.req.id;

@@ -5,7 +5,7 @@ pub mod request;
 pub mod response;
 
 pub use body::{BodyDecoder, Decoded};
-pub use response::{parse_response_head, BodyKind, HeadOptions, ResponseHead};
+pub use response::{parse_response_head, read_response_head, BodyKind, HeadOptions, ResponseHead};
 
 /// A header as received: name with its case preserved, value as raw bytes.
 pub type RawHeader = (bytes::Bytes, bytes::Bytes);
