@@ -97,15 +97,23 @@ pub fn set_active(env: Env, active: bool) -> Result<()> {
     Ok(())
 }
 
-/// A batch of events, converted to a flat JS array on the JS thread.
-pub struct EventBatch(Vec<Event>);
+/// A batch of events for the JS thread, in two parts: the numbers (tags, ids, statuses) go
+/// into the caller's `Float64Array`, everything else (strings, buffers) into a JS array, both
+/// in event order. Filling typed memory instead of setting an array element per number is what
+/// keeps the crossing cheap.
+pub struct EventBatch<'a> {
+    events: Vec<Event>,
+    nums: Float64ArraySlice<'a>,
+}
 
-#[napi(catch_unwind)]
-pub fn take_events() -> Result<EventBatch> {
+/// Takes the events waiting. `nums[0]` is set to the count of numbers written after it; when
+/// they do not fit, they go into a new array, returned as the first object (else `null`).
+#[napi(catch_unwind, ts_return_type = "unknown[]")]
+pub fn take_events(nums: Float64ArraySlice<'_>) -> Result<EventBatch<'_>> {
     let sink = &bridge()?.sink;
     sink.scheduled.store(false, Ordering::Release);
     let events = std::mem::take(&mut *sink.queue.lock().unwrap_or_else(|e| e.into_inner()));
-    Ok(EventBatch(events))
+    Ok(EventBatch { events, nums })
 }
 
 #[napi(object)]
@@ -388,6 +396,8 @@ struct Out {
     env: sys::napi_env,
     arr: sys::napi_value,
     len: u32,
+    /// Numbers, from index 1 (index 0 holds their count).
+    nums: Vec<f64>,
 }
 
 fn check(status: sys::napi_status) -> Result<()> {
@@ -407,9 +417,8 @@ impl Out {
         Ok(())
     }
 
-    fn num(&mut self, n: f64) -> Result<()> {
-        let v = self.double(n)?;
-        self.push(v)
+    fn num(&mut self, n: f64) {
+        self.nums.push(n);
     }
 
     fn latin1(&self, s: &[u8]) -> Result<sys::napi_value> {
@@ -473,18 +482,19 @@ impl Out {
         self.push(arr)
     }
 
-    /// `[name, value, ...]` as latin1 strings.
-    fn headers(&mut self, headers: &[saetta_core::codec::RawHeader]) -> Result<()> {
-        let mut arr = ptr::null_mut();
-        check(unsafe {
-            sys::napi_create_array_with_length(self.env, headers.len() * 2, &mut arr)
-        })?;
-        for (i, (n, v)) in headers.iter().enumerate() {
-            let (n, v) = (self.latin1(n)?, self.latin1(v)?);
-            check(unsafe { sys::napi_set_element(self.env, arr, (2 * i) as u32, n) })?;
-            check(unsafe { sys::napi_set_element(self.env, arr, (2 * i + 1) as u32, v) })?;
+    /// Header names and values, then `last`, as one latin1 string joined by `\n` (which no
+    /// accepted name, value or reason contains): JS splits it and pops `last`.
+    fn headers(&mut self, headers: &[saetta_core::codec::RawHeader], last: &[u8]) -> Result<()> {
+        let size = headers.iter().map(|(n, v)| n.len() + v.len() + 2).sum::<usize>() + last.len();
+        let mut blob = Vec::with_capacity(size);
+        for (n, v) in headers {
+            blob.extend_from_slice(n);
+            blob.push(b'\n');
+            blob.extend_from_slice(v);
+            blob.push(b'\n');
         }
-        self.push(arr)
+        blob.extend_from_slice(last);
+        self.str(&blob)
     }
 
     fn buffer(&mut self, chunk: Bytes) -> Result<()> {
@@ -541,16 +551,25 @@ unsafe extern "C" fn free_bytes(
     drop(unsafe { Box::from_raw(hint.cast::<Bytes>()) });
 }
 
-impl ToNapiValue for EventBatch {
+impl ToNapiValue for EventBatch<'_> {
     unsafe fn to_napi_value(env: sys::napi_env, val: Self) -> Result<sys::napi_value> {
+        let EventBatch { events, mut nums } = val;
         let mut arr = ptr::null_mut();
         check(unsafe { sys::napi_create_array(env, &mut arr) })?;
-        let mut out = Out { env, arr, len: 0 };
-        for ev in val.0 {
+        let mut out = Out {
+            env,
+            arr,
+            len: 0,
+            nums: Vec::with_capacity(events.len() * 3 + 1),
+        };
+        // Slot 0 of the objects: the numbers' own array when the caller's is too small.
+        out.undefined()?;
+        out.nums.push(0.0);
+        for ev in events {
             match ev {
                 Event::Connect { id } => {
-                    out.num(tag::CONNECT as f64)?;
-                    out.num(id as f64)?;
+                    out.num(tag::CONNECT as f64);
+                    out.num(id as f64);
                 }
                 Event::Headers {
                     id,
@@ -558,50 +577,49 @@ impl ToNapiValue for EventBatch {
                     reason,
                     headers,
                 } => {
-                    out.num(tag::HEADERS as f64)?;
-                    out.num(id as f64)?;
-                    out.num(status as f64)?;
-                    out.str(&reason)?;
-                    out.headers(&headers)?;
+                    out.num(tag::HEADERS as f64);
+                    out.num(id as f64);
+                    out.num(status as f64);
+                    out.headers(&headers, &reason)?;
                 }
                 Event::Data { id, chunk } => {
-                    out.num(tag::DATA as f64)?;
-                    out.num(id as f64)?;
+                    out.num(tag::DATA as f64);
+                    out.num(id as f64);
                     out.buffer(chunk)?;
                 }
                 Event::Complete { id, trailers } => {
-                    out.num(tag::COMPLETE as f64)?;
-                    out.num(id as f64)?;
-                    out.headers(&trailers)?;
+                    out.num(tag::COMPLETE as f64);
+                    out.num(id as f64);
+                    out.headers(&trailers, b"")?;
                 }
                 Event::Error { id, error, shared } => {
-                    out.num(tag::ERROR as f64)?;
-                    out.num(id as f64)?;
+                    out.num(tag::ERROR as f64);
+                    out.num(id as f64);
+                    out.num(shared as u8 as f64);
                     out.error(&error)?;
-                    out.num(shared as u8 as f64)?;
                 }
                 Event::BodyConsumed { id, bytes } => {
-                    out.num(tag::BODY_CONSUMED as f64)?;
-                    out.num(id as f64)?;
-                    out.num(bytes as f64)?;
+                    out.num(tag::BODY_CONSUMED as f64);
+                    out.num(id as f64);
+                    out.num(bytes as f64);
                 }
                 Event::Connecting { origin } => {
-                    out.num(tag::CONNECTING as f64)?;
-                    out.num(origin as f64)?;
+                    out.num(tag::CONNECTING as f64);
+                    out.num(origin as f64);
                 }
                 Event::Connected { origin, conn } => {
-                    out.num(tag::CONNECTED as f64)?;
-                    out.num(origin as f64)?;
-                    out.num(conn as f64)?;
+                    out.num(tag::CONNECTED as f64);
+                    out.num(origin as f64);
+                    out.num(conn as f64);
                 }
                 Event::Disconnected {
                     origin,
                     conn,
                     error,
                 } => {
-                    out.num(tag::DISCONNECTED as f64)?;
-                    out.num(origin as f64)?;
-                    out.num(conn as f64)?;
+                    out.num(tag::DISCONNECTED as f64);
+                    out.num(origin as f64);
+                    out.num(conn as f64);
                     out.error(&error)?;
                 }
                 Event::Upgrade {
@@ -610,22 +628,35 @@ impl ToNapiValue for EventBatch {
                     reason,
                     headers,
                 } => {
-                    out.num(tag::UPGRADE as f64)?;
-                    out.num(id as f64)?;
-                    out.num(status as f64)?;
-                    out.str(&reason)?;
-                    out.headers(&headers)?;
+                    out.num(tag::UPGRADE as f64);
+                    out.num(id as f64);
+                    out.num(status as f64);
+                    out.headers(&headers, &reason)?;
                 }
                 Event::Closed { origin } => {
-                    out.num(tag::CLOSED as f64)?;
-                    out.num(origin as f64)?;
+                    out.num(tag::CLOSED as f64);
+                    out.num(origin as f64);
                 }
                 Event::ConnectFailed { origin, error } => {
-                    out.num(tag::CONNECT_FAILED as f64)?;
-                    out.num(origin as f64)?;
+                    out.num(tag::CONNECT_FAILED as f64);
+                    out.num(origin as f64);
                     out.error(&error)?;
                 }
             }
+        }
+        let count = out.nums.len() - 1;
+        out.nums[0] = count as f64;
+        // SAFETY: the slice is the caller's live Float64Array; nothing else writes it meanwhile.
+        let target = unsafe { nums.as_mut() };
+        if out.nums.len() <= target.len() {
+            target[..out.nums.len()].copy_from_slice(&out.nums);
+        } else {
+            let env = Env::from_raw(env);
+            let mut data = std::mem::take(&mut out.nums);
+            data.resize(data.len() * 2, 0.0); // room for the next, larger batches
+            let bigger = Float64ArraySlice::from_data(&env, data)?;
+            let v = unsafe { ToNapiValue::to_napi_value(env.raw(), &bigger) }?;
+            check(unsafe { sys::napi_set_element(env.raw(), arr, 0, v) })?;
         }
         Ok(arr)
     }

@@ -148,6 +148,11 @@ function isFormData(body: unknown): boolean {
   return typeof body === 'object' && body !== null && (body as { [Symbol.toStringTag]?: string })[Symbol.toStringTag] === 'FormData'
 }
 
+/** What a stream that closed before its end reports (as Node's `finished` does). */
+function prematureClose(): Error {
+  return Object.assign(new Error('Premature close'), { code: 'ERR_STREAM_PREMATURE_CLOSE' })
+}
+
 function isStreamLike(body: unknown): body is Readable | Iterable<unknown> | AsyncIterable<unknown> {
   return (
     body instanceof Readable ||
@@ -498,37 +503,95 @@ class Run implements RequestSink {
     this.#sentBody = bytes ?? null
     track(id, this)
     if (flags & CONNECTED && bytes !== undefined) this.#handler.onBodySent?.(bytes)
-    if (this.#source) void this.#pumpBody(this.#source)
+    if (this.#source) this.#pumpBody(this.#source)
   }
 
   /** Streams the body source into the engine, within the credit window. */
-  async #pumpBody(source: Readable | Iterable<unknown> | AsyncIterable<unknown>): Promise<void> {
+  /** Streams a request body to the engine, within the write window. */
+  #pumpBody(source: Readable | Iterable<unknown> | AsyncIterable<unknown>): void {
+    if (source instanceof Readable) this.#pumpReadable(source)
+    else void this.#pumpIterable(source)
+  }
+
+  /**
+   * A Readable is read with events rather than an async iterator: no promise per chunk and no
+   * end-of-stream helper (what `pipeline()` pays for every request).
+   */
+  #pumpReadable(src: Readable): void {
+    if (src.readableEnded) return this.#endBody()
+    if (src.destroyed) return this.fail(src.errored ?? prematureClose())
+    const done = (): void => {
+      src.off('data', onData).off('end', onEnd).off('error', onError).off('close', onClose)
+    }
+    const onData = (chunk: unknown): void => {
+      if (this.#settled) {
+        done()
+        src.destroy()
+        return
+      }
+      try {
+        if (!this.#writeChunk(chunk)) {
+          src.pause()
+          this.#creditWaiter = () => src.resume()
+        }
+      } catch (err) {
+        done()
+        this.fail(err)
+      }
+    }
+    const onEnd = (): void => {
+      done()
+      this.#endBody()
+    }
+    const onError = (err: Error): void => {
+      done()
+      this.fail(err)
+    }
+    const onClose = (): void => {
+      done()
+      this.fail(prematureClose())
+    }
+    src.on('data', onData).on('end', onEnd).on('error', onError).on('close', onClose)
+  }
+
+  async #pumpIterable(source: Iterable<unknown> | AsyncIterable<unknown>): Promise<void> {
     try {
       for await (const chunk of source as AsyncIterable<unknown>) {
         if (this.#settled) return
-        const buf =
-          typeof chunk === 'string' || Buffer.isBuffer(chunk)
-            ? chunk
-            : chunk instanceof Uint8Array
-              ? Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)
-              : null
-        if (buf === null) throw new InvalidArgumentError('body chunks must be strings, Buffers or Uint8Arrays')
-        if (buf.length === 0) continue
-        addon.bodyWrite(this.#id, buf)
-        this.#publish(channels.bodyChunkSent, { chunk: buf })
-        this.#handler.onBodySent?.(chunk as Buffer)
-        this.#window += typeof buf === 'string' ? Buffer.byteLength(buf) : buf.length
-        while (this.#window >= WRITE_WINDOW && !this.#settled) {
-          await new Promise<void>((resolve) => (this.#creditWaiter = resolve))
+        if (!this.#writeChunk(chunk)) {
+          while (this.#window >= WRITE_WINDOW && !this.#settled) {
+            await new Promise<void>((resolve) => (this.#creditWaiter = resolve))
+          }
         }
       }
-      if (!this.#settled) {
-        addon.bodyEnd(this.#id)
-        this.#publish(channels.bodySent, {})
-      }
+      this.#endBody()
     } catch (err) {
       this.fail(err)
     }
+  }
+
+  /** Hands one body chunk to the engine; false when the write window is full. */
+  #writeChunk(chunk: unknown): boolean {
+    if (this.#settled) return true
+    const buf =
+      typeof chunk === 'string' || Buffer.isBuffer(chunk)
+        ? chunk
+        : chunk instanceof Uint8Array
+          ? Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)
+          : null
+    if (buf === null) throw new InvalidArgumentError('body chunks must be strings, Buffers or Uint8Arrays')
+    if (buf.length === 0) return true
+    addon.bodyWrite(this.#id, buf)
+    this.#publish(channels.bodyChunkSent, { chunk: buf })
+    this.#handler.onBodySent?.(chunk as Buffer)
+    this.#window += typeof buf === 'string' ? Buffer.byteLength(buf) : buf.length
+    return this.#window < WRITE_WINDOW
+  }
+
+  #endBody(): void {
+    if (this.#settled) return
+    addon.bodyEnd(this.#id)
+    this.#publish(channels.bodySent, {})
   }
 
   onBodyConsumed(bytes: number): void {

@@ -66,7 +66,11 @@ export declare function resume(id: number): void
 /** Keeps the process alive (true) while requests are in flight, or lets it exit (false). */
 export declare function setActive(active: boolean): void
 
-export declare function takeEvents(): EventBatch
+/**
+ * Takes the events waiting. `nums[0]` is set to the count of numbers written after it; when
+ * they do not fit, they go into a new array, returned as the first object (else `null`).
+ */
+export declare function takeEvents(nums: Float64Array): unknown[]
 
 /** Node's `tls.connect` options that apply; certificates and keys in PEM. */
 export interface TlsOriginOptions {

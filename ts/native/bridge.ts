@@ -132,10 +132,17 @@ export function afterBatch(fn: () => void): void {
   else fn()
 }
 
+// The numbers of each batch are written here by the addon (see takeEvents in src/lib.rs). It
+// starts small and grows with the batches, so that every run takes the growing path early.
+let nums: Float64Array = new Float64Array(64)
+
 function pump(): void {
   pumping = true
   try {
-    dispatchEvents(addon.takeEvents() as unknown[])
+    const objs = addon.takeEvents(nums)
+    // A batch with more numbers than fit came in a new array: keep it for the next ones.
+    if (objs[0] !== undefined) nums = objs[0] as Float64Array
+    dispatchEvents(nums, objs)
   } finally {
     pumping = false
     if (proceeding.length > 0) {
@@ -151,74 +158,100 @@ function pump(): void {
   }
 }
 
-/** The error in the four slots at `ev[i]`: kind, message, code, socket info. */
-function errorAt(ev: unknown[], i: number): Error {
-  return fromNative(ev[i] as string, ev[i + 1] as string, ev[i + 2] as string | undefined, ev[i + 3] as NativeSocketInfo | undefined)
+/** Header names and values joined by `\n` with one more field at the end, which is popped. */
+function fields(blob: string): { list: string[]; last: string } {
+  const list = blob.split('\n')
+  const last = list.pop()!
+  return { list, last }
 }
 
-function dispatchEvents(ev: unknown[]): void {
+/** The error in the four objects at `o[k]`: kind, message, code, socket info. */
+function errorAt(o: unknown[], k: number): Error {
+  return fromNative(o[k] as string, o[k + 1] as string, o[k + 2] as string | undefined, o[k + 3] as NativeSocketInfo | undefined)
+}
+
+/**
+ * Walks a batch: numbers from `n` (tag, id, then the event's numbers), other values from `o`,
+ * each with its own cursor. `n[0]` is the count of numbers after it; `o[0]` is not an event's.
+ */
+function dispatchEvents(n: Float64Array, o: unknown[]): void {
   // A connection's failure: the requests it failed and its connection event get one error
   // object, as in undici. `next`: made by the first of a run of request errors, for the
   // Disconnected after them; `previous`: made by a ConnectFailed, for the errors after it.
   let next: Error | null = null
   let previous: Error | null = null
-  let i = 0
-  while (i < ev.length) {
-    const tag = ev[i] as number
-    const id = ev[i + 1] as number
+  const end = n[0] + 1
+  let i = 1
+  let k = 1
+  while (i < end) {
+    const tag = n[i]
+    const id = n[i + 1]
     switch (tag) {
       case CONNECT:
         deliver(id, (s) => s.onConnect())
         i += 2
         break
       case HEADERS:
-        deliver(id, (s) => s.onHeaders(ev[i + 2] as number, ev[i + 3] as string, ev[i + 4] as string[]))
-        i += 5
-        break
-      case DATA:
-        deliver(id, (s) => s.onData(ev[i + 2] as Buffer))
+      case UPGRADE: {
+        const status = n[i + 2]
+        const { list, last } = fields(o[k] as string)
+        if (tag === HEADERS) deliver(id, (s) => s.onHeaders(status, last, list))
+        else deliver(id, (s) => s.onUpgrade(status, last, list))
         i += 3
-        break
-      case UPGRADE:
-        deliver(id, (s) => s.onUpgrade(ev[i + 2] as number, ev[i + 3] as string, ev[i + 4] as string[]))
-        i += 5
-        break
-      case COMPLETE:
-        deliver(id, (s) => s.onComplete(ev[i + 2] as string[]))
-        i += 3
-        break
-      case ERROR: {
-        const shares = ev[i + 6]
-        const err = shares === SHARES_NEXT ? (next ??= errorAt(ev, i + 2)) : shares === SHARES_PREVIOUS && previous ? previous : errorAt(ev, i + 2)
-        deliver(id, (s) => s.onError(err))
-        i += 7
+        k += 1
         break
       }
-      case BODY_CONSUMED:
-        deliver(id, (s) => s.onBodyConsumed(ev[i + 2] as number))
+      case DATA: {
+        const chunk = o[k] as Buffer
+        deliver(id, (s) => s.onData(chunk))
+        i += 2
+        k += 1
+        break
+      }
+      case COMPLETE: {
+        const { list } = fields(o[k] as string)
+        deliver(id, (s) => s.onComplete(list))
+        i += 2
+        k += 1
+        break
+      }
+      case ERROR: {
+        const shares = n[i + 2]
+        const err = shares === SHARES_NEXT ? (next ??= errorAt(o, k)) : shares === SHARES_PREVIOUS && previous ? previous : errorAt(o, k)
+        deliver(id, (s) => s.onError(err))
+        i += 3
+        k += 4
+        break
+      }
+      case BODY_CONSUMED: {
+        const bytes = n[i + 2]
+        deliver(id, (s) => s.onBodyConsumed(bytes))
         i += 3
         break
+      }
       case CONNECTING:
         origins.get(id)?.deref()?.onConnecting()
         i += 2
         break
       case CONNECTED:
-        origins.get(id)?.deref()?.onConnected(ev[i + 2] as number)
+        origins.get(id)?.deref()?.onConnected(n[i + 2])
         i += 3
         break
       case DISCONNECTED:
-        origins.get(id)?.deref()?.onDisconnected(ev[i + 2] as number, next ?? errorAt(ev, i + 3))
+        origins.get(id)?.deref()?.onDisconnected(n[i + 2], next ?? errorAt(o, k))
         next = null
-        i += 7
+        i += 3
+        k += 4
         break
       case CLOSED:
         closers.get(id)?.()
         i += 2
         break
       case CONNECT_FAILED:
-        previous = errorAt(ev, i + 2)
+        previous = errorAt(o, k)
         origins.get(id)?.deref()?.onConnectFailed(previous)
-        i += 6
+        i += 2
+        k += 4
         break
       default:
         throw new Error(`saetta: unknown engine event ${tag}`)
