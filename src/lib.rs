@@ -239,8 +239,9 @@ impl NativeOrigin {
         })
     }
 
-    /// Validates, encodes and enqueues a request. Returns `[kind, message]` when the
-    /// request is refused (nothing is sent), `null` otherwise.
+    /// Validates, encodes and enqueues a request; the engine sees it at the next `flush()`
+    /// (or the next other command). Returns `[kind, message]` when the request is refused
+    /// (nothing is sent), `null` otherwise.
     #[napi(catch_unwind)]
     #[allow(clippy::too_many_arguments)]
     pub fn submit(
@@ -288,7 +289,7 @@ impl NativeOrigin {
         req.upgrade |= upgrade.is_some();
         req.headers_timeout = (headers_timeout > 0.0).then(|| ms(headers_timeout));
         req.body_timeout = (body_timeout > 0.0).then(|| ms(body_timeout));
-        bridge()?.engine.submit(self.id, req);
+        bridge()?.engine.submit_later(self.id, req);
         Ok(None)
     }
 
@@ -326,6 +327,13 @@ impl Drop for NativeOrigin {
             }
         }
     }
+}
+
+/// Sends the submissions held back since the last flush (one wakeup of the engine).
+#[napi(catch_unwind)]
+pub fn flush() -> Result<()> {
+    bridge()?.engine.flush();
+    Ok(())
 }
 
 #[napi(catch_unwind)]
@@ -485,7 +493,11 @@ impl Out {
     /// Header names and values, then `last`, as one latin1 string joined by `\n` (which no
     /// accepted name, value or reason contains): JS splits it and pops `last`.
     fn headers(&mut self, headers: &[saetta_core::codec::RawHeader], last: &[u8]) -> Result<()> {
-        let size = headers.iter().map(|(n, v)| n.len() + v.len() + 2).sum::<usize>() + last.len();
+        let size = headers
+            .iter()
+            .map(|(n, v)| n.len() + v.len() + 2)
+            .sum::<usize>()
+            + last.len();
         let mut blob = Vec::with_capacity(size);
         for (n, v) in headers {
             blob.extend_from_slice(n);
@@ -655,7 +667,7 @@ impl ToNapiValue for EventBatch<'_> {
             let mut data = std::mem::take(&mut out.nums);
             data.resize(data.len() * 2, 0.0); // room for the next, larger batches
             let bigger = Float64ArraySlice::from_data(&env, data)?;
-            let v = unsafe { ToNapiValue::to_napi_value(env.raw(), &bigger) }?;
+            let v = unsafe { ToNapiValue::to_napi_value(env.raw(), bigger) }?;
             check(unsafe { sys::napi_set_element(env.raw(), arr, 0, v) })?;
         }
         Ok(arr)

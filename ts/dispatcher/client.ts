@@ -8,6 +8,7 @@ import { addon } from '../native/addon-handle'
 import {
   newOriginId,
   afterBatch,
+  flushSoon,
   newRequestId,
   proceed,
   track,
@@ -499,6 +500,7 @@ class Run implements RequestSink {
       typeof opts.upgrade === 'string' ? opts.upgrade : undefined,
     )
     if (refused) throw fromNative(refused[0], refused[1], undefined)
+    flushSoon()
     this.#id = id
     this.#sentBody = bytes ?? null
     track(id, this)

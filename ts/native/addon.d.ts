@@ -8,8 +8,9 @@
 export declare class NativeOrigin {
   constructor(id: number, o: OriginOptions)
   /**
-   * Validates, encodes and enqueues a request. Returns `[kind, message]` when the
-   * request is refused (nothing is sent), `null` otherwise.
+   * Validates, encodes and enqueues a request; the engine sees it at the next `flush()`
+   * (or the next other command). Returns `[kind, message]` when the request is refused
+   * (nothing is sent), `null` otherwise.
    */
   submit(id: number, method: string, path: string, headers: Array<string>, body: Buffer | string | undefined | null, flags: number, headersTimeout: number, bodyTimeout: number, upgrade?: string | undefined | null): Array<string> | null
   setPipelining(pipelining: number): void
@@ -24,6 +25,9 @@ export declare function abort(id: number): void
 export declare function bodyEnd(id: number): void
 
 export declare function bodyWrite(id: number, chunk: Buffer | string): void
+
+/** Sends the submissions held back since the last flush (one wakeup of the engine). */
+export declare function flush(): void
 
 /**
  * Starts the engine. `onEvents` is called (with no arguments) whenever events are

@@ -111,6 +111,23 @@ export function untrack(id: number): boolean {
   return true
 }
 
+let flushQueued = false
+
+/**
+ * Submitted requests reach the engine together once the current job is done: one wakeup of
+ * the engine thread for a burst of requests instead of one each.
+ */
+export function flushSoon(): void {
+  if (flushQueued) return
+  flushQueued = true
+  queueMicrotask(flushNow)
+}
+
+function flushNow(): void {
+  flushQueued = false
+  addon.flush()
+}
+
 // Held requests whose onConnect ran in this batch; sent with one call at its end.
 let proceeding: number[] = []
 

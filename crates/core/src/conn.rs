@@ -398,7 +398,11 @@ impl Conn {
     }
 
     /// Parses what the read buffer holds into events for the request at the front.
-    fn process(&mut self) -> Result<(), Error> {
+    /// `hold_partial`: the last read returned data, so more may be waiting: the part of a
+    /// body with a known length stays in the buffer, to go out whole with the rest after the
+    /// next read (one chunk instead of two for a body split across segments), up to one
+    /// read's worth.
+    fn process(&mut self, hold_partial: bool) -> Result<(), Error> {
         loop {
             let Some(cur) = self.inflight.front_mut().filter(|f| f.early.is_none()) else {
                 if !self.rbuf.is_empty() {
@@ -471,6 +475,14 @@ impl Conn {
                 }
                 ReadState::Body { decoder, received } => {
                     if cur.ctl.paused.get() {
+                        return Ok(());
+                    }
+                    if hold_partial
+                        && self.rbuf.len() < READ_CHUNK
+                        && decoder
+                            .remaining_length()
+                            .is_some_and(|r| (self.rbuf.len() as u64) < r)
+                    {
                         return Ok(());
                     }
                     let id = cur.req.id;
@@ -814,6 +826,7 @@ impl Conn {
             return Ok(false);
         }
         progress |= self.poll_write(cx)?;
+        let mut got_data = false;
         if !self.head_paused() {
             match self.poll_read(cx)? {
                 Some(0) => {
@@ -823,12 +836,13 @@ impl Conn {
                 Some(_) => {
                     self.last_data = Instant::now();
                     progress = true;
+                    got_data = true;
                 }
                 None => {}
             }
         }
         let before = self.events.len();
-        self.process()?;
+        self.process(got_data)?;
         if self.tunnel.is_some() {
             // Upgraded in this round: from now on tunnel_step runs the connection.
             return Ok(true);

@@ -5,7 +5,8 @@ use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use tokio::sync::mpsc;
@@ -16,23 +17,60 @@ use crate::origin::{ConnShared, Origin, Queued};
 use crate::request::{OriginConfig, Request};
 
 enum Command {
-    Open { origin: u64, cfg: Box<OriginConfig> },
-    Submit { origin: u64, req: Box<Request> },
-    BodyWrite { id: u64, chunk: Bytes },
-    BodyEnd { id: u64 },
-    Pause { id: u64 },
-    Resume { id: u64 },
-    Abort { id: u64 },
-    Proceed { ids: Vec<u64> },
-    Close { origin: u64 },
-    SetPipelining { origin: u64, pipelining: usize },
-    Destroy { origin: u64, error: Error },
+    Open {
+        origin: u64,
+        cfg: Box<OriginConfig>,
+    },
+    Submit {
+        origin: u64,
+        req: Box<Request>,
+    },
+    BodyWrite {
+        id: u64,
+        chunk: Bytes,
+    },
+    BodyEnd {
+        id: u64,
+    },
+    Pause {
+        id: u64,
+    },
+    Resume {
+        id: u64,
+    },
+    Abort {
+        id: u64,
+    },
+    Proceed {
+        ids: Vec<u64>,
+    },
+    Close {
+        origin: u64,
+    },
+    SetPipelining {
+        origin: u64,
+        pipelining: usize,
+    },
+    Destroy {
+        origin: u64,
+        error: Error,
+    },
+    /// Submissions held back by [`Engine::submit_later`], in order.
+    Many(Vec<Command>),
 }
 
 /// Handle to the engine thread. Cheap to clone; the thread ends when the last clone is dropped.
 #[derive(Clone)]
 pub struct Engine {
     tx: mpsc::UnboundedSender<Command>,
+    held: Arc<Held>,
+}
+
+/// Submissions waiting for [`Engine::flush`]: one wakeup of the engine thread for many.
+#[derive(Default)]
+struct Held {
+    any: AtomicBool,
+    cmds: Mutex<Vec<Command>>,
 }
 
 impl Engine {
@@ -49,10 +87,39 @@ impl Engine {
                 let local = tokio::task::LocalSet::new();
                 local.block_on(&rt, run(rx, sink));
             })?;
-        Ok(Engine { tx })
+        Ok(Engine {
+            tx,
+            held: Arc::default(),
+        })
+    }
+
+    /// Sends what [`Engine::submit_later`] held back, with a single wakeup.
+    pub fn flush(&self) {
+        if self.held.any.swap(false, Ordering::AcqRel) {
+            let cmds =
+                std::mem::take(&mut *self.held.cmds.lock().unwrap_or_else(|e| e.into_inner()));
+            if !cmds.is_empty() {
+                let _ = self.tx.send(Command::Many(cmds));
+            }
+        }
+    }
+
+    /// As [`Engine::submit`], but the engine is told only at the next [`Engine::flush`] (or
+    /// with the next other command: order is kept).
+    pub fn submit_later(&self, origin: u64, req: Request) {
+        self.held
+            .cmds
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Command::Submit {
+                origin,
+                req: Box::new(req),
+            });
+        self.held.any.store(true, Ordering::Release);
     }
 
     fn send(&self, cmd: Command) {
+        self.flush();
         // The engine thread only stops when every Engine is dropped, so this cannot fail
         // while `self` exists; a failure would mean the thread died, and then there is
         // nobody left to tell.
@@ -263,6 +330,8 @@ impl Ctx {
                     Origin::destroy(&o, self, error);
                 }
             }
+            // Unpacked by `run`, one command at a time.
+            Command::Many(cmds) => cmds.into_iter().for_each(|c| self.handle(c)),
         }
     }
 
@@ -290,17 +359,24 @@ async fn run(mut rx: mpsc::UnboundedReceiver<Command>, sink: Arc<dyn EventSink>)
     let mut batch = Vec::with_capacity(64);
     while rx.recv_many(&mut batch, 256).await > 0 {
         for cmd in batch.drain(..) {
-            let id = Ctx::command_request(&cmd);
-            if catch_unwind(AssertUnwindSafe(|| ctx.handle(cmd))).is_err() {
-                // No panic crosses into the host; the request it hit fails instead.
-                if let Some(id) = id.filter(|id| ctx.settle(*id)) {
-                    ctx.emit(Event::Error {
-                        id,
-                        error: Error::socket("internal error in saetta-core"),
-                        shared: Shared::No,
-                    });
-                }
+            match cmd {
+                Command::Many(cmds) => cmds.into_iter().for_each(|c| handle(&ctx, c)),
+                cmd => handle(&ctx, cmd),
             }
+        }
+    }
+}
+
+fn handle(ctx: &Rc<Ctx>, cmd: Command) {
+    let id = Ctx::command_request(&cmd);
+    if catch_unwind(AssertUnwindSafe(|| ctx.handle(cmd))).is_err() {
+        // No panic crosses into the host; the request it hit fails instead.
+        if let Some(id) = id.filter(|id| ctx.settle(*id)) {
+            ctx.emit(Event::Error {
+                id,
+                error: Error::socket("internal error in saetta-core"),
+                shared: Shared::No,
+            });
         }
     }
 }

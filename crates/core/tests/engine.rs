@@ -356,3 +356,57 @@ fn abort_and_destroy_settle_exactly_once() {
         assert_ne!(ev.request_id(), Some(2), "{ev:?}");
     }
 }
+
+#[test]
+fn held_submissions_wait_for_a_flush_and_keep_their_order_with_other_commands() {
+    let port = server(|mut s, _| {
+        while read_head(&mut s).is_some() {
+            s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                .unwrap();
+        }
+    });
+    let (e, rx) = engine();
+    origin(&e, 1, port, |_| {});
+    e.submit_later(1, get(1, "GET", RequestBody::None));
+    // Not flushed: the engine has not seen it.
+    assert!(rx.recv_timeout(Duration::from_millis(200)).is_err());
+    e.flush();
+    assert_eq!(settle(&rx, &[1])[0].body, b"ok");
+    // An abort sent after a held submission reaches the engine after it, so it applies.
+    e.submit_later(1, get(2, "GET", RequestBody::None));
+    e.abort(2);
+    e.submit_later(1, get(3, "GET", RequestBody::None));
+    e.flush();
+    assert_eq!(settle(&rx, &[3])[0].body, b"ok");
+    thread::sleep(Duration::from_millis(100));
+    while let Ok(ev) = rx.try_recv() {
+        assert_ne!(ev.request_id(), Some(2), "{ev:?}");
+    }
+}
+
+#[test]
+fn part_of_a_body_goes_out_at_once_when_the_rest_is_not_there_yet() {
+    let port = server(|mut s, _| {
+        read_head(&mut s).unwrap();
+        s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nhello")
+            .unwrap();
+        thread::sleep(Duration::from_millis(500));
+        s.write_all(b"world").unwrap();
+        thread::sleep(Duration::from_millis(100));
+    });
+    let (e, rx) = engine();
+    origin(&e, 1, port, |_| {});
+    e.submit(1, get(1, "GET", RequestBody::None));
+    let first = loop {
+        match rx
+            .recv_timeout(Duration::from_millis(300))
+            .expect("first part held back")
+        {
+            Event::Data { chunk, .. } => break chunk,
+            _ => continue,
+        }
+    };
+    assert_eq!(&first[..], b"hello");
+    let rest = settle(&rx, &[1]);
+    assert_eq!(rest[0].body, b"world");
+}

@@ -150,6 +150,14 @@ impl BodyDecoder {
         }
     }
 
+    /// Bytes still to come of a body with a known length.
+    pub fn remaining_length(&self) -> Option<u64> {
+        match self.state {
+            State::Length { remaining } => Some(remaining),
+            _ => None,
+        }
+    }
+
     pub fn is_done(&self) -> bool {
         matches!(self.state, State::Done)
     }
