@@ -1,13 +1,14 @@
 // `pipeline`: a Duplex for stream.pipeline. What is written to it is the request body;
 // what the caller's handler returns (from the response body) is what it reads.
 
-import { Duplex, Readable, finished } from 'node:stream'
+import { Duplex, Readable } from 'node:stream'
 import { InvalidArgumentError, InvalidReturnValueError, RequestAbortedError } from '../errors'
 import { parseHeaders } from '../dispatcher/headers'
 import type { IncomingHttpHeaders, RequestOptions } from '../dispatcher/types'
 import type { Dispatcher } from '../dispatcher/dispatcher'
 import { ApiHandler } from './api-handler'
 import { BodyReadable } from './readable'
+import { whenDone } from './done'
 
 export interface PipelineOptions<TOpaque = null> extends RequestOptions<TOpaque> {
   objectMode?: boolean
@@ -112,7 +113,7 @@ class PipelineHandler_<TOpaque> extends ApiHandler<TOpaque> {
         }
       })
       .on('end', () => duplex.push(null))
-    finished(body, { writable: false }, (err) => {
+    whenDone({ readable: body }, (err) => {
       if (err) duplex.destroy(err)
     })
     return true

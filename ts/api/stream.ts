@@ -1,7 +1,8 @@
 // `stream`: a handler over dispatch() that writes the response body straight into the
 // Writable returned by the caller's factory, with no intermediate Readable.
 
-import { finished, type Writable } from 'node:stream'
+import type { Writable } from 'node:stream'
+import { whenDone } from './done'
 import { InvalidArgumentError, InvalidReturnValueError } from '../errors'
 import { parseHeaders } from '../dispatcher/headers'
 import type { IncomingHttpHeaders, RequestOptions } from '../dispatcher/types'
@@ -58,7 +59,7 @@ class StreamHandler<TOpaque> extends ApiHandler<TOpaque> {
     const res = factory({ statusCode, headers, opaque: this.opaque, context: this.context })
     if (!isWritable(res)) throw new InvalidReturnValueError('expected Writable')
     // The callback runs once the Writable has finished (or failed): then the data is really written.
-    finished(res, { readable: false }, (err) => {
+    whenDone({ writable: res }, (err) => {
       const callback = this.#callback
       this.#callback = null
       this.detach()

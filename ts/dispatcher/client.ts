@@ -28,6 +28,7 @@ import type { ClientOptions, DispatchHandler, DispatchOptions } from './types'
 import { channels, connectParams, RequestInfo, tracingRequests } from '../diagnostics'
 import type { Channel } from 'node:diagnostics_channel'
 import '../debug'
+import { prematureClose } from '../api/done'
 
 // Flag bits of NativeOrigin.submit, as in src/lib.rs.
 const IDEMPOTENT = 1
@@ -147,11 +148,6 @@ function nativeOrigin(id: number, options: ConstructorParameters<typeof NativeOr
 
 function isFormData(body: unknown): boolean {
   return typeof body === 'object' && body !== null && (body as { [Symbol.toStringTag]?: string })[Symbol.toStringTag] === 'FormData'
-}
-
-/** What a stream that closed before its end reports (as Node's `finished` does). */
-function prematureClose(): Error {
-  return Object.assign(new Error('Premature close'), { code: 'ERR_STREAM_PREMATURE_CLOSE' })
 }
 
 function isStreamLike(body: unknown): body is Readable | Iterable<unknown> | AsyncIterable<unknown> {

@@ -1,0 +1,38 @@
+// `stream.finished` for one side of a stream, without its generality (and its cost on every
+// request): the callback runs once, with the stream's error, with none when that side ended,
+// or with a premature-close error when the stream closed first.
+
+import type { Readable, Writable } from 'node:stream'
+
+/** What a stream that closed before its end reports (as Node's `finished` does). */
+export function prematureClose(): Error {
+  return Object.assign(new Error('Premature close'), { code: 'ERR_STREAM_PREMATURE_CLOSE' })
+}
+
+type Side = { readable: Readable } | { writable: Writable }
+
+export function whenDone(side: Side, callback: (err?: Error) => void): void {
+  const readable = 'readable' in side
+  const stream: Readable | Writable = readable ? side.readable : side.writable
+  const doneEvent = readable ? 'end' : 'finish'
+  let called = false
+  const finish = (err?: Error): void => {
+    if (called) return
+    called = true
+    stream.off(doneEvent, onDone).off('error', onError).off('close', onClose)
+    callback(err)
+  }
+  const onDone = (): void => finish()
+  const onError = (err: Error): void => finish(err)
+  const onClose = (): void => {
+    const ended = readable ? (stream as Readable).readableEnded : (stream as Writable).writableFinished
+    finish(ended ? undefined : ((stream as { errored?: Error | null }).errored ?? prematureClose()))
+  }
+  const errored = (stream as { errored?: Error | null }).errored
+  const ended = readable ? (stream as Readable).readableEnded : (stream as Writable).writableFinished
+  if (errored || ended || stream.destroyed) {
+    process.nextTick(() => finish(errored ?? (ended ? undefined : prematureClose())))
+    return
+  }
+  stream.on(doneEvent, onDone).on('error', onError).on('close', onClose)
+}
