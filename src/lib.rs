@@ -329,20 +329,22 @@ impl Drop for NativeOrigin {
     }
 }
 
-/// Sends the submissions held back since the last flush (one wakeup of the engine).
+/// Sends what `submit`, `bodyWrite` and `bodyEnd` held back since the last flush (one
+/// wakeup of the engine).
 #[napi(catch_unwind)]
 pub fn flush() -> Result<()> {
     bridge()?.engine.flush();
     Ok(())
 }
 
+/// A chunk of a streamed request body (or tunnel), held until the next `flush()`.
 #[napi(catch_unwind)]
 pub fn body_write(id: u32, chunk: Either<Buffer, String>) -> Result<()> {
     let bytes = match chunk {
         Either::A(b) => Bytes::copy_from_slice(&b),
         Either::B(s) => Bytes::from(s),
     };
-    bridge()?.engine.body_write(id as u64, bytes);
+    bridge()?.engine.body_write_later(id as u64, bytes);
     Ok(())
 }
 
@@ -355,9 +357,10 @@ pub fn proceed(ids: Vec<u32>) -> Result<()> {
     Ok(())
 }
 
+/// The end of a streamed request body (or of a tunnel's writes), held until the next `flush()`.
 #[napi(catch_unwind)]
 pub fn body_end(id: u32) -> Result<()> {
-    bridge()?.engine.body_end(id as u64);
+    bridge()?.engine.body_end_later(id as u64);
     Ok(())
 }
 

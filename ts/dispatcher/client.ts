@@ -8,6 +8,8 @@ import { addon } from '../native/addon-handle'
 import {
   newOriginId,
   afterBatch,
+  bodyEnd,
+  bodyWrite,
   flushSoon,
   newRequestId,
   proceed,
@@ -579,7 +581,7 @@ class Run implements RequestSink {
           : null
     if (buf === null) throw new InvalidArgumentError('body chunks must be strings, Buffers or Uint8Arrays')
     if (buf.length === 0) return true
-    addon.bodyWrite(this.#id, buf)
+    bodyWrite(this.#id, buf)
     this.#publish(channels.bodyChunkSent, { chunk: buf })
     this.#handler.onBodySent?.(chunk as Buffer)
     this.#window += typeof buf === 'string' ? Buffer.byteLength(buf) : buf.length
@@ -588,7 +590,7 @@ class Run implements RequestSink {
 
   #endBody(): void {
     if (this.#settled) return
-    addon.bodyEnd(this.#id)
+    bodyEnd(this.#id)
     this.#publish(channels.bodySent, {})
   }
 

@@ -22,11 +22,16 @@ export declare class NativeOrigin {
 
 export declare function abort(id: number): void
 
+/** The end of a streamed request body (or of a tunnel's writes), held until the next `flush()`. */
 export declare function bodyEnd(id: number): void
 
+/** A chunk of a streamed request body (or tunnel), held until the next `flush()`. */
 export declare function bodyWrite(id: number, chunk: Buffer | string): void
 
-/** Sends the submissions held back since the last flush (one wakeup of the engine). */
+/**
+ * Sends what `submit`, `bodyWrite` and `bodyEnd` held back since the last flush (one
+ * wakeup of the engine).
+ */
 export declare function flush(): void
 
 /**

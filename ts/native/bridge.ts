@@ -128,6 +128,18 @@ function flushNow(): void {
   addon.flush()
 }
 
+/** A chunk of request body (or tunnel data) for `id`, sent with the next flush. */
+export function bodyWrite(id: number, chunk: Buffer | string): void {
+  addon.bodyWrite(id, chunk)
+  flushSoon()
+}
+
+/** The end of request body (or tunnel data) for `id`, sent with the next flush. */
+export function bodyEnd(id: number): void {
+  addon.bodyEnd(id)
+  flushSoon()
+}
+
 // Held requests whose onConnect ran in this batch; sent with one call at its end.
 let proceeding: number[] = []
 

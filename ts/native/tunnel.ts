@@ -2,7 +2,7 @@
 
 import { Duplex } from 'node:stream'
 import { addon } from './load'
-import { untrack } from './bridge'
+import { bodyEnd, bodyWrite, untrack } from './bridge'
 
 /** Bytes written but not yet taken by the engine, beyond which writes wait. */
 export const WRITE_WINDOW = 256 * 1024
@@ -19,14 +19,14 @@ export class TunnelSocket extends Duplex {
   }
 
   override _write(chunk: Buffer, _encoding: BufferEncoding, callback: (err?: Error | null) => void): void {
-    addon.bodyWrite(this.#id, chunk)
+    bodyWrite(this.#id, chunk)
     this.#window += chunk.length
     if (this.#window >= WRITE_WINDOW) this.#waitingWrite = callback
     else callback()
   }
 
   override _final(callback: (err?: Error | null) => void): void {
-    addon.bodyEnd(this.#id)
+    bodyEnd(this.#id)
     callback()
   }
 

@@ -55,7 +55,7 @@ enum Command {
         origin: u64,
         error: Error,
     },
-    /// Submissions held back by [`Engine::submit_later`], in order.
+    /// Commands held back by the `*_later` calls, in order.
     Many(Vec<Command>),
 }
 
@@ -66,7 +66,7 @@ pub struct Engine {
     held: Arc<Held>,
 }
 
-/// Submissions waiting for [`Engine::flush`]: one wakeup of the engine thread for many.
+/// Commands waiting for [`Engine::flush`]: one wakeup of the engine thread for many.
 #[derive(Default)]
 struct Held {
     any: AtomicBool,
@@ -93,7 +93,7 @@ impl Engine {
         })
     }
 
-    /// Sends what [`Engine::submit_later`] held back, with a single wakeup.
+    /// Sends what the `*_later` calls held back, with a single wakeup.
     pub fn flush(&self) {
         if self.held.any.swap(false, Ordering::AcqRel) {
             let cmds =
@@ -107,14 +107,28 @@ impl Engine {
     /// As [`Engine::submit`], but the engine is told only at the next [`Engine::flush`] (or
     /// with the next other command: order is kept).
     pub fn submit_later(&self, origin: u64, req: Request) {
+        self.hold(Command::Submit {
+            origin,
+            req: Box::new(req),
+        });
+    }
+
+    /// As [`Engine::body_write`], held until the next [`Engine::flush`].
+    pub fn body_write_later(&self, id: u64, chunk: Bytes) {
+        self.hold(Command::BodyWrite { id, chunk });
+    }
+
+    /// As [`Engine::body_end`], held until the next [`Engine::flush`].
+    pub fn body_end_later(&self, id: u64) {
+        self.hold(Command::BodyEnd { id });
+    }
+
+    fn hold(&self, cmd: Command) {
         self.held
             .cmds
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push(Command::Submit {
-                origin,
-                req: Box::new(req),
-            });
+            .push(cmd);
         self.held.any.store(true, Ordering::Release);
     }
 
