@@ -400,7 +400,7 @@ mod tag {
     pub const CONNECTING: u32 = 11;
 }
 
-/// Below this size a chunk is copied: cheaper than an external buffer and its finalizer.
+/// Below this size a chunk is copied: cheaper than an external ArrayBuffer and its finalizer.
 const COPY_BELOW: usize = 4096;
 
 struct Out {
@@ -512,38 +512,40 @@ impl Out {
         self.str(&blob)
     }
 
+    /// A body chunk as an ArrayBuffer (JS wraps it in a Buffer: cheaper there than a Buffer
+    /// made through N-API). Large chunks are the engine's own bytes, released by a finalizer;
+    /// small ones, or where external memory is not allowed, are copied.
     fn buffer(&mut self, chunk: Bytes) -> Result<()> {
         let mut v = ptr::null_mut();
-        if chunk.len() < COPY_BELOW {
-            let mut data = ptr::null_mut();
-            check(unsafe {
-                sys::napi_create_buffer_copy(
-                    self.env,
-                    chunk.len(),
-                    chunk.as_ptr().cast(),
-                    &mut data,
-                    &mut v,
-                )
-            })?;
-        } else {
-            // Zero-copy: JS gets the engine's bytes; the finalizer releases them.
+        if chunk.len() >= COPY_BELOW {
             let (data, len) = (chunk.as_ptr(), chunk.len());
             let hint = Box::into_raw(Box::new(chunk));
             let status = unsafe {
-                sys::napi_create_external_buffer(
+                sys::napi_create_external_arraybuffer(
                     self.env,
-                    len,
                     data as *mut _,
+                    len,
                     Some(free_bytes),
                     hint.cast(),
                     &mut v,
                 )
             };
-            if status != sys::Status::napi_ok {
-                drop(unsafe { Box::from_raw(hint) });
-                return check(status);
+            if status == sys::Status::napi_ok {
+                return self.push(v);
             }
+            // SAFETY: on failure the finalizer was not registered; the box is still ours.
+            let chunk = unsafe { Box::from_raw(hint) };
+            return self.copied(&chunk);
         }
+        self.copied(&chunk)
+    }
+
+    fn copied(&mut self, chunk: &[u8]) -> Result<()> {
+        let mut v = ptr::null_mut();
+        let mut data = ptr::null_mut();
+        check(unsafe { sys::napi_create_arraybuffer(self.env, chunk.len(), &mut data, &mut v) })?;
+        // SAFETY: `data` points at `chunk.len()` fresh bytes owned by the new ArrayBuffer.
+        unsafe { ptr::copy_nonoverlapping(chunk.as_ptr(), data.cast::<u8>(), chunk.len()) };
         self.push(v)
     }
 

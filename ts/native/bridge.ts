@@ -231,7 +231,7 @@ function dispatchEvents(n: Float64Array, o: unknown[]): void {
         break
       }
       case DATA: {
-        const chunk = o[k] as Buffer
+        const chunk = Buffer.from(o[k] as ArrayBuffer)
         deliver(id, (s) => s.onData(chunk))
         i += 2
         k += 1
