@@ -453,6 +453,9 @@ class Run implements RequestSink {
       bytes = body
     } else if (body instanceof Uint8Array) {
       bytes = Buffer.isBuffer(body) ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength)
+    } else if (body instanceof Readable) {
+      flags |= STREAM
+      this.#source = body
     } else if (body instanceof Blob || isFormData(body)) {
       // Encoded as fetch encodes them (multipart for FormData), streamed with their type.
       const encoded = new Response(body as BodyInit)
