@@ -114,12 +114,14 @@ export function untrack(id: number): boolean {
 let flushQueued = false
 
 /**
- * Submitted requests reach the engine together once the current job is done: one wakeup of
- * the engine thread for a burst of requests instead of one each.
+ * The first command of a job goes to the engine at once (a lone request waits for nothing);
+ * those after it in the same job follow together once the job is done: one wakeup of the
+ * engine thread for a burst of requests instead of one each.
  */
 export function flushSoon(): void {
   if (flushQueued) return
   flushQueued = true
+  addon.flush()
   queueMicrotask(flushNow)
 }
 
