@@ -94,6 +94,25 @@ describe('request', () => {
     })
   })
 
+  test('streamed bodies: the same framing on the wire, an empty one without any', async () => {
+    const framing = () =>
+      httpServer(async (req, res) => {
+        const body = await readBody(req)
+        res.end(JSON.stringify([req.headers['transfer-encoding'] ?? null, req.headers['content-length'] ?? null, body.toString()]))
+      })
+    await same(framing, async (lib, origin) => {
+      const c = client(lib, origin)
+      const out = []
+      for (const method of ['GET', 'POST', 'PUT', 'DELETE']) {
+        for (const chunks of [[], ['ab', 'c']]) {
+          const res = await c.request({ path: '/', method, body: Readable.from(chunks) })
+          out.push([method, chunks.length, await res.body.text()])
+        }
+      }
+      return out
+    })
+  })
+
   test('query, headers as array and Map, opaque', async () => {
     await same(
       () => httpServer((req, res) => res.end(JSON.stringify([req.url, req.headers['x-a'], req.headers['x-b']]))),

@@ -509,7 +509,6 @@ class Run implements RequestSink {
     if (this.#source) this.#pumpBody(this.#source)
   }
 
-  /** Streams the body source into the engine, within the credit window. */
   /** Streams a request body to the engine, within the write window. */
   #pumpBody(source: Readable | Iterable<unknown> | AsyncIterable<unknown>): void {
     if (source instanceof Readable) this.#pumpReadable(source)

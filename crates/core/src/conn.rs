@@ -18,7 +18,7 @@ use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
-use crate::codec::request::BodyFraming;
+use crate::codec::request::{empty_body_head, BodyFraming};
 use crate::codec::{read_response_head, BodyDecoder, BodyKind, Decoded, HeadOptions};
 use crate::engine::{Ctx, ReqCtl};
 use crate::error::{Error, SocketInfo};
@@ -40,6 +40,9 @@ struct InFlight {
     written: bool,
     /// Every byte of head and body is in the write queue.
     body_done: bool,
+    /// A chunked body's head waits for its first chunk or its end: an empty body then goes
+    /// without framing, as undici sends it.
+    head_held: bool,
     /// Body bytes queued so far (streamed bodies).
     body_sent: u64,
     got_headers: bool,
@@ -223,6 +226,7 @@ impl Conn {
                 ctl,
                 written: false,
                 body_done: false,
+                head_held: false,
                 body_sent: 0,
                 got_headers: false,
                 waiting_since: None,
@@ -242,7 +246,10 @@ impl Conn {
                 break;
             }
             r.written = true;
-            out.push(r.req.head.clone());
+            r.head_held = r.req.is_stream() && r.req.framing == BodyFraming::Chunked;
+            if !r.head_held {
+                out.push(r.req.head.clone());
+            }
             r.body_done = match &r.req.body {
                 RequestBody::None => true,
                 RequestBody::Bytes(b) => {
@@ -288,6 +295,9 @@ impl Conn {
             }
             let last = self.inflight.back_mut().unwrap();
             last.body_sent += chunk.len() as u64;
+            if std::mem::take(&mut last.head_held) {
+                out.push(last.req.head.clone());
+            }
             match framing {
                 BodyFraming::Chunked => {
                     out.push(Bytes::from(format!("{:x}\r\n", chunk.len())));
@@ -317,6 +327,10 @@ impl Conn {
         if ended {
             let last = self.inflight.back_mut().unwrap();
             match framing {
+                BodyFraming::Chunked if std::mem::take(&mut last.head_held) => {
+                    let head = empty_body_head(&last.req.head, last.req.expects_body);
+                    self.push_write(head)
+                }
                 BodyFraming::Chunked => self.push_write(Bytes::from_static(b"0\r\n\r\n")),
                 BodyFraming::Length(n) if last.body_sent != n => {
                     return Err((id, Error::RequestContentLengthMismatch));

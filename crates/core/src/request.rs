@@ -88,6 +88,8 @@ pub struct Request {
     pub upgrade: bool,
     pub method_is_head: bool,
     pub method_is_connect: bool,
+    /// POST, PUT, PATCH, QUERY: an empty body is sent as `content-length: 0`.
+    pub expects_body: bool,
     /// `None` disables the timeout.
     pub headers_timeout: Option<Duration>,
     pub body_timeout: Option<Duration>,
@@ -113,6 +115,7 @@ impl Request {
             upgrade: method == "CONNECT",
             method_is_head: method == "HEAD",
             method_is_connect: method == "CONNECT",
+            expects_body: crate::codec::request::method_expects_body(method),
             headers_timeout: Some(Duration::from_secs(300)),
             body_timeout: Some(Duration::from_secs(300)),
             hold: false,

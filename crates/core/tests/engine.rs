@@ -261,6 +261,33 @@ fn streamed_body_is_chunked() {
 }
 
 #[test]
+fn empty_streamed_body_goes_without_framing() {
+    let (tx, got) = channel::<String>();
+    let tx = Mutex::new(tx);
+    let port = server(move |mut s, _| {
+        for _ in 0..2 {
+            let head = read_head(&mut s).unwrap();
+            tx.lock().unwrap().send(head).unwrap();
+            s.write_all(b"HTTP/1.1 204 No Content\r\n\r\n").unwrap();
+        }
+    });
+    let (e, rx) = engine();
+    origin(&e, 1, port, |_| {});
+    for (id, method) in [(1, "GET"), (2, "POST")] {
+        e.submit(1, get(id, method, RequestBody::Stream));
+        e.body_end(id);
+        assert_eq!(settle(&rx, &[id])[0].statuses, [204]);
+        let wire = got.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert!(!wire.contains("transfer-encoding"), "{wire}");
+        assert_eq!(
+            wire.contains("content-length: 0\r\n"),
+            method == "POST",
+            "{wire}"
+        );
+    }
+}
+
+#[test]
 fn refused_connection_fails_queued_requests() {
     let port = {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();

@@ -107,8 +107,28 @@ fn valid_header_value(v: &str) -> bool {
         .any(|c| matches!(c, '\0' | '\r' | '\n') || u32::from(c) > 0xff)
 }
 
-fn method_expects_body(method: &str) -> bool {
+pub(crate) fn method_expects_body(method: &str) -> bool {
     matches!(method, "POST" | "PUT" | "PATCH" | "QUERY")
+}
+
+const CHUNKED_LINE: &[u8] = b"transfer-encoding: chunked\r\n";
+
+/// The head of a chunked request whose body ended before any byte of it: sent without
+/// framing, as undici sends it (`content-length: 0` for methods that expect a body).
+pub fn empty_body_head(head: &[u8], expects_body: bool) -> Bytes {
+    let Some(base) = head
+        .strip_suffix(b"\r\n")
+        .and_then(|h| h.strip_suffix(CHUNKED_LINE))
+    else {
+        return Bytes::copy_from_slice(head);
+    };
+    let mut out = BytesMut::with_capacity(head.len());
+    out.put_slice(base);
+    if expects_body {
+        out.put_slice(b"content-length: 0\r\n");
+    }
+    out.put_slice(b"\r\n");
+    out.freeze()
 }
 
 /// Validates a request and encodes its head (request line, headers, blank line).
@@ -240,7 +260,7 @@ pub fn encode_head(input: &HeadInput<'_>) -> Result<EncodedHead> {
         BodyFraming::None if method_expects_body(input.method) => {
             out.put_slice(b"content-length: 0\r\n")
         }
-        BodyFraming::Chunked => out.put_slice(b"transfer-encoding: chunked\r\n"),
+        BodyFraming::Chunked => out.put_slice(CHUNKED_LINE),
         _ => {}
     }
     out.put_slice(b"\r\n");
@@ -341,6 +361,20 @@ mod tests {
         assert!(head.reset);
         assert_eq!(text(&head).matches("connection").count(), 1);
         assert!(text(&head).contains("connection: close\r\n"));
+    }
+
+    #[test]
+    fn an_empty_chunked_body_loses_its_framing() {
+        for (method, want) in [("GET", ""), ("POST", "content-length: 0\r\n")] {
+            let mut i = input(method, "/", &[]);
+            i.body = BodyInfo::Stream;
+            let head = encode_head(&i).unwrap();
+            let empty = empty_body_head(&head.bytes, method_expects_body(method));
+            assert_eq!(
+                std::str::from_utf8(&empty).unwrap(),
+                text(&head).replace("transfer-encoding: chunked\r\n", want)
+            );
+        }
     }
 
     #[test]
