@@ -128,6 +128,31 @@ describe('keep-alive', () => {
 })
 
 describe('pipelining', () => {
+  test('many small bodies arriving together reach their requests intact, kept chunks too', async () => {
+    // Together they are far more than one batch shares (small chunks share memory per batch).
+    const n = 150
+    const body = (i: number) => String.fromCharCode(33 + (i % 90)).repeat(1000) + String(i)
+    const g = await gatedServer()
+    const client = newClient(g.srv.origin, { pipelining: n })
+    const ps = Array.from({ length: n }, (_, i) =>
+      new Promise<Buffer[]>((resolve, reject) => {
+        const chunks: Buffer[] = []
+        client.dispatch({ path: `/${i}`, method: 'GET', blocking: false }, {
+          onConnect() {},
+          onHeaders: () => true,
+          onData: (chunk: Buffer) => chunks.push(chunk) > 0,
+          onComplete: () => resolve(chunks),
+          onError: reject,
+        })
+      }),
+    )
+    expect(await g.srv.waitForRequests(n, 5000)).toBe(true)
+    const socket = g.held[0].socket
+    socket.write(g.held.map(({ req }) => okResponse(body(Number(req.path.slice(1))))).join(''))
+    const got = await withTimeout(Promise.all(ps), 5000, 'responses')
+    expect(got.map((chunks) => Buffer.concat(chunks).toString())).toEqual(Array.from({ length: n }, (_, i) => body(i)))
+  })
+
   test('pipelining: 3 writes three GETs before the first response', async () => {
     const g = await gatedServer()
     const client = newClient(g.srv.origin, { pipelining: 3 })

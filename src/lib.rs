@@ -107,7 +107,8 @@ pub struct EventBatch<'a> {
 }
 
 /// Takes the events waiting. `nums[0]` is set to the count of numbers written after it; when
-/// they do not fit, they go into a new array, returned as the first object (else `null`).
+/// they do not fit, they go into a new array, returned as the first object (else empty). The
+/// second object is the ArrayBuffer the batch's small body chunks share (else empty).
 #[napi(catch_unwind, ts_return_type = "unknown[]")]
 pub fn take_events(nums: Float64ArraySlice<'_>) -> Result<EventBatch<'_>> {
     let sink = &bridge()?.sink;
@@ -398,10 +399,15 @@ mod tag {
     pub const CLOSED: u32 = 9;
     pub const UPGRADE: u32 = 10;
     pub const CONNECTING: u32 = 11;
+    pub const DATA_SMALL: u32 = 12;
 }
 
-/// Below this size a chunk is copied: cheaper than an external ArrayBuffer and its finalizer.
+/// Below this size a chunk is copied into the batch's shared ArrayBuffer: cheaper than an
+/// ArrayBuffer of its own.
 const COPY_BELOW: usize = 4096;
+/// At most this much is shared, so that a small chunk kept by a caller keeps little else alive
+/// (Node's own Buffer pool is 8 KiB, a socket read up to 64 KiB).
+const SHARED_MAX: usize = 64 * 1024;
 
 struct Out {
     env: sys::napi_env,
@@ -409,6 +415,8 @@ struct Out {
     len: u32,
     /// Numbers, from index 1 (index 0 holds their count).
     nums: Vec<f64>,
+    /// The batch's small body chunks, end to end: one ArrayBuffer (object slot 1) for all.
+    small: Vec<u8>,
 }
 
 fn check(status: sys::napi_status) -> Result<()> {
@@ -512,41 +520,55 @@ impl Out {
         self.str(&blob)
     }
 
-    /// A body chunk as an ArrayBuffer (JS wraps it in a Buffer: cheaper there than a Buffer
-    /// made through N-API). Large chunks are the engine's own bytes, released by a finalizer;
-    /// small ones, or where external memory is not allowed, are copied.
-    fn buffer(&mut self, chunk: Bytes) -> Result<()> {
-        let mut v = ptr::null_mut();
-        if chunk.len() >= COPY_BELOW {
-            let (data, len) = (chunk.as_ptr(), chunk.len());
-            let hint = Box::into_raw(Box::new(chunk));
-            let status = unsafe {
-                sys::napi_create_external_arraybuffer(
-                    self.env,
-                    data as *mut _,
-                    len,
-                    Some(free_bytes),
-                    hint.cast(),
-                    &mut v,
-                )
-            };
-            if status == sys::Status::napi_ok {
-                return self.push(v);
-            }
-            // SAFETY: on failure the finalizer was not registered; the box is still ours.
-            let chunk = unsafe { Box::from_raw(hint) };
-            return self.copied(&chunk);
+    /// A body chunk for JS to wrap in a Buffer (cheaper there than a Buffer made through
+    /// N-API). A small one is copied into the batch's shared memory: `DATA_SMALL`, with its
+    /// offset and length. A large one is an ArrayBuffer over the engine's own bytes, released by
+    /// a finalizer (copied where external memory is not allowed): `DATA`.
+    fn data(&mut self, id: u64, chunk: Bytes) -> Result<()> {
+        if chunk.len() < COPY_BELOW && self.small.len() + chunk.len() <= SHARED_MAX {
+            self.num(tag::DATA_SMALL as f64);
+            self.num(id as f64);
+            self.num(self.small.len() as f64);
+            self.num(chunk.len() as f64);
+            self.small.extend_from_slice(&chunk);
+            return Ok(());
         }
-        self.copied(&chunk)
+        self.num(tag::DATA as f64);
+        self.num(id as f64);
+        if chunk.len() < COPY_BELOW {
+            let v = self.copied(&chunk)?;
+            return self.push(v);
+        }
+        let mut v = ptr::null_mut();
+        let (data, len) = (chunk.as_ptr(), chunk.len());
+        let hint = Box::into_raw(Box::new(chunk));
+        let status = unsafe {
+            sys::napi_create_external_arraybuffer(
+                self.env,
+                data as *mut _,
+                len,
+                Some(free_bytes),
+                hint.cast(),
+                &mut v,
+            )
+        };
+        if status == sys::Status::napi_ok {
+            return self.push(v);
+        }
+        // SAFETY: on failure the finalizer was not registered; the box is still ours.
+        let chunk = unsafe { Box::from_raw(hint) };
+        let v = self.copied(&chunk)?;
+        self.push(v)
     }
 
-    fn copied(&mut self, chunk: &[u8]) -> Result<()> {
+    /// A new ArrayBuffer holding a copy of `bytes`.
+    fn copied(&self, bytes: &[u8]) -> Result<sys::napi_value> {
         let mut v = ptr::null_mut();
         let mut data = ptr::null_mut();
-        check(unsafe { sys::napi_create_arraybuffer(self.env, chunk.len(), &mut data, &mut v) })?;
-        // SAFETY: `data` points at `chunk.len()` fresh bytes owned by the new ArrayBuffer.
-        unsafe { ptr::copy_nonoverlapping(chunk.as_ptr(), data.cast::<u8>(), chunk.len()) };
-        self.push(v)
+        check(unsafe { sys::napi_create_arraybuffer(self.env, bytes.len(), &mut data, &mut v) })?;
+        // SAFETY: `data` points at `bytes.len()` fresh bytes owned by the new ArrayBuffer.
+        unsafe { ptr::copy_nonoverlapping(bytes.as_ptr(), data.cast::<u8>(), bytes.len()) };
+        Ok(v)
     }
 
     fn error(&mut self, e: &CoreError) -> Result<()> {
@@ -572,15 +594,17 @@ impl ToNapiValue for EventBatch<'_> {
     unsafe fn to_napi_value(env: sys::napi_env, val: Self) -> Result<sys::napi_value> {
         let EventBatch { events, mut nums } = val;
         let mut arr = ptr::null_mut();
-        check(unsafe { sys::napi_create_array(env, &mut arr) })?;
+        // Sized for about one object per event: filling a presized array is cheaper than growing it.
+        check(unsafe { sys::napi_create_array_with_length(env, events.len() + 2, &mut arr) })?;
         let mut out = Out {
             env,
             arr,
-            len: 0,
+            // Slot 0 of the objects: the numbers' own array when the caller's is too small;
+            // slot 1: the small body chunks. Both are set at the end, if needed.
+            len: 2,
             nums: Vec::with_capacity(events.len() * 3 + 1),
+            small: Vec::new(),
         };
-        // Slot 0 of the objects: the numbers' own array when the caller's is too small.
-        out.undefined()?;
         out.nums.push(0.0);
         for ev in events {
             match ev {
@@ -599,15 +623,15 @@ impl ToNapiValue for EventBatch<'_> {
                     out.num(status as f64);
                     out.headers(&headers, &reason)?;
                 }
-                Event::Data { id, chunk } => {
-                    out.num(tag::DATA as f64);
-                    out.num(id as f64);
-                    out.buffer(chunk)?;
-                }
+                Event::Data { id, chunk } => out.data(id, chunk)?,
                 Event::Complete { id, trailers } => {
                     out.num(tag::COMPLETE as f64);
                     out.num(id as f64);
-                    out.headers(&trailers, b"")?;
+                    // 1: the trailers follow as an object; 0: there are none.
+                    out.num(if trailers.is_empty() { 0.0 } else { 1.0 });
+                    if !trailers.is_empty() {
+                        out.headers(&trailers, b"")?;
+                    }
                 }
                 Event::Error { id, error, shared } => {
                     out.num(tag::ERROR as f64);
@@ -660,6 +684,10 @@ impl ToNapiValue for EventBatch<'_> {
                     out.error(&error)?;
                 }
             }
+        }
+        if !out.small.is_empty() {
+            let v = out.copied(&out.small)?;
+            check(unsafe { sys::napi_set_element(env, arr, 1, v) })?;
         }
         let count = out.nums.len() - 1;
         out.nums[0] = count as f64;

@@ -77,7 +77,8 @@ export declare function setActive(active: boolean): void
 
 /**
  * Takes the events waiting. `nums[0]` is set to the count of numbers written after it; when
- * they do not fit, they go into a new array, returned as the first object (else `null`).
+ * they do not fit, they go into a new array, returned as the first object (else empty). The
+ * second object is the ArrayBuffer the batch's small body chunks share (else empty).
  */
 export declare function takeEvents(nums: Float64Array): unknown[]
 

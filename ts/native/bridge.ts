@@ -39,6 +39,7 @@ const CONNECT_FAILED = 8
 const CLOSED = 9
 const UPGRADE = 10
 const CONNECTING = 11
+const DATA_SMALL = 12
 
 // Values of an ERROR event's last slot (Shared in crates/core/src/event.rs).
 const SHARES_NEXT = 1
@@ -114,14 +115,14 @@ export function untrack(id: number): boolean {
 let flushQueued = false
 
 /**
- * The first command of a job goes to the engine at once (a lone request waits for nothing);
- * those after it in the same job follow together once the job is done: one wakeup of the
- * engine thread for a burst of requests instead of one each.
+ * Commands reach the engine together once the current job is done: one wakeup of the engine
+ * thread for a burst of requests instead of one each. A lone request (nothing else in flight,
+ * no batch being delivered) goes at once: it waits for nothing.
  */
 export function flushSoon(): void {
   if (flushQueued) return
   flushQueued = true
-  addon.flush()
+  if (requests.size <= 1 && !pumping) addon.flush()
   queueMicrotask(flushNow)
 }
 
@@ -203,7 +204,8 @@ function errorAt(o: unknown[], k: number): Error {
 
 /**
  * Walks a batch: numbers from `n` (tag, id, then the event's numbers), other values from `o`,
- * each with its own cursor. `n[0]` is the count of numbers after it; `o[0]` is not an event's.
+ * each with its own cursor. `n[0]` is the count of numbers after it; `o[0]` (a larger array
+ * for the numbers) and `o[1]` (the memory small body chunks share) are not an event's.
  */
 function dispatchEvents(n: Float64Array, o: unknown[]): void {
   // A connection's failure: the requests it failed and its connection event get one error
@@ -213,7 +215,7 @@ function dispatchEvents(n: Float64Array, o: unknown[]): void {
   let previous: Error | null = null
   const end = n[0] + 1
   let i = 1
-  let k = 1
+  let k = 2
   while (i < end) {
     const tag = n[i]
     const id = n[i + 1]
@@ -239,11 +241,16 @@ function dispatchEvents(n: Float64Array, o: unknown[]): void {
         k += 1
         break
       }
+      case DATA_SMALL: {
+        const chunk = Buffer.from(o[1] as ArrayBuffer, n[i + 2], n[i + 3])
+        deliver(id, (s) => s.onData(chunk))
+        i += 4
+        break
+      }
       case COMPLETE: {
-        const { list } = fields(o[k] as string)
-        deliver(id, (s) => s.onComplete(list))
-        i += 2
-        k += 1
+        const trailers = n[i + 2] === 1 ? fields(o[k++] as string).list : []
+        deliver(id, (s) => s.onComplete(trailers))
+        i += 3
         break
       }
       case ERROR: {
