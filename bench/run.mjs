@@ -31,6 +31,8 @@ import { createRequire } from 'node:module'
 import { fileURLToPath } from 'node:url'
 import path from 'node:path'
 import os from 'node:os'
+import v8 from 'node:v8'
+import vm from 'node:vm'
 import { makeRows, baselineOf, API_NAMES } from './targets.mjs'
 
 const here = path.dirname(fileURLToPath(import.meta.url))
@@ -157,9 +159,19 @@ function stopServer (child) {
   if (child.connected) child.disconnect()
 }
 
-// No GC is forced between rows: right after a full collection V8 runs with a small young
-// generation, and the next few thousand requests cost up to twice the CPU (measured). Rows are
-// interleaved instead, so each pays its share of the others' garbage.
+// Before each measured run, a young-generation collection clears the garbage the previous row
+// left (else each row pays its predecessor's, and rows alternate saetta/undici). Not a full
+// collection: right after one, V8 runs with a small young generation and the next few thousand
+// requests cost up to twice the CPU (measured).
+const minorGc = (() => {
+  try {
+    v8.setFlagsFromString('--expose-gc')
+    const gc = vm.runInNewContext('gc')
+    return () => gc({ type: 'minor' })
+  } catch {
+    return () => {}
+  }
+})()
 
 // Issue `n` requests in batches of `parallel`, each batch all in flight at once (undici's
 // bench shape); resolve with total body bytes.
@@ -182,6 +194,7 @@ function withTimeout (promise, ms, what) {
 }
 
 async function measure (row, n, cfg, expectBytes) {
+  minorGc()
   const cpu0 = process.cpuUsage()
   const t0 = process.hrtime.bigint()
   const bytes = await withTimeout(drive(row.once, n, cfg.parallel), cfg.timeoutMs, row.name)
