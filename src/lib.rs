@@ -108,7 +108,8 @@ pub struct EventBatch<'a> {
 
 /// Takes the events waiting. `nums[0]` is set to the count of numbers written after it; when
 /// they do not fit, they go into a new array, returned as the first object (else empty). The
-/// second object is the ArrayBuffer the batch's small body chunks share (else empty).
+/// second object is the ArrayBuffer the batch's small body chunks share, the third the text of
+/// its heads and trailers (each empty when there is none).
 #[napi(catch_unwind, ts_return_type = "unknown[]")]
 pub fn take_events(nums: Float64ArraySlice<'_>) -> Result<EventBatch<'_>> {
     let sink = &bridge()?.sink;
@@ -417,6 +418,9 @@ struct Out {
     nums: Vec<f64>,
     /// The batch's small body chunks, end to end: one ArrayBuffer (object slot 1) for all.
     small: Vec<u8>,
+    /// The batch's header names and values, reasons and trailers, each followed by `\n`
+    /// (which none contains): one latin1 string (object slot 2) for all.
+    text: Vec<u8>,
 }
 
 fn check(status: sys::napi_status) -> Result<()> {
@@ -501,23 +505,20 @@ impl Out {
         self.push(arr)
     }
 
-    /// Header names and values, then `last`, as one latin1 string joined by `\n` (which no
-    /// accepted name, value or reason contains): JS splits it and pops `last`.
-    fn headers(&mut self, headers: &[saetta_core::codec::RawHeader], last: &[u8]) -> Result<()> {
-        let size = headers
-            .iter()
-            .map(|(n, v)| n.len() + v.len() + 2)
-            .sum::<usize>()
-            + last.len();
-        let mut blob = Vec::with_capacity(size);
+    /// Header names and values into the batch's text, then their count; `reason` (a head's),
+    /// if given, follows them in the text.
+    fn headers(&mut self, headers: &[saetta_core::codec::RawHeader], reason: Option<&[u8]>) {
         for (n, v) in headers {
-            blob.extend_from_slice(n);
-            blob.push(b'\n');
-            blob.extend_from_slice(v);
-            blob.push(b'\n');
+            self.text.extend_from_slice(n);
+            self.text.push(b'\n');
+            self.text.extend_from_slice(v);
+            self.text.push(b'\n');
         }
-        blob.extend_from_slice(last);
-        self.str(&blob)
+        if let Some(r) = reason {
+            self.text.extend_from_slice(r);
+            self.text.push(b'\n');
+        }
+        self.num((headers.len() * 2) as f64);
     }
 
     /// A body chunk for JS to wrap in a Buffer (cheaper there than a Buffer made through
@@ -600,10 +601,11 @@ impl ToNapiValue for EventBatch<'_> {
             env,
             arr,
             // Slot 0 of the objects: the numbers' own array when the caller's is too small;
-            // slot 1: the small body chunks. Both are set at the end, if needed.
-            len: 2,
+            // slot 1: the small body chunks; slot 2: the text. Set at the end, if needed.
+            len: 3,
             nums: Vec::with_capacity(events.len() * 3 + 1),
             small: Vec::new(),
+            text: Vec::new(),
         };
         out.nums.push(0.0);
         for ev in events {
@@ -621,17 +623,13 @@ impl ToNapiValue for EventBatch<'_> {
                     out.num(tag::HEADERS as f64);
                     out.num(id as f64);
                     out.num(status as f64);
-                    out.headers(&headers, &reason)?;
+                    out.headers(&headers, Some(&reason));
                 }
                 Event::Data { id, chunk } => out.data(id, chunk)?,
                 Event::Complete { id, trailers } => {
                     out.num(tag::COMPLETE as f64);
                     out.num(id as f64);
-                    // 1: the trailers follow as an object; 0: there are none.
-                    out.num(if trailers.is_empty() { 0.0 } else { 1.0 });
-                    if !trailers.is_empty() {
-                        out.headers(&trailers, b"")?;
-                    }
+                    out.headers(&trailers, None);
                 }
                 Event::Error { id, error, shared } => {
                     out.num(tag::ERROR as f64);
@@ -672,7 +670,7 @@ impl ToNapiValue for EventBatch<'_> {
                     out.num(tag::UPGRADE as f64);
                     out.num(id as f64);
                     out.num(status as f64);
-                    out.headers(&headers, &reason)?;
+                    out.headers(&headers, Some(&reason));
                 }
                 Event::Closed { origin } => {
                     out.num(tag::CLOSED as f64);
@@ -688,6 +686,10 @@ impl ToNapiValue for EventBatch<'_> {
         if !out.small.is_empty() {
             let v = out.copied(&out.small)?;
             check(unsafe { sys::napi_set_element(env, arr, 1, v) })?;
+        }
+        if !out.text.is_empty() {
+            let v = out.latin1(&out.text)?;
+            check(unsafe { sys::napi_set_element(env, arr, 2, v) })?;
         }
         let count = out.nums.len() - 1;
         out.nums[0] = count as f64;

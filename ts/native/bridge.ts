@@ -190,12 +190,6 @@ function pump(): void {
   }
 }
 
-/** Header names and values joined by `\n` with one more field at the end, which is popped. */
-function fields(blob: string): { list: string[]; last: string } {
-  const list = blob.split('\n')
-  const last = list.pop()!
-  return { list, last }
-}
 
 /** The error in the four objects at `o[k]`: kind, message, code, socket info. */
 function errorAt(o: unknown[], k: number): Error {
@@ -204,8 +198,10 @@ function errorAt(o: unknown[], k: number): Error {
 
 /**
  * Walks a batch: numbers from `n` (tag, id, then the event's numbers), other values from `o`,
- * each with its own cursor. `n[0]` is the count of numbers after it; `o[0]` (a larger array
- * for the numbers) and `o[1]` (the memory small body chunks share) are not an event's.
+ * each with its own cursor; header fields from the batch's text. `n[0]` is the count of numbers
+ * after it; `o[0]` (a larger array for the numbers), `o[1]` (the memory small body chunks
+ * share) and `o[2]` (the text: heads' and trailers' fields and heads' reasons, each ended by
+ * `\n`) are not an event's.
  */
 function dispatchEvents(n: Float64Array, o: unknown[]): void {
   // A connection's failure: the requests it failed and its connection event get one error
@@ -214,8 +210,10 @@ function dispatchEvents(n: Float64Array, o: unknown[]): void {
   let next: Error | null = null
   let previous: Error | null = null
   const end = n[0] + 1
+  const text = o[2] === undefined ? [] : (o[2] as string).split('\n')
+  let t = 0
   let i = 1
-  let k = 2
+  let k = 3
   while (i < end) {
     const tag = n[i]
     const id = n[i + 1]
@@ -227,11 +225,11 @@ function dispatchEvents(n: Float64Array, o: unknown[]): void {
       case HEADERS:
       case UPGRADE: {
         const status = n[i + 2]
-        const { list, last } = fields(o[k] as string)
-        if (tag === HEADERS) deliver(id, (s) => s.onHeaders(status, last, list))
-        else deliver(id, (s) => s.onUpgrade(status, last, list))
-        i += 3
-        k += 1
+        const list = text.slice(t, (t += n[i + 3]))
+        const reason = text[t++]
+        if (tag === HEADERS) deliver(id, (s) => s.onHeaders(status, reason, list))
+        else deliver(id, (s) => s.onUpgrade(status, reason, list))
+        i += 4
         break
       }
       case DATA: {
@@ -248,7 +246,7 @@ function dispatchEvents(n: Float64Array, o: unknown[]): void {
         break
       }
       case COMPLETE: {
-        const trailers = n[i + 2] === 1 ? fields(o[k++] as string).list : []
+        const trailers = text.slice(t, (t += n[i + 2]))
         deliver(id, (s) => s.onComplete(trailers))
         i += 3
         break
