@@ -536,28 +536,27 @@ impl Out {
         }
         self.num(tag::DATA as f64);
         self.num(id as f64);
-        if chunk.len() < COPY_BELOW {
-            let v = self.copied(&chunk)?;
-            return self.push(v);
+        let mut chunk = chunk;
+        if chunk.len() >= COPY_BELOW {
+            let mut v = ptr::null_mut();
+            let (data, len) = (chunk.as_ptr(), chunk.len());
+            let hint = Box::into_raw(Box::new(chunk));
+            let status = unsafe {
+                sys::napi_create_external_arraybuffer(
+                    self.env,
+                    data as *mut _,
+                    len,
+                    Some(free_bytes),
+                    hint.cast(),
+                    &mut v,
+                )
+            };
+            if status == sys::Status::napi_ok {
+                return self.push(v);
+            }
+            // SAFETY: on failure the finalizer was not registered; the box is still ours.
+            chunk = *unsafe { Box::from_raw(hint) };
         }
-        let mut v = ptr::null_mut();
-        let (data, len) = (chunk.as_ptr(), chunk.len());
-        let hint = Box::into_raw(Box::new(chunk));
-        let status = unsafe {
-            sys::napi_create_external_arraybuffer(
-                self.env,
-                data as *mut _,
-                len,
-                Some(free_bytes),
-                hint.cast(),
-                &mut v,
-            )
-        };
-        if status == sys::Status::napi_ok {
-            return self.push(v);
-        }
-        // SAFETY: on failure the finalizer was not registered; the box is still ours.
-        let chunk = unsafe { Box::from_raw(hint) };
         let v = self.copied(&chunk)?;
         self.push(v)
     }

@@ -15,6 +15,8 @@ export function whenDone(side: Side, callback: (err?: Error) => void): void {
   const readable = 'readable' in side
   const stream: Readable | Writable = readable ? side.readable : side.writable
   const doneEvent = readable ? 'end' : 'finish'
+  const ended = (): boolean => (readable ? (stream as Readable).readableEnded : (stream as Writable).writableFinished)
+  const errored = (): Error | null | undefined => (stream as { errored?: Error | null }).errored
   let called = false
   const finish = (err?: Error): void => {
     if (called) return
@@ -24,14 +26,11 @@ export function whenDone(side: Side, callback: (err?: Error) => void): void {
   }
   const onDone = (): void => finish()
   const onError = (err: Error): void => finish(err)
-  const onClose = (): void => {
-    const ended = readable ? (stream as Readable).readableEnded : (stream as Writable).writableFinished
-    finish(ended ? undefined : ((stream as { errored?: Error | null }).errored ?? prematureClose()))
-  }
-  const errored = (stream as { errored?: Error | null }).errored
-  const ended = readable ? (stream as Readable).readableEnded : (stream as Writable).writableFinished
-  if (errored || ended || stream.destroyed) {
-    process.nextTick(() => finish(errored ?? (ended ? undefined : prematureClose())))
+  const onClose = (): void => finish(ended() ? undefined : (errored() ?? prematureClose()))
+  const err = errored()
+  const done = ended()
+  if (err || done || stream.destroyed) {
+    process.nextTick(() => finish(err ?? (done ? undefined : prematureClose())))
     return
   }
   stream.on(doneEvent, onDone).on('error', onError).on('close', onClose)

@@ -190,7 +190,6 @@ function pump(): void {
   }
 }
 
-
 /** The error in the four objects at `o[k]`: kind, message, code, socket info. */
 function errorAt(o: unknown[], k: number): Error {
   return fromNative(o[k] as string, o[k + 1] as string, o[k + 2] as string | undefined, o[k + 3] as NativeSocketInfo | undefined)

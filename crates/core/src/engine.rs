@@ -344,8 +344,8 @@ impl Ctx {
                     Origin::destroy(&o, self, error);
                 }
             }
-            // Unpacked by `run`, one command at a time.
-            Command::Many(cmds) => cmds.into_iter().for_each(|c| self.handle(c)),
+            // One at a time, each on its own: a panic fails only the request it hit.
+            Command::Many(cmds) => cmds.into_iter().for_each(|c| handle(self, c)),
         }
     }
 
@@ -373,10 +373,7 @@ async fn run(mut rx: mpsc::UnboundedReceiver<Command>, sink: Arc<dyn EventSink>)
     let mut batch = Vec::with_capacity(64);
     while rx.recv_many(&mut batch, 256).await > 0 {
         for cmd in batch.drain(..) {
-            match cmd {
-                Command::Many(cmds) => cmds.into_iter().for_each(|c| handle(&ctx, c)),
-                cmd => handle(&ctx, cmd),
-            }
+            handle(&ctx, cmd);
         }
     }
 }
