@@ -12,6 +12,7 @@ use napi::sys;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
 use saetta_core::codec::request::{encode_head, BodyInfo, HeadInput};
+use saetta_core::direct::Lanes;
 use saetta_core::tls::{TlsConfig, TlsOptions};
 use saetta_core::{
     Engine, Error as CoreError, Event, EventSink, OriginConfig, Request, RequestBody,
@@ -171,6 +172,7 @@ fn positive(v: f64) -> Option<u64> {
 #[napi]
 pub struct NativeOrigin {
     id: u64,
+    lanes: Arc<Lanes>,
     host_header: String,
     strict_content_length: bool,
     done: bool,
@@ -183,6 +185,8 @@ const RESET: u32 = 4;
 const STREAM: u32 = 8;
 const HOLD: u32 = 32;
 const CONNECTED: u32 = 64;
+/// Nothing else is in flight: write it now if a connection is idle (`Engine::submit_now`).
+const LONE: u32 = 128;
 
 #[napi]
 impl NativeOrigin {
@@ -232,9 +236,10 @@ impl NativeOrigin {
             max_requests_per_connection: positive(o.max_requests_per_client).filter(|n| *n > 0),
             connection_ttl: o.client_ttl.filter(|t| t.is_finite() && *t > 0.0).map(ms),
         };
-        bridge()?.engine.open(id as u64, cfg);
+        let lanes = bridge()?.engine.open(id as u64, cfg);
         Ok(NativeOrigin {
             id: id as u64,
+            lanes,
             host_header: o.host_header,
             strict_content_length: o.strict_content_length,
             done: false,
@@ -242,7 +247,8 @@ impl NativeOrigin {
     }
 
     /// Validates, encodes and enqueues a request; the engine sees it at the next `flush()`
-    /// (or the next other command). Returns `[kind, message]` when the request is refused
+    /// (or the next other command). A `LONE` request may instead be written at once, from
+    /// this thread, to an idle connection. Returns `[kind, message]` when the request is refused
     /// (nothing is sent), `null` otherwise.
     #[napi(catch_unwind)]
     #[allow(clippy::too_many_arguments)]
@@ -291,7 +297,12 @@ impl NativeOrigin {
         req.upgrade |= upgrade.is_some();
         req.headers_timeout = (headers_timeout > 0.0).then(|| ms(headers_timeout));
         req.body_timeout = (body_timeout > 0.0).then(|| ms(body_timeout));
-        bridge()?.engine.submit_later(self.id, req);
+        let engine = &bridge()?.engine;
+        if flags & LONE != 0 {
+            engine.submit_now(self.id, &self.lanes, req);
+        } else {
+            engine.submit_later(self.id, req);
+        }
         Ok(None)
     }
 

@@ -11,6 +11,7 @@ import {
   bodyEnd,
   bodyWrite,
   flushSoon,
+  lone,
   newRequestId,
   proceed,
   track,
@@ -39,6 +40,7 @@ const RESET = 4
 const STREAM = 8
 const HOLD = 32
 const CONNECTED = 64
+const LONE = 128
 
 
 /**
@@ -487,6 +489,7 @@ class Run implements RequestSink {
       // The engine waits for onConnect before writing, so that an abort there sends nothing.
       flags |= HOLD
     }
+    if (lone()) flags |= LONE
     const defaults = this.#client!.timeouts
     const id = newRequestId()
     const refused = native.submit(

@@ -9,7 +9,8 @@ export declare class NativeOrigin {
   constructor(id: number, o: OriginOptions)
   /**
    * Validates, encodes and enqueues a request; the engine sees it at the next `flush()`
-   * (or the next other command). Returns `[kind, message]` when the request is refused
+   * (or the next other command). A `LONE` request may instead be written at once, from
+   * this thread, to an idle connection. Returns `[kind, message]` when the request is refused
    * (nothing is sent), `null` otherwise.
    */
   submit(id: number, method: string, path: string, headers: Array<string>, body: Buffer | string | undefined | null, flags: number, headersTimeout: number, bodyTimeout: number, upgrade?: string | undefined | null): Array<string> | null

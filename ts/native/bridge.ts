@@ -115,6 +115,14 @@ export function untrack(id: number): boolean {
 let flushQueued = false
 
 /**
+ * Nothing is in flight and no batch is being delivered: a request now is alone, and may be
+ * written from this thread at once (the engine's `submit_now`).
+ */
+export function lone(): boolean {
+  return requests.size === 0 && !pumping
+}
+
+/**
  * Commands reach the engine together once the current job is done: one wakeup of the engine
  * thread for a burst of requests instead of one each. A lone request (nothing else in flight,
  * no batch being delivered) goes at once: it waits for nothing.

@@ -11,6 +11,7 @@ use std::io::IoSlice;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -20,6 +21,7 @@ use tokio::time::{Instant, Sleep};
 
 use crate::codec::request::{empty_body_head, BodyFraming};
 use crate::codec::{read_response_head, BodyDecoder, BodyKind, Decoded, HeadOptions};
+use crate::direct::{Fd, Lanes};
 use crate::engine::{Ctx, ReqCtl};
 use crate::error::{Error, SocketInfo};
 use crate::event::{Event, Shared};
@@ -119,6 +121,11 @@ pub(crate) struct Conn {
     bytes_written: u64,
     /// The transport holds written bytes back (TLS records) until flushed.
     unflushed: bool,
+    /// The socket, for callers to write lone requests to while idle (see [`crate::direct`]).
+    fd: Option<Fd>,
+    /// It is on its origin's list of idle connections (or was, until a caller wrote to it).
+    listed: bool,
+    lanes: Arc<Lanes>,
 }
 
 impl Conn {
@@ -132,6 +139,8 @@ impl Conn {
         let pipelining = origin.borrow().pipelining.clone();
         let now = Instant::now();
         let addresses = io.addresses();
+        let fd = io.raw_fd();
+        let lanes = origin.borrow().lanes.clone();
         Conn {
             ctx,
             keep_alive: cfg.keep_alive_timeout,
@@ -161,6 +170,9 @@ impl Conn {
             bytes_read: 0,
             bytes_written: 0,
             unflushed: false,
+            fd,
+            listed: false,
+            lanes,
         }
     }
 
@@ -202,39 +214,83 @@ impl Conn {
                     _ => break,
                 }
             };
-            let Queued { mut req, ctl } = req;
-            *ctl.conn.borrow_mut() = Some(self.shared.clone());
-            ctl.proceed.set(!req.hold);
-            // A retry (taken again) always reports Connect.
-            if !std::mem::take(&mut req.connected) {
-                self.events.push(Event::Connect { id: req.id });
-            }
-            self.served += 1;
-            let max = self.cfg.max_requests_per_connection;
-            // As undici counts: a connection serves `max + 1` requests, the last one saying
-            // `connection: close`.
-            if req.reset
-                || req.upgrade
-                || self.pipelining.get() == 0
-                || max.is_some_and(|m| self.served > m)
-            {
-                self.no_more = true;
-                req.close_connection();
-            }
-            self.inflight.push_back(InFlight {
-                req,
-                ctl,
-                written: false,
-                body_done: false,
-                head_held: false,
-                body_sent: 0,
-                got_headers: false,
-                waiting_since: None,
-                early: None,
-            });
+            self.take(req);
         }
         self.fill_writes();
         self.publish();
+    }
+
+    /// Puts a request on this connection, after what it carries.
+    fn take(&mut self, q: Queued) {
+        let Queued { mut req, ctl } = q;
+        *ctl.conn.borrow_mut() = Some(self.shared.clone());
+        ctl.proceed.set(!req.hold);
+        // A retry (taken again) always reports Connect.
+        if !std::mem::take(&mut req.connected) {
+            self.events.push(Event::Connect { id: req.id });
+        }
+        self.served += 1;
+        let max = self.cfg.max_requests_per_connection;
+        // As undici counts: a connection serves `max + 1` requests, the last one saying
+        // `connection: close`.
+        if req.reset
+            || req.upgrade
+            || self.pipelining.get() == 0
+            || max.is_some_and(|m| self.served > m)
+        {
+            self.no_more = true;
+            req.close_connection();
+        }
+        self.inflight.push_back(InFlight {
+            req,
+            ctl,
+            written: false,
+            body_done: false,
+            head_held: false,
+            body_sent: 0,
+            got_headers: false,
+            waiting_since: None,
+            early: None,
+        });
+    }
+
+    /// Takes on what callers wrote to this connection: it is in flight, as far as written.
+    /// A listed connection also leaves the list: no caller writes to it any more.
+    fn adopt(&mut self) {
+        let mut got = self.shared.adopted.take();
+        if std::mem::take(&mut self.listed) {
+            for m in self.lanes.withdraw(self.shared.id) {
+                let ctl = self.ctx.register(m.req.id);
+                got.push((m, ctl));
+            }
+        }
+        for (m, ctl) in got {
+            let rest = m.rest();
+            self.bytes_written += m.sent as u64;
+            self.take(Queued { req: m.req, ctl });
+            let r = self.inflight.back_mut().unwrap();
+            r.written = true;
+            r.body_done = true;
+            rest.into_iter().for_each(|b| self.push_write(b));
+        }
+    }
+
+    /// Idle, plain and good for more: callers may write their lone requests to it.
+    fn may_list(&self) -> bool {
+        self.fd.is_some()
+            && !self.listed
+            && !self.closed
+            && !self.no_more
+            && self.tunnel.is_none()
+            && self.inflight.is_empty()
+            && self.wq.is_empty()
+            && self.pipelining.get() > 0
+            && self
+                .cfg
+                .max_requests_per_connection
+                .is_none_or(|m| self.served < m)
+            && !self.expired()
+            && self.origin.borrow().open_for_direct()
     }
 
     /// Queues the heads (and known bodies) of taken requests, in order, as far as each
@@ -720,6 +776,9 @@ impl Conn {
         if self.closed {
             return;
         }
+        // Off the idle list before the socket goes; what was written to it meanwhile is
+        // settled with the rest of what it carries.
+        self.adopt();
         self.closed = true;
         self.announce_gone(error);
         self.publish();
@@ -898,8 +957,18 @@ impl Conn {
         match kind {
             TimerKind::Headers => self.fail_and_close(Error::HeadersTimeout),
             TimerKind::Body => self.fail_and_close(Error::BodyTimeout),
-            TimerKind::Idle if self.expired() => self.close(Error::Destroyed),
-            TimerKind::Idle => self.close(Error::Info("socket idle timeout".into())),
+            TimerKind::Idle => {
+                // A caller may have written to it just now: then it is not idle any more.
+                self.adopt();
+                if !self.inflight.is_empty() {
+                    return;
+                }
+                if self.expired() {
+                    self.close(Error::Destroyed)
+                } else {
+                    self.close(Error::Info("socket idle timeout".into()))
+                }
+            }
             TimerKind::Early => self.settle_early(),
         }
     }
@@ -915,6 +984,9 @@ impl Future for Conn {
             if !w.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
                 *w = Some(cx.waker().clone());
             }
+        }
+        if this.listed || !this.shared.adopted.borrow().is_empty() {
+            this.adopt();
         }
         let destroy = this.shared.destroy.borrow_mut().take();
         if let Some(err) = destroy {
@@ -942,6 +1014,12 @@ impl Future for Conn {
                 Err(e) => this.fail_and_close(e),
             }
         }
+        if this.may_list() {
+            if let Some(fd) = this.fd {
+                this.lanes.list(this.shared.id, fd);
+                this.listed = true;
+            }
+        }
         this.publish();
         this.flush_events();
         if this.closed {
@@ -956,6 +1034,7 @@ impl Drop for Conn {
     /// The safety net for exactly-once settlement: whatever ends this connection,
     /// a panic included, every request it still carries is failed or retried.
     fn drop(&mut self) {
+        self.adopt();
         if let Some(t) = self.tunnel.take() {
             self.fail(t.id, Error::socket("other side closed"), Shared::No);
         }

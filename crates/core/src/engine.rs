@@ -5,12 +5,13 @@ use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
+use crate::direct::{self, Lanes};
 use crate::error::Error;
 use crate::event::{Event, EventSink, Shared};
 use crate::origin::{ConnShared, Origin, Queued};
@@ -20,6 +21,7 @@ enum Command {
     Open {
         origin: u64,
         cfg: Box<OriginConfig>,
+        lanes: Arc<Lanes>,
     },
     Submit {
         origin: u64,
@@ -55,6 +57,10 @@ enum Command {
         origin: u64,
         error: Error,
     },
+    /// A request of `origin` was written by the caller (see [`Engine::submit_now`]).
+    Adopt {
+        origin: u64,
+    },
     /// Commands held back by the `*_later` calls, in order.
     Many(Vec<Command>),
 }
@@ -64,6 +70,8 @@ enum Command {
 pub struct Engine {
     tx: mpsc::UnboundedSender<Command>,
     held: Arc<Held>,
+    /// Commands sent and not yet handled.
+    pending: Arc<AtomicUsize>,
 }
 
 /// Commands waiting for [`Engine::flush`]: one wakeup of the engine thread for many.
@@ -77,6 +85,8 @@ impl Engine {
     /// Starts the runtime thread. Events of every origin go to `sink`, in batches.
     pub fn start(sink: Arc<dyn EventSink>) -> std::io::Result<Engine> {
         let (tx, rx) = mpsc::unbounded_channel();
+        let pending = Arc::new(AtomicUsize::new(0));
+        let handled = pending.clone();
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_io()
             .enable_time()
@@ -85,11 +95,12 @@ impl Engine {
             .name("saetta-core".into())
             .spawn(move || {
                 let local = tokio::task::LocalSet::new();
-                local.block_on(&rt, run(rx, sink));
+                local.block_on(&rt, run(rx, sink, handled));
             })?;
         Ok(Engine {
             tx,
             held: Arc::default(),
+            pending,
         })
     }
 
@@ -99,9 +110,34 @@ impl Engine {
             let cmds =
                 std::mem::take(&mut *self.held.cmds.lock().unwrap_or_else(|e| e.into_inner()));
             if !cmds.is_empty() {
-                let _ = self.tx.send(Command::Many(cmds));
+                self.post(Command::Many(cmds));
             }
         }
+    }
+
+    fn post(&self, cmd: Command) {
+        self.pending.fetch_add(1, Ordering::AcqRel);
+        // The engine thread only stops when every Engine is dropped, so this cannot fail
+        // while `self` exists; a failure would mean the thread died, and then there is
+        // nobody left to tell.
+        let _ = self.tx.send(cmd);
+    }
+
+    /// As [`Engine::submit`], unless nothing else is on its way to the engine and a
+    /// connection of `origin` is idle: then the request is written to it from this thread,
+    /// at once (see [`crate::direct`]). `lanes` is what [`Engine::open`] returned for `origin`.
+    pub fn submit_now(&self, origin: u64, lanes: &Lanes, req: Request) {
+        let quiet =
+            !self.held.any.load(Ordering::Acquire) && self.pending.load(Ordering::Acquire) == 0;
+        let req = if quiet && direct::eligible(&req) {
+            match lanes.try_write(req) {
+                None => return self.post(Command::Adopt { origin }),
+                Some(req) => req,
+            }
+        } else {
+            req
+        };
+        self.submit(origin, req);
     }
 
     /// As [`Engine::submit`], but the engine is told only at the next [`Engine::flush`] (or
@@ -134,17 +170,18 @@ impl Engine {
 
     fn send(&self, cmd: Command) {
         self.flush();
-        // The engine thread only stops when every Engine is dropped, so this cannot fail
-        // while `self` exists; a failure would mean the thread died, and then there is
-        // nobody left to tell.
-        let _ = self.tx.send(cmd);
+        self.post(cmd);
     }
 
-    pub fn open(&self, origin: u64, cfg: OriginConfig) {
+    /// Opens `origin`. The lanes returned are for [`Engine::submit_now`].
+    pub fn open(&self, origin: u64, cfg: OriginConfig) -> Arc<Lanes> {
+        let lanes = Arc::new(Lanes::default());
         self.send(Command::Open {
             origin,
             cfg: Box::new(cfg),
+            lanes: lanes.clone(),
         });
+        lanes
     }
 
     pub fn submit(&self, origin: u64, req: Request) {
@@ -255,6 +292,19 @@ impl Ctx {
         self.sink.push(&mut v);
     }
 
+    /// Starts tracking request `id`.
+    pub fn register(&self, id: u64) -> Rc<ReqCtl> {
+        let ctl = Rc::new(ReqCtl {
+            paused: Cell::new(false),
+            aborted: Cell::new(false),
+            proceed: Cell::new(false),
+            conn: RefCell::new(None),
+            body: RefCell::new(BodyPipe::default()),
+        });
+        self.reqs.borrow_mut().insert(id, ctl.clone());
+        ctl
+    }
+
     fn ctl(&self, id: u64) -> Option<Rc<ReqCtl>> {
         self.reqs.borrow().get(&id).cloned()
     }
@@ -265,10 +315,11 @@ impl Ctx {
 
     fn handle(self: &Rc<Self>, cmd: Command) {
         match cmd {
-            Command::Open { origin, cfg } => {
-                self.origins
-                    .borrow_mut()
-                    .insert(origin, Rc::new(RefCell::new(Origin::new(origin, *cfg))));
+            Command::Open { origin, cfg, lanes } => {
+                self.origins.borrow_mut().insert(
+                    origin,
+                    Rc::new(RefCell::new(Origin::new(origin, *cfg, lanes))),
+                );
             }
             Command::Submit { origin, req } => {
                 let Some(o) = self.origin(origin) else {
@@ -278,14 +329,7 @@ impl Ctx {
                         shared: Shared::No,
                     });
                 };
-                let ctl = Rc::new(ReqCtl {
-                    paused: Cell::new(false),
-                    aborted: Cell::new(false),
-                    proceed: Cell::new(false),
-                    conn: RefCell::new(None),
-                    body: RefCell::new(BodyPipe::default()),
-                });
-                self.reqs.borrow_mut().insert(req.id, ctl.clone());
+                let ctl = self.register(req.id);
                 o.borrow_mut().queue.push_back(Queued { req: *req, ctl });
                 Origin::schedule(&o, self);
             }
@@ -329,6 +373,7 @@ impl Ctx {
             Command::SetPipelining { origin, pipelining } => {
                 if let Some(o) = self.origin(origin) {
                     o.borrow().pipelining.set(pipelining);
+                    o.borrow().lanes.clear();
                     Origin::schedule(&o, self);
                 }
             }
@@ -342,6 +387,11 @@ impl Ctx {
             Command::Destroy { origin, error } => {
                 if let Some(o) = self.origin(origin) {
                     Origin::destroy(&o, self, error);
+                }
+            }
+            Command::Adopt { origin } => {
+                if let Some(o) = self.origin(origin) {
+                    Origin::deliver_mail(&o, self);
                 }
             }
             // One at a time, each on its own: a panic fails only the request it hit.
@@ -363,7 +413,11 @@ impl Ctx {
     }
 }
 
-async fn run(mut rx: mpsc::UnboundedReceiver<Command>, sink: Arc<dyn EventSink>) {
+async fn run(
+    mut rx: mpsc::UnboundedReceiver<Command>,
+    sink: Arc<dyn EventSink>,
+    pending: Arc<AtomicUsize>,
+) {
     let ctx = Rc::new(Ctx {
         sink,
         reqs: RefCell::new(HashMap::new()),
@@ -374,6 +428,7 @@ async fn run(mut rx: mpsc::UnboundedReceiver<Command>, sink: Arc<dyn EventSink>)
     while rx.recv_many(&mut batch, 256).await > 0 {
         for cmd in batch.drain(..) {
             handle(&ctx, cmd);
+            pending.fetch_sub(1, Ordering::AcqRel);
         }
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod codec;
 mod conn;
+pub mod direct;
 pub mod engine;
 pub mod error;
 pub mod event;

@@ -3,9 +3,11 @@
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::task::Waker;
 
 use crate::conn::Conn;
+use crate::direct::{Lanes, Mail};
 use crate::engine::{Ctx, ReqCtl};
 use crate::error::Error;
 use crate::event::{Event, Shared};
@@ -26,6 +28,8 @@ pub(crate) struct ConnShared {
     pub accepting: Cell<bool>,
     /// Set by `destroy`: fail everything with this error and close.
     pub destroy: RefCell<Option<Error>>,
+    /// Requests the caller wrote to it, tracked and waiting for it to take them on.
+    pub adopted: RefCell<Vec<(Mail, Rc<ReqCtl>)>>,
 }
 
 impl ConnShared {
@@ -42,6 +46,8 @@ pub(crate) struct Origin {
     /// Starts as `cfg.pipelining`; [`crate::Engine::set_pipelining`] changes it.
     pub pipelining: Rc<Cell<usize>>,
     pub queue: VecDeque<Queued>,
+    /// Its idle connections, for requests the caller writes itself.
+    pub lanes: Arc<Lanes>,
     conns: Vec<Rc<ConnShared>>,
     connecting: usize,
     /// No new requests; connections close once the queue and their pipelines are empty.
@@ -52,12 +58,13 @@ pub(crate) struct Origin {
 }
 
 impl Origin {
-    pub fn new(id: u64, cfg: OriginConfig) -> Origin {
+    pub fn new(id: u64, cfg: OriginConfig, lanes: Arc<Lanes>) -> Origin {
         Origin {
             id,
             pipelining: Rc::new(Cell::new(cfg.pipelining)),
             cfg: Rc::new(cfg),
             queue: VecDeque::new(),
+            lanes,
             conns: Vec::new(),
             connecting: 0,
             closed: false,
@@ -69,6 +76,34 @@ impl Origin {
     /// Should a connection with nothing in flight close now?
     pub fn idle_conns_close(&self) -> bool {
         self.closed && self.queue.is_empty()
+    }
+
+    /// May an idle connection be written to by the caller? Not with work queued (that goes
+    /// first), nor once the origin is closing.
+    pub fn open_for_direct(&self) -> bool {
+        self.queue.is_empty() && !self.closed && self.destroyed.is_none()
+    }
+
+    /// Tracks what the caller wrote and hands it to the connections it was written to.
+    pub fn deliver_mail(this: &Rc<RefCell<Origin>>, ctx: &Rc<Ctx>) {
+        let o = this.borrow();
+        for m in o.lanes.take_mail() {
+            let ctl = ctx.register(m.req.id);
+            // A connection takes itself off the list (and its mail with it) before it goes,
+            // so it is still there.
+            match o.conns.iter().find(|c| c.id == m.conn) {
+                Some(c) => {
+                    c.adopted.borrow_mut().push((m, ctl));
+                    c.wake();
+                }
+                None if ctx.settle(m.req.id) => ctx.emit(Event::Error {
+                    id: m.req.id,
+                    error: Error::socket("connection closed"),
+                    shared: Shared::No,
+                }),
+                None => {}
+            }
+        }
     }
 
     /// Reports `Closed` once a closed or destroyed origin has no connection left.
@@ -94,10 +129,12 @@ impl Origin {
         }
         if o.queue.is_empty() {
             if o.closed {
+                o.lanes.clear();
                 o.conns.iter().for_each(|c| c.wake());
             }
             return;
         }
+        o.lanes.clear();
         // Each idle connection takes at least one queued request once it runs (which may be
         // after many submissions arrived together); beyond them, open another connection.
         let mut idle = 0;
@@ -134,6 +171,7 @@ impl Origin {
                         inflight: Cell::new(0),
                         accepting: Cell::new(true),
                         destroy: RefCell::new(None),
+                        adopted: RefCell::new(Vec::new()),
                     });
                     this.borrow_mut().conns.push(shared.clone());
                     ctx.emit(Event::Connected {
@@ -194,6 +232,7 @@ impl Origin {
     pub fn destroy(this: &Rc<RefCell<Origin>>, ctx: &Rc<Ctx>, error: Error) {
         let mut o = this.borrow_mut();
         o.destroyed = Some(error.clone());
+        o.lanes.clear();
         let queued: Vec<Queued> = o.queue.drain(..).collect();
         for c in &o.conns {
             *c.destroy.borrow_mut() = Some(error.clone());

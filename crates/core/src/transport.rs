@@ -112,6 +112,21 @@ fn order(addrs: Vec<SocketAddr>, cfg: &OriginConfig) -> Vec<SocketAddr> {
 }
 
 impl Transport {
+    /// The socket, for writes from another thread ([`crate::direct`]); plain transports only.
+    pub(crate) fn raw_fd(&self) -> Option<crate::direct::Fd> {
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::fd::AsRawFd;
+            match self {
+                Transport::Tcp(s) => Some(s.as_raw_fd()),
+                Transport::Unix(s) => Some(s.as_raw_fd()),
+                Transport::Tls(_) => None,
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        None
+    }
+
     /// The local and remote addresses of a TCP transport (`None` for Unix sockets).
     pub fn addresses(&self) -> (Option<SocketAddr>, Option<SocketAddr>) {
         match self {
