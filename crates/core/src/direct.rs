@@ -11,6 +11,10 @@
 //! same lock before it does anything else with its socket (closing it included), and then
 //! adopts what was written to it. So a socket is never written by both threads, nor after it
 //! closed, and nothing written is lost.
+//!
+//! The lock is held across that one send, which never blocks (`MSG_DONTWAIT`): what the
+//! socket does not take at once, the engine writes. The engine thread waits at most that long;
+//! the caller's thread waits only for the engine's short list operations.
 
 use std::sync::{Mutex, MutexGuard};
 
