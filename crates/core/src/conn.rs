@@ -275,22 +275,22 @@ impl Conn {
         }
     }
 
-    /// Idle, plain and good for more: callers may write their lone requests to it.
-    fn may_list(&self) -> bool {
-        self.fd.is_some()
-            && !self.listed
+    /// The socket callers may write their lone requests to, if it is to be listed now: idle,
+    /// plain and good for more.
+    fn listable(&self) -> Option<Fd> {
+        let ok = !self.listed
             && !self.closed
             && !self.no_more
             && self.tunnel.is_none()
             && self.inflight.is_empty()
             && self.wq.is_empty()
-            && self.pipelining.get() > 0
             && self
                 .cfg
                 .max_requests_per_connection
                 .is_none_or(|m| self.served < m)
             && !self.expired()
-            && self.origin.borrow().open_for_direct()
+            && self.origin.borrow().open_for_direct();
+        self.fd.filter(|_| ok)
     }
 
     /// Queues the heads (and known bodies) of taken requests, in order, as far as each
@@ -985,9 +985,7 @@ impl Future for Conn {
                 *w = Some(cx.waker().clone());
             }
         }
-        if this.listed || !this.shared.adopted.borrow().is_empty() {
-            this.adopt();
-        }
+        this.adopt();
         let destroy = this.shared.destroy.borrow_mut().take();
         if let Some(err) = destroy {
             while let Some(r) = this.inflight.pop_front() {
@@ -1014,11 +1012,9 @@ impl Future for Conn {
                 Err(e) => this.fail_and_close(e),
             }
         }
-        if this.may_list() {
-            if let Some(fd) = this.fd {
-                this.lanes.list(this.shared.id, fd);
-                this.listed = true;
-            }
+        if let Some(fd) = this.listable() {
+            this.lanes.list(this.shared.id, fd);
+            this.listed = true;
         }
         this.publish();
         this.flush_events();

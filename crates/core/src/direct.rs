@@ -48,14 +48,19 @@ pub(crate) struct Mail {
     pub sent: usize,
 }
 
+/// The body of an [`eligible`] request: all known (or none).
+fn known_body(req: &Request) -> Bytes {
+    match &req.body {
+        RequestBody::Bytes(b) => b.clone(),
+        _ => Bytes::new(),
+    }
+}
+
 impl Mail {
     /// What the socket did not take: to be written first, by the engine.
     pub fn rest(&self) -> Vec<Bytes> {
         let head = &self.req.head;
-        let body = match &self.req.body {
-            RequestBody::Bytes(b) => b.clone(),
-            _ => Bytes::new(),
-        };
+        let body = known_body(&self.req);
         let mut out = Vec::new();
         if self.sent < head.len() {
             out.push(head.slice(self.sent..));
@@ -112,11 +117,7 @@ impl Lanes {
         let Some((conn, fd)) = inner.idle.pop() else {
             return Some(req);
         };
-        let body: &[u8] = match &req.body {
-            RequestBody::Bytes(b) => b,
-            _ => &[],
-        };
-        let sent = send_now(fd, &req.head, body);
+        let sent = send_now(fd, &req.head, &known_body(&req));
         inner.mail.push(Mail { conn, req, sent });
         inner.writes += 1;
         None

@@ -373,7 +373,6 @@ impl Ctx {
             Command::SetPipelining { origin, pipelining } => {
                 if let Some(o) = self.origin(origin) {
                     o.borrow().pipelining.set(pipelining);
-                    o.borrow().lanes.clear();
                     Origin::schedule(&o, self);
                 }
             }

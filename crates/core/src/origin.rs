@@ -79,9 +79,13 @@ impl Origin {
     }
 
     /// May an idle connection be written to by the caller? Not with work queued (that goes
-    /// first), nor once the origin is closing.
+    /// first), nor once the origin is closing, nor without pipelining (every request then
+    /// says `connection: close`).
     pub fn open_for_direct(&self) -> bool {
-        self.queue.is_empty() && !self.closed && self.destroyed.is_none()
+        self.queue.is_empty()
+            && !self.closed
+            && self.destroyed.is_none()
+            && self.pipelining.get() > 0
     }
 
     /// Tracks what the caller wrote and hands it to the connections it was written to.
@@ -124,17 +128,19 @@ impl Origin {
     /// Wakes connections that can take queued work, and opens one more where none can.
     pub fn schedule(this: &Rc<RefCell<Origin>>, ctx: &Rc<Ctx>) {
         let o = this.borrow();
+        if !o.open_for_direct() {
+            // Each listed connection sees it, and adopts its mail, when it runs next.
+            o.lanes.clear();
+        }
         if o.destroyed.is_some() {
             return;
         }
         if o.queue.is_empty() {
             if o.closed {
-                o.lanes.clear();
                 o.conns.iter().for_each(|c| c.wake());
             }
             return;
         }
-        o.lanes.clear();
         // Each idle connection takes at least one queued request once it runs (which may be
         // after many submissions arrived together); beyond them, open another connection.
         let mut idle = 0;

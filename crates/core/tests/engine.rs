@@ -112,6 +112,14 @@ fn settle(rx: &Receiver<Event>, ids: &[u64]) -> Vec<Outcome> {
     out
 }
 
+/// Nothing at all arrives for request `id` (aborted) within a while.
+fn assert_silent(rx: &Receiver<Event>, id: u64) {
+    thread::sleep(Duration::from_millis(100));
+    while let Ok(ev) = rx.try_recv() {
+        assert_ne!(ev.request_id(), Some(id), "{ev:?}");
+    }
+}
+
 /// A raw server: for each accepted connection, runs `serve` on its own thread.
 fn server(serve: impl Fn(TcpStream, usize) + Send + Sync + 'static) -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -380,10 +388,7 @@ fn abort_and_destroy_settle_exactly_once() {
         "{out:?}"
     );
     // Nothing at all arrives for the aborted request.
-    thread::sleep(Duration::from_millis(100));
-    while let Ok(ev) = rx.try_recv() {
-        assert_ne!(ev.request_id(), Some(2), "{ev:?}");
-    }
+    assert_silent(&rx, 2);
 }
 
 #[test]
@@ -407,10 +412,7 @@ fn held_submissions_wait_for_a_flush_and_keep_their_order_with_other_commands() 
     e.submit_later(1, get(3, "GET", RequestBody::None));
     e.flush();
     assert_eq!(settle(&rx, &[3])[0].body, b"ok");
-    thread::sleep(Duration::from_millis(100));
-    while let Ok(ev) = rx.try_recv() {
-        assert_ne!(ev.request_id(), Some(2), "{ev:?}");
-    }
+    assert_silent(&rx, 2);
 }
 
 #[test]
@@ -571,10 +573,7 @@ fn an_aborted_direct_request_reports_nothing_and_the_next_one_succeeds() {
     e.submit(1, get(3, "GET", RequestBody::None));
     // Written before the abort: its connection went down with it.
     assert_eq!(text(&settle(&rx, &[3])[0]), "1:0:0:0");
-    thread::sleep(Duration::from_millis(100));
-    while let Ok(ev) = rx.try_recv() {
-        assert_ne!(ev.request_id(), Some(2), "{ev:?}");
-    }
+    assert_silent(&rx, 2);
 }
 
 #[test]
