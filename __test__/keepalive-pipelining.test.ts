@@ -1,6 +1,7 @@
 // Connection reuse (keep-alive, connection: close, keep-alive hints, reset) and pipelining
 // (depth, idempotency, blocking, response matching), observed from raw servers.
 import type net from 'node:net'
+import { Readable } from 'node:stream'
 import { afterEach, describe, expect, test } from 'vitest'
 import { isUndici } from './target'
 import {
@@ -164,6 +165,44 @@ describe('pipelining', () => {
     g.answerNext()
     g.answerNext()
     expect(await withTimeout(Promise.all(ps), 5000, 'responses')).toEqual(['body of /a', 'body of /b', 'body of /c'])
+    expect(g.srv.connections).toBe(1)
+  })
+
+  test('streamed bodies that end in the job that sends them are pipelined, whole', async () => {
+    // pipeline() ended at once, and a Readable whose data was all pushed already.
+    const g = await gatedServer()
+    const client = newClient(g.srv.origin, { pipelining: 3 })
+    const viaPipeline = (path: string) =>
+      new Promise<string>((resolve, reject) => {
+        const chunks: Buffer[] = []
+        const d = client.pipeline({ path, method: 'GET', blocking: false }, ({ body }) => body)
+        d.on('data', (c: Buffer) => chunks.push(c))
+          .on('end', () => resolve(Buffer.concat(chunks).toString()))
+          .on('error', reject)
+        d.end()
+      })
+    const ended = new Readable({ read() {} })
+    ended.push('hello ')
+    ended.push('world')
+    ended.push(null)
+    const ps = [
+      viaPipeline('/a'),
+      text(client.request({ path: '/b', method: 'PUT', idempotent: true, body: ended, blocking: false })),
+      viaPipeline('/c'),
+    ]
+    // undici sends a streamed body's request alone, unless its stream had ended when it was queued.
+    if (!isUndici) expect(await g.srv.waitForRequests(3, 3000)).toBe(true)
+    for (let i = 1; i <= 3; i++) {
+      expect(await g.srv.waitForRequests(i, 3000)).toBe(true)
+      g.answerNext()
+    }
+    expect(await withTimeout(Promise.all(ps), 5000, 'responses')).toEqual(['body of /a', 'body of /b', 'body of /c'])
+    const [a, b, c] = g.srv.requests
+    expect(b.body.toString()).toBe('hello world')
+    for (const r of [a, c]) {
+      expect(r.headers['transfer-encoding']).toBeUndefined()
+      expect(r.headers['content-length']).toBeUndefined()
+    }
     expect(g.srv.connections).toBe(1)
   })
 

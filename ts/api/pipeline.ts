@@ -66,10 +66,6 @@ class PipelineHandler_<TOpaque> extends ApiHandler<TOpaque> {
       write(chunk, _encoding, callback) {
         self.#req.feed(chunk, callback)
       },
-      final(callback) {
-        self.#req.push(null)
-        callback()
-      },
       destroy(err, callback) {
         if (!err && !this.readableEnded) err = new RequestAbortedError()
         // After a complete exchange there is nothing to abort (and no error worth its stack).
@@ -79,7 +75,10 @@ class PipelineHandler_<TOpaque> extends ApiHandler<TOpaque> {
         self.#body?.destroy(err ?? undefined)
         callback(err)
       },
-    }).on('prefinish', () => this.#req.push(null))
+    })
+    // Not `final` (a tick later): a Duplex ended at once ends the request body in the same
+    // job, and the request goes with its body complete (see Client's #pumpReadable).
+    this.duplex.on('prefinish', () => this.#req.push(null))
   }
 
   /** The request body the engine reads. */

@@ -10,6 +10,7 @@ import {
   afterBatch,
   bodyEnd,
   bodyWrite,
+  flushAfter,
   flushSoon,
   lone,
   newRequestId,
@@ -152,6 +153,11 @@ function nativeOrigin(id: number, options: ConstructorParameters<typeof NativeOr
 
 function isFormData(body: unknown): boolean {
   return typeof body === 'object' && body !== null && (body as { [Symbol.toStringTag]?: string })[Symbol.toStringTag] === 'FormData'
+}
+
+/** What a Readable's own state says, beyond its public getters: all its data was pushed. */
+interface ReadableInternals {
+  _readableState: { ended: boolean }
 }
 
 function isStreamLike(body: unknown): body is Readable | Iterable<unknown> | AsyncIterable<unknown> {
@@ -489,7 +495,8 @@ class Run implements RequestSink {
       // The engine waits for onConnect before writing, so that an abort there sends nothing.
       flags |= HOLD
     }
-    if (lone()) flags |= LONE
+    // A streamed body waits for the flush (see #pumpReadable): the request does not go alone.
+    if (!this.#source && lone()) flags |= LONE
     const defaults = this.#client!.timeouts
     const id = newRequestId()
     const refused = native.submit(
@@ -504,7 +511,7 @@ class Run implements RequestSink {
       typeof opts.upgrade === 'string' ? opts.upgrade : undefined,
     )
     if (refused) throw fromNative(refused[0], refused[1], undefined)
-    flushSoon()
+    if (!(this.#source instanceof Readable)) flushSoon()
     this.#id = id
     this.#sentBody = bytes ?? null
     track(id, this)
@@ -523,9 +530,12 @@ class Run implements RequestSink {
    * end-of-stream helper (what `pipeline()` pays for every request).
    */
   #pumpReadable(src: Readable): void {
+    // Both send the request on their way.
     if (src.readableEnded) return this.#endBody()
     if (src.destroyed) return this.fail(src.errored ?? prematureClose())
+    let reading = true
     const done = (): void => {
+      reading = false
       src.off('data', onData).off('end', onEnd).off('error', onError).off('close', onClose)
     }
     const onData = (chunk: unknown): void => {
@@ -557,6 +567,18 @@ class Run implements RequestSink {
       this.fail(prematureClose())
     }
     src.on('data', onData).on('end', onEnd).on('error', onError).on('close', onClose)
+    // A body that has ended by the end of this job (its 'end' still to come) is read then, to
+    // go with its request: the engine gets it as a known body, which may be pipelined.
+    flushAfter(() => {
+      if (!reading || !(src as unknown as ReadableInternals)._readableState.ended) return
+      try {
+        while (reading && src.readableFlowing && src.read() !== null);
+        if (reading && src.readableLength === 0) onEnd()
+      } catch (err) {
+        // Another 'data' listener threw.
+        onError(err as Error)
+      }
+    })
   }
 
   async #pumpIterable(source: Iterable<unknown> | AsyncIterable<unknown>): Promise<void> {

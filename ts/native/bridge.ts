@@ -134,7 +134,27 @@ export function flushSoon(): void {
   queueMicrotask(flushNow)
 }
 
+// Run by the next flush before it sends anything (see flushAfter).
+let checks: Array<() => void> = []
+
+/**
+ * As flushSoon, but never at once: `check` runs first, at the end of the current job, and
+ * what it sends goes in the same flush. A request whose streamed body ends in the job that
+ * submitted it (pipeline() ended at once) so reaches the engine with its body complete.
+ */
+export function flushAfter(check: () => void): void {
+  checks.push(check)
+  if (flushQueued) return
+  flushQueued = true
+  queueMicrotask(flushNow)
+}
+
 function flushNow(): void {
+  if (checks.length > 0) {
+    const run = checks
+    checks = []
+    for (const check of run) check()
+  }
   flushQueued = false
   addon.flush()
 }

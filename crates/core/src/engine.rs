@@ -154,9 +154,16 @@ impl Engine {
         self.hold(Command::BodyWrite { id, chunk });
     }
 
-    /// As [`Engine::body_end`], held until the next [`Engine::flush`].
+    /// As [`Engine::body_end`], held until the next [`Engine::flush`]. When the request
+    /// itself is still held, its body is complete before the engine sees it: it goes as a
+    /// known body, with its request (see [`Request::end_stream`]).
     pub fn body_end_later(&self, id: u64) {
-        self.hold(Command::BodyEnd { id });
+        let mut cmds = self.held.cmds.lock().unwrap_or_else(|e| e.into_inner());
+        if !end_held_stream(&mut cmds, id) {
+            cmds.push(Command::BodyEnd { id });
+        }
+        drop(cmds);
+        self.held.any.store(true, Ordering::Release);
     }
 
     fn hold(&self, cmd: Command) {
@@ -234,6 +241,37 @@ impl Engine {
     pub fn destroy(&self, origin: u64, error: Error) {
         self.send(Command::Destroy { origin, error });
     }
+}
+
+/// Folds the held body chunks of request `id` into its held `Submit`, if there is one and
+/// [`Request::end_stream`] takes them.
+fn end_held_stream(cmds: &mut Vec<Command>, id: u64) -> bool {
+    let Some(at) = cmds
+        .iter()
+        .rposition(|c| matches!(c, Command::Submit { req, .. } if req.id == id))
+    else {
+        return false;
+    };
+    let of_id = |c: &Command| matches!(c, Command::BodyWrite { id: of, .. } if *of == id);
+    let chunks: Vec<Bytes> = cmds[at + 1..]
+        .iter()
+        .filter_map(|c| match c {
+            Command::BodyWrite { chunk, .. } if of_id(c) => Some(chunk.clone()),
+            _ => None,
+        })
+        .collect();
+    let Command::Submit { req, .. } = &mut cmds[at] else {
+        unreachable!()
+    };
+    if !req.end_stream(&chunks) {
+        return false;
+    }
+    let mut i = 0;
+    cmds.retain(|c| {
+        i += 1;
+        i <= at + 1 || !of_id(c)
+    });
+    true
 }
 
 /// Per-request control shared by the engine and the connection carrying it.

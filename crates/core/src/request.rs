@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{BufMut, Bytes, BytesMut};
 
-use crate::codec::request::{BodyFraming, EncodedHead};
+use crate::codec::request::{empty_body_head, BodyFraming, EncodedHead};
 
 #[derive(Debug, Clone)]
 pub struct OriginConfig {
@@ -132,5 +132,112 @@ impl Request {
 
     pub(crate) fn is_stream(&self) -> bool {
         matches!(self.body, RequestBody::Stream)
+    }
+
+    /// Makes a streamed body that ended before the request was sent a known one: `chunks`
+    /// are all of it, framed as the stream would have been. Then the request needs no more
+    /// commands and may be pipelined. `false`, and nothing changed, for an upgrade (whose
+    /// stream is the tunnel) or when the chunks disagree with the `content-length` given.
+    pub(crate) fn end_stream(&mut self, chunks: &[Bytes]) -> bool {
+        let len: usize = chunks.iter().map(Bytes::len).sum();
+        if !self.is_stream() || self.upgrade {
+            return false;
+        }
+        self.body = match self.framing {
+            BodyFraming::Length(n) if n != len as u64 => return false,
+            BodyFraming::Chunked if len == 0 => {
+                self.head = empty_body_head(&self.head, self.expects_body);
+                self.framing = BodyFraming::None;
+                RequestBody::None
+            }
+            _ if len == 0 => RequestBody::None,
+            BodyFraming::Length(_) if chunks.len() == 1 => RequestBody::Bytes(chunks[0].clone()),
+            framing => {
+                let chunked = framing == BodyFraming::Chunked;
+                let mut out = BytesMut::with_capacity(len + 16 * chunks.len() + 5);
+                for c in chunks.iter().filter(|c| !c.is_empty()) {
+                    if chunked {
+                        out.put_slice(format!("{:x}\r\n", c.len()).as_bytes());
+                    }
+                    out.put_slice(c);
+                    if chunked {
+                        out.put_slice(b"\r\n");
+                    }
+                }
+                if chunked {
+                    out.put_slice(b"0\r\n\r\n");
+                }
+                RequestBody::Bytes(out.freeze())
+            }
+        };
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::request::{encode_head, BodyInfo, HeadInput};
+
+    fn streamed(method: &str, headers: &[&str]) -> Request {
+        let headers: Vec<String> = headers.iter().map(|s| s.to_string()).collect();
+        let head = encode_head(&HeadInput {
+            method,
+            path: "/",
+            headers: &headers,
+            default_host: "test",
+            body: BodyInfo::Stream,
+            reset: false,
+            upgrade: None,
+            strict_content_length: true,
+        })
+        .unwrap();
+        Request::new(1, method, head, RequestBody::Stream)
+    }
+
+    fn body(r: &Request) -> &[u8] {
+        match &r.body {
+            RequestBody::Bytes(b) => b,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    const HELLO: [Bytes; 2] = [Bytes::from_static(b"hello "), Bytes::from_static(b"world")];
+
+    #[test]
+    fn an_ended_stream_keeps_its_framing() {
+        let mut r = streamed("POST", &[]);
+        assert!(r.end_stream(&HELLO));
+        assert_eq!(body(&r), b"6\r\nhello \r\n5\r\nworld\r\n0\r\n\r\n");
+        assert!(r.head.ends_with(b"transfer-encoding: chunked\r\n\r\n"));
+
+        let mut r = streamed("PUT", &["content-length", "11"]);
+        assert!(r.end_stream(&HELLO));
+        assert_eq!(body(&r), b"hello world");
+        // Known now: nothing more to end.
+        assert!(!r.end_stream(&HELLO));
+    }
+
+    #[test]
+    fn an_empty_ended_stream_has_no_body_and_no_framing() {
+        for (method, length) in [("GET", false), ("POST", true)] {
+            let mut r = streamed(method, &[]);
+            assert!(r.end_stream(&[]));
+            assert!(matches!(r.body, RequestBody::None));
+            let head = String::from_utf8_lossy(&r.head);
+            assert!(!head.contains("transfer-encoding"), "{head}");
+            assert_eq!(head.contains("content-length: 0\r\n"), length, "{head}");
+        }
+    }
+
+    #[test]
+    fn a_length_mismatch_or_an_upgrade_stays_a_stream() {
+        let mut r = streamed("POST", &["content-length", "3"]);
+        assert!(!r.end_stream(&HELLO));
+        assert!(r.is_stream());
+        let mut r = streamed("GET", &[]);
+        r.upgrade = true;
+        assert!(!r.end_stream(&[]));
+        assert!(r.is_stream());
     }
 }

@@ -416,6 +416,56 @@ fn held_submissions_wait_for_a_flush_and_keep_their_order_with_other_commands() 
 }
 
 #[test]
+fn streamed_bodies_that_end_before_the_flush_go_whole_and_pipelined() {
+    // Answers nothing until all three requests are in: only pipelining gets them there.
+    let (tx, got) = channel::<Vec<u8>>();
+    let tx = Mutex::new(tx);
+    let port = server(move |mut s, _| {
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut wire = Vec::new();
+        let mut buf = [0u8; 1024];
+        while wire.windows(4).filter(|w| w == b"GET ").count() < 2 {
+            let Ok(n @ 1..) = s.read(&mut buf) else { break };
+            wire.extend_from_slice(&buf[..n]);
+        }
+        tx.lock().unwrap().send(wire).unwrap();
+        s.write_all(&b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n".repeat(3))
+            .unwrap();
+        thread::sleep(Duration::from_millis(200));
+    });
+    let (e, rx) = engine();
+    origin(&e, 1, port, |c| {
+        c.connections = 1;
+        c.pipelining = 3;
+    });
+    e.submit_later(1, get(1, "POST", RequestBody::Stream));
+    e.submit_later(1, get(2, "GET", RequestBody::Stream));
+    e.body_write_later(1, Bytes::from_static(b"hello "));
+    e.body_end_later(2);
+    e.body_write_later(1, Bytes::from_static(b"world"));
+    e.body_end_later(1);
+    e.submit_later(1, get(3, "GET", RequestBody::None));
+    e.flush();
+    let out = settle(&rx, &[1, 2, 3]);
+    assert!(out.iter().all(|o| o.statuses == [200]), "{out:?}");
+    let wire = String::from_utf8(got.recv_timeout(Duration::from_secs(5)).unwrap()).unwrap();
+    let heads: Vec<&str> = wire.split("\r\n\r\n").collect();
+    assert!(
+        heads[0].starts_with("POST ") && heads[0].contains("transfer-encoding: chunked"),
+        "{wire}"
+    );
+    assert!(
+        wire.contains("\r\n\r\n6\r\nhello \r\n5\r\nworld\r\n0\r\n\r\nGET "),
+        "{wire}"
+    );
+    // The empty one: no framing at all.
+    assert!(
+        !heads[2].contains("transfer-encoding") && heads[2].starts_with("GET "),
+        "{wire}"
+    );
+}
+
+#[test]
 fn part_of_a_body_goes_out_at_once_when_the_rest_is_not_there_yet() {
     let port = server(|mut s, _| {
         read_head(&mut s).unwrap();
