@@ -305,6 +305,9 @@ pub(crate) struct Ctx {
     reqs: RefCell<HashMap<u64, Rc<ReqCtl>>>,
     origins: RefCell<HashMap<u64, Rc<RefCell<Origin>>>>,
     next_conn: Cell<u64>,
+    /// Handling a batch of commands: origins given requests are scheduled once, at its end.
+    batching: Cell<bool>,
+    to_schedule: RefCell<Vec<Rc<RefCell<Origin>>>>,
 }
 
 impl Ctx {
@@ -369,7 +372,11 @@ impl Ctx {
                 };
                 let ctl = self.register(req.id);
                 o.borrow_mut().queue.push_back(Queued { req: *req, ctl });
-                Origin::schedule(&o, self);
+                if !self.batching.get() {
+                    Origin::schedule(&o, self);
+                } else if !self.to_schedule.borrow().iter().any(|s| Rc::ptr_eq(s, &o)) {
+                    self.to_schedule.borrow_mut().push(o);
+                }
             }
             Command::BodyWrite { id, chunk } => {
                 if let Some(ctl) = self.ctl(id) {
@@ -431,8 +438,16 @@ impl Ctx {
                     Origin::deliver_mail(&o, self);
                 }
             }
-            // One at a time, each on its own: a panic fails only the request it hit.
-            Command::Many(cmds) => cmds.into_iter().for_each(|c| handle(self, c)),
+            // One at a time, each on its own: a panic fails only the request it hit. Waking
+            // an origin's connections once for all its new requests, not once each, is the
+            // same to them: they take requests only when they run, after the batch.
+            Command::Many(cmds) => {
+                self.batching.set(true);
+                cmds.into_iter().for_each(|c| handle(self, c));
+                self.batching.set(false);
+                let origins = self.to_schedule.take();
+                origins.iter().for_each(|o| Origin::schedule(o, self));
+            }
         }
     }
 
@@ -460,6 +475,8 @@ async fn run(
         reqs: RefCell::new(HashMap::new()),
         origins: RefCell::new(HashMap::new()),
         next_conn: Cell::new(0),
+        batching: Cell::new(false),
+        to_schedule: RefCell::new(Vec::new()),
     });
     let mut batch = Vec::with_capacity(64);
     while rx.recv_many(&mut batch, 256).await > 0 {
