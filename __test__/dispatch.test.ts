@@ -75,6 +75,30 @@ describe('dispatch()', () => {
     expect(c.body()).toBe('ok')
   })
 
+  test('raw headers of responses arriving together keep their own bytes (latin1, empty values, after trailers and 1xx)', async () => {
+    const heads = [
+      'HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n' +
+        'HTTP/1.1 200 OK\r\nX-Caf: \u00e9t\u00e9\r\nX-Empty: \r\nContent-Length: 1\r\n\r\na',
+      'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nb\r\n0\r\nX-T: \u00ff\r\n\r\n',
+      'HTTP/1.1 404 Nope\r\nX-Last: z\r\nContent-Length: 1\r\n\r\nc',
+    ]
+    const srv = await rawServer((_req, socket) => {
+      if (srv.requests.length === heads.length) socket.write(Buffer.from(heads.join(''), 'latin1'))
+    })
+    const client = newClient(srv.origin, { pipelining: 3 })
+    const cs = heads.map(() => collect())
+    for (const c of cs) client.dispatch({ path: '/', method: 'GET', blocking: false }, c.handler)
+    await withTimeout(Promise.all(cs.map((c) => c.done)), 5000, 'dispatch')
+    const latin1 = (raw: Buffer[]) => raw.map((b) => b.toString('latin1'))
+    expect(cs[0].heads.map((h) => latin1(h.rawHeaders))).toEqual([
+      ['Link', '</a.css>'],
+      ['X-Caf', '\u00e9t\u00e9', 'X-Empty', '', 'Content-Length', '1'],
+    ])
+    expect(latin1(cs[1].trailers)).toEqual(['X-T', '\u00ff'])
+    expect(latin1(cs[2].heads[0].rawHeaders)).toEqual(['X-Last', 'z', 'Content-Length', '1'])
+    expect(cs.map((c) => c.body())).toEqual(['a', 'b', 'c'])
+  })
+
   test('onComplete receives the raw trailers of a chunked response', async () => {
     const srv = await rawServer((req, socket) => {
       socket.write(

@@ -11,6 +11,7 @@ import {
   bodyEnd,
   bodyWrite,
   flushAfter,
+  headerBuffers,
   flushSoon,
   lone,
   newRequestId,
@@ -653,11 +654,11 @@ class Run implements RequestSink {
     if (this.#sentBody !== null) this.#handler.onBodySent?.(this.#sentBody)
   }
 
-  onHeaders(statusCode: number, statusText: string, headers: string[]): void {
-    if (this.#info !== null && statusCode >= 200) this.#publish(channels.headers, { response: { statusCode, statusText, headers: toBuffers(headers) } })
+  onHeaders(statusCode: number, statusText: string, headers: string[], at: number): void {
+    if (this.#info !== null && statusCode >= 200) this.#publish(channels.headers, { response: { statusCode, statusText, headers: headerBuffers(headers, at) } })
     // As undici: at the start of every response message, 1xx included.
     this.#handler.onResponseStarted?.()
-    if (this.#handler.onHeaders?.(statusCode, this.#raw(headers), this.#resume, statusText) === false) this.#pause()
+    if (this.#handler.onHeaders?.(statusCode, this.#raw(headers, at), this.#resume, statusText) === false) this.#pause()
   }
 
   /** Passed to onHeaders: delivers what waited, then lets the engine read again. */
@@ -671,19 +672,19 @@ class Run implements RequestSink {
     }
   }
 
-  onUpgrade(statusCode: number, _statusText: string, headers: string[]): void {
+  onUpgrade(statusCode: number, _statusText: string, headers: string[], at: number): void {
     if (this.#settled) return
     const socket = new TunnelSocket(this.#id)
     this.#tunnel = socket
     // Settled for the handler and the client; the bridge keeps routing to the socket.
     this.#finish(false)
-    this.#publish(channels.headers, { response: { statusCode, statusText: _statusText, headers: toBuffers(headers) } })
+    this.#publish(channels.headers, { response: { statusCode, statusText: _statusText, headers: headerBuffers(headers, at) } })
     this.#publish(channels.trailers, { trailers: [] })
     if (typeof this.#handler.onUpgrade !== 'function') {
       socket.destroy()
       throw new InvalidArgumentError('invalid onUpgrade method')
     }
-    this.#handler.onUpgrade(statusCode, this.#raw(headers), socket)
+    this.#handler.onUpgrade(statusCode, this.#raw(headers, at), socket)
   }
 
   onData(chunk: Buffer): void {
@@ -697,8 +698,10 @@ class Run implements RequestSink {
    * Raw headers as a handler gets them: Buffers, as undici's; saetta's own handlers take the
    * latin1 strings the engine delivers (they only parse them).
    */
-  #raw(headers: string[]): Buffer[] {
-    return this.#handler instanceof InternalHandler ? (headers as unknown as Buffer[]) : toBuffers(headers)
+  #raw(headers: string[], at?: number): Buffer[] {
+    if (this.#handler instanceof InternalHandler) return headers as unknown as Buffer[]
+    // Heads are delivered at once, from the batch's text; trailers may wait for a resume.
+    return at === undefined ? toBuffers(headers) : headerBuffers(headers, at)
   }
 
   #pause(): void {

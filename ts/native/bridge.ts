@@ -8,9 +8,10 @@ import { fromNative, type NativeSocketInfo } from '../errors'
 /** Receives the engine's events for one request. */
 export interface RequestSink {
   onConnect(): void
-  onHeaders(statusCode: number, statusText: string, headers: string[]): void
+  /** `at`: where `headers` start in the batch's text, for {@link headerBuffers}. */
+  onHeaders(statusCode: number, statusText: string, headers: string[], at: number): void
   onData(chunk: Buffer): void
-  onUpgrade(statusCode: number, statusText: string, headers: string[]): void
+  onUpgrade(statusCode: number, statusText: string, headers: string[], at: number): void
   onComplete(trailers: string[]): void
   onError(err: Error): void
   onBodyConsumed(bytes: number): void
@@ -237,8 +238,15 @@ function dispatchEvents(n: Float64Array, o: unknown[]): void {
   let next: Error | null = null
   let previous: Error | null = null
   const end = n[0] + 1
-  const text = o[2] === undefined ? [] : (o[2] as string).split('\n')
+  batchText = o[2] === undefined ? '' : (o[2] as string)
+  batchBytes = null
+  const text = batchText === '' ? [] : batchText.split('\n')
+  // The next line of the text, and where it starts.
   let t = 0
+  let at = 0
+  const skip = (lines: number): void => {
+    for (const stop = t + lines; t < stop; t++) at += text[t].length + 1
+  }
   let i = 1
   let k = 3
   while (i < end) {
@@ -252,10 +260,12 @@ function dispatchEvents(n: Float64Array, o: unknown[]): void {
       case HEADERS:
       case UPGRADE: {
         const status = n[i + 2]
-        const list = text.slice(t, (t += n[i + 3]))
-        const reason = text[t++]
-        if (tag === HEADERS) deliver(id, (s) => s.onHeaders(status, reason, list))
-        else deliver(id, (s) => s.onUpgrade(status, reason, list))
+        const list = text.slice(t, t + n[i + 3])
+        const reason = text[t + n[i + 3]]
+        const from = at
+        skip(list.length + 1)
+        if (tag === HEADERS) deliver(id, (s) => s.onHeaders(status, reason, list, from))
+        else deliver(id, (s) => s.onUpgrade(status, reason, list, from))
         i += 4
         break
       }
@@ -273,7 +283,8 @@ function dispatchEvents(n: Float64Array, o: unknown[]): void {
         break
       }
       case COMPLETE: {
-        const trailers = text.slice(t, (t += n[i + 2]))
+        const trailers = text.slice(t, t + n[i + 2])
+        skip(trailers.length)
         deliver(id, (s) => s.onComplete(trailers))
         i += 3
         break
@@ -320,6 +331,26 @@ function dispatchEvents(n: Float64Array, o: unknown[]): void {
         throw new Error(`saetta: unknown engine event ${tag}`)
     }
   }
+}
+
+// The text of the batch being delivered, and its bytes once raw headers were asked for.
+let batchText = ''
+let batchBytes: Buffer | null = null
+
+/**
+ * Header fields `list`, which start at `at` in the text of the batch being delivered, as the
+ * Buffers a handler receives: views into one copy of the batch's text (latin1, so a field's
+ * length in chars is its length in bytes). Only while that batch is being delivered.
+ */
+export function headerBuffers(list: string[], at: number): Buffer[] {
+  batchBytes ??= Buffer.from(batchText, 'latin1')
+  const memory = batchBytes.buffer
+  const out = new Array<Buffer>(list.length)
+  for (let i = 0, from = batchBytes.byteOffset + at; i < list.length; i++) {
+    out[i] = Buffer.from(memory, from, list[i].length)
+    from += list[i].length + 1
+  }
+  return out
 }
 
 function deliver(id: number, call: (sink: RequestSink) => void): void {
