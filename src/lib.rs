@@ -1,7 +1,10 @@
 //! The N-API binding: converts values and owns the event channel. Everything else
 //! lives in `saetta-core` (Rust) or `ts/` (TypeScript).
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::ptr;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -172,10 +175,20 @@ fn positive(v: f64) -> Option<u64> {
 #[napi]
 pub struct NativeOrigin {
     id: u64,
+    done: bool,
+}
+
+/// What `submit` needs of an origin.
+struct Submitter {
     lanes: Arc<Lanes>,
     host_header: String,
     strict_content_length: bool,
-    done: bool,
+}
+
+thread_local! {
+    /// The live origins of this thread, for `submit`: a plain function finds its origin
+    /// here faster than a method call reaches its object (no unwrap, no type-tag check).
+    static ORIGINS: RefCell<HashMap<u64, Rc<Submitter>>> = RefCell::new(HashMap::new());
 }
 
 /// Flag bits of `submit`.
@@ -237,73 +250,16 @@ impl NativeOrigin {
             connection_ttl: o.client_ttl.filter(|t| t.is_finite() && *t > 0.0).map(ms),
         };
         let lanes = bridge()?.engine.open(id as u64, cfg);
-        Ok(NativeOrigin {
-            id: id as u64,
+        let submitter = Rc::new(Submitter {
             lanes,
             host_header: o.host_header,
             strict_content_length: o.strict_content_length,
+        });
+        ORIGINS.with(|m| m.borrow_mut().insert(id as u64, submitter));
+        Ok(NativeOrigin {
+            id: id as u64,
             done: false,
         })
-    }
-
-    /// Validates, encodes and enqueues a request; the engine sees it at the next `flush()`
-    /// (or the next other command). A `LONE` request may instead be written at once, from
-    /// this thread, to an idle connection. Returns `[kind, message]` when the request is refused
-    /// (nothing is sent), `null` otherwise.
-    #[napi(catch_unwind)]
-    #[allow(clippy::too_many_arguments)]
-    pub fn submit(
-        &self,
-        id: u32,
-        method: String,
-        path: String,
-        headers: Vec<String>,
-        body: Option<Either<Buffer, String>>,
-        flags: u32,
-        headers_timeout: f64,
-        body_timeout: f64,
-        upgrade: Option<String>,
-    ) -> Result<Option<Vec<String>>> {
-        let body = match body {
-            Some(Either::A(b)) => RequestBody::Bytes(Bytes::copy_from_slice(&b)),
-            Some(Either::B(s)) => RequestBody::Bytes(Bytes::from(s)),
-            None if flags & STREAM != 0 => RequestBody::Stream,
-            None => RequestBody::None,
-        };
-        let info = match &body {
-            RequestBody::None => BodyInfo::None,
-            RequestBody::Bytes(b) => BodyInfo::Bytes(b.len() as u64),
-            RequestBody::Stream => BodyInfo::Stream,
-        };
-        let input = HeadInput {
-            method: &method,
-            path: &path,
-            headers: &headers,
-            default_host: &self.host_header,
-            body: info,
-            reset: flags & RESET != 0,
-            upgrade: upgrade.as_deref(),
-            strict_content_length: self.strict_content_length,
-        };
-        let head = match encode_head(&input) {
-            Ok(h) => h,
-            Err(e) => return Ok(Some(vec![e.kind().to_string(), e.to_string()])),
-        };
-        let mut req = Request::new(id as u64, &method, head, body);
-        req.idempotent = flags & IDEMPOTENT != 0;
-        req.blocking = flags & BLOCKING != 0;
-        req.hold = flags & HOLD != 0;
-        req.connected = flags & CONNECTED != 0;
-        req.upgrade |= upgrade.is_some();
-        req.headers_timeout = (headers_timeout > 0.0).then(|| ms(headers_timeout));
-        req.body_timeout = (body_timeout > 0.0).then(|| ms(body_timeout));
-        let engine = &bridge()?.engine;
-        if flags & LONE != 0 {
-            engine.submit_now(self.id, &self.lanes, req);
-        } else {
-            engine.submit_later(self.id, req);
-        }
-        Ok(None)
     }
 
     #[napi(catch_unwind)]
@@ -334,12 +290,78 @@ impl NativeOrigin {
 
 impl Drop for NativeOrigin {
     fn drop(&mut self) {
+        ORIGINS.with(|m| m.borrow_mut().remove(&self.id));
         if !self.done {
             if let Some(b) = BRIDGE.get() {
                 b.engine.close(self.id);
             }
         }
     }
+}
+
+/// Validates, encodes and enqueues a request of `origin` (a live NativeOrigin's id); the
+/// engine sees it at the next `flush()` (or the next other command). A `LONE` request may
+/// instead be written at once, from this thread, to an idle connection. Returns `[kind, message]` when the request is refused
+/// (nothing is sent), `null` otherwise.
+#[napi(catch_unwind)]
+#[allow(clippy::too_many_arguments)]
+pub fn submit(
+    origin: u32,
+    id: u32,
+    method: String,
+    path: String,
+    headers: Vec<String>,
+    body: Option<Either<Buffer, String>>,
+    flags: u32,
+    headers_timeout: f64,
+    body_timeout: f64,
+    upgrade: Option<String>,
+) -> Result<Option<Vec<String>>> {
+    let body = match body {
+        Some(Either::A(b)) => RequestBody::Bytes(Bytes::copy_from_slice(&b)),
+        Some(Either::B(s)) => RequestBody::Bytes(Bytes::from(s)),
+        None if flags & STREAM != 0 => RequestBody::Stream,
+        None => RequestBody::None,
+    };
+    let info = match &body {
+        RequestBody::None => BodyInfo::None,
+        RequestBody::Bytes(b) => BodyInfo::Bytes(b.len() as u64),
+        RequestBody::Stream => BodyInfo::Stream,
+    };
+    let Some(o) = ORIGINS.with(|m| m.borrow().get(&(origin as u64)).cloned()) else {
+        return Err(Error::from_reason(format!(
+            "saetta: origin {origin} is gone"
+        )));
+    };
+    let input = HeadInput {
+        method: &method,
+        path: &path,
+        headers: &headers,
+        default_host: &o.host_header,
+        body: info,
+        reset: flags & RESET != 0,
+        upgrade: upgrade.as_deref(),
+        strict_content_length: o.strict_content_length,
+    };
+    let head = match encode_head(&input) {
+        Ok(h) => h,
+        Err(e) => return Ok(Some(vec![e.kind().to_string(), e.to_string()])),
+    };
+    let mut req = Request::new(id as u64, &method, head, body);
+    req.idempotent = flags & IDEMPOTENT != 0;
+    req.blocking = flags & BLOCKING != 0;
+    req.hold = flags & HOLD != 0;
+    req.connected = flags & CONNECTED != 0;
+    req.upgrade |= upgrade.is_some();
+    req.headers_timeout = (headers_timeout > 0.0).then(|| ms(headers_timeout));
+    req.body_timeout = (body_timeout > 0.0).then(|| ms(body_timeout));
+    let engine = &bridge()?.engine;
+    if flags & LONE != 0 {
+        engine.submit_now(origin as u64, &o.lanes, req);
+    } else {
+        engine.submit_later(origin as u64, req);
+    }
+    Ok(None)
 }
 
 /// Sends what `submit`, `bodyWrite` and `bodyEnd` held back since the last flush (one

@@ -35,7 +35,7 @@ import type { Channel } from 'node:diagnostics_channel'
 import '../debug'
 import { prematureClose } from '../api/done'
 
-// Flag bits of NativeOrigin.submit, as in src/lib.rs.
+// Flag bits of submit, as in src/lib.rs.
 const IDEMPOTENT = 1
 const BLOCKING = 2
 const RESET = 4
@@ -330,7 +330,7 @@ export class Client extends DispatcherBase {
     const run = new Run(this, opts, handler)
     this.#runs.add(run)
     try {
-      run.start(this.#native)
+      run.start(this.#originId)
     } catch (err) {
       this.#runs.delete(run)
       throw err
@@ -429,7 +429,8 @@ class Run implements RequestSink {
     this.#opts = opts
   }
 
-  start(native: InstanceType<typeof NativeOrigin>): void {
+  /** Submits the request to origin `origin` (the Client's NativeOrigin). */
+  start(origin: number): void {
     const opts = this.#opts
     if (typeof opts.path !== 'string') throw new InvalidArgumentError('path must be a string')
     if (typeof opts.method !== 'string') throw new InvalidArgumentError('method must be a string')
@@ -500,7 +501,8 @@ class Run implements RequestSink {
     if (!this.#source && lone()) flags |= LONE
     const defaults = this.#client!.timeouts
     const id = newRequestId()
-    const refused = native.submit(
+    const refused = addon.submit(
+      origin,
       id,
       method,
       path,

@@ -7,13 +7,6 @@
  */
 export declare class NativeOrigin {
   constructor(id: number, o: OriginOptions)
-  /**
-   * Validates, encodes and enqueues a request; the engine sees it at the next `flush()`
-   * (or the next other command). A `LONE` request may instead be written at once, from
-   * this thread, to an idle connection. Returns `[kind, message]` when the request is refused
-   * (nothing is sent), `null` otherwise.
-   */
-  submit(id: number, method: string, path: string, headers: Array<string>, body: Buffer | string | undefined | null, flags: number, headersTimeout: number, bodyTimeout: number, upgrade?: string | undefined | null): Array<string> | null
   setPipelining(pipelining: number): void
   /** Graceful close: queued requests still run, then the connections close. */
   close(): void
@@ -75,6 +68,14 @@ export declare function resume(id: number): void
 
 /** Keeps the process alive (true) while requests are in flight, or lets it exit (false). */
 export declare function setActive(active: boolean): void
+
+/**
+ * Validates, encodes and enqueues a request of `origin` (a live NativeOrigin's id); the
+ * engine sees it at the next `flush()` (or the next other command). A `LONE` request may
+ * instead be written at once, from this thread, to an idle connection. Returns `[kind, message]` when the request is refused
+ * (nothing is sent), `null` otherwise.
+ */
+export declare function submit(origin: number, id: number, method: string, path: string, headers: Array<string>, body: Buffer | string | undefined | null, flags: number, headersTimeout: number, bodyTimeout: number, upgrade?: string | undefined | null): Array<string> | null
 
 /**
  * Takes the events waiting. `nums[0]` is set to the count of numbers written after it; when
