@@ -301,8 +301,8 @@ impl Drop for NativeOrigin {
 
 /// Validates, encodes and enqueues a request of `origin` (a live NativeOrigin's id); the
 /// engine sees it at the next `flush()` (or the next other command). A `LONE` request may
-/// instead be written at once, from this thread, to an idle connection. Returns `[kind, message]` when the request is refused
-/// (nothing is sent), `null` otherwise.
+/// instead be written at once, from this thread, to an idle connection. Returns
+/// `[kind, message]` when the request is refused (nothing is sent), `null` otherwise.
 #[napi(catch_unwind)]
 #[allow(clippy::too_many_arguments)]
 pub fn submit(

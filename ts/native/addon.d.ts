@@ -72,8 +72,8 @@ export declare function setActive(active: boolean): void
 /**
  * Validates, encodes and enqueues a request of `origin` (a live NativeOrigin's id); the
  * engine sees it at the next `flush()` (or the next other command). A `LONE` request may
- * instead be written at once, from this thread, to an idle connection. Returns `[kind, message]` when the request is refused
- * (nothing is sent), `null` otherwise.
+ * instead be written at once, from this thread, to an idle connection. Returns
+ * `[kind, message]` when the request is refused (nothing is sent), `null` otherwise.
  */
 export declare function submit(origin: number, id: number, method: string, path: string, headers: Array<string>, body: Buffer | string | undefined | null, flags: number, headersTimeout: number, bodyTimeout: number, upgrade?: string | undefined | null): Array<string> | null
 

@@ -19,7 +19,7 @@ use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
-use crate::codec::request::{empty_body_head, BodyFraming};
+use crate::codec::request::{chunk_parts, empty_body_head, BodyFraming, LAST_CHUNK};
 use crate::codec::{read_response_head, BodyDecoder, BodyKind, Decoded, HeadOptions};
 use crate::direct::{Fd, Lanes};
 use crate::engine::{Ctx, ReqCtl};
@@ -355,11 +355,7 @@ impl Conn {
                 out.push(last.req.head.clone());
             }
             match framing {
-                BodyFraming::Chunked => {
-                    out.push(Bytes::from(format!("{:x}\r\n", chunk.len())));
-                    out.push(chunk);
-                    out.push(Bytes::from_static(b"\r\n"));
-                }
+                BodyFraming::Chunked => out.extend(chunk_parts(chunk)),
                 BodyFraming::Length(n) => {
                     if last.body_sent > n {
                         return Err((id, Error::RequestContentLengthMismatch));
@@ -387,7 +383,7 @@ impl Conn {
                     let head = empty_body_head(&last.req.head, last.req.expects_body);
                     self.push_write(head)
                 }
-                BodyFraming::Chunked => self.push_write(Bytes::from_static(b"0\r\n\r\n")),
+                BodyFraming::Chunked => self.push_write(Bytes::from_static(LAST_CHUNK)),
                 BodyFraming::Length(n) if last.body_sent != n => {
                     return Err((id, Error::RequestContentLengthMismatch));
                 }

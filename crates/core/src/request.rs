@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 
-use crate::codec::request::{empty_body_head, BodyFraming, EncodedHead};
+use crate::codec::request::{chunk_parts, empty_body_head, BodyFraming, EncodedHead, LAST_CHUNK};
 
 #[derive(Debug, Clone)]
 pub struct OriginConfig {
@@ -152,23 +152,16 @@ impl Request {
             }
             _ if len == 0 => RequestBody::None,
             BodyFraming::Length(_) if chunks.len() == 1 => RequestBody::Bytes(chunks[0].clone()),
-            framing => {
-                let chunked = framing == BodyFraming::Chunked;
-                let mut out = BytesMut::with_capacity(len + 16 * chunks.len() + 5);
-                for c in chunks.iter().filter(|c| !c.is_empty()) {
-                    if chunked {
-                        out.put_slice(format!("{:x}\r\n", c.len()).as_bytes());
-                    }
-                    out.put_slice(c);
-                    if chunked {
-                        out.put_slice(b"\r\n");
-                    }
-                }
-                if chunked {
-                    out.put_slice(b"0\r\n\r\n");
-                }
-                RequestBody::Bytes(out.freeze())
+            BodyFraming::Chunked => {
+                let mut parts: Vec<Bytes> = chunks
+                    .iter()
+                    .filter(|c| !c.is_empty())
+                    .flat_map(|c| chunk_parts(c.clone()))
+                    .collect();
+                parts.push(Bytes::from_static(LAST_CHUNK));
+                RequestBody::Bytes(parts.concat().into())
             }
+            _ => RequestBody::Bytes(chunks.concat().into()),
         };
         true
     }

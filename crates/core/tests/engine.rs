@@ -522,6 +522,16 @@ fn numbering_server() -> u16 {
     })
 }
 
+/// An engine whose origin 1 (on `port`) has one connection open and idle: request 1 went
+/// through it.
+fn warmed(port: u16) -> (Engine, Receiver<Event>, Arc<Lanes>) {
+    let (e, rx) = engine();
+    let lanes = origin(&e, 1, port, |_| {});
+    e.submit(1, get(1, "GET", RequestBody::None));
+    settle(&rx, &[1]);
+    (e, rx, lanes)
+}
+
 fn text(o: &Outcome) -> String {
     String::from_utf8_lossy(&o.body).into_owned()
 }
@@ -546,10 +556,7 @@ fn lone_requests_are_written_by_the_caller_on_an_idle_connection() {
 
 #[test]
 fn what_the_socket_does_not_take_of_a_direct_request_the_engine_writes() {
-    let (e, rx) = engine();
-    let lanes = origin(&e, 1, numbering_server(), |_| {});
-    e.submit(1, get(1, "GET", RequestBody::None));
-    settle(&rx, &[1]);
+    let (e, rx, lanes) = warmed(numbering_server());
     let body: Vec<u8> = (0..32 << 20).map(|i| (i % 251) as u8).collect();
     let sum: u64 = body.iter().map(|b| u64::from(*b)).sum();
     e.submit_now(1, &lanes, get(2, "POST", RequestBody::Bytes(body.into())));
@@ -562,10 +569,7 @@ fn what_the_socket_does_not_take_of_a_direct_request_the_engine_writes() {
 
 #[test]
 fn a_direct_request_keeps_its_place_before_queued_ones() {
-    let (e, rx) = engine();
-    let lanes = origin(&e, 1, numbering_server(), |_| {});
-    e.submit(1, get(1, "GET", RequestBody::None));
-    settle(&rx, &[1]);
+    let (e, rx, lanes) = warmed(numbering_server());
     // Written at once; the next one, queued behind it, goes after it on the same connection.
     e.submit_now(1, &lanes, get(2, "GET", RequestBody::None));
     e.submit(1, get(3, "GET", RequestBody::None));
@@ -591,10 +595,7 @@ fn a_direct_request_times_out() {
             i += 1;
         }
     });
-    let (e, rx) = engine();
-    let lanes = origin(&e, 1, port, |_| {});
-    e.submit(1, get(1, "GET", RequestBody::None));
-    settle(&rx, &[1]);
+    let (e, rx, lanes) = warmed(port);
     let mut req = get(2, "GET", RequestBody::None);
     req.headers_timeout = Some(Duration::from_millis(100));
     let t = std::time::Instant::now();
@@ -613,10 +614,7 @@ fn a_direct_request_times_out() {
 
 #[test]
 fn an_aborted_direct_request_reports_nothing_and_the_next_one_succeeds() {
-    let (e, rx) = engine();
-    let lanes = origin(&e, 1, numbering_server(), |_| {});
-    e.submit(1, get(1, "GET", RequestBody::None));
-    settle(&rx, &[1]);
+    let (e, rx, lanes) = warmed(numbering_server());
     e.submit_now(1, &lanes, get(2, "GET", RequestBody::None));
     e.abort(2);
     assert_eq!(lanes.writes(), 1);
@@ -634,10 +632,7 @@ fn a_connection_the_server_closed_is_not_written_to() {
             .unwrap();
         // Closes without saying so.
     });
-    let (e, rx) = engine();
-    let lanes = origin(&e, 1, port, |_| {});
-    e.submit(1, get(1, "GET", RequestBody::None));
-    settle(&rx, &[1]);
+    let (e, rx, lanes) = warmed(port);
     thread::sleep(Duration::from_millis(100));
     e.submit_now(1, &lanes, get(2, "GET", RequestBody::None));
     assert_eq!(settle(&rx, &[2])[0].body, b"ok");
@@ -652,10 +647,7 @@ fn destroy_fails_a_direct_request_once() {
             .unwrap();
         while read_request(&mut s).is_some() {}
     });
-    let (e, rx) = engine();
-    let lanes = origin(&e, 1, port, |_| {});
-    e.submit(1, get(1, "GET", RequestBody::None));
-    settle(&rx, &[1]);
+    let (e, rx, lanes) = warmed(port);
     e.submit_now(1, &lanes, get(2, "GET", RequestBody::None));
     e.destroy(1, Error::Destroyed);
     assert_eq!(settle(&rx, &[2])[0].error, Some(Error::Destroyed));

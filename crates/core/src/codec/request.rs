@@ -113,6 +113,15 @@ pub(crate) fn method_expects_body(method: &str) -> bool {
 
 const CHUNKED_LINE: &[u8] = b"transfer-encoding: chunked\r\n";
 
+/// A non-empty chunk of a chunked body as it goes on the wire: size line, data, CRLF.
+pub(crate) fn chunk_parts(chunk: Bytes) -> [Bytes; 3] {
+    let size = Bytes::from(format!("{:x}\r\n", chunk.len()));
+    [size, chunk, Bytes::from_static(b"\r\n")]
+}
+
+/// The end of a chunked body (without trailers).
+pub(crate) const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
+
 /// The head of a chunked request whose body ended before any byte of it: sent without
 /// framing, as undici sends it (`content-length: 0` for methods that expect a body).
 pub fn empty_body_head(head: &[u8], expects_body: bool) -> Bytes {
