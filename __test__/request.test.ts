@@ -16,6 +16,7 @@ import {
   readBody,
   requestError,
   sleep,
+  waitFor,
   withTimeout,
   type RawRequest,
 } from './helpers'
@@ -665,6 +666,24 @@ describe('aborting', () => {
     }
     const next = await client.request({ path: '/after', method: 'GET' })
     expect(await next.body.text()).toBe('ok')
+  })
+
+  test('aborted on a kept-alive connection: that connection closes, the next request gets a new one', async () => {
+    const srv = await rawServer((req, socket) => {
+      if (req.path !== '/hang') socket.write(okResponse(req.path))
+    })
+    const client = newClient(srv.origin, { keepAliveTimeout: 10_000 })
+    expect(await (await client.request({ path: '/first', method: 'GET' })).body.text()).toBe('/first')
+    const ac = new AbortController()
+    const p = client.request({ path: '/hang', method: 'GET', signal: ac.signal })
+    expect(await srv.waitForRequests(2, 3000)).toBe(true)
+    ac.abort()
+    const err: any = await withTimeout(p.then(() => null, (e) => e), 5000, 'abort')
+    expect(err?.name).toBe('AbortError')
+    // Its bytes are on the wire: as undici, the connection goes rather than carry a stale answer.
+    expect(await waitFor(() => srv.closedConnections === 1, 3000)).toBe(true)
+    expect(await (await client.request({ path: '/after', method: 'GET' })).body.text()).toBe('/after')
+    expect(srv.requests.map((r) => r.connection)).toEqual([1, 1, 2])
   })
 
   test('an EventEmitter emitting abort rejects with RequestAbortedError', async () => {

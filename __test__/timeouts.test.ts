@@ -76,6 +76,24 @@ describe('headersTimeout', () => {
     expect(c.error).toBeInstanceOf(errors.HeadersTimeoutError)
     expect(c.events).not.toContain('headers')
   })
+
+  // A request to an idle kept-alive connection goes straight to its socket; the timer must run
+  // from that write whether it ends before or after the connection's own idle timer.
+  test.each([
+    ['before', { headersTimeout: 300, keepAliveTimeout: 10_000 }, 250, 3000],
+    ['after', { headersTimeout: 1200, keepAliveTimeout: 1000 }, 1100, 1900],
+  ])('on a kept-alive connection, ending %s its idle timer', async (_, options, min, max) => {
+    const srv = await rawServer((req, socket) => {
+      if (req.path === '/first') socket.write(okResponse('first'))
+    })
+    const client = newClient(srv.origin, options)
+    expect(await (await client.request({ path: '/first', method: 'GET' })).body.text()).toBe('first')
+    const [err, ms] = await timed(withTimeout(requestError(client, { path: '/hang', method: 'GET' }), 5000, 'request'))
+    expect(err).toBeInstanceOf(errors.HeadersTimeoutError)
+    expect(srv.requests.map((r) => r.connection)).toEqual([1, 1])
+    expect(ms).toBeGreaterThanOrEqual(min)
+    expect(ms).toBeLessThan(max)
+  })
 })
 
 describe('bodyTimeout', () => {

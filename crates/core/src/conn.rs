@@ -271,6 +271,7 @@ impl Conn {
             let r = self.inflight.back_mut().unwrap();
             r.written = true;
             r.body_done = true;
+            r.waiting_since = Some(m.at);
             rest.into_iter().for_each(|b| self.push_write(b));
         }
     }
@@ -806,18 +807,22 @@ impl Conn {
             .is_some_and(|t| self.born.elapsed() >= t)
     }
 
+    /// When the idle timer fires: the keep-alive ends, or the connection's TTL.
+    fn idle_end(&self) -> Instant {
+        let idle_end = self.idle_since + self.keep_alive;
+        match self.cfg.connection_ttl {
+            Some(ttl) => idle_end.min(self.born + ttl),
+            None => idle_end,
+        }
+    }
+
     /// The nearest deadline this connection must act on, if any.
     fn deadline(&mut self) -> Option<(Instant, TimerKind)> {
         if self.tunnel.is_some() {
             return None;
         }
         let Some(front) = self.inflight.front_mut() else {
-            let idle_end = self.idle_since + self.keep_alive;
-            let end = match self.cfg.connection_ttl {
-                Some(ttl) => idle_end.min(self.born + ttl),
-                None => idle_end,
-            };
-            return Some((end, TimerKind::Idle));
+            return Some((self.idle_end(), TimerKind::Idle));
         };
         if let Some((_, until)) = &front.early {
             return Some((*until, TimerKind::Early));
@@ -1009,7 +1014,7 @@ impl Future for Conn {
             }
         }
         if let Some(fd) = this.listable() {
-            this.lanes.list(this.shared.id, fd);
+            this.lanes.list(this.shared.id, fd, this.idle_end());
             this.listed = true;
         }
         this.publish();

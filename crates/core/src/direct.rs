@@ -15,8 +15,14 @@
 //! The lock is held across that one send, which never blocks (`MSG_DONTWAIT`): what the
 //! socket does not take at once, the engine writes. The engine thread waits at most that long;
 //! the caller's thread waits only for the engine's short list operations.
+//!
+//! The engine is not woken for the write: the connection adopts the request when it runs next,
+//! which is when the response arrives (or its socket closes, or its idle timer fires). Only a
+//! request whose headers timeout ends before that timer wakes the engine at once; and an abort
+//! delivers the mail first (see [`crate::engine`]).
 
 use std::sync::{Mutex, MutexGuard};
+use tokio::time::Instant;
 
 use bytes::Bytes;
 
@@ -35,8 +41,9 @@ pub struct Lanes {
 
 #[derive(Default)]
 struct Inner {
-    /// Idle connections open for a direct write: (connection id, socket).
-    idle: Vec<(u64, Fd)>,
+    /// Idle connections open for a direct write: (connection id, socket, when its idle timer
+    /// fires).
+    idle: Vec<(u64, Fd, Instant)>,
     mail: Vec<Mail>,
     writes: u64,
 }
@@ -46,6 +53,8 @@ pub(crate) struct Mail {
     pub conn: u64,
     pub req: Request,
     pub sent: usize,
+    /// When it was written: its headers timeout runs from then.
+    pub at: Instant,
 }
 
 /// The body of an [`eligible`] request: all known (or none).
@@ -83,16 +92,17 @@ impl Lanes {
         self.lock().writes
     }
 
-    /// Connection `conn` is idle: the caller may write to `fd` until [`Lanes::withdraw`].
-    pub(crate) fn list(&self, conn: u64, fd: Fd) {
-        self.lock().idle.push((conn, fd));
+    /// Connection `conn` is idle until `until`, when its timer fires: the caller may write to
+    /// `fd` until [`Lanes::withdraw`].
+    pub(crate) fn list(&self, conn: u64, fd: Fd, until: Instant) {
+        self.lock().idle.push((conn, fd, until));
     }
 
     /// Takes `conn` off the list. Returns what was written to it meanwhile (at most one
     /// request: a connection leaves the list when it is written to).
     pub(crate) fn withdraw(&self, conn: u64) -> Vec<Mail> {
         let mut inner = self.lock();
-        inner.idle.retain(|(c, _)| *c != conn);
+        inner.idle.retain(|(c, ..)| *c != conn);
         let (mine, rest) = std::mem::take(&mut inner.mail)
             .into_iter()
             .partition(|m| m.conn == conn);
@@ -112,16 +122,33 @@ impl Lanes {
     }
 
     /// Writes `req` to an idle connection, if one is listed; else gives it back.
-    pub(crate) fn try_write(&self, req: Request) -> Option<Request> {
+    pub(crate) fn try_write(&self, req: Request) -> Written {
         let mut inner = self.lock();
-        let Some((conn, fd)) = inner.idle.pop() else {
-            return Some(req);
+        let Some((conn, fd, until)) = inner.idle.pop() else {
+            return Written::No(req);
         };
+        let at = Instant::now();
         let sent = send_now(fd, &req.head, &known_body(&req));
-        inner.mail.push(Mail { conn, req, sent });
+        let urgent = req.headers_timeout.is_some_and(|t| at + t < until);
+        inner.mail.push(Mail {
+            conn,
+            req,
+            sent,
+            at,
+        });
         inner.writes += 1;
-        None
+        Written::Yes { urgent }
     }
+}
+
+/// What [`Lanes::try_write`] did.
+#[derive(Debug)]
+pub(crate) enum Written {
+    /// Written. `urgent`: the engine must hear of it now, as its headers timeout ends before
+    /// the connection's idle timer fires.
+    Yes { urgent: bool },
+    /// No connection is listed: here is the request back.
+    No(Request),
 }
 
 /// Whether a request may be written by the caller: its bytes are all known, nothing waits for
@@ -199,6 +226,7 @@ mod tests {
                 conn: 1,
                 req: r.clone(),
                 sent,
+                at: Instant::now(),
             };
             assert_eq!(whole(&m), all[sent..]);
             assert!(m.rest().iter().all(|b| !b.is_empty()));
@@ -208,23 +236,44 @@ mod tests {
     #[test]
     fn nothing_listed_gives_the_request_back() {
         let lanes = Lanes::default();
-        assert!(lanes.try_write(req(b"")).is_some());
-        lanes.list(7, -1);
+        assert!(matches!(lanes.try_write(req(b"")), Written::No(_)));
+        lanes.list(7, -1, Instant::now());
         lanes.clear();
-        assert!(lanes.try_write(req(b"")).is_some());
+        assert!(matches!(lanes.try_write(req(b"")), Written::No(_)));
     }
 
     #[test]
     fn a_written_connection_leaves_the_list_and_its_mail_goes_to_it() {
         let lanes = Lanes::default();
-        lanes.list(7, -1);
-        lanes.list(8, -1);
+        lanes.list(7, -1, Instant::now());
+        lanes.list(8, -1, Instant::now());
         // An invalid socket takes nothing: the engine writes it all.
-        assert!(lanes.try_write(req(b"x")).is_none());
+        assert!(matches!(lanes.try_write(req(b"x")), Written::Yes { .. }));
         let m = lanes.withdraw(8);
         assert_eq!(m.len(), 1);
         assert_eq!(m[0].sent, 0);
         assert!(lanes.withdraw(7).is_empty());
-        assert!(lanes.try_write(req(b"x")).is_some());
+        assert!(matches!(lanes.try_write(req(b"x")), Written::No(_)));
+    }
+
+    #[test]
+    fn the_engine_hears_at_once_only_when_the_headers_timeout_ends_before_the_idle_timer() {
+        let lanes = Lanes::default();
+        let soon = Instant::now() + std::time::Duration::from_secs(4);
+        let late = Instant::now() + std::time::Duration::from_secs(600);
+        let mut quick = req(b"");
+        quick.headers_timeout = Some(std::time::Duration::from_secs(1));
+        let mut none = req(b"");
+        none.headers_timeout = None;
+        for (r, until, urgent) in [
+            (req(b""), soon, false),
+            (req(b""), late, true),
+            (quick, soon, true),
+            (none, late, false),
+        ] {
+            lanes.list(7, -1, until);
+            assert!(matches!(lanes.try_write(r), Written::Yes { urgent: u } if u == urgent));
+            lanes.withdraw(7);
+        }
     }
 }

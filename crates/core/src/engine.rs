@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
-use crate::direct::{self, Lanes};
+use crate::direct::{self, Lanes, Written};
 use crate::error::Error;
 use crate::event::{Event, EventSink, Shared};
 use crate::origin::{ConnShared, Origin, Queued};
@@ -131,8 +131,9 @@ impl Engine {
             !self.held.any.load(Ordering::Acquire) && self.pending.load(Ordering::Acquire) == 0;
         let req = if quiet && direct::eligible(&req) {
             match lanes.try_write(req) {
-                None => return self.post(Command::Adopt { origin }),
-                Some(req) => req,
+                Written::Yes { urgent: true } => return self.post(Command::Adopt { origin }),
+                Written::Yes { urgent: false } => return,
+                Written::No(req) => req,
             }
         } else {
             req
@@ -402,6 +403,11 @@ impl Ctx {
                 }
             }
             Command::Abort { id } => {
+                if !self.reqs.borrow().contains_key(&id) {
+                    // It may have been written by the caller and not adopted yet.
+                    let origins: Vec<_> = self.origins.borrow().values().cloned().collect();
+                    origins.iter().for_each(|o| Origin::deliver_mail(o, self));
+                }
                 if let Some(ctl) = self.reqs.borrow_mut().remove(&id) {
                     ctl.aborted.set(true);
                     ctl.wake();
