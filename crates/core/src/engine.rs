@@ -57,7 +57,8 @@ enum Command {
         origin: u64,
         error: Error,
     },
-    /// A request of `origin` was written by the caller (see [`Engine::submit_now`]).
+    /// A request of `origin` was written by the caller and must be adopted now, as its headers
+    /// timeout ends before its connection would run again (see [`Engine::submit_now`]).
     Adopt {
         origin: u64,
     },
