@@ -42,6 +42,19 @@ function runPipeline(...streams: Array<NodeJS.ReadableStream | NodeJS.WritableSt
 }
 
 describe('pipeline()', () => {
+  test("what is written to the Duplex is the body, over an opts.body; the caller's opts are left as they were", async () => {
+    const srv = await echoBodyServer()
+    const client = newClient(srv.origin)
+    const out = collector()
+    const opts = { path: '/', method: 'POST', body: 'from opts' }
+    const duplex = client.pipeline(opts, ({ body }) => body)
+    const err = await runPipeline(Readable.from(['from ', 'the duplex']), duplex, out)
+    expect(err).toBeNull()
+    expect(out.text()).toBe('from the duplex')
+    expect(srv.seen[0].body).toBe('from the duplex')
+    expect(opts).toEqual({ path: '/', method: 'POST', body: 'from opts' })
+  })
+
   test('returns a Duplex usable in stream.pipeline: written data is the request body, the handler result is the output', async () => {
     const srv = await echoBodyServer()
     const client = newClient(srv.origin)

@@ -9,6 +9,7 @@ import type { Dispatcher } from '../dispatcher/dispatcher'
 import { ApiHandler } from './api-handler'
 import { BodyReadable } from './readable'
 import { whenDone } from './done'
+import { withOptions } from '../dispatcher/options'
 
 export interface PipelineOptions<TOpaque = null> extends RequestOptions<TOpaque> {
   objectMode?: boolean
@@ -136,7 +137,7 @@ export function pipeline<TOpaque = null>(this: Dispatcher, opts: PipelineOptions
   try {
     if (opts == null || typeof opts !== 'object') throw new InvalidArgumentError('invalid opts')
     const h = new PipelineHandler_(opts, handler)
-    this.dispatch({ ...opts, body: h.body }, h)
+    this.dispatch(withOptions(opts, { body: h.body }), h)
     return h.duplex
   } catch (err) {
     return new PassThroughError(err as Error)

@@ -5,6 +5,7 @@ import { InvalidArgumentError } from '../errors'
 import { getGlobalDispatcher } from '../global'
 import { parseOrigin } from '../dispatcher/client'
 import type { Dispatcher } from '../dispatcher/dispatcher'
+import { withOptions } from '../dispatcher/options'
 
 type Url = string | URL | { origin?: string; protocol?: string; hostname?: string; port?: string | number; path?: string; pathname?: string; search?: string }
 
@@ -47,12 +48,11 @@ function onUrl<A extends unknown[]>(method: 'request' | 'stream' | 'pipeline' | 
     const op = dispatcher[method] as (this: Dispatcher, ...args: unknown[]) => unknown
     return op.call(
       dispatcher,
-      {
-        ...o,
+      withOptions(o, {
         origin: target.origin,
         path: target.search ? `${target.pathname}${target.search}` : target.pathname,
         method: o.method || (o.body ? 'PUT' : 'GET'),
-      },
+      }),
       ...rest,
     )
   }

@@ -6,6 +6,7 @@ import { parseHeaders } from '../dispatcher/headers'
 import type { ClientHeaders, IncomingHttpHeaders, RequestOptions } from '../dispatcher/types'
 import type { Dispatcher } from '../dispatcher/dispatcher'
 import { ApiHandler, dispatchWith, withCallback } from './api-handler'
+import { withOptions } from '../dispatcher/options'
 
 export interface UpgradeOptions {
   path: string
@@ -82,7 +83,7 @@ export function upgrade(this: Dispatcher, opts: UpgradeOptions, callback?: Callb
           const { statusCode: _, ...upgraded } = data
           cb(null, upgraded)
         }),
-      (o) => ({ ...o, method: o.method || 'GET', upgrade: o.protocol || 'Websocket' }),
+      (o) => withOptions(o, { method: o.method || 'GET', upgrade: o.protocol || 'Websocket' }),
     ),
   )
 }
@@ -100,7 +101,7 @@ export function connect<TOpaque = null>(
       opts,
       cb,
       (o) => new TunnelHandler(o as unknown as RequestOptions<TOpaque>, 'connect', cb),
-      (o) => ({ ...o, method: 'CONNECT' }),
+      (o) => withOptions(o, { method: 'CONNECT' }),
     ),
   )
 }

@@ -3,6 +3,7 @@
 import { Dispatcher } from './dispatcher'
 import { RetryHandler, type RetryOptions } from '../handlers/retry'
 import type { DispatchHandler, DispatchOptions } from './types'
+import { withOptions } from './options'
 
 type Callback = (err?: Error | null, data?: null) => void
 
@@ -18,7 +19,7 @@ export class RetryAgent extends Dispatcher {
 
   dispatch(opts: DispatchOptions, handler: DispatchHandler): boolean {
     const dispatch = this.#agent.dispatch.bind(this.#agent)
-    return dispatch(opts, new RetryHandler({ ...opts, retryOptions: this.#options }, { dispatch, handler }) as DispatchHandler)
+    return dispatch(opts, new RetryHandler(withOptions(opts, { retryOptions: this.#options }), { dispatch, handler }) as DispatchHandler)
   }
 
   close(callback: Callback): void

@@ -11,6 +11,7 @@ import type { DispatchHandler, DispatchOptions, IncomingHttpHeaders } from '../d
 import { DispatchController, type NewStyleHandler } from './unwrap'
 import { wrap } from './wrap'
 import { flattenHeaders } from '../dispatcher/headers'
+import { withOptions } from '../dispatcher/options'
 
 const RANGE_HEADERS = new Set(['range', 'if-match'])
 
@@ -264,7 +265,7 @@ export class RetryHandler implements NewStyleHandler {
   /** Asks the policy whether to try again (after its wait). */
   #ask(err: Error, then: (giveUp: Error | null) => void): void {
     const state = { counter: Math.max(this.#counter, 1) }
-    this.#retry(err, { state, opts: { ...this.#opts, retryOptions: this.#options } }, (giveUp) => then(giveUp ?? (this.#controller.aborted ? err : null)))
+    this.#retry(err, { state, opts: withOptions(this.#opts, { retryOptions: this.#options }) }, (giveUp) => then(giveUp ?? (this.#controller.aborted ? err : null)))
   }
 
   /** Asks the policy; then dispatches again, or fails the caller with what it gave up on. */
@@ -282,7 +283,7 @@ export class RetryHandler implements NewStyleHandler {
       }
       headers.push('range', `bytes=${this.#start}-${this.#end ?? ''}`)
       if (this.#etag !== null) headers.push('if-match', this.#etag)
-      this.#opts = { ...this.#opts, headers }
+      this.#opts = withOptions(this.#opts, { headers })
     }
     try {
       this.#dispatch(this.#opts, this as DispatchHandler)

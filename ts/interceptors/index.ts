@@ -8,6 +8,7 @@ import { RedirectHandler } from '../handlers/redirect'
 import { ResponseErrorHandler } from '../handlers/response-error'
 import { RetryHandler, type RetryOptions } from '../handlers/retry'
 import { unwrap, type DispatchController } from '../handlers/unwrap'
+import { withOptions } from '../dispatcher/options'
 
 export interface RedirectInterceptorOptions {
   maxRedirections?: number
@@ -21,9 +22,9 @@ export interface RedirectInterceptorOptions {
 export function redirect({ maxRedirections: defaultMax, throwOnMaxRedirects = false }: RedirectInterceptorOptions = {}): DispatcherComposeInterceptor {
   return (dispatch: Dispatch): Dispatch =>
     (opts, handler) => {
-      const { maxRedirections = defaultMax, ...rest } = opts as DispatchOptions & { maxRedirections?: number }
-      if (!maxRedirections) return dispatch({ ...rest, maxRedirections: 0 }, handler)
-      const inner: DispatchOptions = { ...rest, maxRedirections: 0 }
+      const { maxRedirections = defaultMax } = opts as DispatchOptions & { maxRedirections?: number }
+      const inner: DispatchOptions = withOptions(opts, { maxRedirections: 0 })
+      if (!maxRedirections) return dispatch(inner, handler)
       return dispatch(inner, new RedirectHandler(dispatch, maxRedirections, inner, handler, throwOnMaxRedirects) as DispatchHandler)
     }
 }
@@ -127,6 +128,6 @@ export function retry(options: RetryOptions = {}): DispatcherComposeInterceptor 
   return (dispatch: Dispatch): Dispatch =>
     (opts, handler) => {
       const own = (opts as DispatchOptions & { retryOptions?: RetryOptions }).retryOptions
-      return dispatch(opts, new RetryHandler({ ...opts, retryOptions: { ...options, ...own } }, { dispatch, handler }) as DispatchHandler)
+      return dispatch(opts, new RetryHandler(withOptions(opts, { retryOptions: { ...options, ...own } }), { dispatch, handler }) as DispatchHandler)
     }
 }
