@@ -128,6 +128,6 @@ export function retry(options: RetryOptions = {}): DispatcherComposeInterceptor 
   return (dispatch: Dispatch): Dispatch =>
     (opts, handler) => {
       const own = (opts as DispatchOptions & { retryOptions?: RetryOptions }).retryOptions
-      return dispatch(opts, new RetryHandler(withOptions(opts, { retryOptions: { ...options, ...own } }), { dispatch, handler }) as DispatchHandler)
+      return dispatch(opts, new RetryHandler(withOptions(opts, { retryOptions: withOptions(options, own ?? {}) }), { dispatch, handler }) as DispatchHandler)
     }
 }
