@@ -6,7 +6,7 @@ import { Readable, Writable, pipeline as pipe } from 'node:stream'
 import { afterEach, describe, expect, test } from 'vitest'
 import * as undici from 'undici'
 import * as saettaModule from '../ts/index.ts'
-import { cleanup, collect, httpServer, netServer, onCleanup, pairs, readBody, type HttpServer } from './helpers'
+import { cleanup, collect, httpServer, netServer, onCleanup, pairs, rawServer, readBody, type HttpServer } from './helpers'
 
 const saetta = saettaModule as unknown as typeof undici
 type Lib = typeof undici
@@ -283,6 +283,25 @@ describe('dispatch', () => {
         c.resume!()
         await c.done
         return { before, body: c.body() }
+      },
+    )
+  })
+
+  test('HEAD closes its connection unless reset: false, as undici', async () => {
+    let server!: Awaited<ReturnType<typeof rawServer>>
+    await same(
+      async () => {
+        server = await rawServer((_req, socket) => socket.write('HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\n'))
+        return server
+      },
+      async (lib, origin) => {
+        const c = client(lib, origin)
+        for (const reset of [undefined, undefined, false, false, true]) {
+          const h = collect()
+          c.dispatch({ path: '/', method: 'HEAD', ...(reset === undefined ? {} : { reset }) }, h.handler)
+          await h.done
+        }
+        return server.requests.map((r) => [r.connection, r.headers.connection])
       },
     )
   })

@@ -485,7 +485,9 @@ class Run implements RequestSink {
     const idempotent = opts.idempotent ?? (method === 'GET' || method === 'HEAD')
     if (idempotent) flags |= IDEMPOTENT
     if (opts.blocking) flags |= BLOCKING
-    if (opts.reset) flags |= RESET
+    // As undici: a HEAD request closes its connection unless `reset: false` says otherwise
+    // (a server may send a body the client does not read).
+    if (opts.reset ?? method === 'HEAD') flags |= RESET
     // expectContinue is for HTTP/2 (as in undici, HTTP/1.1 ignores it).
     if (this.#client!.writesAtOnce()) {
       // As undici: with a connection free for it, onConnect runs now, before anything is
