@@ -306,6 +306,54 @@ describe('dispatch', () => {
     )
   })
 
+  test('one request at a time on one connection: every framing, whole or in parts, in the same callbacks', async () => {
+    // A lone request's response may be reported by the JS thread itself, when the socket
+    // holds all of it, or by the engine (part of it, a 1xx, anything else): the callbacks
+    // must be the same either way, and the connection must go on.
+    const big = 'x'.repeat(20_000)
+    const shapes: Array<(s: import('node:net').Socket) => void> = [
+      (s) => s.write('HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok'),
+      (s) => s.write('HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\ntrailer: x-t\r\n\r\n3\r\nabc\r\n0\r\nx-t: 1\r\n\r\n'),
+      (s) => s.write('HTTP/1.1 204 No Content\r\n\r\n'),
+      (s) => s.write('HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\n'), // to a HEAD
+      (s) => s.write('HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n'),
+      (s) => s.write(`HTTP/1.1 200 OK\r\ncontent-length: ${big.length}\r\n\r\n${big}`),
+      (s) => {
+        s.write('HTTP/1.1 200 OK\r\ncontent-length: 4\r\n\r\nha')
+        setTimeout(() => s.write('lf'), 20)
+      },
+      (s) => s.write('HTTP/1.1 404 Not Found\r\nkeep-alive: timeout=5\r\ncontent-length: 4\r\n\r\nnope'),
+    ]
+    let server!: Awaited<ReturnType<typeof rawServer>>
+    await same(
+      async () => {
+        let n = 0
+        server = await rawServer((_req, socket) => shapes[n++ % shapes.length](socket))
+        return server
+      },
+      async (lib, origin) => {
+        const c = client(lib, origin)
+        const seen = []
+        for (let i = 0; i < shapes.length * 3; i++) {
+          const h = collect({ pauseOnce: i % 5 === 4 })
+          c.dispatch({ path: `/${i}`, method: i % shapes.length === 3 ? 'HEAD' : 'GET' }, h.handler)
+          if (i % 5 === 4) {
+            await new Promise((r) => setTimeout(r, 30))
+            h.resume!()
+          }
+          await h.done
+          seen.push({
+            events: h.events.filter((e, k, all) => e !== 'data' || all[k - 1] !== 'data'),
+            heads: h.heads.map((x) => [x.statusCode, x.statusText, stableHeaders(x.rawHeaders)]),
+            body: h.body().length > 100 ? h.body().length : h.body(),
+            trailers: pairs(h.trailers as Buffer[]),
+          })
+        }
+        return { seen, connections: server.requests.map((r) => r.connection) }
+      },
+    )
+  })
+
   test('an error from a refused connection reaches onError', async () => {
     const { closedPort } = await import('./helpers')
     const port = await closedPort()

@@ -62,7 +62,7 @@ fn bridge() -> Result<&'static Bridge> {
 /// Starts the engine. `onEvents` is called (with no arguments) whenever events are
 /// ready; it then calls `takeEvents()`.
 #[napi(catch_unwind)]
-pub fn init(on_events: Function<(), ()>) -> Result<()> {
+pub fn init(env: Env, on_events: Function<(), ()>) -> Result<()> {
     if BRIDGE.get().is_some() {
         return Ok(());
     }
@@ -79,7 +79,72 @@ pub fn init(on_events: Function<(), ()>) -> Result<()> {
     let engine = Engine::start(sink.clone())
         .map_err(|e| Error::from_reason(format!("saetta: cannot start engine: {e}")))?;
     let _ = BRIDGE.set(Bridge { engine, sink });
+    if let Some(fd) = bridge()?.engine.alarm().map(|a| a.fd()) {
+        watch_alarm(&env, fd);
+    }
     Ok(())
+}
+
+/// libuv, as Node exports it: just enough to watch a file descriptor.
+mod uv {
+    use std::ffi::{c_int, c_void};
+    pub const POLL: c_int = 8; // UV_POLL
+    pub const READABLE: c_int = 1;
+    pub type PollCb = unsafe extern "C" fn(*mut c_void, c_int, c_int);
+    extern "C" {
+        pub fn uv_handle_size(kind: c_int) -> usize;
+        pub fn uv_poll_init(lp: *mut c_void, handle: *mut c_void, fd: c_int) -> c_int;
+        pub fn uv_poll_start(handle: *mut c_void, events: c_int, cb: PollCb) -> c_int;
+        pub fn uv_unref(handle: *mut c_void);
+        pub fn uv_close(handle: *mut c_void, cb: Option<unsafe extern "C" fn(*mut c_void)>);
+    }
+}
+
+/// Has this thread's event loop watch the engine's alarm (without keeping the process alive):
+/// the response to a request this thread wrote itself then wakes it too, and when the socket
+/// already holds all of it, its events are this thread's at once, without waiting for the
+/// engine's (see `saetta_core::direct::Alarm`). Where the loop cannot watch it, the engine's
+/// events are all there is, as before.
+fn watch_alarm(env: &Env, fd: i32) {
+    let mut lp = ptr::null_mut();
+    if unsafe { sys::napi_get_uv_event_loop(env.raw(), &mut lp) } != sys::Status::napi_ok {
+        return;
+    }
+    // SAFETY: the handle is zeroed memory of the size libuv asks for, 8-aligned, and lives as
+    // long as the process (the loop keeps a pointer to it); `lp` is this thread's loop.
+    unsafe {
+        let size = uv::uv_handle_size(uv::POLL);
+        let handle = Box::leak(vec![0u64; size.div_ceil(8)].into_boxed_slice()).as_mut_ptr();
+        let h = handle.cast();
+        if uv::uv_poll_init(lp.cast(), h, fd) != 0 {
+            return;
+        }
+        uv::uv_poll_start(h, uv::READABLE, on_alarm);
+        uv::uv_unref(h);
+        // A loop that ends (a worker's) must have its handles closed first.
+        sys::napi_add_env_cleanup_hook(env.raw(), Some(unwatch_alarm), h);
+    }
+}
+
+unsafe extern "C" fn unwatch_alarm(handle: *mut std::ffi::c_void) {
+    // SAFETY: `handle` is the live poll handle `watch_alarm` set up; its memory is never freed.
+    unsafe { uv::uv_close(handle, None) };
+}
+
+/// The alarm is readable: the events of the responses read ahead go to the JS thread's queue.
+unsafe extern "C" fn on_alarm(
+    _handle: *mut std::ffi::c_void,
+    _status: std::ffi::c_int,
+    _events: std::ffi::c_int,
+) {
+    // Nothing may unwind into libuv.
+    let _ = std::panic::catch_unwind(|| {
+        if let Some(b) = BRIDGE.get() {
+            if let Some(a) = b.engine.alarm() {
+                b.sink.push(&mut a.take());
+            }
+        }
+    });
 }
 
 /// Keeps the process alive (true) while requests are in flight, or lets it exit (false).

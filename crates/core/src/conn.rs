@@ -260,7 +260,7 @@ impl Conn {
         let mut got = self.shared.adopted.take();
         if std::mem::take(&mut self.listed) {
             for m in self.lanes.withdraw(self.shared.id) {
-                let ctl = self.ctx.register(m.req.id);
+                let ctl = self.ctx.register_mail(&m);
                 got.push((m, ctl));
             }
         }
@@ -866,7 +866,7 @@ impl Conn {
 
     fn flush_events(&mut self) {
         if !self.events.is_empty() {
-            self.ctx.sink.push(&mut self.events);
+            self.ctx.publish(&mut self.events);
         }
     }
 

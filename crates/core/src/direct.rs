@@ -20,12 +20,25 @@
 //! which is when the response arrives (or its socket closes, or its idle timer fires). Only a
 //! request whose headers timeout ends before that timer wakes the engine at once; and an abort
 //! delivers the mail first (see [`crate::engine`]).
+//!
+//! The response, too, may reach the caller's thread one wakeup sooner. A written socket is
+//! armed on the engine's [`Alarm`], an epoll set the caller's event loop watches, so the
+//! response wakes the caller's thread alongside the engine's. If the request is still in the
+//! mail (the engine has not adopted it, so it has not read the socket), and the socket
+//! already holds the whole response, the caller's thread looks at it without taking it
+//! (`MSG_PEEK`), under the lanes' lock, and reports its events itself. The mail says so: the
+//! connection reads and handles that response as usual, but reports nothing of it. Anything
+//! else (part of a response, a 1xx, an error) is left to the engine as before; the engine
+//! never waits for the caller's thread.
 
-use std::sync::{Mutex, MutexGuard};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use tokio::time::Instant;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 
+use crate::codec::{read_response_head, BodyDecoder, BodyKind, Decoded, HeadOptions};
+use crate::event::Event;
 use crate::request::{Request, RequestBody};
 
 #[cfg(target_os = "linux")]
@@ -37,6 +50,17 @@ pub(crate) type Fd = i32;
 #[derive(Default)]
 pub struct Lanes {
     inner: Mutex<Inner>,
+    /// Where a written socket is armed, so that its response wakes the caller's thread too.
+    alarm: Option<Arc<Alarm>>,
+    /// The origin's limits on a response, as its connections apply them.
+    limits: Limits,
+}
+
+/// An origin's limits on a response (see [`crate::OriginConfig`]).
+#[derive(Default, Clone, Copy)]
+pub(crate) struct Limits {
+    pub max_header_size: usize,
+    pub max_response_size: Option<u64>,
 }
 
 #[derive(Default)]
@@ -51,10 +75,14 @@ struct Inner {
 /// A request written to connection `conn` by the caller: `sent` bytes of it went out.
 pub(crate) struct Mail {
     pub conn: u64,
+    fd: Fd,
     pub req: Request,
     pub sent: usize,
     /// When it was written: its headers timeout runs from then.
     pub at: Instant,
+    /// Its whole response was read ahead and reported by the caller's thread: the connection
+    /// still reads it, but reports nothing of it.
+    pub delivered: bool,
 }
 
 /// The body of an [`eligible`] request: all known (or none).
@@ -83,6 +111,14 @@ impl Mail {
 }
 
 impl Lanes {
+    pub(crate) fn new(alarm: Option<Arc<Alarm>>, limits: Limits) -> Lanes {
+        Lanes {
+            alarm,
+            limits,
+            ..Lanes::default()
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -122,23 +158,236 @@ impl Lanes {
     }
 
     /// Writes `req` to an idle connection, if one is listed; else gives it back.
-    pub(crate) fn try_write(&self, req: Request) -> Written {
+    pub(crate) fn try_write(self: &Arc<Self>, req: Request) -> Written {
         let mut inner = self.lock();
         let Some((conn, fd, until)) = inner.idle.pop() else {
             return Written::No(req);
         };
         let at = Instant::now();
         let sent = send_now(fd, &req.head, &known_body(&req));
+        if let Some(a) = &self.alarm {
+            a.arm(fd, self);
+        }
         let urgent = req.headers_timeout.is_some_and(|t| at + t < until);
         inner.mail.push(Mail {
             conn,
+            fd,
             req,
             sent,
             at,
+            delivered: false,
         });
         inner.writes += 1;
         Written::Yes { urgent }
     }
+}
+
+/// An epoll set that the sockets callers wrote to are armed on, each for one report of its
+/// response arriving (`EPOLLONESHOT`): the caller's event loop watches it, so that its thread
+/// wakes with the response, alongside the engine's, rather than after it.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+pub struct Alarm {
+    epfd: Fd,
+    /// Whose mail each armed socket holds.
+    armed: Mutex<HashMap<Fd, Weak<Lanes>>>,
+}
+
+#[cfg(target_os = "linux")]
+impl Alarm {
+    pub fn new() -> std::io::Result<Alarm> {
+        // SAFETY: plain syscall; the fd is owned by the Alarm from here on.
+        let epfd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if epfd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(Alarm {
+            epfd,
+            armed: Mutex::default(),
+        })
+    }
+
+    /// The epoll set's own fd: readable while a report waits.
+    pub fn fd(&self) -> Fd {
+        self.epfd
+    }
+
+    /// Arms `fd`, just written to with mail left in `lanes` (whose lock is held: `fd` is
+    /// open), for one report.
+    fn arm(&self, fd: Fd, lanes: &Arc<Lanes>) {
+        self.armed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(fd, Arc::downgrade(lanes));
+        let mut ev = libc::epoll_event {
+            events: (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLONESHOT) as u32,
+            u64: fd as u64,
+        };
+        // SAFETY: both fds are open; `ev` outlives the calls. A socket closed since it was
+        // last armed left the set by itself, so it is added again.
+        unsafe {
+            if libc::epoll_ctl(self.epfd, libc::EPOLL_CTL_MOD, fd, &mut ev) != 0 {
+                libc::epoll_ctl(self.epfd, libc::EPOLL_CTL_ADD, fd, &mut ev);
+            }
+        }
+    }
+
+    /// Takes the reports waiting (the set is not readable again until a socket reports), and
+    /// returns the events of the responses read ahead for them (see [`Lanes::read_ahead`]).
+    pub fn take(&self) -> Vec<Event> {
+        let mut events = Vec::new();
+        let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 8];
+        loop {
+            // SAFETY: `evs` is writable for its length; timeout 0 never blocks.
+            let n = unsafe { libc::epoll_wait(self.epfd, evs.as_mut_ptr(), evs.len() as i32, 0) };
+            for ev in &evs[..n.max(0) as usize] {
+                let fd = ev.u64 as Fd;
+                let lanes = self
+                    .armed
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get(&fd)
+                    .and_then(Weak::upgrade);
+                if let Some(lanes) = lanes {
+                    events.extend(lanes.read_ahead(fd));
+                }
+            }
+            if n < evs.len() as i32 {
+                return events;
+            }
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+impl Alarm {
+    pub fn new() -> std::io::Result<Alarm> {
+        Err(std::io::ErrorKind::Unsupported.into())
+    }
+
+    pub fn fd(&self) -> Fd {
+        self.epfd
+    }
+    fn arm(&self, _fd: Fd, _lanes: &Arc<Lanes>) {}
+    pub fn take(&self) -> Vec<Event> {
+        Vec::new()
+    }
+}
+
+impl Drop for Alarm {
+    fn drop(&mut self) {
+        #[cfg(target_os = "linux")]
+        // SAFETY: the Alarm owns its fd.
+        unsafe {
+            libc::close(self.epfd);
+        }
+    }
+}
+
+impl Lanes {
+    /// The events of the response to the request written to `fd`, when the socket already
+    /// holds all of it and the engine has not taken the request yet; else none. The bytes
+    /// are only looked at (`MSG_PEEK`): the connection reads them as usual, and reports
+    /// nothing of that request (see [`Mail::delivered`]). The lock keeps the engine from
+    /// adopting the request meanwhile, and so from reading the socket.
+    fn read_ahead(&self, fd: Fd) -> Vec<Event> {
+        let mut inner = self.lock();
+        let Some(m) = inner.mail.iter_mut().find(|m| m.fd == fd && !m.delivered) else {
+            return Vec::new();
+        };
+        if m.sent < m.req.head.len() + known_body(&m.req).len() {
+            return Vec::new();
+        }
+        let mut buf = BytesMut::with_capacity(READ_AHEAD);
+        let n = peek(fd, buf.spare_capacity_mut());
+        if n == 0 {
+            return Vec::new();
+        }
+        // SAFETY: `peek` initialised `n` bytes of the spare capacity.
+        unsafe { buf.set_len(n) };
+        match whole_response(&mut buf, &m.req, &self.limits) {
+            Some(events) => {
+                m.delivered = true;
+                events
+            }
+            None => Vec::new(),
+        }
+    }
+}
+
+/// Most bytes of a response read ahead: a larger one is left to the engine.
+const READ_AHEAD: usize = 16 * 1024;
+
+/// The events of a response to `req` that `buf` holds whole, as a connection would report
+/// them: `None` when it is not whole, or is anything but a plain final response (1xx,
+/// upgrade, framed by the connection's end, over a limit, malformed). Such a response is the
+/// connection's to report.
+fn whole_response(buf: &mut BytesMut, req: &Request, limits: &Limits) -> Option<Vec<Event>> {
+    let opts = HeadOptions {
+        max_header_size: limits.max_header_size,
+        max_headers: 0,
+        method_is_head: req.method_is_head,
+        method_is_connect: req.method_is_connect,
+    };
+    let head = read_response_head(buf, &opts).ok()??;
+    let plain = head.status >= 200 && !head.upgrade;
+    let size_ok = |n: u64| limits.max_response_size.is_none_or(|m| n <= m);
+    match head.body {
+        BodyKind::Empty | BodyKind::Chunked => {}
+        BodyKind::Length(n) if size_ok(n) && n <= buf.len() as u64 => {}
+        _ => return None,
+    }
+    if !plain {
+        return None;
+    }
+    let id = req.id;
+    let mut events = Vec::with_capacity(4);
+    if !req.connected {
+        events.push(Event::Connect { id });
+    }
+    events.push(Event::Headers {
+        id,
+        status: head.status,
+        reason: head.reason,
+        headers: head.headers,
+    });
+    let mut decoder = BodyDecoder::new(head.body, limits.max_header_size);
+    let mut received = 0u64;
+    loop {
+        match decoder.decode(buf).ok()? {
+            Decoded::NeedMore => return None,
+            Decoded::Data(chunk) => {
+                received += chunk.len() as u64;
+                if !size_ok(received) {
+                    return None;
+                }
+                events.push(Event::Data { id, chunk });
+            }
+            Decoded::Done { trailers } => {
+                events.push(Event::Complete { id, trailers });
+                return Some(events);
+            }
+        }
+    }
+}
+
+/// Copies what the socket holds (up to `out`'s length) without taking it; 0 on any error.
+#[cfg(target_os = "linux")]
+fn peek(fd: Fd, out: &mut [std::mem::MaybeUninit<u8>]) -> usize {
+    // SAFETY: `out` is writable for its length; `fd` is open (see `read_ahead`).
+    let n = unsafe {
+        libc::recv(
+            fd,
+            out.as_mut_ptr().cast(),
+            out.len(),
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    n.max(0) as usize
+}
+
+#[cfg(not(target_os = "linux"))]
+fn peek(_fd: Fd, _out: &mut [std::mem::MaybeUninit<u8>]) -> usize {
+    0
 }
 
 /// What [`Lanes::try_write`] did.
@@ -224,9 +473,11 @@ mod tests {
         for sent in 0..=all.len() {
             let m = Mail {
                 conn: 1,
+                fd: -1,
                 req: r.clone(),
                 sent,
                 at: Instant::now(),
+                delivered: false,
             };
             assert_eq!(whole(&m), all[sent..]);
             assert!(m.rest().iter().all(|b| !b.is_empty()));
@@ -235,7 +486,7 @@ mod tests {
 
     #[test]
     fn nothing_listed_gives_the_request_back() {
-        let lanes = Lanes::default();
+        let lanes = Arc::new(Lanes::default());
         assert!(matches!(lanes.try_write(req(b"")), Written::No(_)));
         lanes.list(7, -1, Instant::now());
         lanes.clear();
@@ -244,7 +495,7 @@ mod tests {
 
     #[test]
     fn a_written_connection_leaves_the_list_and_its_mail_goes_to_it() {
-        let lanes = Lanes::default();
+        let lanes = Arc::new(Lanes::default());
         lanes.list(7, -1, Instant::now());
         lanes.list(8, -1, Instant::now());
         // An invalid socket takes nothing: the engine writes it all.
@@ -258,7 +509,7 @@ mod tests {
 
     #[test]
     fn the_engine_hears_at_once_only_when_the_headers_timeout_ends_before_the_idle_timer() {
-        let lanes = Lanes::default();
+        let lanes = Arc::new(Lanes::default());
         let soon = Instant::now() + std::time::Duration::from_secs(4);
         let late = Instant::now() + std::time::Duration::from_secs(600);
         let mut quick = req(b"");
@@ -275,5 +526,149 @@ mod tests {
             assert!(matches!(lanes.try_write(r), Written::Yes { urgent: u } if u == urgent));
             lanes.withdraw(7);
         }
+    }
+
+    const LIMITS: Limits = Limits {
+        max_header_size: 16 * 1024,
+        max_response_size: None,
+    };
+
+    /// The events `whole_response` makes of `bytes` for a request with `method`, as text.
+    fn read(method: &str, bytes: &[u8], limits: Limits) -> Option<Vec<String>> {
+        let mut r = req(b"");
+        r.method_is_head = method == "HEAD";
+        let events = whole_response(&mut BytesMut::from(bytes), &r, &limits)?;
+        Some(events.iter().map(|e| format!("{e:?}")).collect())
+    }
+
+    #[test]
+    fn a_whole_response_is_reported_as_a_connection_reports_it() {
+        let got = read(
+            "GET",
+            b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok",
+            LIMITS,
+        )
+        .unwrap();
+        assert_eq!(got.len(), 4);
+        assert!(got[0].starts_with("Connect { id: 1 }"));
+        assert!(got[1].starts_with("Headers { id: 1, status: 200"));
+        assert!(got[2].contains("Data { id: 1, chunk: b\"ok\""));
+        assert!(got[3].starts_with("Complete { id: 1, trailers: [] }"));
+        let chunked =
+            b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nok\r\n0\r\nx-t: 1\r\n\r\n";
+        let got = read("GET", chunked, LIMITS).unwrap();
+        assert!(got.last().unwrap().contains("x-t"), "{got:?}");
+        // No body after HEAD, whatever the head announces.
+        let got = read(
+            "HEAD",
+            b"HTTP/1.1 200 OK\r\ncontent-length: 9\r\n\r\n",
+            LIMITS,
+        )
+        .unwrap();
+        assert_eq!(got.len(), 3);
+        let got = read("GET", b"HTTP/1.1 204 No Content\r\n\r\n", LIMITS).unwrap();
+        assert_eq!(got.len(), 3);
+    }
+
+    #[test]
+    fn anything_but_a_whole_plain_response_is_left_to_the_connection() {
+        for bytes in [
+            &b"HTTP/1.1 200 OK\r\ncontent-length: 3\r\n\r\nok"[..],
+            b"HTTP/1.1 200 OK\r\ncontent-len",
+            b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nok\r\n",
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n",
+            b"HTTP/1.1 101 Switching Protocols\r\nupgrade: x\r\nconnection: upgrade\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nconnection: close\r\n\r\nuntil the end",
+            b"HTTP/1.1 204 No Content\r\ncontent-length: 2\r\n\r\n",
+            b"HTTP/1.1 2000 OK\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n",
+        ] {
+            assert_eq!(
+                read("GET", bytes, LIMITS),
+                None,
+                "{}",
+                String::from_utf8_lossy(bytes)
+            );
+        }
+        let small = Limits {
+            max_header_size: 16 * 1024,
+            max_response_size: Some(1),
+        };
+        let chunked = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n";
+        assert_eq!(read("GET", chunked, small), None);
+        assert_eq!(
+            read(
+                "GET",
+                b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok",
+                small
+            ),
+            None
+        );
+        let tiny_head = Limits {
+            max_header_size: 20,
+            max_response_size: None,
+        };
+        assert_eq!(
+            read(
+                "GET",
+                b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok",
+                tiny_head
+            ),
+            None
+        );
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_caller_reads_ahead_a_whole_response_and_leaves_its_bytes_in_the_socket() {
+        use std::io::{Read, Write};
+        use std::os::fd::AsRawFd;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (mut server, _) = listener.accept().unwrap();
+        client
+            .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        let alarm = Arc::new(Alarm::new().unwrap());
+        let lanes = Arc::new(Lanes::new(Some(alarm.clone()), LIMITS));
+        let wait = || {
+            let mut p = libc::pollfd {
+                fd: alarm.fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd.
+            assert_eq!(unsafe { libc::poll(&mut p, 1, 5000) }, 1, "no report");
+        };
+        let r = req(b"");
+        let full = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+
+        // Half a response: nothing is read ahead, the mail stays the engine's to take.
+        lanes.list(7, client.as_raw_fd(), Instant::now());
+        assert!(matches!(lanes.try_write(r.clone()), Written::Yes { .. }));
+        let mut got = vec![0; r.head.len()];
+        server.read_exact(&mut got).unwrap();
+        server.write_all(&full[..10]).unwrap();
+        wait();
+        assert!(alarm.take().is_empty());
+        let mail = lanes.withdraw(7);
+        assert!(!mail[0].delivered);
+        server.write_all(&full[10..]).unwrap();
+        let mut rest = vec![0; full.len()];
+        client.read_exact(&mut rest).unwrap();
+
+        // A whole one: its events, and the mail says so; the socket still holds the bytes.
+        lanes.list(7, client.as_raw_fd(), Instant::now());
+        assert!(matches!(lanes.try_write(r.clone()), Written::Yes { .. }));
+        server.read_exact(&mut got).unwrap();
+        server.write_all(full).unwrap();
+        wait();
+        let events = alarm.take();
+        assert_eq!(events.len(), 4, "{events:?}");
+        assert!(lanes.withdraw(7)[0].delivered);
+        client.read_exact(&mut rest).unwrap();
+        assert_eq!(rest, full);
+        // Reported once: the set is quiet until armed again.
+        assert!(alarm.take().is_empty());
     }
 }

@@ -2,7 +2,7 @@
 //! thread enqueue commands without blocking; all engine state lives on that thread.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
-use crate::direct::{self, Lanes, Written};
+use crate::direct::{self, Alarm, Lanes, Written};
 use crate::error::Error;
 use crate::event::{Event, EventSink, Shared};
 use crate::origin::{ConnShared, Origin, Queued};
@@ -73,6 +73,8 @@ pub struct Engine {
     held: Arc<Held>,
     /// Commands sent and not yet handled.
     pending: Arc<AtomicUsize>,
+    /// Where sockets written by callers are armed (none where the platform has no epoll).
+    alarm: Option<Arc<Alarm>>,
 }
 
 /// Commands waiting for [`Engine::flush`]: one wakeup of the engine thread for many.
@@ -102,7 +104,14 @@ impl Engine {
             tx,
             held: Arc::default(),
             pending,
+            alarm: Alarm::new().ok().map(Arc::new),
         })
+    }
+
+    /// The set that reports responses to requests written by callers (see
+    /// [`crate::direct::Alarm`]), if there is one.
+    pub fn alarm(&self) -> Option<&Alarm> {
+        self.alarm.as_deref()
     }
 
     /// Sends what the `*_later` calls held back, with a single wakeup.
@@ -127,7 +136,7 @@ impl Engine {
     /// As [`Engine::submit`], unless nothing else is on its way to the engine and a
     /// connection of `origin` is idle: then the request is written to it from this thread,
     /// at once (see [`crate::direct`]). `lanes` is what [`Engine::open`] returned for `origin`.
-    pub fn submit_now(&self, origin: u64, lanes: &Lanes, req: Request) {
+    pub fn submit_now(&self, origin: u64, lanes: &Arc<Lanes>, req: Request) {
         let quiet =
             !self.held.any.load(Ordering::Acquire) && self.pending.load(Ordering::Acquire) == 0;
         let req = if quiet && direct::eligible(&req) {
@@ -184,7 +193,11 @@ impl Engine {
 
     /// Opens `origin`. The lanes returned are for [`Engine::submit_now`].
     pub fn open(&self, origin: u64, cfg: OriginConfig) -> Arc<Lanes> {
-        let lanes = Arc::new(Lanes::default());
+        let limits = direct::Limits {
+            max_header_size: cfg.max_header_size,
+            max_response_size: cfg.max_response_size,
+        };
+        let lanes = Arc::new(Lanes::new(self.alarm.clone(), limits));
         self.send(Command::Open {
             origin,
             cfg: Box::new(cfg),
@@ -310,6 +323,9 @@ pub(crate) struct Ctx {
     /// Handling a batch of commands: origins given requests are scheduled once, at its end.
     batching: Cell<bool>,
     to_schedule: RefCell<Vec<Rc<RefCell<Origin>>>>,
+    /// Requests whose response the caller's thread reported (see [`direct::Mail::delivered`]):
+    /// nothing more is reported of them, up to their last event.
+    silent: RefCell<HashSet<u64>>,
 }
 
 impl Ctx {
@@ -329,10 +345,40 @@ impl Ctx {
         id
     }
 
+    /// Registers a request a caller wrote; one whose response the caller's thread reported
+    /// already is silenced: nothing of it is reported, up to its last event.
+    pub fn register_mail(&self, m: &direct::Mail) -> Rc<ReqCtl> {
+        if m.delivered {
+            self.silent.borrow_mut().insert(m.req.id);
+        }
+        self.register(m.req.id)
+    }
+
+    /// Hands `events` to the sink, but those of silenced requests.
+    pub fn publish(&self, events: &mut Vec<Event>) {
+        {
+            let mut silent = self.silent.borrow_mut();
+            if !silent.is_empty() {
+                events.retain(|e| match e.request_id() {
+                    Some(id) if silent.contains(&id) => {
+                        if matches!(e, Event::Complete { .. } | Event::Error { .. }) {
+                            silent.remove(&id);
+                        }
+                        false
+                    }
+                    _ => true,
+                });
+            }
+        }
+        if !events.is_empty() {
+            self.sink.push(events);
+        }
+    }
+
     /// Emits a single event now (outside a connection's batch).
     pub fn emit(&self, ev: Event) {
         let mut v = vec![ev];
-        self.sink.push(&mut v);
+        self.publish(&mut v);
     }
 
     /// Starts tracking request `id`.
@@ -392,6 +438,9 @@ impl Ctx {
                     ctl.wake();
                 }
             }
+            // The caller may pause a request it already has the whole response of: that only
+            // holds its connection up.
+            Command::Pause { id } if self.silent.borrow().contains(&id) => {}
             Command::Pause { id } => {
                 if let Some(ctl) = self.ctl(id) {
                     ctl.paused.set(true);
@@ -409,7 +458,12 @@ impl Ctx {
                     let origins: Vec<_> = self.origins.borrow().values().cloned().collect();
                     origins.iter().for_each(|o| Origin::deliver_mail(o, self));
                 }
-                if let Some(ctl) = self.reqs.borrow_mut().remove(&id) {
+                // Nothing to stop where the caller has the whole response (as above).
+                let ctl = match self.silent.borrow().contains(&id) {
+                    true => None,
+                    false => self.reqs.borrow_mut().remove(&id),
+                };
+                if let Some(ctl) = ctl {
                     ctl.aborted.set(true);
                     ctl.wake();
                 }
@@ -484,6 +538,7 @@ async fn run(
         next_conn: Cell::new(0),
         batching: Cell::new(false),
         to_schedule: RefCell::new(Vec::new()),
+        silent: RefCell::default(),
     });
     let mut batch = Vec::with_capacity(64);
     while rx.recv_many(&mut batch, 256).await > 0 {

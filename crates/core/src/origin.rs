@@ -92,7 +92,7 @@ impl Origin {
     pub fn deliver_mail(this: &Rc<RefCell<Origin>>, ctx: &Rc<Ctx>) {
         let o = this.borrow();
         for m in o.lanes.take_mail() {
-            let ctl = ctx.register(m.req.id);
+            let ctl = ctx.register_mail(&m);
             // A connection takes itself off the list (and its mail with it) before it goes,
             // so it is still there.
             match o.conns.iter().find(|c| c.id == m.conn) {
@@ -210,7 +210,7 @@ impl Origin {
                                 shared: Shared::WithPrevious,
                             },
                         ));
-                        ctx.sink.push(&mut events);
+                        ctx.publish(&mut events);
                     }
                     Origin::check_finished(&this, &ctx);
                 }
@@ -254,7 +254,7 @@ impl Origin {
                 shared: Shared::No,
             })
             .collect();
-        ctx.sink.push(&mut events);
+        ctx.publish(&mut events);
         Origin::check_finished(this, ctx);
     }
 }

@@ -511,12 +511,12 @@ fn numbering_server() -> u16 {
         while let Some((_, body)) = read_request(&mut s) {
             let sum: u64 = body.iter().map(|b| u64::from(*b)).sum();
             let text = format!("{n}:{i}:{}:{sum}", body.len());
-            write!(
-                s,
+            // One write: a response in one segment, as most servers send a small one.
+            let response = format!(
                 "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{text}",
                 text.len()
-            )
-            .unwrap();
+            );
+            s.write_all(response.as_bytes()).unwrap();
             i += 1;
         }
     })
@@ -652,4 +652,57 @@ fn destroy_fails_a_direct_request_once() {
     e.destroy(1, Error::Destroyed);
     assert_eq!(settle(&rx, &[2])[0].error, Some(Error::Destroyed));
     assert_eq!(lanes.writes(), 1);
+}
+
+/// Waits (at most `ms`) for `fd` to be readable.
+fn wait_readable(fd: i32, ms: i32) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    unsafe { libc::poll(&mut p, 1, ms) == 1 }
+}
+
+#[test]
+fn a_response_read_ahead_by_the_caller_is_reported_once_and_its_connection_goes_on() {
+    let (e, rx, lanes) = warmed(numbering_server());
+    let alarm = e.alarm().expect("an alarm where there is epoll");
+    // Whether the caller's thread or the engine reports a response depends on which takes the
+    // mail first (when the engine has read the response, the alarm has nothing to report):
+    // run until the caller has read ahead a few.
+    let mut ahead = Vec::new();
+    for id in 2..500u64 {
+        let before = lanes.writes();
+        e.submit_now(1, &lanes, get(id, "GET", RequestBody::None));
+        let events = if lanes.writes() > before && wait_readable(alarm.fd(), 200) {
+            alarm.take()
+        } else {
+            Vec::new()
+        };
+        let out = if events.is_empty() {
+            settle(&rx, &[id])
+        } else {
+            ahead.push(id);
+            let (tx, mine) = channel();
+            events.into_iter().for_each(|ev| tx.send(ev).unwrap());
+            settle(&mine, &[id])
+        };
+        // Every request on the one connection, in turn, whoever reported it.
+        assert_eq!(text(&out[0]), format!("0:{}:0:0", id - 1));
+        assert_eq!(out[0].connects, 1);
+        if ahead.len() >= 10 {
+            break;
+        }
+    }
+    assert!(ahead.len() >= 10, "read ahead: {ahead:?}");
+    // The engine reported nothing of those.
+    thread::sleep(Duration::from_millis(100));
+    while let Ok(ev) = rx.try_recv() {
+        assert!(
+            !ev.request_id().is_some_and(|id| ahead.contains(&id)),
+            "{ev:?}"
+        );
+    }
 }
