@@ -39,6 +39,13 @@ impl EventSink for Sink {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .append(events);
+        self.wake();
+    }
+}
+
+impl Sink {
+    /// Has the JS thread take the events, unless it is told already.
+    fn wake(&self) {
         if !self.scheduled.swap(true, Ordering::AcqRel) {
             self.wakeup
                 .call((), ThreadsafeFunctionCallMode::NonBlocking);
@@ -66,6 +73,7 @@ pub fn init(env: Env, on_events: Function<(), ()>) -> Result<()> {
     if BRIDGE.get().is_some() {
         return Ok(());
     }
+    let on_events_raw = on_events.raw();
     let wakeup: Wakeup = on_events
         .build_threadsafe_function::<()>()
         .weak::<true>()
@@ -80,7 +88,7 @@ pub fn init(env: Env, on_events: Function<(), ()>) -> Result<()> {
         .map_err(|e| Error::from_reason(format!("saetta: cannot start engine: {e}")))?;
     let _ = BRIDGE.set(Bridge { engine, sink });
     if let Some(fd) = bridge()?.engine.alarm().map(|a| a.fd()) {
-        watch_alarm(&env, fd);
+        watch_alarm(&env, fd, on_events_raw);
     }
     Ok(())
 }
@@ -105,10 +113,13 @@ mod uv {
 /// already holds all of it, its events are this thread's at once, without waiting for the
 /// engine's (see `saetta_core::direct::Alarm`). Where the loop cannot watch it, the engine's
 /// events are all there is, as before.
-fn watch_alarm(env: &Env, fd: i32) {
+fn watch_alarm(env: &Env, fd: i32, on_events: sys::napi_value) {
     let mut lp = ptr::null_mut();
     if unsafe { sys::napi_get_uv_event_loop(env.raw(), &mut lp) } != sys::Status::napi_ok {
         return;
+    }
+    if let Some(direct) = unsafe { DirectCall::new(env.raw(), on_events) } {
+        DIRECT.with(|d| *d.borrow_mut() = Some(direct));
     }
     // SAFETY: the handle is zeroed memory of the size libuv asks for, 8-aligned, and lives as
     // long as the process (the loop keeps a pointer to it); `lp` is this thread's loop.
@@ -127,8 +138,98 @@ fn watch_alarm(env: &Env, fd: i32) {
 }
 
 unsafe extern "C" fn unwatch_alarm(handle: *mut std::ffi::c_void) {
+    DIRECT.with(|d| d.borrow_mut().take());
     // SAFETY: `handle` is the live poll handle `watch_alarm` set up; its memory is never freed.
     unsafe { uv::uv_close(handle, None) };
+}
+
+/// `onEvents`, called from the alarm's callback on the JS thread as Node calls callbacks from
+/// native code (`napi_make_callback`: async context, microtasks run after it).
+struct DirectCall {
+    env: sys::napi_env,
+    func: sys::napi_ref,
+    context: sys::napi_async_context,
+}
+
+thread_local! {
+    /// Set on the thread whose loop watches the alarm, while its environment lives.
+    static DIRECT: RefCell<Option<DirectCall>> = const { RefCell::new(None) };
+}
+
+impl DirectCall {
+    /// SAFETY: `env` is the calling thread's live environment, `func` a function of it.
+    unsafe fn new(env: sys::napi_env, func: sys::napi_value) -> Option<DirectCall> {
+        let ok = |s: sys::napi_status| (s == sys::Status::napi_ok).then_some(());
+        let mut reference = ptr::null_mut();
+        let mut resource = ptr::null_mut();
+        let mut name = ptr::null_mut();
+        let mut context = ptr::null_mut();
+        unsafe {
+            ok(sys::napi_create_reference(env, func, 1, &mut reference))?;
+            ok(sys::napi_create_object(env, &mut resource))?;
+            // The context does not keep its resource alive (Node's docs): this does, for good.
+            ok(sys::napi_create_reference(
+                env,
+                resource,
+                1,
+                &mut ptr::null_mut(),
+            ))?;
+            ok(sys::napi_create_string_latin1(
+                env,
+                c"saetta".as_ptr(),
+                6,
+                &mut name,
+            ))?;
+            ok(sys::napi_async_init(env, resource, name, &mut context))?;
+        }
+        Some(DirectCall {
+            env,
+            func: reference,
+            context,
+        })
+    }
+
+    /// Calls `onEvents` (on the global object, as the event channel does); false when it
+    /// could not be called. An exception it throws is reported as uncaught, as Node reports
+    /// one thrown by a callback.
+    fn call(&self) -> bool {
+        let env = self.env;
+        let mut scope = ptr::null_mut();
+        // SAFETY: on the JS thread, outside any JS frame (a libuv callback), with a handle
+        // scope around every value made here.
+        unsafe {
+            if sys::napi_open_handle_scope(env, &mut scope) != sys::Status::napi_ok {
+                return false;
+            }
+            let mut func = ptr::null_mut();
+            let mut recv = ptr::null_mut();
+            let mut called = sys::napi_get_reference_value(env, self.func, &mut func)
+                == sys::Status::napi_ok
+                && !func.is_null()
+                && sys::napi_get_global(env, &mut recv) == sys::Status::napi_ok;
+            if called {
+                let mut result = ptr::null_mut();
+                let status = sys::napi_make_callback(
+                    env,
+                    self.context,
+                    recv,
+                    func,
+                    0,
+                    ptr::null(),
+                    &mut result,
+                );
+                if status == sys::Status::napi_pending_exception {
+                    let mut err = ptr::null_mut();
+                    sys::napi_get_and_clear_last_exception(env, &mut err);
+                    sys::napi_fatal_exception(env, err);
+                } else {
+                    called = status == sys::Status::napi_ok;
+                }
+            }
+            sys::napi_close_handle_scope(env, scope);
+            called
+        }
+    }
 }
 
 /// The alarm is readable: the events of the responses read ahead go to the JS thread's queue.
@@ -139,10 +240,21 @@ unsafe extern "C" fn on_alarm(
 ) {
     // Nothing may unwind into libuv.
     let _ = std::panic::catch_unwind(|| {
-        if let Some(b) = BRIDGE.get() {
-            if let Some(a) = b.engine.alarm() {
-                b.sink.push(&mut a.take());
-            }
+        let Some(b) = BRIDGE.get() else { return };
+        let Some(mut events) = b.engine.alarm().map(|a| a.take()) else {
+            return;
+        };
+        if events.is_empty() {
+            return;
+        }
+        b.sink
+            .queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .append(&mut events);
+        // `onEvents` takes them now; failing that, the event channel's wakeup will.
+        if !DIRECT.with(|d| d.borrow().as_ref().is_some_and(DirectCall::call)) {
+            b.sink.wake();
         }
     });
 }
