@@ -211,6 +211,42 @@ describe('destroy()', () => {
 })
 
 describe('process lifetime', () => {
+  test('worker threads each have their own requests; one exiting leaves the others going', async () => {
+    // Every thread numbers its requests from 1: the responses must still go to the thread
+    // and request that sent them. The server answers with the path, late, so they overlap.
+    const srv = await httpServer((req, res) => setTimeout(() => res.end(req.url), 20))
+    const script = `
+      const { Worker } = require('node:worker_threads')
+      const use = \`
+        const { Pool } = ${childRequire.replace(/\\/g, '\\\\')}
+        module.exports = async (name) => {
+          const pool = new Pool(${JSON.stringify(srv.origin)}, { connections: 2, pipelining: 4 })
+          const paths = Array.from({ length: 20 }, (_, i) => '/' + name + '/' + i)
+          const got = await Promise.all(paths.map((path) =>
+            pool.request({ path, method: 'GET' }).then((r) => r.body.text())))
+          await pool.close()
+          return got.every((t, i) => t === paths[i]) ? name + ' ok' : name + ' crossed: ' + got.join(' ')
+        }
+      \`
+      const run = (name) => new Promise((resolve, reject) => {
+        const w = new Worker(use + ';module.exports(' + JSON.stringify(name) + ').then((m) => require("node:worker_threads").parentPort.postMessage(m))', { eval: true })
+        w.once('message', resolve).once('error', reject)
+      })
+      const mine = (() => { const m = { exports: null }; new Function('module', 'require', use)(m, require); return m.exports })()
+      ;(async () => {
+        const all = await Promise.all([mine('main'), run('w1'), run('w2')])
+        // The workers are gone: the main thread goes on.
+        all.push(await mine('after'))
+        console.log(all.join(','))
+      })().catch((e) => { console.error(e); process.exitCode = 1 })
+    `
+    const r = await runNode(script, { timeout: 20_000 })
+    expect(r.stderr).toBe('')
+    expect(r.timedOut).toBe(false)
+    expect(r.stdout.trim()).toBe('main ok,w1 ok,w2 ok,after ok')
+    expect(r.code).toBe(0)
+  })
+
   test('an idle keep-alive connection does not keep the process alive', async () => {
     // The server never closes: only the child can end the connection, by exiting.
     const srv = await rawServer((req, socket) => socket.write(okResponse('hello child')))

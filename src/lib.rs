@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::ptr;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -58,19 +58,24 @@ struct Bridge {
     sink: Arc<Sink>,
 }
 
-static BRIDGE: OnceLock<Bridge> = OnceLock::new();
+thread_local! {
+    /// The engine of this thread's JS environment. Each environment (the main thread's, each
+    /// worker's) has its own: ids of origins and requests are the environment's, and so are its
+    /// events.
+    static BRIDGE: RefCell<Option<Rc<Bridge>>> = const { RefCell::new(None) };
+}
 
-fn bridge() -> Result<&'static Bridge> {
+fn bridge() -> Result<Rc<Bridge>> {
     BRIDGE
-        .get()
+        .with(|b| b.borrow().clone())
         .ok_or_else(|| Error::from_reason("saetta: init() was not called"))
 }
 
-/// Starts the engine. `onEvents` is called (with no arguments) whenever events are
-/// ready; it then calls `takeEvents()`.
+/// Starts this environment's engine. `onEvents` is called (with no arguments) whenever events
+/// are ready; it then calls `takeEvents()`.
 #[napi(catch_unwind)]
 pub fn init(env: Env, on_events: Function<(), ()>) -> Result<()> {
-    if BRIDGE.get().is_some() {
+    if BRIDGE.with(|b| b.borrow().is_some()) {
         return Ok(());
     }
     let on_events_raw = on_events.raw();
@@ -86,11 +91,20 @@ pub fn init(env: Env, on_events: Function<(), ()>) -> Result<()> {
     });
     let engine = Engine::start(sink.clone())
         .map_err(|e| Error::from_reason(format!("saetta: cannot start engine: {e}")))?;
-    let _ = BRIDGE.set(Bridge { engine, sink });
-    if let Some(fd) = bridge()?.engine.alarm().map(|a| a.fd()) {
+    let alarm = engine.alarm().map(|a| a.fd());
+    BRIDGE.with(|b| *b.borrow_mut() = Some(Rc::new(Bridge { engine, sink })));
+    // Registered before the alarm's watch, so run after it is closed (hooks run in reverse).
+    // SAFETY: `env` is this thread's live environment.
+    unsafe { sys::napi_add_env_cleanup_hook(env.raw(), Some(stop_engine), ptr::null_mut()) };
+    if let Some(fd) = alarm {
         watch_alarm(&env, fd, on_events_raw);
     }
     Ok(())
+}
+
+/// The environment ends (a worker exits): its engine stops, closing its connections.
+unsafe extern "C" fn stop_engine(_arg: *mut std::ffi::c_void) {
+    BRIDGE.with(|b| b.borrow_mut().take());
 }
 
 /// libuv, as Node exports it: just enough to watch a file descriptor.
@@ -240,7 +254,7 @@ unsafe extern "C" fn on_alarm(
 ) {
     // Nothing may unwind into libuv.
     let _ = std::panic::catch_unwind(|| {
-        let Some(b) = BRIDGE.get() else { return };
+        let Ok(b) = bridge() else { return };
         let Some(mut events) = b.engine.alarm().map(|a| a.take()) else {
             return;
         };
@@ -293,7 +307,8 @@ pub struct EventBatch<'a> {
 /// its heads and trailers (each empty when there is none).
 #[napi(catch_unwind, ts_return_type = "unknown[]")]
 pub fn take_events(nums: Float64ArraySlice<'_>) -> Result<EventBatch<'_>> {
-    let sink = &bridge()?.sink;
+    let bridge = bridge()?;
+    let sink = &bridge.sink;
     sink.scheduled.store(false, Ordering::Release);
     let events = std::mem::take(&mut *sink.queue.lock().unwrap_or_else(|e| e.into_inner()));
     Ok(EventBatch { events, nums })
@@ -469,7 +484,7 @@ impl Drop for NativeOrigin {
     fn drop(&mut self) {
         ORIGINS.with(|m| m.borrow_mut().remove(&self.id));
         if !self.done {
-            if let Some(b) = BRIDGE.get() {
+            if let Ok(b) = bridge() {
                 b.engine.close(self.id);
             }
         }

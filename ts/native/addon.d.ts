@@ -29,8 +29,8 @@ export declare function bodyWrite(id: number, chunk: Buffer | string): void
 export declare function flush(): void
 
 /**
- * Starts the engine. `onEvents` is called (with no arguments) whenever events are
- * ready; it then calls `takeEvents()`.
+ * Starts this environment's engine. `onEvents` is called (with no arguments) whenever events
+ * are ready; it then calls `takeEvents()`.
  */
 export declare function init(onEvents: () => void): void
 
