@@ -66,8 +66,11 @@ thread_local! {
 }
 
 fn bridge() -> Result<Rc<Bridge>> {
+    // `try_with`: a finalizer may run as the thread's locals are torn down.
     BRIDGE
-        .with(|b| b.borrow().clone())
+        .try_with(|b| b.borrow().clone())
+        .ok()
+        .flatten()
         .ok_or_else(|| Error::from_reason("saetta: init() was not called"))
 }
 
