@@ -20,7 +20,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
 use crate::codec::request::{chunk_parts, empty_body_head, BodyFraming, LAST_CHUNK};
-use crate::codec::{read_response_head, BodyDecoder, BodyKind, Decoded, HeadOptions};
+use crate::codec::{read_response_head, BodyDecoder, BodyKind, Decoded};
 use crate::direct::{Fd, Lanes};
 use crate::engine::{Ctx, ReqCtl};
 use crate::error::{Error, SocketInfo};
@@ -483,13 +483,7 @@ impl Conn {
             match &mut self.read {
                 ReadState::Head => {
                     let cfg = &self.cfg;
-                    let opts = HeadOptions {
-                        max_header_size: cfg.max_header_size,
-                        // read_response_head sizes its slots from max_header_size
-                        max_headers: 0,
-                        method_is_head: cur.req.method_is_head,
-                        method_is_connect: cur.req.method_is_connect,
-                    };
+                    let opts = cur.req.head_options(cfg.max_header_size);
                     let Some(head) = read_response_head(&mut self.rbuf, &opts)? else {
                         return Ok(());
                     };

@@ -37,7 +37,7 @@ use tokio::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 
-use crate::codec::{read_response_head, BodyDecoder, BodyKind, Decoded, HeadOptions};
+use crate::codec::{read_response_head, BodyDecoder, BodyKind, Decoded};
 use crate::event::Event;
 use crate::request::{Request, RequestBody};
 
@@ -322,12 +322,7 @@ const READ_AHEAD: usize = 16 * 1024;
 /// upgrade, framed by the connection's end, over a limit, malformed). Such a response is the
 /// connection's to report.
 fn whole_response(buf: &mut BytesMut, req: &Request, limits: &Limits) -> Option<Vec<Event>> {
-    let opts = HeadOptions {
-        max_header_size: limits.max_header_size,
-        max_headers: 0,
-        method_is_head: req.method_is_head,
-        method_is_connect: req.method_is_connect,
-    };
+    let opts = req.head_options(limits.max_header_size);
     let head = read_response_head(buf, &opts).ok()??;
     let plain = head.status >= 200 && !head.upgrade;
     let size_ok = |n: u64| limits.max_response_size.is_none_or(|m| n <= m);

@@ -123,6 +123,17 @@ impl Request {
         }
     }
 
+    /// How its response's head is parsed, under an origin's `max_header_size`.
+    pub(crate) fn head_options(&self, max_header_size: usize) -> crate::codec::HeadOptions {
+        crate::codec::HeadOptions {
+            max_header_size,
+            // read_response_head sizes its slots from max_header_size
+            max_headers: 0,
+            method_is_head: self.method_is_head,
+            method_is_connect: self.method_is_connect,
+        }
+    }
+
     /// Makes the head say `connection: close`: the last request on its connection.
     pub(crate) fn close_connection(&mut self) {
         if let Some(at) = self.keep_alive_at.take() {
