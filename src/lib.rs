@@ -35,15 +35,20 @@ impl EventSink for Sink {
         if events.is_empty() {
             return;
         }
-        self.queue
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .append(events);
+        self.enqueue(events);
         self.wake();
     }
 }
 
 impl Sink {
+    /// Adds `events` to those waiting for the JS thread.
+    fn enqueue(&self, events: &mut Vec<Event>) {
+        self.queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .append(events);
+    }
+
     /// Has the JS thread take the events, unless it is told already.
     fn wake(&self) {
         if !self.scheduled.swap(true, Ordering::AcqRel) {
@@ -138,13 +143,13 @@ fn watch_alarm(env: &Env, fd: i32, on_events: sys::napi_value) {
     if let Some(direct) = unsafe { DirectCall::new(env.raw(), on_events) } {
         DIRECT.with(|d| *d.borrow_mut() = Some(direct));
     }
-    // SAFETY: the handle is zeroed memory of the size libuv asks for, 8-aligned, and lives as
-    // long as the process (the loop keeps a pointer to it); `lp` is this thread's loop.
+    // SAFETY: the handle is zeroed memory of the size libuv asks for, 8-aligned, and lives
+    // until libuv has closed it (`free_poll`); `lp` is this thread's loop.
     unsafe {
-        let size = uv::uv_handle_size(uv::POLL);
-        let handle = Box::leak(vec![0u64; size.div_ceil(8)].into_boxed_slice()).as_mut_ptr();
-        let h = handle.cast();
+        let h: *mut std::ffi::c_void =
+            Box::into_raw(vec![0u64; poll_words()].into_boxed_slice()).cast();
         if uv::uv_poll_init(lp.cast(), h, fd) != 0 {
+            free_poll(h);
             return;
         }
         uv::uv_poll_start(h, uv::READABLE, on_alarm);
@@ -156,8 +161,25 @@ fn watch_alarm(env: &Env, fd: i32, on_events: sys::napi_value) {
 
 unsafe extern "C" fn unwatch_alarm(handle: *mut std::ffi::c_void) {
     DIRECT.with(|d| d.borrow_mut().take());
-    // SAFETY: `handle` is the live poll handle `watch_alarm` set up; its memory is never freed.
-    unsafe { uv::uv_close(handle, None) };
+    // SAFETY: `handle` is the live poll handle `watch_alarm` set up.
+    unsafe { uv::uv_close(handle, Some(free_poll)) };
+}
+
+/// The size of a `uv_poll_t`, in 8-byte words (its memory is a slice of them: aligned).
+fn poll_words() -> usize {
+    // SAFETY: a plain query of a size.
+    unsafe { uv::uv_handle_size(uv::POLL) }.div_ceil(8)
+}
+
+/// Frees a poll handle's memory (made by `watch_alarm`), once libuv is done with it.
+unsafe extern "C" fn free_poll(handle: *mut std::ffi::c_void) {
+    // SAFETY: `handle` came from `Box::into_raw` of a slice of `poll_words()` words.
+    drop(unsafe {
+        Box::from_raw(ptr::slice_from_raw_parts_mut(
+            handle.cast::<u64>(),
+            poll_words(),
+        ))
+    });
 }
 
 /// `onEvents`, called from the alarm's callback on the JS thread as Node calls callbacks from
@@ -264,11 +286,7 @@ unsafe extern "C" fn on_alarm(
         if events.is_empty() {
             return;
         }
-        b.sink
-            .queue
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .append(&mut events);
+        b.sink.enqueue(&mut events);
         // `onEvents` takes them now; failing that, the event channel's wakeup will.
         if !DIRECT.with(|d| d.borrow().as_ref().is_some_and(DirectCall::call)) {
             b.sink.wake();
