@@ -30,6 +30,12 @@
 //! connection reads and handles that response as usual, but reports nothing of it. Anything
 //! else (part of a response, a 1xx, an error) is left to the engine as before; the engine
 //! never waits for the caller's thread.
+//!
+//! Both are Linux-only (`sendmsg`, `MSG_PEEK`, epoll). Elsewhere no connection lists itself
+//! (`Transport::raw_fd` is `None`) and there is no alarm: every request takes the engine's
+//! path, and the code here stands idle.
+
+#![cfg_attr(not(target_os = "linux"), allow(dead_code))]
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -185,7 +191,6 @@ impl Lanes {
 /// An epoll set that the sockets callers wrote to are armed on, each for one report of its
 /// response arriving (`EPOLLONESHOT`): the caller's event loop watches it, so that its thread
 /// wakes with the response, alongside the engine's, rather than after it.
-#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub struct Alarm {
     epfd: Fd,
     /// Whose mail each armed socket holds.

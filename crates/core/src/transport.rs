@@ -7,13 +7,16 @@ use std::task::{Context, Poll};
 use std::net::SocketAddr;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use tokio::net::{TcpSocket, TcpStream, UnixStream};
+#[cfg(unix)]
+use tokio::net::UnixStream;
+use tokio::net::{TcpSocket, TcpStream};
 
 use crate::error::{Error, Result};
 use crate::request::OriginConfig;
 
 pub enum Transport {
     Tcp(TcpStream),
+    #[cfg(unix)]
     Unix(UnixStream),
     Tls(Box<tokio_rustls::client::TlsStream<Transport>>),
 }
@@ -46,10 +49,7 @@ pub async fn connect(cfg: &OriginConfig) -> Result<Transport> {
 async fn connect_plain(cfg: &OriginConfig) -> Result<Transport> {
     {
         if let Some(path) = &cfg.socket_path {
-            return UnixStream::connect(path)
-                .await
-                .map(Transport::Unix)
-                .map_err(|e| connect_error(&e, path));
+            return connect_unix(path).await;
         }
         let addrs = tokio::net::lookup_host((cfg.host.as_str(), cfg.port))
             .await
@@ -80,6 +80,22 @@ async fn connect_plain(cfg: &OriginConfig) -> Result<Transport> {
         }
         Err(last)
     }
+}
+
+#[cfg(unix)]
+async fn connect_unix(path: &str) -> Result<Transport> {
+    UnixStream::connect(path)
+        .await
+        .map(Transport::Unix)
+        .map_err(|e| connect_error(&e, path))
+}
+
+/// tokio has no Unix sockets on Windows (where Node's `socketPath` names a pipe).
+#[cfg(not(unix))]
+async fn connect_unix(_path: &str) -> Result<Transport> {
+    Err(Error::NotSupported(
+        "socketPath is not supported on Windows".into(),
+    ))
 }
 
 /// The addresses to try, in order: as resolved, or IPv6 and IPv4 interleaved with
@@ -131,6 +147,7 @@ impl Transport {
     pub fn addresses(&self) -> (Option<SocketAddr>, Option<SocketAddr>) {
         match self {
             Transport::Tcp(s) => (s.local_addr().ok(), s.peer_addr().ok()),
+            #[cfg(unix)]
             Transport::Unix(_) => (None, None),
             Transport::Tls(s) => s.get_ref().0.addresses(),
         }
@@ -169,6 +186,7 @@ macro_rules! each {
     ($t:expr, $s:ident => $e:expr) => {
         match $t {
             Transport::Tcp($s) => $e,
+            #[cfg(unix)]
             Transport::Unix($s) => $e,
             Transport::Tls($s) => $e,
         }

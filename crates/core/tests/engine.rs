@@ -492,217 +492,224 @@ fn part_of_a_body_goes_out_at_once_when_the_rest_is_not_there_yet() {
     assert_eq!(rest[0].body, b"world");
 }
 
-/// Reads one request (head and `content-length` body); `None` at EOF.
-fn read_request(s: &mut TcpStream) -> Option<(String, Vec<u8>)> {
-    let head = read_head(s)?;
-    let len = head
-        .lines()
-        .find_map(|l| l.strip_prefix("content-length: "))
-        .map_or(0, |n| n.trim().parse().unwrap());
-    let mut body = vec![0; len];
-    s.read_exact(&mut body).ok()?;
-    Some((head, body))
-}
+/// Requests written from the caller's thread (`saetta_core::direct`): Linux only, as elsewhere
+/// every request takes the engine's path.
+#[cfg(target_os = "linux")]
+mod direct {
+    use super::*;
 
-/// Answers each request on a connection with `<connection>:<index>:<body length>:<body sum>`.
-fn numbering_server() -> u16 {
-    server(|mut s, n| {
-        let mut i = 0;
-        while let Some((_, body)) = read_request(&mut s) {
-            let sum: u64 = body.iter().map(|b| u64::from(*b)).sum();
-            let text = format!("{n}:{i}:{}:{sum}", body.len());
-            // One write: a response in one segment, as most servers send a small one.
-            let response = format!(
-                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{text}",
-                text.len()
-            );
-            s.write_all(response.as_bytes()).unwrap();
-            i += 1;
-        }
-    })
-}
-
-/// An engine whose origin 1 (on `port`) has one connection open and idle: request 1 went
-/// through it.
-fn warmed(port: u16) -> (Engine, Receiver<Event>, Arc<Lanes>) {
-    let (e, rx) = engine();
-    let lanes = origin(&e, 1, port, |_| {});
-    e.submit(1, get(1, "GET", RequestBody::None));
-    settle(&rx, &[1]);
-    (e, rx, lanes)
-}
-
-fn text(o: &Outcome) -> String {
-    String::from_utf8_lossy(&o.body).into_owned()
-}
-
-#[test]
-fn lone_requests_are_written_by_the_caller_on_an_idle_connection() {
-    let (e, rx) = engine();
-    let lanes = origin(&e, 1, numbering_server(), |_| {});
-    // No connection yet: through the engine, which opens one.
-    e.submit_now(1, &lanes, get(1, "GET", RequestBody::None));
-    assert_eq!(text(&settle(&rx, &[1])[0]), "0:0:0:0");
-    assert_eq!(lanes.writes(), 0);
-    for id in 2..=4 {
-        let body = RequestBody::Bytes(Bytes::from(vec![1u8; id as usize]));
-        e.submit_now(1, &lanes, get(id, "POST", body));
-        let out = settle(&rx, &[id]);
-        assert_eq!(text(&out[0]), format!("0:{}:{id}:{id}", id - 1));
-        assert_eq!(out[0].connects, 1);
+    /// Reads one request (head and `content-length` body); `None` at EOF.
+    fn read_request(s: &mut TcpStream) -> Option<(String, Vec<u8>)> {
+        let head = read_head(s)?;
+        let len = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length: "))
+            .map_or(0, |n| n.trim().parse().unwrap());
+        let mut body = vec![0; len];
+        s.read_exact(&mut body).ok()?;
+        Some((head, body))
     }
-    assert_eq!(lanes.writes(), 3);
-}
 
-#[test]
-fn what_the_socket_does_not_take_of_a_direct_request_the_engine_writes() {
-    let (e, rx, lanes) = warmed(numbering_server());
-    let body: Vec<u8> = (0..32 << 20).map(|i| (i % 251) as u8).collect();
-    let sum: u64 = body.iter().map(|b| u64::from(*b)).sum();
-    e.submit_now(1, &lanes, get(2, "POST", RequestBody::Bytes(body.into())));
-    assert_eq!(
-        text(&settle(&rx, &[2])[0]),
-        format!("0:1:{}:{sum}", 32 << 20)
-    );
-    assert_eq!(lanes.writes(), 1);
-}
-
-#[test]
-fn a_direct_request_keeps_its_place_before_queued_ones() {
-    let (e, rx, lanes) = warmed(numbering_server());
-    // Written at once; the next one, queued behind it, goes after it on the same connection.
-    e.submit_now(1, &lanes, get(2, "GET", RequestBody::None));
-    e.submit(1, get(3, "GET", RequestBody::None));
-    let out = settle(&rx, &[2, 3]);
-    assert_eq!(
-        (text(&out[0]).as_str(), text(&out[1]).as_str()),
-        ("0:1:0:0", "0:2:0:0")
-    );
-    assert_eq!(lanes.writes(), 1);
-}
-
-#[test]
-fn a_direct_request_times_out() {
-    let port = server(|mut s, n| {
-        let mut i = 0;
-        while read_request(&mut s).is_some() {
-            if n == 0 && i == 1 {
-                thread::sleep(Duration::from_millis(600));
-                return;
+    /// Answers each request on a connection with `<connection>:<index>:<body length>:<body sum>`.
+    fn numbering_server() -> u16 {
+        server(|mut s, n| {
+            let mut i = 0;
+            while let Some((_, body)) = read_request(&mut s) {
+                let sum: u64 = body.iter().map(|b| u64::from(*b)).sum();
+                let text = format!("{n}:{i}:{}:{sum}", body.len());
+                // One write: a response in one segment, as most servers send a small one.
+                let response = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{text}",
+                    text.len()
+                );
+                s.write_all(response.as_bytes()).unwrap();
+                i += 1;
             }
+        })
+    }
+
+    /// An engine whose origin 1 (on `port`) has one connection open and idle: request 1 went
+    /// through it.
+    fn warmed(port: u16) -> (Engine, Receiver<Event>, Arc<Lanes>) {
+        let (e, rx) = engine();
+        let lanes = origin(&e, 1, port, |_| {});
+        e.submit(1, get(1, "GET", RequestBody::None));
+        settle(&rx, &[1]);
+        (e, rx, lanes)
+    }
+
+    fn text(o: &Outcome) -> String {
+        String::from_utf8_lossy(&o.body).into_owned()
+    }
+
+    #[test]
+    fn lone_requests_are_written_by_the_caller_on_an_idle_connection() {
+        let (e, rx) = engine();
+        let lanes = origin(&e, 1, numbering_server(), |_| {});
+        // No connection yet: through the engine, which opens one.
+        e.submit_now(1, &lanes, get(1, "GET", RequestBody::None));
+        assert_eq!(text(&settle(&rx, &[1])[0]), "0:0:0:0");
+        assert_eq!(lanes.writes(), 0);
+        for id in 2..=4 {
+            let body = RequestBody::Bytes(Bytes::from(vec![1u8; id as usize]));
+            e.submit_now(1, &lanes, get(id, "POST", body));
+            let out = settle(&rx, &[id]);
+            assert_eq!(text(&out[0]), format!("0:{}:{id}:{id}", id - 1));
+            assert_eq!(out[0].connects, 1);
+        }
+        assert_eq!(lanes.writes(), 3);
+    }
+
+    #[test]
+    fn what_the_socket_does_not_take_of_a_direct_request_the_engine_writes() {
+        let (e, rx, lanes) = warmed(numbering_server());
+        let body: Vec<u8> = (0..32 << 20).map(|i| (i % 251) as u8).collect();
+        let sum: u64 = body.iter().map(|b| u64::from(*b)).sum();
+        e.submit_now(1, &lanes, get(2, "POST", RequestBody::Bytes(body.into())));
+        assert_eq!(
+            text(&settle(&rx, &[2])[0]),
+            format!("0:1:{}:{sum}", 32 << 20)
+        );
+        assert_eq!(lanes.writes(), 1);
+    }
+
+    #[test]
+    fn a_direct_request_keeps_its_place_before_queued_ones() {
+        let (e, rx, lanes) = warmed(numbering_server());
+        // Written at once; the next one, queued behind it, goes after it on the same connection.
+        e.submit_now(1, &lanes, get(2, "GET", RequestBody::None));
+        e.submit(1, get(3, "GET", RequestBody::None));
+        let out = settle(&rx, &[2, 3]);
+        assert_eq!(
+            (text(&out[0]).as_str(), text(&out[1]).as_str()),
+            ("0:1:0:0", "0:2:0:0")
+        );
+        assert_eq!(lanes.writes(), 1);
+    }
+
+    #[test]
+    fn a_direct_request_times_out() {
+        let port = server(|mut s, n| {
+            let mut i = 0;
+            while read_request(&mut s).is_some() {
+                if n == 0 && i == 1 {
+                    thread::sleep(Duration::from_millis(600));
+                    return;
+                }
+                s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                    .unwrap();
+                i += 1;
+            }
+        });
+        let (e, rx, lanes) = warmed(port);
+        let mut req = get(2, "GET", RequestBody::None);
+        req.headers_timeout = Some(Duration::from_millis(100));
+        let t = std::time::Instant::now();
+        e.submit_now(1, &lanes, req);
+        assert_eq!(settle(&rx, &[2])[0].error, Some(Error::HeadersTimeout));
+        assert!(
+            t.elapsed() < Duration::from_millis(500),
+            "{:?}",
+            t.elapsed()
+        );
+        assert_eq!(lanes.writes(), 1);
+        // The connection went down with it; the next request gets a new one.
+        e.submit_now(1, &lanes, get(3, "GET", RequestBody::None));
+        assert_eq!(settle(&rx, &[3])[0].body, b"ok");
+    }
+
+    #[test]
+    fn an_aborted_direct_request_reports_nothing_and_the_next_one_succeeds() {
+        let (e, rx, lanes) = warmed(numbering_server());
+        e.submit_now(1, &lanes, get(2, "GET", RequestBody::None));
+        e.abort(2);
+        assert_eq!(lanes.writes(), 1);
+        e.submit(1, get(3, "GET", RequestBody::None));
+        // Written before the abort: its connection went down with it.
+        assert_eq!(text(&settle(&rx, &[3])[0]), "1:0:0:0");
+        assert_silent(&rx, 2);
+    }
+
+    #[test]
+    fn a_connection_the_server_closed_is_not_written_to() {
+        let port = server(|mut s, _| {
+            read_request(&mut s).unwrap();
             s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
                 .unwrap();
-            i += 1;
-        }
-    });
-    let (e, rx, lanes) = warmed(port);
-    let mut req = get(2, "GET", RequestBody::None);
-    req.headers_timeout = Some(Duration::from_millis(100));
-    let t = std::time::Instant::now();
-    e.submit_now(1, &lanes, req);
-    assert_eq!(settle(&rx, &[2])[0].error, Some(Error::HeadersTimeout));
-    assert!(
-        t.elapsed() < Duration::from_millis(500),
-        "{:?}",
-        t.elapsed()
-    );
-    assert_eq!(lanes.writes(), 1);
-    // The connection went down with it; the next request gets a new one.
-    e.submit_now(1, &lanes, get(3, "GET", RequestBody::None));
-    assert_eq!(settle(&rx, &[3])[0].body, b"ok");
-}
-
-#[test]
-fn an_aborted_direct_request_reports_nothing_and_the_next_one_succeeds() {
-    let (e, rx, lanes) = warmed(numbering_server());
-    e.submit_now(1, &lanes, get(2, "GET", RequestBody::None));
-    e.abort(2);
-    assert_eq!(lanes.writes(), 1);
-    e.submit(1, get(3, "GET", RequestBody::None));
-    // Written before the abort: its connection went down with it.
-    assert_eq!(text(&settle(&rx, &[3])[0]), "1:0:0:0");
-    assert_silent(&rx, 2);
-}
-
-#[test]
-fn a_connection_the_server_closed_is_not_written_to() {
-    let port = server(|mut s, _| {
-        read_request(&mut s).unwrap();
-        s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
-            .unwrap();
-        // Closes without saying so.
-    });
-    let (e, rx, lanes) = warmed(port);
-    thread::sleep(Duration::from_millis(100));
-    e.submit_now(1, &lanes, get(2, "GET", RequestBody::None));
-    assert_eq!(settle(&rx, &[2])[0].body, b"ok");
-    assert_eq!(lanes.writes(), 0);
-}
-
-#[test]
-fn destroy_fails_a_direct_request_once() {
-    let port = server(|mut s, _| {
-        read_request(&mut s).unwrap();
-        s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
-            .unwrap();
-        while read_request(&mut s).is_some() {}
-    });
-    let (e, rx, lanes) = warmed(port);
-    e.submit_now(1, &lanes, get(2, "GET", RequestBody::None));
-    e.destroy(1, Error::Destroyed);
-    assert_eq!(settle(&rx, &[2])[0].error, Some(Error::Destroyed));
-    assert_eq!(lanes.writes(), 1);
-}
-
-/// Waits (at most `ms`) for `fd` to be readable.
-fn wait_readable(fd: i32, ms: i32) -> bool {
-    let mut p = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd.
-    unsafe { libc::poll(&mut p, 1, ms) == 1 }
-}
-
-#[test]
-fn a_response_read_ahead_by_the_caller_is_reported_once_and_its_connection_goes_on() {
-    let (e, rx, lanes) = warmed(numbering_server());
-    let alarm = e.alarm().expect("an alarm where there is epoll");
-    // Whether the caller's thread or the engine reports a response depends on which takes the
-    // mail first (when the engine has read the response, the alarm has nothing to report):
-    // run until the caller has read ahead a few.
-    let mut ahead = Vec::new();
-    for id in 2..500u64 {
-        let before = lanes.writes();
-        e.submit_now(1, &lanes, get(id, "GET", RequestBody::None));
-        let events = if lanes.writes() > before && wait_readable(alarm.fd(), 200) {
-            alarm.take()
-        } else {
-            Vec::new()
-        };
-        let out = if events.is_empty() {
-            settle(&rx, &[id])
-        } else {
-            ahead.push(id);
-            let (tx, mine) = channel();
-            events.into_iter().for_each(|ev| tx.send(ev).unwrap());
-            settle(&mine, &[id])
-        };
-        // Every request on the one connection, in turn, whoever reported it.
-        assert_eq!(text(&out[0]), format!("0:{}:0:0", id - 1));
-        assert_eq!(out[0].connects, 1);
-        if ahead.len() >= 10 {
-            break;
-        }
+            // Closes without saying so.
+        });
+        let (e, rx, lanes) = warmed(port);
+        thread::sleep(Duration::from_millis(100));
+        e.submit_now(1, &lanes, get(2, "GET", RequestBody::None));
+        assert_eq!(settle(&rx, &[2])[0].body, b"ok");
+        assert_eq!(lanes.writes(), 0);
     }
-    assert!(ahead.len() >= 10, "read ahead: {ahead:?}");
-    // The engine reported nothing of those.
-    thread::sleep(Duration::from_millis(100));
-    while let Ok(ev) = rx.try_recv() {
-        assert!(
-            !ev.request_id().is_some_and(|id| ahead.contains(&id)),
-            "{ev:?}"
-        );
+
+    #[test]
+    fn destroy_fails_a_direct_request_once() {
+        let port = server(|mut s, _| {
+            read_request(&mut s).unwrap();
+            s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                .unwrap();
+            while read_request(&mut s).is_some() {}
+        });
+        let (e, rx, lanes) = warmed(port);
+        e.submit_now(1, &lanes, get(2, "GET", RequestBody::None));
+        e.destroy(1, Error::Destroyed);
+        assert_eq!(settle(&rx, &[2])[0].error, Some(Error::Destroyed));
+        assert_eq!(lanes.writes(), 1);
+    }
+
+    /// Waits (at most `ms`) for `fd` to be readable.
+    fn wait_readable(fd: i32, ms: i32) -> bool {
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        unsafe { libc::poll(&mut p, 1, ms) == 1 }
+    }
+
+    #[test]
+    fn a_response_read_ahead_by_the_caller_is_reported_once_and_its_connection_goes_on() {
+        let (e, rx, lanes) = warmed(numbering_server());
+        let alarm = e.alarm().expect("an alarm where there is epoll");
+        // Whether the caller's thread or the engine reports a response depends on which takes the
+        // mail first (when the engine has read the response, the alarm has nothing to report):
+        // run until the caller has read ahead a few.
+        let mut ahead = Vec::new();
+        for id in 2..500u64 {
+            let before = lanes.writes();
+            e.submit_now(1, &lanes, get(id, "GET", RequestBody::None));
+            let events = if lanes.writes() > before && wait_readable(alarm.fd(), 200) {
+                alarm.take()
+            } else {
+                Vec::new()
+            };
+            let out = if events.is_empty() {
+                settle(&rx, &[id])
+            } else {
+                ahead.push(id);
+                let (tx, mine) = channel();
+                events.into_iter().for_each(|ev| tx.send(ev).unwrap());
+                settle(&mine, &[id])
+            };
+            // Every request on the one connection, in turn, whoever reported it.
+            assert_eq!(text(&out[0]), format!("0:{}:0:0", id - 1));
+            assert_eq!(out[0].connects, 1);
+            if ahead.len() >= 10 {
+                break;
+            }
+        }
+        assert!(ahead.len() >= 10, "read ahead: {ahead:?}");
+        // The engine reported nothing of those.
+        thread::sleep(Duration::from_millis(100));
+        while let Ok(ev) = rx.try_recv() {
+            assert!(
+                !ev.request_id().is_some_and(|id| ahead.contains(&id)),
+                "{ev:?}"
+            );
+        }
     }
 }
