@@ -485,14 +485,28 @@ export interface ChildResult {
   timedOut: boolean
 }
 
+export interface RunOptions {
+  cwd?: string
+  env?: NodeJS.ProcessEnv
+  /** Milliseconds before the child is killed (default 10 s). */
+  timeout?: number
+}
+
+export type Running = Promise<ChildResult> & { kill(): void; readonly exited: boolean; readonly stdout: string }
+
 /** Runs `node [args] -e code`, killing it after `timeout` ms; `.kill()` ends it early. */
 export function runNode(
   code: string,
-  options: { args?: string[]; cwd?: string; env?: NodeJS.ProcessEnv; timeout?: number; input?: 'eval' | 'module' } = {},
-): Promise<ChildResult> & { kill(): void; readonly exited: boolean; readonly stdout: string } {
-  const timeout = options.timeout ?? 10_000
+  options: RunOptions & { args?: string[]; input?: 'eval' | 'module' } = {},
+): Running {
   const evalFlag = options.input === 'module' ? ['--input-type=module', '-e'] : ['-e']
-  const child = spawn(process.execPath, [...(options.args ?? []), ...evalFlag, code], {
+  return run(process.execPath, [...(options.args ?? []), ...evalFlag, code], options)
+}
+
+/** Runs `command args` without blocking this thread, killing it after `timeout` ms. */
+export function run(command: string, args: string[], options: RunOptions = {}): Running {
+  const timeout = options.timeout ?? 10_000
+  const child = spawn(command, args, {
     cwd: options.cwd,
     env: options.env ?? process.env,
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -1,0 +1,282 @@
+// saetta as a new user gets it: the tarballs the project publishes (the main package and this
+// platform's prebuilt addon), installed from the tarballs alone into an empty project, with no
+// network, no npm cache and no Rust toolchain, then used from CommonJS, ESM and TypeScript to
+// make real requests.
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { spawnSync } from 'node:child_process'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { cleanup, httpServer, run, type ChildResult, type HttpServer } from './helpers'
+import { isUndici, repoRoot } from './target'
+import { PREBUILT, missingAddonMessage, platformTag } from '../ts/native/load'
+
+const mainPackage = JSON.parse(fs.readFileSync(path.join(repoRoot, 'package.json'), 'utf8'))
+const version: string = mainPackage.version
+const tag = platformTag()
+const platformPackage = `saetta-${tag}`
+
+/** npm's own CLI script: the one running this test (npm test) or the first on PATH. */
+function npmCli(): string {
+  const fromNpm = process.env.npm_execpath
+  if (fromNpm && /npm-cli\.js$/.test(fromNpm)) return fromNpm
+  const onPath = spawnSync('npm', ['root', '-g'], { encoding: 'utf8' }).stdout.trim()
+  return path.join(onPath, 'npm', 'bin', 'npm-cli.js')
+}
+
+/** A triple of package.json's napi.targets as napi-rs names its platform: `linux-x64-gnu`. */
+function platformOf(triple: string): string {
+  const [arch, , system, abi] = triple.split('-')
+  const name = { x86_64: 'x64', aarch64: 'arm64' }[arch] ?? arch
+  const platform = { windows: 'win32' }[system] ?? system
+  return [platform, name, abi].filter(Boolean).join('-')
+}
+
+function files(dir: string): string[] {
+  return (fs.readdirSync(dir, { recursive: true }) as string[])
+    .filter((f) => fs.statSync(path.join(dir, f)).isFile())
+    .map((f) => f.split(path.sep).join('/'))
+    .sort()
+}
+
+describe('the platform packages', () => {
+  const folders = fs.readdirSync(path.join(repoRoot, 'npm')).sort()
+
+  test('napi.targets, the npm/ folders and the loader name the same platforms', () => {
+    expect(mainPackage.napi.targets.map(platformOf).sort()).toEqual(folders)
+    expect([...PREBUILT].sort()).toEqual(folders)
+  })
+
+  test.each(folders)('npm/%s: named for its platform, at the main package version, holding only its addon', (dir) => {
+    const pkg = JSON.parse(fs.readFileSync(path.join(repoRoot, 'npm', dir, 'package.json'), 'utf8'))
+    const [system, cpu, abi] = dir.split('-')
+    expect(pkg).toMatchObject({
+      name: `saetta-${dir}`,
+      version,
+      os: [system],
+      cpu: [cpu],
+      main: `saetta.${dir}.node`,
+      files: [`saetta.${dir}.node`],
+      license: mainPackage.license,
+      engines: mainPackage.engines,
+    })
+    expect(pkg.libc).toEqual(abi === 'gnu' ? ['glibc'] : abi === 'musl' ? ['musl'] : undefined)
+  })
+
+  test('platform names as napi-rs gives them', () => {
+    expect(platformTag('darwin', 'arm64')).toBe('darwin-arm64')
+    expect(platformTag('win32', 'x64')).toBe('win32-x64-msvc')
+    expect(platformTag('linux', 'arm64')).toMatch(/^linux-arm64-(gnu|musl)$/)
+  })
+
+  test('the error for a platform without a prebuilt package says so and how to build', () => {
+    const m = missingAddonMessage('freebsd-x64', '/x/saetta.freebsd-x64.node', [])
+    expect(m).toContain('no native addon for freebsd-x64')
+    expect(m).toContain('saetta publishes none for freebsd-x64')
+    expect(m).toContain(PREBUILT.join(', '))
+    expect(m).toContain('/x/saetta.freebsd-x64.node')
+    expect(m).toContain('To build from source (needs a Rust toolchain)')
+  })
+})
+
+describe.skipIf(isUndici)('installed from its tarballs', () => {
+  let work: string
+  let app: string
+  let env: NodeJS.ProcessEnv
+  let server: HttpServer
+  let install: ChildResult
+
+  /** Runs `node <args>` in the app, as its user would. */
+  const node = (...args: string[]) => run(process.execPath, args, { cwd: app, env, timeout: 30_000 })
+
+  beforeAll(async () => {
+    work = fs.mkdtempSync(path.join(os.tmpdir(), 'saetta-package-'))
+    const script = async (name: string, ...args: string[]) => {
+      const r = await run(process.execPath, [path.join(repoRoot, 'scripts', name), ...args], { timeout: 60_000 })
+      if (r.code !== 0) throw new Error(`${name} failed:\n${r.stdout}${r.stderr}`)
+    }
+    await script('artifacts.mjs')
+    await script('pack.mjs', path.join(work, 'tarballs'))
+
+    // A user's machine: `node` and nothing else on PATH (no cargo, no compiler), a home with no
+    // npm configuration, an empty npm cache and --offline (nothing can come from a registry).
+    const bin = path.join(work, 'bin')
+    fs.mkdirSync(bin)
+    fs.symlinkSync(process.execPath, path.join(bin, 'node'))
+    fs.mkdirSync(path.join(work, 'home'))
+    env = { PATH: bin, HOME: path.join(work, 'home') }
+    app = path.join(work, 'app')
+    fs.mkdirSync(app)
+    fs.writeFileSync(path.join(app, 'package.json'), JSON.stringify({ name: 'app', version: '1.0.0', private: true }))
+    install = await run(
+      process.execPath,
+      [
+        npmCli(),
+        'install',
+        '--offline',
+        '--cache',
+        path.join(work, 'cache'),
+        '--no-audit',
+        '--no-fund',
+        path.join(work, 'tarballs', `saetta-${version}.tgz`),
+        path.join(work, 'tarballs', `${platformPackage}-${version}.tgz`),
+      ],
+      { cwd: app, env, timeout: 120_000 },
+    )
+    server = await httpServer((req, res) => {
+      res.setHeader('content-type', 'text/plain')
+      res.end(`${req.method} ${req.url} ${req.headers['x-from']}`)
+    })
+  }, 180_000)
+
+  afterAll(async () => {
+    await cleanup()
+    fs.rmSync(work, { recursive: true, force: true })
+  })
+
+  test('nothing needed building or fetching', () => {
+    expect(spawnSync('cargo', ['--version'], { env }).error).toMatchObject({ code: 'ENOENT' })
+    // No warning (an install script, an engine or platform mismatch); npm's own notices aside.
+    expect(install.stderr.split('\n').filter((l) => l && !l.startsWith('npm notice'))).toEqual([])
+    expect(install.code).toBe(0)
+    expect(fs.readdirSync(path.join(app, 'node_modules')).filter((f) => !f.startsWith('.')).sort()).toEqual(['saetta', platformPackage])
+  })
+
+  test('the main package: the build, its types, README and LICENSE; no tests, bench, sources or binaries', () => {
+    const installed = files(path.join(app, 'node_modules', 'saetta'))
+    expect(installed).toEqual(expect.arrayContaining([
+      'LICENSE',
+      'README.md',
+      'package.json',
+      'dist/index.js',
+      'dist/index.mjs',
+      'dist/index.d.ts',
+      'dist/native/addon.d.ts',
+    ]))
+    const stray = installed.filter(
+      (f) =>
+        !/^dist\/.+\.(js|mjs|d\.ts)$/.test(f) &&
+        !['LICENSE', 'README.md', 'package.json'].includes(f),
+    )
+    expect(stray).toEqual([])
+    expect(installed.filter((f) => /test|bench|\.rs$|Cargo|\.map$|\.node$/.test(f))).toEqual([])
+  })
+
+  test('the main package lists every platform package as an optional dependency at its own version', () => {
+    const pkg = JSON.parse(fs.readFileSync(path.join(app, 'node_modules', 'saetta', 'package.json'), 'utf8'))
+    expect(pkg.version).toBe(version)
+    expect(pkg.optionalDependencies).toEqual(Object.fromEntries(PREBUILT.map((p) => [`saetta-${p}`, version])))
+    expect(pkg.scripts).toBeUndefined() // nothing runs at install
+    expect(pkg.dependencies).toBeUndefined()
+  })
+
+  test('the platform package holds the addon and nothing else', () => {
+    expect(files(path.join(app, 'node_modules', platformPackage))).toEqual(
+      ['LICENSE', 'README.md', 'package.json', `saetta.${tag}.node`].sort(),
+    )
+  })
+
+  test("require('saetta') makes a request", async () => {
+    const r = await node(
+      '-e',
+      `const { Client, request } = require('saetta')
+      const client = new Client(${JSON.stringify(server.origin)})
+      client.request({ path: '/cjs', method: 'GET', headers: { 'x-from': 'client' } })
+        .then(async (res) => {
+          console.log(res.statusCode, await res.body.text())
+          const top = await request(${JSON.stringify(`${server.origin}/top?a=1`)}, { headers: { 'x-from': 'top' } })
+          console.log(top.statusCode, await top.body.text())
+          await client.close()
+        })`,
+    )
+    expect(r.stderr).toBe('')
+    expect(r.stdout).toBe('200 GET /cjs client\n200 GET /top?a=1 top\n')
+  })
+
+  test("import { Client } from 'saetta' makes a request", async () => {
+    fs.writeFileSync(
+      path.join(app, 'esm.mjs'),
+      `import saetta, { Client, errors } from 'saetta'
+      if (saetta.Client !== Client || typeof errors.SocketError !== 'function') throw new Error('exports differ')
+      const client = new Client(process.argv[2])
+      const res = await client.request({ path: '/esm', method: 'POST', headers: { 'x-from': 'esm' } })
+      console.log(res.statusCode, await res.body.text())
+      await client.close()
+      `,
+    )
+    const r = await node('esm.mjs', server.origin)
+    expect(r.stderr).toBe('')
+    expect(r.stdout).toBe('200 POST /esm esm\n')
+  })
+
+  describe('TypeScript against the installed types', () => {
+    // @types/node is the user's own; here, the repository's.
+    const tsc = (...names: string[]) =>
+      run(
+        process.execPath,
+        [
+          path.join(repoRoot, 'node_modules', 'typescript', 'bin', 'tsc'),
+          '--strict',
+          '--module', 'nodenext',
+          '--target', 'es2022',
+          '--typeRoots', path.join(repoRoot, 'node_modules', '@types'),
+          '--types', 'node',
+          '--outDir', 'out',
+          ...names,
+        ],
+        { cwd: app, env, timeout: 60_000 },
+      )
+
+    test('code typed against saetta compiles (CommonJS and ESM output) and makes requests', async () => {
+      const source = (from: string) => `import { Client, Pool, errors, type Dispatcher } from 'saetta'
+        async function main(origin: string): Promise<void> {
+          const client: Dispatcher = new Client(origin, { pipelining: 2 })
+          const { statusCode, headers, body } = await client.request({ path: '/${from}', method: 'GET', headers: { 'x-from': '${from}' } })
+          const type: string | string[] | undefined = headers['content-type']
+          console.log(statusCode, type, await body.text())
+          await client.close()
+          const pool = new Pool(origin)
+          const failed = await pool.request({ path: '/', method: 'GET', bodyTimeout: -1 }).catch((e: unknown) => e)
+          console.log(failed instanceof errors.InvalidArgumentError)
+          await pool.close()
+        }
+        main(process.argv[2]).catch((e) => { console.error(e); process.exit(1) })
+        `
+      fs.writeFileSync(path.join(app, 'app.ts'), source('ts-cjs'))
+      fs.writeFileSync(path.join(app, 'app.mts'), source('ts-esm'))
+      const c = await tsc('app.ts', 'app.mts')
+      expect(c.stdout + c.stderr).toBe('')
+      expect(c.code).toBe(0)
+      for (const [file, from] of [['out/app.js', 'ts-cjs'], ['out/app.mjs', 'ts-esm']]) {
+        const r = await node(file, server.origin)
+        expect(r.stderr).toBe('')
+        expect(r.stdout).toBe(`200 text/plain GET /${from} ${from}\ntrue\n`)
+      }
+    })
+
+    test('the types are real: a misuse does not compile', async () => {
+      fs.writeFileSync(
+        path.join(app, 'bad.ts'),
+        `import { Client } from 'saetta'\nnew Client('http://localhost:1').request({ path: 1, method: 'GET' })\n`,
+      )
+      const c = await tsc('bad.ts')
+      expect(c.code).not.toBe(0)
+      expect(c.stdout).toMatch(/bad\.ts\(2,\d+\): error TS2322: Type 'number' is not assignable to type 'string'/)
+    })
+  })
+
+  test('without its platform package, saetta says which platform and package, and how to build', async () => {
+    const dir = path.join(app, 'node_modules', platformPackage)
+    fs.renameSync(dir, `${dir}.away`)
+    try {
+      for (const args of [['-e', "require('saetta')"], ['--input-type=module', '-e', "import 'saetta'"]]) {
+        const r = await node(...args)
+        expect(r.code).not.toBe(0)
+        expect(r.stderr).toContain(`saetta: no native addon for ${tag}. Expected the package ${platformPackage}`)
+        expect(r.stderr).toContain('To build from source (needs a Rust toolchain)')
+      }
+    } finally {
+      fs.renameSync(`${dir}.away`, dir)
+    }
+  })
+})

@@ -1,0 +1,22 @@
+// Builds dist/ afresh: tsc, then what tsc does not write: the ESM entry (dist/index.mjs,
+// re-exporting the CommonJS build by name) and the addon's generated declarations, which tsc
+// reads but does not emit.
+import { spawnSync } from 'node:child_process'
+import { createRequire } from 'node:module'
+import { copyFileSync, rmSync, writeFileSync } from 'node:fs'
+
+const require = createRequire(import.meta.url)
+const dist = new URL('../dist/', import.meta.url)
+rmSync(dist, { recursive: true, force: true })
+const tsc = spawnSync(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', 'tsconfig.json'], {
+  cwd: new URL('..', import.meta.url),
+  stdio: 'inherit',
+})
+if (tsc.status !== 0) process.exit(tsc.status ?? 1)
+
+const names = Object.keys(require('../dist/index.js')).filter((n) => n !== 'default')
+writeFileSync(
+  new URL('index.mjs', dist),
+  `import cjs from './index.js'\nexport const { ${names.join(', ')} } = cjs\nexport default cjs\n`,
+)
+copyFileSync(new URL('../ts/native/addon.d.ts', import.meta.url), new URL('native/addon.d.ts', dist))

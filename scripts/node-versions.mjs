@@ -1,0 +1,67 @@
+// npm run test:node-versions [-- <vitest args>]: the vitest suites on each supported Node.js
+// major other than the one running this script (`npm run test:js` covers that one), with the
+// same build: the addon is Node-API, so one binary serves them all.
+//
+// Node's binaries come from their npm packages (node-<platform>-<arch>@<version>), fetched once
+// into a cache outside the clone: $SAETTA_NODE_CACHE, else $XDG_CACHE_HOME/saetta/node, else
+// ~/.cache/saetta/node.
+import { spawnSync } from 'node:child_process'
+import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync } from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { root } from './platforms.mjs'
+
+/** The Node.js releases saetta is tested on, one per supported major. */
+const VERSIONS = ['20.20.2', '22.23.3', '24.21.0']
+
+const cache =
+  process.env.SAETTA_NODE_CACHE ??
+  path.join(process.env.XDG_CACHE_HOME ?? path.join(os.homedir(), '.cache'), 'saetta', 'node')
+
+function npm(args, options) {
+  const cli = process.env.npm_execpath
+  return cli && /npm-cli\.js$/.test(cli)
+    ? spawnSync(process.execPath, [cli, ...args], options)
+    : spawnSync('npm', args, { ...options, shell: process.platform === 'win32' })
+}
+
+/** The path of Node `version`'s binary, fetched into the cache unless it is there. */
+function nodeBinary(version) {
+  const dir = path.join(cache, version)
+  const bin = path.join(dir, 'bin', process.platform === 'win32' ? 'node.exe' : 'node')
+  if (existsSync(bin)) return bin
+  const spec = `node-${process.platform}-${process.arch}@${version}`
+  console.log(`fetching ${spec} into ${dir}`)
+  mkdirSync(cache, { recursive: true })
+  const tmp = mkdtempSync(path.join(cache, `.${version}-`))
+  try {
+    const packed = npm(['pack', spec, '--pack-destination', tmp, '--json'], { encoding: 'utf8' })
+    if (packed.status !== 0) throw new Error(`npm pack ${spec} failed:\n${packed.stderr}`)
+    const [{ filename }] = JSON.parse(packed.stdout)
+    const untar = spawnSync('tar', ['-xzf', path.join(tmp, filename), '-C', tmp, 'package/bin'], { stdio: 'inherit' })
+    if (untar.status !== 0) throw new Error(`could not unpack ${filename}`)
+    rmSync(dir, { recursive: true, force: true })
+    renameSync(path.join(tmp, 'package'), dir) // whole or not at all: a later run trusts it
+  } finally {
+    rmSync(tmp, { recursive: true, force: true })
+  }
+  return bin
+}
+
+const current = process.versions.node.split('.')[0]
+const failed = []
+for (const version of VERSIONS.filter((v) => v.split('.')[0] !== current)) {
+  const node = nodeBinary(version)
+  console.log(`\n== vitest on Node.js ${version}\n`)
+  const r = spawnSync(node, [path.join(root, 'node_modules', 'vitest', 'vitest.mjs'), 'run', ...process.argv.slice(2)], {
+    cwd: root,
+    stdio: 'inherit',
+    // Child processes the tests start by name run on the same Node.
+    env: { ...process.env, PATH: `${path.dirname(node)}${path.delimiter}${process.env.PATH}` },
+  })
+  if (r.status !== 0) failed.push(version)
+}
+if (failed.length > 0) {
+  console.error(`\nvitest failed on Node.js ${failed.join(', ')}`)
+  process.exit(1)
+}
