@@ -237,6 +237,8 @@ const RESET: u32 = 4;
 const STREAM: u32 = 8;
 const HOLD: u32 = 32;
 const CONNECTED: u32 = 64;
+/// A non-empty body makes it the last request on its connection (`Request::body_closes`).
+const BODY_CLOSES: u32 = 16;
 /// Nothing else is in flight: write it now if a connection is idle (`Engine::submit_now`).
 const LONE: u32 = 128;
 
@@ -282,7 +284,11 @@ impl NativeOrigin {
             connect_timeout: ms(o.connect_timeout),
             keep_alive_timeout: ms(o.keep_alive_timeout),
             keep_alive_max_timeout: ms(o.keep_alive_max_timeout),
-            keep_alive_timeout_threshold: ms(o.keep_alive_timeout_threshold),
+            keep_alive_timeout_threshold_ms: if o.keep_alive_timeout_threshold.is_finite() {
+                o.keep_alive_timeout_threshold as i64
+            } else {
+                0
+            },
             max_header_size: o.max_header_size as usize,
             max_response_size: positive(o.max_response_size),
             max_requests_per_connection: positive(o.max_requests_per_client).filter(|n| *n > 0),
@@ -391,6 +397,8 @@ pub fn submit(
     req.blocking = flags & BLOCKING != 0;
     req.hold = flags & HOLD != 0;
     req.connected = flags & CONNECTED != 0;
+    req.strict_content_length = o.strict_content_length;
+    req.body_closes = flags & BODY_CLOSES != 0;
     req.upgrade |= upgrade.is_some();
     req.headers_timeout = (headers_timeout > 0.0).then(|| ms(headers_timeout));
     req.body_timeout = (body_timeout > 0.0).then(|| ms(body_timeout));

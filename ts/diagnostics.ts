@@ -64,3 +64,69 @@ export interface ConnectParams {
 export function connectParams(url: URL, servername: string | null, localAddress: string | null): ConnectParams {
   return { host: url.host, hostname: url.hostname, protocol: url.protocol, port: url.port, servername, localAddress, version: 'h1' }
 }
+
+// The messages of the channels, under the names undici's types give them
+// (`DiagnosticsChannel.RequestCreateMessage` ...).
+// eslint-disable-next-line @typescript-eslint/no-namespace
+export declare namespace DiagnosticsChannel {
+  /** The `request` of every request channel: one object per request. */
+  export type Request = RequestInfo
+  export interface Response {
+    statusCode: number
+    statusText: string
+    headers: Buffer[]
+  }
+  export type { ConnectParams }
+  /**
+   * undici passes its connector function and the JS socket; saetta's connections are made and
+   * owned by its core, so these are undefined.
+   */
+  export type Connector = undefined
+  export type Socket = undefined
+  export interface RequestCreateMessage {
+    request: Request
+  }
+  export interface RequestBodySentMessage {
+    request: Request
+  }
+  export interface RequestBodyChunkSentMessage {
+    request: Request
+    chunk: Uint8Array | string
+  }
+  export interface RequestBodyChunkReceivedMessage {
+    request: Request
+    chunk: Buffer
+  }
+  export interface RequestHeadersMessage {
+    request: Request
+    response: Response
+  }
+  export interface RequestTrailersMessage {
+    request: Request
+    trailers: Buffer[]
+  }
+  export interface RequestErrorMessage {
+    request: Request
+    error: Error
+  }
+  export interface ClientSendHeadersMessage {
+    request: Request
+    headers: string
+    socket: Socket
+  }
+  export interface ClientBeforeConnectMessage {
+    connectParams: ConnectParams
+    connector: Connector
+  }
+  export interface ClientConnectedMessage {
+    socket: Socket
+    connectParams: ConnectParams
+    connector: Connector
+  }
+  export interface ClientConnectErrorMessage {
+    error: Error
+    socket: Socket
+    connectParams: ConnectParams
+    connector: Connector
+  }
+}

@@ -1,7 +1,29 @@
-// Error classes: the names and shapes of undici's, with `SAETTA_ERR_*` codes.
+// Error classes: undici's names, fields, default messages and `instanceof` behaviour, with
+// `SAETTA_ERR_*` codes where undici's are `UND_ERR_*`.
+//
+// Fields are set after `super()` in undici's order, so that an error's own properties, what
+// `Object.keys`, JSON and `util.inspect` show, are undici's: a default message is an own
+// enumerable property, a given one is Error's own non-enumerable one. Fields are `declare`d so
+// that class field semantics do not define them ahead of the constructor.
+
+export type IncomingHttpHeaders = Record<string, string | string[] | undefined>
+
+/**
+ * Makes `instanceof cls` true for any object carrying cls's brand: errors made by another copy of
+ * saetta (two installs; the sources and the build) pass it, as undici's do across its copies.
+ */
+function brand(cls: abstract new (...args: never[]) => object): void {
+  const key = Symbol.for(`saetta.error.${cls.name}`)
+  Object.defineProperty(cls.prototype, key, { get: () => true, configurable: true })
+  Object.defineProperty(cls, Symbol.hasInstance, {
+    value: (instance: unknown) => instance != null && (instance as Record<symbol, unknown>)[key] === true,
+    writable: true,
+    configurable: true,
+  })
+}
 
 export class UndiciError extends Error {
-  code: string
+  declare code: string
   constructor(message?: string, options?: ErrorOptions) {
     super(message, options)
     this.name = 'UndiciError'
@@ -9,67 +31,141 @@ export class UndiciError extends Error {
   }
 }
 
-/** Declares a subclass of UndiciError with a fixed name, code and default message. */
-function define(name: string, code: string, defaultMessage: string) {
-  return class extends UndiciError {
-    constructor(message?: string, options?: ErrorOptions) {
-      super(message || defaultMessage, options)
-      this.name = name
-      this.code = code
-    }
+/** The fields every subclass sets, in undici's order. */
+function init(err: UndiciError, name: string, message: string | undefined, fallback: string, code: string): void {
+  err.name = name
+  err.message = message || fallback
+  err.code = code
+}
+
+// The subclasses take no `options` (as undici's, whose types let a caller pass them): the rest
+// parameter accepts and ignores them, and leaves the constructors' `length` at undici's.
+
+export class ConnectTimeoutError extends UndiciError {
+  declare name: 'ConnectTimeoutError'
+  declare code: 'SAETTA_ERR_CONNECT_TIMEOUT'
+  constructor(message?: string, ..._ignored: [options?: ErrorOptions]) {
+    super(message)
+    init(this, 'ConnectTimeoutError', message, 'Connect Timeout Error', 'SAETTA_ERR_CONNECT_TIMEOUT')
   }
 }
 
-export class ConnectTimeoutError extends define('ConnectTimeoutError', 'SAETTA_ERR_CONNECT_TIMEOUT', 'Connect Timeout Error') {}
-export class HeadersTimeoutError extends define('HeadersTimeoutError', 'SAETTA_ERR_HEADERS_TIMEOUT', 'Headers Timeout Error') {}
-export class HeadersOverflowError extends define('HeadersOverflowError', 'SAETTA_ERR_HEADERS_OVERFLOW', 'Headers Overflow Error') {}
-export class BodyTimeoutError extends define('BodyTimeoutError', 'SAETTA_ERR_BODY_TIMEOUT', 'Body Timeout Error') {}
-export class InvalidArgumentError extends define('InvalidArgumentError', 'SAETTA_ERR_INVALID_ARG', 'Invalid Argument Error') {}
-export class InvalidReturnValueError extends define('InvalidReturnValueError', 'SAETTA_ERR_INVALID_RETURN_VALUE', 'Invalid Return Value Error') {}
-export class ClientDestroyedError extends define('ClientDestroyedError', 'SAETTA_ERR_DESTROYED', 'The client is destroyed') {}
-export class ClientClosedError extends define('ClientClosedError', 'SAETTA_ERR_CLOSED', 'The client is closed') {}
-export class InformationalError extends define('InformationalError', 'SAETTA_ERR_INFO', 'Request information') {}
-export class NotSupportedError extends define('NotSupportedError', 'SAETTA_ERR_NOT_SUPPORTED', 'Not supported error') {}
-export class RequestContentLengthMismatchError extends define(
-  'RequestContentLengthMismatchError',
-  'SAETTA_ERR_REQ_CONTENT_LENGTH_MISMATCH',
-  'Request body length does not match content-length header',
-) {}
-export class ResponseContentLengthMismatchError extends define(
-  'ResponseContentLengthMismatchError',
-  'SAETTA_ERR_RES_CONTENT_LENGTH_MISMATCH',
-  'Response body length does not match content-length header',
-) {}
-export class ResponseExceededMaxSizeError extends define(
-  'ResponseExceededMaxSizeError',
-  'SAETTA_ERR_RES_EXCEEDED_MAX_SIZE',
-  'Response content exceeded max size',
-) {}
-export class BalancedPoolMissingUpstreamError extends define(
-  'MissingUpstreamError',
-  'SAETTA_ERR_BPL_MISSING_UPSTREAM',
-  'No upstream has been added to the BalancedPool',
-) {}
+export class HeadersTimeoutError extends UndiciError {
+  declare name: 'HeadersTimeoutError'
+  declare code: 'SAETTA_ERR_HEADERS_TIMEOUT'
+  constructor(message?: string, ..._ignored: [options?: ErrorOptions]) {
+    super(message)
+    init(this, 'HeadersTimeoutError', message, 'Headers Timeout Error', 'SAETTA_ERR_HEADERS_TIMEOUT')
+  }
+}
 
-export class MaxOriginsReachedError extends define(
-  'MaxOriginsReachedError',
-  'SAETTA_ERR_MAX_ORIGINS_REACHED',
-  'Maximum allowed origins reached',
-) {}
+export class HeadersOverflowError extends UndiciError {
+  declare name: 'HeadersOverflowError'
+  declare code: 'SAETTA_ERR_HEADERS_OVERFLOW'
+  constructor(message?: string, ..._ignored: [options?: ErrorOptions]) {
+    super(message)
+    init(this, 'HeadersOverflowError', message, 'Headers Overflow Error', 'SAETTA_ERR_HEADERS_OVERFLOW')
+  }
+}
+
+export class BodyTimeoutError extends UndiciError {
+  declare name: 'BodyTimeoutError'
+  declare code: 'SAETTA_ERR_BODY_TIMEOUT'
+  constructor(message?: string, ..._ignored: [options?: ErrorOptions]) {
+    super(message)
+    init(this, 'BodyTimeoutError', message, 'Body Timeout Error', 'SAETTA_ERR_BODY_TIMEOUT')
+  }
+}
+
+export class InvalidArgumentError extends UndiciError {
+  declare name: 'InvalidArgumentError'
+  declare code: 'SAETTA_ERR_INVALID_ARG'
+  constructor(message?: string, ..._ignored: [options?: ErrorOptions]) {
+    super(message)
+    init(this, 'InvalidArgumentError', message, 'Invalid Argument Error', 'SAETTA_ERR_INVALID_ARG')
+  }
+}
+
+export class InvalidReturnValueError extends UndiciError {
+  declare name: 'InvalidReturnValueError'
+  declare code: 'SAETTA_ERR_INVALID_RETURN_VALUE'
+  constructor(message?: string, ..._ignored: [options?: ErrorOptions]) {
+    super(message)
+    init(this, 'InvalidReturnValueError', message, 'Invalid Return Value Error', 'SAETTA_ERR_INVALID_RETURN_VALUE')
+  }
+}
 
 export class AbortError extends UndiciError {
-  constructor(message?: string, options?: ErrorOptions) {
-    super(message || 'The operation was aborted', options)
-    this.name = 'AbortError'
-    this.code = 'SAETTA_ERR_ABORT'
+  declare name: 'AbortError'
+  declare code: 'SAETTA_ERR_ABORT' | 'SAETTA_ERR_ABORTED'
+  constructor(message?: string, ..._ignored: [options?: ErrorOptions]) {
+    super(message)
+    init(this, 'AbortError', message, 'The operation was aborted', 'SAETTA_ERR_ABORT')
   }
 }
 
 export class RequestAbortedError extends AbortError {
-  constructor(message?: string, options?: ErrorOptions) {
-    super(message || 'Request aborted', options)
-    this.name = 'AbortError'
-    this.code = 'SAETTA_ERR_ABORTED'
+  declare code: 'SAETTA_ERR_ABORTED'
+  constructor(message?: string, ..._ignored: [options?: ErrorOptions]) {
+    super(message)
+    init(this, 'AbortError', message, 'Request aborted', 'SAETTA_ERR_ABORTED')
+  }
+}
+
+export class InformationalError extends UndiciError {
+  declare name: 'InformationalError'
+  declare code: 'SAETTA_ERR_INFO'
+  constructor(message?: string, ..._ignored: [options?: ErrorOptions]) {
+    super(message)
+    init(this, 'InformationalError', message, 'Request information', 'SAETTA_ERR_INFO')
+  }
+}
+
+export class RequestContentLengthMismatchError extends UndiciError {
+  declare name: 'RequestContentLengthMismatchError'
+  declare code: 'SAETTA_ERR_REQ_CONTENT_LENGTH_MISMATCH'
+  constructor(message?: string, ..._ignored: [options?: ErrorOptions]) {
+    super(message)
+    init(
+      this,
+      'RequestContentLengthMismatchError',
+      message,
+      'Request body length does not match content-length header',
+      'SAETTA_ERR_REQ_CONTENT_LENGTH_MISMATCH',
+    )
+  }
+}
+
+export class ResponseContentLengthMismatchError extends UndiciError {
+  declare name: 'ResponseContentLengthMismatchError'
+  declare code: 'SAETTA_ERR_RES_CONTENT_LENGTH_MISMATCH'
+  constructor(message?: string, ..._ignored: [options?: ErrorOptions]) {
+    super(message)
+    init(
+      this,
+      'ResponseContentLengthMismatchError',
+      message,
+      'Response body length does not match content-length header',
+      'SAETTA_ERR_RES_CONTENT_LENGTH_MISMATCH',
+    )
+  }
+}
+
+export class ClientDestroyedError extends UndiciError {
+  declare name: 'ClientDestroyedError'
+  declare code: 'SAETTA_ERR_DESTROYED'
+  constructor(message?: string, ..._ignored: [options?: ErrorOptions]) {
+    super(message)
+    init(this, 'ClientDestroyedError', message, 'The client is destroyed', 'SAETTA_ERR_DESTROYED')
+  }
+}
+
+export class ClientClosedError extends UndiciError {
+  declare name: 'ClientClosedError'
+  declare code: 'SAETTA_ERR_CLOSED'
+  constructor(message?: string, ..._ignored: [options?: ErrorOptions]) {
+    super(message)
+    init(this, 'ClientClosedError', message, 'The client is closed', 'SAETTA_ERR_CLOSED')
   }
 }
 
@@ -86,113 +182,170 @@ export interface SocketInfo {
 }
 
 export class SocketError extends UndiciError {
-  socket: SocketInfo | null
-  constructor(message?: string, socket?: SocketInfo | null, options?: ErrorOptions) {
-    super(message || 'Socket error', options)
-    this.name = 'SocketError'
-    this.code = 'SAETTA_ERR_SOCKET'
-    this.socket = socket ?? null
+  declare name: 'SocketError'
+  declare code: 'SAETTA_ERR_SOCKET'
+  /** The socket's addresses and counters (undefined when none was given). */
+  declare socket: SocketInfo | null
+  constructor(message?: string, socket?: SocketInfo | null) {
+    super(message)
+    init(this, 'SocketError', message, 'Socket error', 'SAETTA_ERR_SOCKET')
+    this.socket = socket as SocketInfo | null
+  }
+}
+
+export class NotSupportedError extends UndiciError {
+  declare name: 'NotSupportedError'
+  declare code: 'SAETTA_ERR_NOT_SUPPORTED'
+  constructor(message?: string, ..._ignored: [options?: ErrorOptions]) {
+    super(message)
+    init(this, 'NotSupportedError', message, 'Not supported error', 'SAETTA_ERR_NOT_SUPPORTED')
+  }
+}
+
+export class BalancedPoolMissingUpstreamError extends UndiciError {
+  declare name: 'MissingUpstreamError'
+  declare code: 'SAETTA_ERR_BPL_MISSING_UPSTREAM'
+  constructor(message?: string, ..._ignored: [options?: ErrorOptions]) {
+    super(message)
+    init(this, 'MissingUpstreamError', message, 'No upstream has been added to the BalancedPool', 'SAETTA_ERR_BPL_MISSING_UPSTREAM')
   }
 }
 
 /**
- * The server sent bytes that are not valid HTTP/1.1. `code` is `SAETTA_ERR_HPE_<reason>`, the
- * reason named as llhttp names it (`INVALID_CONSTANT`, `INVALID_CHUNK_SIZE`, ...).
+ * The server sent bytes that are not valid HTTP/1.1. Not an UndiciError at run time (undici's
+ * types say it is; it has the same fields). `code` is `HPE_<code>` when a code is given; the
+ * errors a response raises carry none, as undici's (its lookup of the reason misses), so there it
+ * is undefined, though typed as undici types it.
  */
 export class HTTPParserError extends Error {
-  code: string
-  data: string | undefined
+  declare name: 'HTTPParserError'
+  declare code: string
+  declare data: string | undefined
   constructor(message?: string, code?: string, data?: Buffer | string) {
     super(message)
     this.name = 'HTTPParserError'
-    this.code = code ? `SAETTA_ERR_HPE_${code}` : 'SAETTA_ERR_HPE'
+    this.code = (code ? `HPE_${code}` : undefined) as string
     this.data = data ? data.toString() : undefined
   }
 }
 
-export type IncomingHttpHeaders = Record<string, string | string[] | undefined>
-
-export class ResponseError extends UndiciError {
-  statusCode: number
-  body: unknown
-  data: unknown
-  headers: IncomingHttpHeaders | string[] | null
-  constructor(
-    message: string,
-    code: number,
-    { headers, body }: { headers?: IncomingHttpHeaders | string[] | null; body?: unknown } = {},
-  ) {
-    super(message || 'Response error')
-    this.name = 'ResponseError'
-    this.code = 'SAETTA_ERR_RESPONSE'
-    this.statusCode = code
-    this.body = body
-    this.data = body
-    this.headers = headers ?? null
-  }
-}
-
-export class ResponseStatusCodeError extends UndiciError {
-  status: number
-  statusCode: number
-  body: unknown
-  headers: IncomingHttpHeaders | string[] | null
-  constructor(message?: string, statusCode?: number, headers?: IncomingHttpHeaders | string[] | null, body?: unknown) {
-    super(message || 'Response Status Code Error')
-    this.name = 'ResponseStatusCodeError'
-    this.code = 'SAETTA_ERR_RESPONSE_STATUS_CODE'
-    this.status = this.statusCode = statusCode ?? 0
-    this.body = body
-    this.headers = headers ?? null
+export class ResponseExceededMaxSizeError extends UndiciError {
+  declare name: 'ResponseExceededMaxSizeError'
+  declare code: 'SAETTA_ERR_RES_EXCEEDED_MAX_SIZE'
+  constructor(message?: string, ..._ignored: [options?: ErrorOptions]) {
+    super(message)
+    init(this, 'ResponseExceededMaxSizeError', message, 'Response content exceeded max size', 'SAETTA_ERR_RES_EXCEEDED_MAX_SIZE')
   }
 }
 
 export class RequestRetryError extends UndiciError {
-  statusCode: number
-  data: { count: number }
-  headers: IncomingHttpHeaders | null
-  constructor(message: string, code: number, { headers, data }: { headers?: IncomingHttpHeaders | null; data?: { count: number } } = {}) {
+  declare name: 'RequestRetryError'
+  declare code: 'SAETTA_ERR_REQ_RETRY'
+  declare statusCode: number
+  declare data: { count: number }
+  declare headers: Record<string, string | string[]>
+  /** The third argument is required, as undici's run time reads it (its types declare `headers?, body?`). */
+  constructor(
+    message: string,
+    statusCode: number,
+    { headers, data }: { headers?: IncomingHttpHeaders | null; data?: { count: number } },
+  ) {
     super(message)
-    this.name = 'RequestRetryError'
-    this.code = 'SAETTA_ERR_REQ_RETRY'
-    this.statusCode = code
-    this.data = data ?? { count: 0 }
-    this.headers = headers ?? null
+    init(this, 'RequestRetryError', message, 'Request retry error', 'SAETTA_ERR_REQ_RETRY')
+    this.statusCode = statusCode
+    this.data = data as { count: number }
+    this.headers = headers as Record<string, string | string[]>
   }
 }
 
-/** An error from the native engine, as the JS class it maps onto. */
-/** The engine's socket info: `[localAddress, localPort, remoteAddress, remotePort, remoteFamily, bytesWritten, bytesRead]`. */
-export type NativeSocketInfo = [string?, number?, string?, number?, string?, number?, number?]
+/** A response body as the response-error interceptor decodes it: JSON, text, or empty (typed as undici types it). */
+export type ResponseErrorBody = null | Record<string, unknown> | string
 
-function socketInfo(info: NativeSocketInfo | undefined): SocketInfo | null {
-  if (info === undefined) return null
-  const [localAddress, localPort, remoteAddress, remotePort, remoteFamily, bytesWritten, bytesRead] = info
-  return { localAddress, localPort, remoteAddress, remotePort, remoteFamily, timeout: undefined, bytesWritten, bytesRead }
+export class ResponseError extends UndiciError {
+  declare name: 'ResponseError'
+  declare code: 'SAETTA_ERR_RESPONSE'
+  declare statusCode: number
+  declare body: ResponseErrorBody
+  /** The decoded body again, under the spec's name (undici 7 names it `body` only). */
+  declare data: ResponseErrorBody
+  declare headers: IncomingHttpHeaders | string[] | null
+  constructor(
+    message: string,
+    statusCode: number,
+    { headers, body }: { headers?: IncomingHttpHeaders | string[] | null; body?: unknown },
+  ) {
+    super(message)
+    init(this, 'ResponseError', message, 'Response error', 'SAETTA_ERR_RESPONSE')
+    this.statusCode = statusCode
+    this.body = body as ResponseErrorBody
+    this.headers = headers as IncomingHttpHeaders | string[] | null
+    this.data = body as ResponseErrorBody
+  }
 }
 
-export function fromNative(kind: string, message: string, code: string | undefined, info?: NativeSocketInfo): Error {
-  switch (kind) {
-    case 'InvalidArgument': return new InvalidArgumentError(message)
-    case 'NotSupported': return new NotSupportedError(message)
-    case 'ConnectTimeout': return new ConnectTimeoutError(message)
-    case 'HeadersTimeout': return new HeadersTimeoutError()
-    case 'BodyTimeout': return new BodyTimeoutError()
-    case 'HeadersOverflow': return new HeadersOverflowError()
-    case 'Parser': return new HTTPParserError(message, code)
-    case 'ResponseContentLengthMismatch': return new ResponseContentLengthMismatchError()
-    case 'RequestContentLengthMismatch': return new RequestContentLengthMismatchError()
-    case 'ResponseExceededMaxSize': return new ResponseExceededMaxSizeError()
-    case 'Aborted': return new RequestAbortedError()
-    case 'Destroyed': return new ClientDestroyedError()
-    case 'Closed': return new ClientClosedError()
-    case 'Info': return new InformationalError(message)
-    case 'Socket':
-      if (code) {
-        // A system error, as Node reports it (`connect ECONNREFUSED 127.0.0.1:80`).
-        return Object.assign(new Error(message), { code, errno: code })
-      }
-      return new SocketError(message, socketInfo(info))
-    default: return new UndiciError(message)
+export class SecureProxyConnectionError extends UndiciError {
+  declare name: 'SecureProxyConnectionError'
+  declare code: 'SAETTA_ERR_PRX_TLS'
+  constructor(cause?: Error, message?: string, options: Record<string, unknown> = {}) {
+    super(message, { cause, ...options })
+    init(this, 'SecureProxyConnectionError', message, 'Secure Proxy Connection failed', 'SAETTA_ERR_PRX_TLS')
+    this.cause = cause
   }
+}
+
+export class MaxOriginsReachedError extends UndiciError {
+  declare name: 'MaxOriginsReachedError'
+  declare code: 'SAETTA_ERR_MAX_ORIGINS_REACHED'
+  constructor(message?: string, ..._ignored: [options?: ErrorOptions]) {
+    super(message)
+    init(this, 'MaxOriginsReachedError', message, 'Maximum allowed origins reached', 'SAETTA_ERR_MAX_ORIGINS_REACHED')
+  }
+}
+
+/** Not branded, as undici's: `instanceof` it asks UndiciError's question (any UndiciError passes). */
+export class Socks5ProxyError extends UndiciError {
+  declare name: 'Socks5ProxyError'
+  constructor(message?: string, code?: string) {
+    super(message)
+    init(this, 'Socks5ProxyError', message, 'SOCKS5 proxy error', code || 'SAETTA_ERR_SOCKS5')
+  }
+}
+
+export class MessageSizeExceededError extends UndiciError {
+  declare name: 'MessageSizeExceededError'
+  declare code: 'SAETTA_ERR_WS_MESSAGE_SIZE_EXCEEDED'
+  constructor(message?: string, ..._ignored: [options?: ErrorOptions]) {
+    super(message)
+    init(this, 'MessageSizeExceededError', message, 'Max decompressed message size exceeded', 'SAETTA_ERR_WS_MESSAGE_SIZE_EXCEEDED')
+  }
+}
+
+// Socks5ProxyError has no brand of its own, as undici's.
+for (const cls of [
+  UndiciError,
+  ConnectTimeoutError,
+  HeadersTimeoutError,
+  HeadersOverflowError,
+  BodyTimeoutError,
+  InvalidArgumentError,
+  InvalidReturnValueError,
+  AbortError,
+  RequestAbortedError,
+  InformationalError,
+  RequestContentLengthMismatchError,
+  ResponseContentLengthMismatchError,
+  ClientDestroyedError,
+  ClientClosedError,
+  SocketError,
+  NotSupportedError,
+  BalancedPoolMissingUpstreamError,
+  HTTPParserError,
+  ResponseExceededMaxSizeError,
+  RequestRetryError,
+  ResponseError,
+  SecureProxyConnectionError,
+  MaxOriginsReachedError,
+  MessageSizeExceededError,
+]) {
+  brand(cls)
 }

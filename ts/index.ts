@@ -10,6 +10,14 @@ import { redirect, retry, dump, responseError } from './interceptors'
 
 export { Dispatcher, Client, Pool, BalancedPool, Agent, errors }
 export const interceptors = { redirect, retry, dump, responseError }
+// Their option types, under the names undici gives them (`interceptors.RetryInterceptorOpts` ...).
+// eslint-disable-next-line @typescript-eslint/no-namespace
+export declare namespace interceptors {
+  export type DumpInterceptorOpts = import('./interceptors').DumpInterceptorOptions
+  export type RetryInterceptorOpts = import('./handlers/retry').RetryOptions
+  export type RedirectInterceptorOpts = import('./interceptors').RedirectInterceptorOptions
+  export type ResponseErrorInterceptorOpts = { throwOnError: boolean }
+}
 export { DecoratorHandler } from './handlers/decorator'
 export { RedirectHandler } from './handlers/redirect'
 export { RetryHandler } from './handlers/retry'
@@ -29,4 +37,5 @@ export type { PoolOptions } from './dispatcher/pool'
 export type { PoolStats } from './dispatcher/pool-base'
 export type { AgentOptions } from './dispatcher/agent'
 export type { BalancedPoolOptions } from './dispatcher/balanced-pool'
+export type { DiagnosticsChannel } from './diagnostics'
 export { BodyReadable } from './api/readable'

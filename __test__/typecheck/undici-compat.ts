@@ -116,6 +116,49 @@ class Logging extends saetta.DecoratorHandler {}
 const decorated: UDispatcher.DispatchHandler = new Logging(controllerHandler)
 void [intercepted, retryAgent, retryHandler, decorated]
 
+// The names undici's types give, under saetta's exports: options, retry types, diagnostics.
+const poolOptions2: saetta.Pool.Options = poolOptions
+const agentOptions2: saetta.Agent.Options = agentOptions
+const clientOptions2: saetta.Client.Options = clientOptions
+const retryOptions2: saetta.RetryHandler.RetryOptions = retryOptions
+const retryState: saetta.RetryHandler.RetryState = { counter: 1 } satisfies Undici.RetryHandler.RetryState
+const stats: Undici.Pool.PoolStats = new saetta.Pool('http://localhost:3000').stats
+function onCreate(message: saetta.DiagnosticsChannel.RequestCreateMessage): Undici.DiagnosticsChannel.RequestCreateMessage {
+  return message
+}
+void [poolOptions2, agentOptions2, clientOptions2, retryOptions2, retryState, stats, onCreate]
+
+// A bare Dispatcher, and listeners typed as undici types them.
+const bare: UDispatcher = new saetta.Dispatcher()
+client.on('connect', (origin: URL, targets: readonly UDispatcher[]) => void [origin, targets])
+client.on('disconnect', (origin: URL, targets: readonly UDispatcher[], error: Undici.errors.UndiciError) => void [origin, targets, error.code])
+client.once('drain', (origin: URL) => void origin)
+void bare
+
+// Errors are usable where undici's are expected, and narrow to their fields.
+function report(e: Undici.errors.UndiciError): string {
+  return `${e.name} ${e.code}`
+}
+report(new saetta.errors.SocketError('x'))
+report(new saetta.errors.ResponseError('x', 500, {}))
+function fields(err: unknown): void {
+  if (err instanceof saetta.errors.ResponseError) {
+    const status: number = err.statusCode
+    const headers: Undici.errors.ResponseError['headers'] = err.headers
+    void [status, headers, err.body]
+  }
+  if (err instanceof saetta.errors.RequestRetryError) {
+    const count: number = err.data.count
+    const retryAfter: string | string[] = err.headers['retry-after']
+    void [count, retryAfter]
+  }
+  if (err instanceof saetta.errors.SocketError) {
+    const socket: Undici.Client.SocketInfo | null = err.socket
+    void socket
+  }
+}
+void fields
+
 // The check is real: wrong types do not compile.
 // @ts-expect-error pipelining must be a number
 new saetta.Client('http://localhost:3000', { pipelining: 'ten' })

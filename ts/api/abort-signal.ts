@@ -3,10 +3,11 @@
 import { InvalidArgumentError, RequestAbortedError } from '../errors'
 import type { AbortSignalLike } from '../dispatcher/types'
 
+/** As undici: a falsy `signal` is none; anything else must listen with `on` or `addEventListener`. */
 export function validateSignal(signal: unknown): void {
-  if (signal == null) return
+  if (!signal) return
   const s = signal as { on?: unknown; addEventListener?: unknown }
-  if (typeof s !== 'object' || (typeof s.on !== 'function' && typeof s.addEventListener !== 'function')) {
+  if (typeof s.on !== 'function' && typeof s.addEventListener !== 'function') {
     throw new InvalidArgumentError('signal must be an EventEmitter or EventTarget')
   }
 }
@@ -14,17 +15,20 @@ export function validateSignal(signal: unknown): void {
 // The spec: an abort through the signal is a RequestAbortedError; the signal's reason is kept as its cause.
 function abortError(signal: AbortSignalLike): Error {
   const reason = (signal as AbortSignal).reason
-  return new RequestAbortedError(undefined, reason === undefined ? undefined : { cause: reason })
+  const err = new RequestAbortedError()
+  // Set as `new Error(message, { cause })` sets it (the error classes take no options, as undici's).
+  if (reason !== undefined) Object.defineProperty(err, 'cause', { value: reason, writable: true, configurable: true })
+  return err
 }
 
 /** Throws the abort error when `signal` has aborted already. */
 export function throwIfAborted(signal: unknown): void {
-  if (signal != null && (signal as AbortSignal).aborted === true) throw abortError(signal as AbortSignalLike)
+  if (signal && (signal as AbortSignal).aborted === true) throw abortError(signal as AbortSignalLike)
 }
 
 /** Calls `onAbort(reason)` when `signal` aborts. Returns the detach function. */
 export function onSignalAbort(value: unknown, onAbort: (reason: Error) => void): () => void {
-  if (value == null) return () => {}
+  if (!value) return () => {}
   const signal = value as AbortSignalLike
   const reasonOf = () => abortError(signal)
   const listener = () => onAbort(reasonOf())

@@ -1,11 +1,22 @@
-// What request, stream and pipeline handlers share: options checks, the abort signal,
-// and the abort function and context that onConnect brings.
+// What the request, stream, pipeline, upgrade and connect handlers share: options checks, the
+// abort signal, the caller's async context (user callbacks run in it), and the abort function
+// and context that onConnect brings.
 
+import { AsyncResource } from 'node:async_hooks'
+import type { Readable } from 'node:stream'
 import { InvalidArgumentError } from '../errors'
 import type { DispatchHandler, DispatchOptions, RequestOptions } from '../dispatcher/types'
 import type { Dispatcher } from '../dispatcher/dispatcher'
 import { InternalHandler } from '../handlers/internal'
 import { onSignalAbort, throwIfAborted, validateSignal } from './abort-signal'
+
+/** The API a handler serves, as its async resource names it (undici's say `UNDICI_<kind>`). */
+export type ApiKind = 'REQUEST' | 'STREAM' | 'PIPELINE' | 'UPGRADE' | 'CONNECT'
+
+/** What a callback gets beside an error, as undici gives it: the request's `opaque` alone. */
+export function failed<T>(opaque: unknown): T {
+  return { opaque } as T
+}
 
 export abstract class ApiHandler<TOpaque> extends InternalHandler {
   protected readonly opts: RequestOptions<TOpaque>
@@ -14,14 +25,24 @@ export abstract class ApiHandler<TOpaque> extends InternalHandler {
   #abort: ((err?: Error) => void) | null = null
   #reason: Error | null = null
   #detachSignal: () => void
+  /**
+   * The caller's async context, where user callbacks run (undici's API handlers are
+   * AsyncResources and do the same). Made once the options passed, as undici's.
+   */
+  #scope: AsyncResource
 
-  /** `tunnel`: the handler is for connect/upgrade, where CONNECT is the point. */
-  constructor(opts: RequestOptions<TOpaque>, { tunnel = false } = {}) {
+  /**
+   * `kind`: the async resource's type after `SAETTA_`; `tunnel`: the handler is for
+   * connect/upgrade, where CONNECT is the point (and onInfo is not looked at).
+   */
+  constructor(opts: RequestOptions<TOpaque>, { kind, tunnel = false }: { kind: ApiKind; tunnel?: boolean }) {
     super()
-    if (!tunnel && opts.method === 'CONNECT') throw new InvalidArgumentError('invalid method')
-    if (opts.onInfo != null && typeof opts.onInfo !== 'function') throw new InvalidArgumentError('invalid onInfo callback')
+    // undici's checks, in its order (a falsy onInfo, as a falsy signal, is none).
     validateSignal(opts.signal)
+    if (!tunnel && opts.method === 'CONNECT') throw new InvalidArgumentError('invalid method')
+    if (!tunnel && opts.onInfo && typeof opts.onInfo !== 'function') throw new InvalidArgumentError('invalid onInfo callback')
     throwIfAborted(opts.signal)
+    this.#scope = new AsyncResource(`SAETTA_${kind}`)
     this.opts = opts
     this.#detachSignal = onSignalAbort(opts.signal, (reason) => {
       this.#reason = reason
@@ -32,7 +53,12 @@ export abstract class ApiHandler<TOpaque> extends InternalHandler {
 
   /** Only an abort signal can make onConnect abort. */
   get mayAbortOnConnect(): boolean {
-    return this.opts.signal != null
+    return !!this.opts.signal
+  }
+
+  /** Runs a user callback in the caller's async context. */
+  protected inScope<A extends unknown[], R>(fn: (...args: A) => R, ...args: A): R {
+    return this.#scope.runInAsyncScope(fn, null, ...args)
   }
 
   /** `opaque` as results carry it (null when not given). */
@@ -60,6 +86,14 @@ export abstract class ApiHandler<TOpaque> extends InternalHandler {
   }
 }
 
+/** As undici: a request that fails, or is refused, destroys its stream body with the error. */
+export function destroyBody(body: unknown, err: Error): void {
+  const s = body as Readable | null | undefined
+  if (s && typeof s === 'object' && typeof s.pipe === 'function' && typeof s.on === 'function' && !s.destroyed) {
+    s.on('error', () => {}).destroy(err)
+  }
+}
+
 /**
  * Builds the handler and dispatches it with `opts` (as `prepare` turns them, if given);
  * bad arguments go to `callback` instead.
@@ -71,27 +105,36 @@ export function dispatchWith<T, O extends object>(
   makeHandler: (opts: O) => DispatchHandler,
   prepare: (opts: O) => O = (o) => o,
 ): void {
-  let handler: DispatchHandler
   try {
     if (opts == null || typeof opts !== 'object') throw new InvalidArgumentError('invalid opts')
-    opts = prepare(opts)
-    handler = makeHandler(opts)
+    const prepared = prepare(opts)
+    // As undici: what dispatch() throws goes to the callback too.
+    dispatcher.dispatch(prepared as unknown as DispatchOptions, makeHandler(prepared))
   } catch (err) {
-    queueMicrotask(() => callback(err as Error, null))
-    return
+    destroyBody((opts as { body?: unknown } | null)?.body, err as Error)
+    const opaque = (opts as { opaque?: unknown } | null)?.opaque
+    queueMicrotask(() => callback(err as Error, failed(opaque)))
   }
-  dispatcher.dispatch(opts as unknown as DispatchOptions, handler)
 }
 
-/** Runs `start(callback)` and returns a Promise of its result when no callback is given. */
+/**
+ * Runs `start(callback)` and returns a Promise of its result when no callback is given. A
+ * callback that is not a function throws at once (after bad `opts`, as undici checks them first).
+ */
 export function withCallback<T>(
+  opts: unknown,
   callback: ((err: Error | null, data: T | null) => void) | undefined,
   start: (callback: (err: Error | null, data: T | null) => void) => void,
 ): Promise<T> | undefined {
   if (callback === undefined) {
     return new Promise((resolve, reject) => start((err, data) => (err ? reject(err) : resolve(data as T))))
   }
-  if (typeof callback !== 'function') throw new InvalidArgumentError('invalid callback')
+  if (typeof callback !== 'function') {
+    const err = new InvalidArgumentError(opts == null || typeof opts !== 'object' ? 'invalid opts' : 'invalid callback')
+    // As undici: the request's body stream goes with it.
+    destroyBody((opts as { body?: unknown } | null)?.body, err)
+    throw err
+  }
   start(callback)
   return undefined
 }

@@ -52,8 +52,9 @@ class PipelineHandler_<TOpaque> extends ApiHandler<TOpaque> {
   #onReadable: (() => void) | null = null
 
   constructor(opts: PipelineOptions<TOpaque>, handler: PipelineHandler<TOpaque>) {
-    super(opts)
+    // Checked first, as undici does.
     if (typeof handler !== 'function') throw new InvalidArgumentError('invalid handler')
+    super(opts, { kind: 'PIPELINE' })
     this.#handler = handler
     const self = this
     this.duplex = new Duplex({
@@ -101,7 +102,7 @@ class PipelineHandler_<TOpaque> extends ApiHandler<TOpaque> {
     // errors reach the caller through the Duplex too (so none goes unhandled).
     const res = new BodyReadable({ resume, abort: () => {} }).on('error', () => {})
     this.#res = res
-    const body = this.#handler({ statusCode, headers, opaque: this.opaque, body: res, context: this.context })
+    const body = this.inScope(this.#handler, { statusCode, headers, opaque: this.opaque, body: res, context: this.context })
     if (!body || typeof body.on !== 'function') throw new InvalidReturnValueError('expected Readable')
     this.#body = body
     const duplex = this.duplex

@@ -38,7 +38,10 @@ export class BodyReadable extends Readable {
     // Destroying the body before its end aborts the request.
     if (!err && !this.readableEnded) err = new RequestAbortedError()
     if (err) this.#abort(err)
-    callback(err)
+    // As undici: a body nobody reads yet fails a turn later, so that an 'error' listener
+    // attached after an await (or by the request's own failure) is in time.
+    if (this.readableDidRead || this.listenerCount('data') > 0 || this.listenerCount('readable') > 0) callback(err)
+    else setImmediate(callback, err)
   }
 
   get bodyUsed(): boolean {
@@ -114,7 +117,11 @@ export class BodyReadable extends Readable {
 
   #consume(kind: ConsumeKind): Promise<unknown> {
     if (this.bodyUsed || this.#locked()) {
-      return Promise.reject(new TypeError('Body is unusable: Body has already been read'))
+      const unusable = new TypeError('Body is unusable: Body has already been read')
+      // As undici: a body that failed before anyone read it gives its failure.
+      if (this.#used || this.readableDidRead || !this.destroyed) return Promise.reject(unusable)
+      if (this.errored || this.closed) return Promise.reject(this.errored ?? unusable)
+      return new Promise((_, reject) => this.once('error', reject).once('close', () => reject(unusable)))
     }
     this.#used = true
     return new Promise((resolve, reject) => {

@@ -5,9 +5,11 @@ import { parseHeaders } from '../dispatcher/headers'
 import type { IncomingHttpHeaders, RequestOptions, ResponseData } from '../dispatcher/types'
 import type { Dispatcher } from '../dispatcher/dispatcher'
 import { BodyReadable } from './readable'
-import { ApiHandler, dispatchWith, withCallback } from './api-handler'
+import { ApiHandler, destroyBody, dispatchWith, failed, withCallback } from './api-handler'
 
 type Callback<TOpaque> = (err: Error | null, data: ResponseData<TOpaque> | null) => void
+
+const noop = (): void => {}
 
 class RequestHandler<TOpaque> extends ApiHandler<TOpaque> {
   #callback: Callback<TOpaque> | null
@@ -15,10 +17,11 @@ class RequestHandler<TOpaque> extends ApiHandler<TOpaque> {
   #trailers: Record<string, string> = {}
 
   constructor(opts: RequestOptions<TOpaque>, callback: Callback<TOpaque>) {
-    super(opts)
-    if (opts.highWaterMark != null && (typeof opts.highWaterMark !== 'number' || opts.highWaterMark < 0)) {
+    // Checked first, as undici does.
+    if (opts.highWaterMark != null && !(Number.isFinite(opts.highWaterMark) && opts.highWaterMark >= 0)) {
       throw new InvalidArgumentError('invalid highWaterMark')
     }
+    super(opts, { kind: 'REQUEST' })
     this.#callback = callback
   }
 
@@ -27,7 +30,11 @@ class RequestHandler<TOpaque> extends ApiHandler<TOpaque> {
   }
 
   onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void, statusText: string): boolean {
-    const headers = this.opts.responseHeaders === 'raw' ? (rawHeaders as unknown as IncomingHttpHeaders) : parseHeaders(rawHeaders)
+    // 'raw': strings, values as latin1 (the handler may get Buffers, behind an interceptor).
+    const headers =
+      this.opts.responseHeaders === 'raw'
+        ? (rawHeaders.map((h, i) => (typeof h === 'string' ? h : h.toString(i % 2 ? 'latin1' : 'utf8'))) as unknown as IncomingHttpHeaders)
+        : parseHeaders(rawHeaders)
     if (statusCode < 200) {
       this.opts.onInfo?.({ statusCode, headers: headers as Record<string, string | string[]> })
       return true
@@ -44,38 +51,43 @@ class RequestHandler<TOpaque> extends ApiHandler<TOpaque> {
     body.once('close', () => this.detach())
     const callback = this.#callback!
     this.#callback = null
-    callback(null, {
-      statusCode,
-      statusText,
-      headers,
-      trailers: this.#trailers,
-      opaque: this.opaque,
-      body,
-      context: this.context,
-    })
+    const data = { statusCode, statusText, headers, trailers: this.#trailers, opaque: this.opaque, body, context: this.context }
+    try {
+      this.inScope(callback, null, data)
+    } catch (err) {
+      // As undici: the body fails (aborting the request), and the error is thrown again where
+      // nothing catches it, to reach 'uncaughtException' as it is.
+      this.#body = null
+      body.on('error', noop).destroy(err as Error)
+      queueMicrotask(() => {
+        throw err
+      })
+    }
     return true
   }
 
   onData(chunk: Buffer): boolean {
-    return this.#body!.push(chunk)
+    return this.#body?.push(chunk) ?? true
   }
 
   onComplete(trailers: Buffer[] | string[] | null): void {
     if (trailers) parseHeaders(trailers, this.#trailers)
-    this.#body!.push(null)
+    this.#body?.push(null)
   }
 
   onError(err: Error): void {
+    destroyBody(this.opts.body, err)
     const callback = this.#callback
     if (callback) {
       this.#callback = null
       this.detach()
-      queueMicrotask(() => callback(err, null))
+      queueMicrotask(() => this.inScope(callback, err, failed(this.opaque)))
     } else if (this.#body) {
       const body = this.#body
       this.#body = null
-      // Let what was pushed be read first; then the body fails.
-      queueMicrotask(() => body.destroy(err))
+      // Let what was pushed be read first; then the body fails. As undici, a failed body raises
+      // no 'error' of its own where nobody listens (a body destroyed by its reader included).
+      queueMicrotask(() => body.on('error', noop).destroy(err))
     }
   }
 }
@@ -87,5 +99,5 @@ export function request<TOpaque = null>(
   opts: RequestOptions<TOpaque>,
   callback?: Callback<TOpaque>,
 ): Promise<ResponseData<TOpaque>> | void {
-  return withCallback(callback, (cb) => dispatchWith(this, opts, cb, () => new RequestHandler(opts, cb)))
+  return withCallback(opts, callback, (cb) => dispatchWith(this, opts, cb, () => new RequestHandler(opts, cb)))
 }

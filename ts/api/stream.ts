@@ -7,7 +7,7 @@ import { InvalidArgumentError, InvalidReturnValueError } from '../errors'
 import { parseHeaders } from '../dispatcher/headers'
 import type { IncomingHttpHeaders, RequestOptions } from '../dispatcher/types'
 import type { Dispatcher } from '../dispatcher/dispatcher'
-import { ApiHandler, dispatchWith, withCallback } from './api-handler'
+import { ApiHandler, destroyBody, dispatchWith, failed, withCallback } from './api-handler'
 
 export interface StreamFactoryData<TOpaque = null> {
   statusCode: number
@@ -35,11 +35,13 @@ class StreamHandler<TOpaque> extends ApiHandler<TOpaque> {
   #factory: StreamFactory<TOpaque> | null
   #callback: Callback<TOpaque> | null
   #res: Writable | null = null
-  #trailers: Record<string, string> = {}
+  /** Parsed once the response completes (null before, as undici hands them to an error). */
+  #trailers: Record<string, string> | null = null
 
   constructor(opts: RequestOptions<TOpaque>, factory: StreamFactory<TOpaque>, callback: Callback<TOpaque>) {
-    super(opts)
+    // Checked first, as undici does.
     if (typeof factory !== 'function') throw new InvalidArgumentError('invalid factory')
+    super(opts, { kind: 'STREAM' })
     this.#factory = factory
     this.#callback = callback
   }
@@ -56,7 +58,7 @@ class StreamHandler<TOpaque> extends ApiHandler<TOpaque> {
     }
     const factory = this.#factory!
     this.#factory = null
-    const res = factory({ statusCode, headers, opaque: this.opaque, context: this.context })
+    const res = this.inScope(factory, { statusCode, headers, opaque: this.opaque, context: this.context })
     if (!isWritable(res)) throw new InvalidReturnValueError('expected Writable')
     // The callback runs once the Writable has finished (or failed): then the data is really written.
     whenDone({ writable: res }, (err) => {
@@ -64,7 +66,11 @@ class StreamHandler<TOpaque> extends ApiHandler<TOpaque> {
       this.#callback = null
       this.detach()
       if (err || !res.writableFinished) this.abortWith(err ?? undefined)
-      callback?.(err ?? null, err ? null : { opaque: this.opaque, trailers: this.#trailers, context: this.context })
+      const { opaque } = this
+      const trailers = this.#trailers
+      // As undici: an error comes with { opaque, trailers } (trailers null unless the response completed).
+      const data = err ? ({ opaque, trailers } as unknown as StreamData<TOpaque>) : { opaque, trailers: trailers ?? {}, context: this.context }
+      if (callback) this.inScope(callback, err ?? null, data)
     })
     res.on('drain', resume)
     this.#res = res
@@ -76,11 +82,12 @@ class StreamHandler<TOpaque> extends ApiHandler<TOpaque> {
   }
 
   onComplete(trailers: Buffer[] | string[] | null): void {
-    if (trailers) parseHeaders(trailers, this.#trailers)
+    this.#trailers = parseHeaders(trailers ?? []) as Record<string, string>
     this.#res!.end()
   }
 
   onError(err: Error): void {
+    destroyBody(this.opts.body, err)
     const res = this.#res
     if (res) {
       this.#res = null
@@ -90,7 +97,7 @@ class StreamHandler<TOpaque> extends ApiHandler<TOpaque> {
     const callback = this.#callback
     this.#callback = null
     this.detach()
-    if (callback) queueMicrotask(() => callback(err, null))
+    if (callback) queueMicrotask(() => this.inScope(callback, err, failed(this.opaque)))
   }
 }
 
@@ -102,5 +109,5 @@ export function stream<TOpaque = null>(
   factory: StreamFactory<TOpaque>,
   callback?: Callback<TOpaque>,
 ): Promise<StreamData<TOpaque>> | void {
-  return withCallback(callback, (cb) => dispatchWith(this, opts, cb, () => new StreamHandler(opts, factory, cb)))
+  return withCallback(opts, callback, (cb) => dispatchWith(this, opts, cb, () => new StreamHandler(opts, factory, cb)))
 }

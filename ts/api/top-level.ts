@@ -3,11 +3,15 @@
 
 import { InvalidArgumentError } from '../errors'
 import { getGlobalDispatcher } from '../global'
-import { parseOrigin } from '../dispatcher/client'
+import { parseOrigin, parseUrl, type UrlObject } from '../dispatcher/client'
 import type { Dispatcher } from '../dispatcher/dispatcher'
 import { withOptions } from '../dispatcher/options'
+import { request as requestImpl } from './request'
+import { stream as streamImpl } from './stream'
+import { pipeline as pipelineImpl } from './pipeline'
+import { connect as connectImpl, upgrade as upgradeImpl } from './upgrade'
 
-type Url = string | URL | { origin?: string; protocol?: string; hostname?: string; port?: string | number; path?: string; pathname?: string; search?: string }
+type Url = string | URL | UrlObject
 
 /** Options of the top-level functions: the method's own plus the dispatcher to use. */
 type WithDispatcher<O> = Omit<O, 'origin' | 'path' | 'method'> & {
@@ -16,36 +20,35 @@ type WithDispatcher<O> = Omit<O, 'origin' | 'path' | 'method'> & {
   path?: string
 }
 
-function toUrl(url: Url): URL {
-  if (typeof url === 'string' || url instanceof URL) return new URL(String(url))
-  const origin = url.origin ?? `${url.protocol ?? 'http:'}//${url.hostname}${url.port ? `:${url.port}` : ''}`
-  return new URL((url.path ?? `${url.pathname ?? '/'}${url.search ?? ''}`) || '/', origin)
-}
+type Options = Record<string, unknown> & { path?: unknown; agent?: unknown; dispatcher?: Dispatcher; method?: string; body?: unknown }
 
-/** Binds an operation to the URL form: `fn(url[, opts][, callback])`. */
-function onUrl<A extends unknown[]>(method: 'request' | 'stream' | 'pipeline' | 'connect' | 'upgrade') {
-  return (url: Url, opts?: object | null | ((...a: unknown[]) => unknown), ...rest: A): unknown => {
+/**
+ * Binds an operation to the URL form `fn(url[, opts][, handler])`, as undici's: the operation
+ * runs with the dispatcher as `this` (any object with a dispatch() will do), and takes one
+ * argument after the options (so stream() here has no callback form, as in undici).
+ */
+function onUrl(op: (this: Dispatcher, opts: object, handler?: unknown) => unknown) {
+  return (url: Url, opts?: object | null | ((...a: never[]) => unknown), handler?: unknown): unknown => {
     if (typeof opts === 'function') {
-      rest.unshift(opts)
+      handler = opts
       opts = null
     }
     if (!url || (typeof url !== 'string' && typeof url !== 'object')) throw new InvalidArgumentError('invalid url')
     if (opts != null && typeof opts !== 'object') throw new InvalidArgumentError('invalid opts')
-    const o = (opts ?? (typeof url === 'object' && !(url instanceof URL) ? url : {})) as WithDispatcher<Record<string, unknown>> & { agent?: unknown; body?: unknown }
+    let o = opts as Options | null | undefined
     let target: URL
-    if (opts != null && o.path != null) {
+    if (o && o.path != null) {
       if (typeof o.path !== 'string') throw new InvalidArgumentError('invalid opts.path')
-      target = new URL(parseOrigin(toUrl(url).origin).origin + (o.path.startsWith('/') ? o.path : `/${o.path}`))
+      // The path replaces the URL's: the URL must then be an origin alone.
+      target = new URL(parseOrigin(url).origin + (o.path.startsWith('/') ? o.path : `/${o.path}`))
     } else {
-      try {
-        target = toUrl(url)
-      } catch {
-        throw new InvalidArgumentError('invalid url')
-      }
+      // Without options, a URL-like object is the options too.
+      o ||= (typeof url === 'object' ? url : {}) as Options
+      target = parseUrl(url)
     }
-    if (o.agent) throw new InvalidArgumentError('unsupported opts.agent. Did you mean opts.client?')
-    const dispatcher = o.dispatcher ?? getGlobalDispatcher()
-    const op = dispatcher[method] as (this: Dispatcher, ...args: unknown[]) => unknown
+    // Only a missing dispatcher means the global one (null is kept, and fails as in undici).
+    const { agent, dispatcher = getGlobalDispatcher() } = o
+    if (agent) throw new InvalidArgumentError('unsupported opts.agent. Did you mean opts.client?')
     return op.call(
       dispatcher,
       withOptions(o, {
@@ -53,7 +56,7 @@ function onUrl<A extends unknown[]>(method: 'request' | 'stream' | 'pipeline' | 
         path: target.search ? `${target.pathname}${target.search}` : target.pathname,
         method: o.method || (o.body ? 'PUT' : 'GET'),
       }),
-      ...rest,
+      handler,
     )
   }
 }
@@ -65,29 +68,25 @@ type Conn = Dispatcher['connect']
 type Upg = Dispatcher['upgrade']
 type Opts<F extends (...a: never[]) => unknown> = WithDispatcher<Parameters<F>[0]>
 
-export const request = onUrl('request') as {
+export const request = onUrl(requestImpl as never) as {
   <TOpaque = null>(url: Url, options?: Opts<Req> & { opaque?: TOpaque }): Promise<Dispatcher.ResponseData<TOpaque>>
   <TOpaque = null>(url: Url, options: Opts<Req> & { opaque?: TOpaque }, callback: (err: Error | null, data: Dispatcher.ResponseData<TOpaque>) => void): void
 }
-export const stream = onUrl('stream') as {
-  <TOpaque = null>(url: Url, options: Opts<Str> & { opaque?: TOpaque }, factory: Dispatcher.StreamFactory<TOpaque>): Promise<Dispatcher.StreamData<TOpaque>>
-  <TOpaque = null>(
-    url: Url,
-    options: Opts<Str> & { opaque?: TOpaque },
-    factory: Dispatcher.StreamFactory<TOpaque>,
-    callback: (err: Error | null, data: Dispatcher.StreamData<TOpaque>) => void,
-  ): void
-}
-export const pipeline = onUrl('pipeline') as <TOpaque = null>(
+export const stream = onUrl(streamImpl as never) as <TOpaque = null>(
+  url: Url,
+  options: Opts<Str> & { opaque?: TOpaque },
+  factory: Dispatcher.StreamFactory<TOpaque>,
+) => Promise<Dispatcher.StreamData<TOpaque>>
+export const pipeline = onUrl(pipelineImpl as never) as <TOpaque = null>(
   url: Url,
   options: Opts<Pipe> & { opaque?: TOpaque },
   handler: Dispatcher.PipelineHandler<TOpaque>,
 ) => import('node:stream').Duplex
-export const connect = onUrl('connect') as {
+export const connect = onUrl(connectImpl as never) as {
   <TOpaque = null>(url: Url, options?: Opts<Conn> & { opaque?: TOpaque }): Promise<Dispatcher.ConnectData<TOpaque>>
   <TOpaque = null>(url: Url, options: Opts<Conn> & { opaque?: TOpaque }, callback: (err: Error | null, data: Dispatcher.ConnectData<TOpaque>) => void): void
 }
-export const upgrade = onUrl('upgrade') as {
+export const upgrade = onUrl(upgradeImpl as never) as {
   (url: Url, options?: Opts<Upg>): Promise<Dispatcher.UpgradeData>
   (url: Url, options: Opts<Upg>, callback: (err: Error | null, data: Dispatcher.UpgradeData) => void): void
 }

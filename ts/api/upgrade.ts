@@ -5,7 +5,7 @@ import { SocketError } from '../errors'
 import { parseHeaders } from '../dispatcher/headers'
 import type { ClientHeaders, IncomingHttpHeaders, RequestOptions } from '../dispatcher/types'
 import type { Dispatcher } from '../dispatcher/dispatcher'
-import { ApiHandler, dispatchWith, withCallback } from './api-handler'
+import { ApiHandler, dispatchWith, failed, withCallback } from './api-handler'
 import { withOptions } from '../dispatcher/options'
 
 export interface UpgradeOptions {
@@ -42,7 +42,7 @@ class TunnelHandler<TOpaque> extends ApiHandler<TOpaque> {
   #what: string
 
   constructor(opts: RequestOptions<TOpaque>, what: 'upgrade' | 'connect', callback: Callback<ConnectData<TOpaque>>) {
-    super(opts, { tunnel: true })
+    super(opts, { kind: what === 'upgrade' ? 'UPGRADE' : 'CONNECT', tunnel: true })
     this.#what = what
     this.#callback = callback
   }
@@ -58,28 +58,28 @@ class TunnelHandler<TOpaque> extends ApiHandler<TOpaque> {
     const callback = this.#callback!
     this.#callback = null
     this.detach()
-    callback(null, { statusCode, headers: parseHeaders(rawHeaders ?? []), socket, opaque: this.opaque, context: this.context })
+    this.inScope(callback, null, { statusCode, headers: parseHeaders(rawHeaders ?? []), socket, opaque: this.opaque, context: this.context })
   }
 
   onError(err: Error): void {
     const callback = this.#callback
     this.#callback = null
     this.detach()
-    if (callback) queueMicrotask(() => callback(err, null))
+    if (callback) queueMicrotask(() => this.inScope(callback, err, failed(this.opaque)))
   }
 }
 
 export function upgrade(this: Dispatcher, opts: UpgradeOptions): Promise<UpgradeData>
 export function upgrade(this: Dispatcher, opts: UpgradeOptions, callback: Callback<UpgradeData>): void
 export function upgrade(this: Dispatcher, opts: UpgradeOptions, callback?: Callback<UpgradeData>): Promise<UpgradeData> | void {
-  return withCallback(callback, (cb) =>
+  return withCallback(opts, callback, (cb) =>
     dispatchWith(
       this,
       opts,
       cb,
       (o) =>
         new TunnelHandler(o as RequestOptions<null>, 'upgrade', (err, data) => {
-          if (!data) return cb(err, null)
+          if (err || !data) return cb(err, data)
           const { statusCode: _, ...upgraded } = data
           cb(null, upgraded)
         }),
@@ -95,7 +95,7 @@ export function connect<TOpaque = null>(
   opts: ConnectOptions<TOpaque>,
   callback?: Callback<ConnectData<TOpaque>>,
 ): Promise<ConnectData<TOpaque>> | void {
-  return withCallback(callback, (cb) =>
+  return withCallback(opts, callback, (cb) =>
     dispatchWith(
       this,
       opts,

@@ -28,24 +28,32 @@ interface Entry {
 
 export class Agent extends DispatcherBase {
   #factory: AgentFactory
-  #options: PoolOptions
-  #maxOrigins: number
+  #options: PoolOptions & { maxOrigins: number }
   #clients = new Map<string, Entry>()
+  /** Origins counted against maxOrigins: as undici, one leaves at each disconnect of its dispatcher. */
+  #origins = new Set<string>()
 
   constructor(options: AgentOptions = {}) {
     super()
-    if (options == null || typeof options !== 'object') throw new InvalidArgumentError('invalid options')
-    const { factory = defaultFactory as AgentFactory, maxOrigins = Infinity, ...rest } = options
+    // As undici: null fails as the property read does there; other primitives are no options.
+    void (options as AgentOptions | null)!.factory
+    const { factory = defaultFactory as AgentFactory, maxOrigins = Infinity, connect, tls, ...rest } = Object(options) as AgentOptions & { tls?: object }
     if (typeof factory !== 'function') throw new InvalidArgumentError('factory must be a function.')
-    if (rest.connect != null && typeof rest.connect !== 'function' && typeof rest.connect !== 'object') {
+    if (connect != null && typeof connect !== 'function' && typeof connect !== 'object') {
       throw new InvalidArgumentError('connect must be a function or an object')
     }
     if (typeof maxOrigins !== 'number' || Number.isNaN(maxOrigins) || maxOrigins <= 0) {
       throw new InvalidArgumentError('maxOrigins must be a number greater than 0')
     }
     this.#factory = factory
-    this.#options = rest
-    this.#maxOrigins = maxOrigins
+    // What the factory gets, as undici gives it: the options through JSON (functions and
+    // undefined values dropped), then maxOrigins and copies of connect and tls.
+    this.#options = {
+      ...(JSON.parse(JSON.stringify(rest)) as PoolOptions),
+      maxOrigins,
+      connect: connect && typeof connect !== 'function' ? { ...connect } : connect,
+      tls: tls && typeof tls !== 'function' ? { ...tls } : tls,
+    } as PoolOptions & { maxOrigins: number }
   }
 
   protected [kDispatch](opts: DispatchOptions, handler: DispatchHandler): boolean {
@@ -54,11 +62,8 @@ export class Agent extends DispatcherBase {
       throw new InvalidArgumentError('opts.origin must be a non-empty string or URL.')
     }
     const key = String(origin)
-    let entry = this.#clients.get(key)
-    if (entry === undefined) {
-      if (this.#clients.size >= this.#maxOrigins) throw new MaxOriginsReachedError()
-      entry = this.#open(key, origin)
-    }
+    if (this.#origins.size >= this.#options.maxOrigins && !this.#origins.has(key)) throw new MaxOriginsReachedError()
+    const entry = this.#clients.get(key) ?? this.#open(key, origin)
     return entry.dispatcher.dispatch(opts, handler)
   }
 
@@ -66,12 +71,16 @@ export class Agent extends DispatcherBase {
     const entry: Entry = { dispatcher: this.#factory(origin, this.#options) as Member, count: 0 }
     // Closed (gracefully) once it has no connection left, as undici's Agent does.
     const closeIfUnused = (connected: boolean): void => {
-      if (this.#clients.get(key) !== entry) return
-      if (connected) entry.count--
-      if (entry.count <= 0) {
-        this.#clients.delete(key)
-        if (!entry.dispatcher.destroyed) void entry.dispatcher.close()
+      const current = this.#clients.get(key)
+      if (current === undefined) return
+      if (current === entry) {
+        if (connected) entry.count--
+        if (entry.count <= 0) {
+          this.#clients.delete(key)
+          if (!entry.dispatcher.destroyed) void entry.dispatcher.close()
+        }
       }
+      this.#origins.delete(key)
     }
     entry.dispatcher
       .on('drain', (o: URL, targets: Dispatcher[]) => this.emit('drain', o, [this, ...targets]))
@@ -88,6 +97,7 @@ export class Agent extends DispatcherBase {
         this.emit('connectionError', o, [this, ...targets], err)
       })
     this.#clients.set(key, entry)
+    this.#origins.add(key)
     return entry
   }
 
@@ -112,4 +122,11 @@ export class Agent extends DispatcherBase {
     }
     return out
   }
+}
+
+// The types under the names undici gives them (`Agent.Options` ...).
+// eslint-disable-next-line @typescript-eslint/no-namespace
+export declare namespace Agent {
+  export type Options = AgentOptions
+  export type DispatchOptions = import('./types').DispatchOptions
 }

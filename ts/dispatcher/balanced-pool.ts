@@ -1,6 +1,7 @@
-// BalancedPool: requests spread over several upstream origins by weighted round robin.
-// An upstream's weight drops when it fails to connect or its connections break, and
-// recovers as it connects again.
+// BalancedPool: requests spread over several upstream origins by interleaved weighted round
+// robin, as undici's. Every upstream starts at the full weight (`maxWeightPerServer`, and all
+// are reset to it when one is added); a failed connection or a socket error takes
+// `errorPenalty` off (down to 1), a connection gives it back (up to the full weight).
 
 import { BalancedPoolMissingUpstreamError, InvalidArgumentError } from '../errors'
 import { parseOrigin } from './client'
@@ -14,103 +15,114 @@ export interface BalancedPoolOptions extends Omit<PoolOptions, 'factory'> {
   errorPenalty?: number
 }
 
-interface Upstream {
-  origin: string
-  pool: Member
-  weight: number
-}
-
 const gcd = (a: number, b: number): number => (b === 0 ? a : gcd(b, a % b))
 
 export class BalancedPool extends PoolBase {
-  #upstreams: Upstream[] = []
   #options: PoolOptions
   #factory: (origin: string, opts: PoolOptions) => FactoryDispatcher
   #maxWeight: number
   #penalty: number
+  /** Per upstream (a member of the pool, removed ones included until closed): origin and weight. */
+  #origin = new WeakMap<Member, string>()
+  #weight = new WeakMap<Member, number>()
+  /** The round robin's position, the weight a turn needs, and the weights' greatest common divisor. */
   #index = -1
   #currentWeight = 0
   #gcd = 0
 
   constructor(upstreams: string | URL | Array<string | URL> = [], options: BalancedPoolOptions = {}) {
     super()
-    const { factory, maxWeightPerServer, errorPenalty, ...rest } = options
+    // As undici: null fails as the property read does there; other primitives are no options.
+    void (options as BalancedPoolOptions | null)!.factory
+    const { factory, connect, tls, ...rest } = Object(options) as BalancedPoolOptions & { tls?: object; interceptors?: object }
     if (factory !== undefined && typeof factory !== 'function') throw new InvalidArgumentError('factory must be a function.')
     this.#factory = factory ?? ((origin, opts) => new Pool(origin, opts))
-    this.#options = rest
-    this.#maxWeight = maxWeightPerServer || 100
-    this.#penalty = errorPenalty || 15
+    // What the factory gets, as undici gives it: the options through JSON (functions and
+    // undefined values dropped), then copies of connect, tls and interceptors.
+    this.#options = {
+      ...(JSON.parse(JSON.stringify(rest)) as PoolOptions),
+      connect: connect && typeof connect !== 'function' ? { ...connect } : connect,
+      tls: tls && typeof tls !== 'function' ? { ...tls } : tls,
+      interceptors: rest.interceptors ? { ...rest.interceptors } : undefined,
+    } as PoolOptions
+    this.#maxWeight = rest.maxWeightPerServer || 100
+    this.#penalty = rest.errorPenalty || 15
     for (const u of Array.isArray(upstreams) ? upstreams : [upstreams]) this.addUpstream(u)
   }
 
-  #find(upstream: string | URL): Upstream | undefined {
+  /** The open upstream for `upstream`'s origin. */
+  #find(upstream: string | URL): Member | undefined {
     const origin = parseOrigin(upstream).origin
-    return this.#upstreams.find((u) => u.origin === origin && !u.pool.closed && !u.pool.destroyed)
+    return this.members.find((m) => this.#origin.get(m) === origin && !m.closed && !m.destroyed)
+  }
+
+  #penalise(pool: Member): void {
+    this.#weight.set(pool, Math.max(1, this.#weightOf(pool) - this.#penalty))
+    this.#updateGcd()
+  }
+
+  #weightOf(pool: Member): number {
+    return this.#weight.get(pool) ?? this.#maxWeight
   }
 
   addUpstream(upstream: string | URL): this {
-    if (this.#find(upstream)) return this
     const origin = parseOrigin(upstream).origin
+    if (this.#find(origin)) return this
     const pool = this.#factory(origin, this.#options) as Member
-    const entry: Upstream = { origin, pool, weight: this.#maxWeight }
-    const penalise = (): void => {
-      entry.weight = Math.max(1, entry.weight - this.#penalty)
-      this.#updateGcd()
-    }
-    pool.on('connect', () => {
-      entry.weight = Math.min(this.#maxWeight, entry.weight + this.#penalty)
-    })
-    pool.on('connectionError', penalise)
+    this.#origin.set(pool, origin)
+    this.addMember(pool, new URL(origin))
+    // As undici, a connection restores weight without recomputing the divisor.
+    pool.on('connect', () => this.#weight.set(pool, Math.min(this.#maxWeight, this.#weightOf(pool) + this.#penalty)))
+    pool.on('connectionError', () => this.#penalise(pool))
     pool.on('disconnect', (_o: URL, _t: Dispatcher[], err: Error & { code?: string }) => {
-      if (err?.code?.endsWith('_SOCKET')) penalise()
+      if (err?.code === 'SAETTA_ERR_SOCKET' || err?.code === 'UND_ERR_SOCKET') this.#penalise(pool)
     })
-    this.#upstreams.push(entry)
-    this.addMember(pool)
-    for (const u of this.#upstreams) u.weight = this.#maxWeight
+    for (const m of this.members) this.#weight.set(m, this.#maxWeight)
     this.#updateGcd()
     return this
   }
 
+  /** Closes the upstream; it stays in the rotation (never chosen) until it has closed, as in undici. */
   removeUpstream(upstream: string | URL): this {
-    const entry = this.#find(upstream)
-    if (entry) {
-      this.#upstreams.splice(this.#upstreams.indexOf(entry), 1)
-      this.removeMember(entry.pool)
-    }
+    const pool = this.#find(upstream)
+    if (pool) this.removeMember(pool)
     return this
   }
 
   getUpstream(upstream: string | URL): Dispatcher | undefined {
-    return this.#find(upstream)?.pool
+    return this.#find(upstream)
   }
 
   get upstreams(): string[] {
-    return this.#upstreams.filter((u) => !u.pool.closed && !u.pool.destroyed).map((u) => u.origin)
+    return this.members.filter((m) => !m.closed && !m.destroyed).map((m) => this.#origin.get(m)!)
   }
 
   #updateGcd(): void {
-    this.#gcd = this.#upstreams.reduce((g, u) => gcd(u.weight, g), 0)
+    this.#gcd = this.members.reduce((g, m) => gcd(this.#weightOf(m), g), 0)
   }
 
   protected pick(): Member | undefined {
-    const list = this.#upstreams
+    const list = this.members
     if (list.length === 0) throw new BalancedPoolMissingUpstreamError()
-    const usable = (u: Upstream): boolean => !this.isBusy(u.pool) && !u.pool.closed && !u.pool.destroyed
-    let best = list.findIndex(usable)
-    if (best === -1) return undefined
-    // Interleaved weighted round robin: each upstream takes turns in proportion to its weight.
+    // undici would hand a request to a closing upstream (failing it): here it is never chosen.
+    const usable = (m: Member): boolean => !this.isBusy(m) && !m.closed && !m.destroyed
+    let heaviest = list.findIndex(usable)
+    if (heaviest === -1) return undefined
+    // Each pass over the list lowers the weight a turn needs by the divisor, back to the top
+    // once it reaches 0: an upstream takes turns in proportion to its weight.
     for (let n = 0; n < list.length; n++) {
       this.#index = (this.#index + 1) % list.length
-      const u = list[this.#index]
-      if (u.weight > list[best].weight && usable(u)) best = this.#index
+      const m = list[this.#index]
+      if (this.#weightOf(m) > this.#weightOf(list[heaviest]) && usable(m)) heaviest = this.#index
       if (this.#index === 0) {
         this.#currentWeight -= this.#gcd
         if (this.#currentWeight <= 0) this.#currentWeight = this.#maxWeight
       }
-      if (u.weight >= this.#currentWeight && usable(u)) return u.pool
+      if (this.#weightOf(m) >= this.#currentWeight && usable(m)) return m
     }
-    this.#currentWeight = list[best].weight
-    this.#index = best
-    return list[best].pool
+    // No turn in a whole pass: the heaviest usable upstream, and the rotation restarts from it.
+    this.#currentWeight = this.#weightOf(list[heaviest])
+    this.#index = heaviest
+    return list[heaviest]
   }
 }

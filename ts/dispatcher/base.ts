@@ -10,6 +10,12 @@ import type { DispatchHandler, DispatchOptions } from './types'
 export const kDispatch = Symbol('dispatch')
 export const kClose = Symbol('close')
 export const kDestroy = Symbol('destroy')
+/**
+ * Whether a dispatcher must drain before it takes more requests. A pool asks after a dispatch
+ * that returned false: a request refused at once (bad input) returns false too, and must not
+ * leave its member waiting for a 'drain' that never comes.
+ */
+export const kBusy = Symbol('busy')
 
 type Callback = (err: Error | null, data: null) => void
 
@@ -39,7 +45,7 @@ export abstract class DispatcherBase extends Dispatcher {
     return this.#destroyed
   }
 
-  dispatch(opts: DispatchOptions, handler: DispatchHandler): boolean {
+  override dispatch(opts: DispatchOptions, handler: DispatchHandler): boolean {
     if (handler == null || typeof handler !== 'object') throw new InvalidArgumentError('handler must be an object')
     handler = unwrap(handler)
     try {
@@ -54,9 +60,9 @@ export abstract class DispatcherBase extends Dispatcher {
     }
   }
 
-  close(callback: Callback): void
-  close(): Promise<void>
-  close(callback?: Callback): Promise<void> | void {
+  override close(callback: Callback): void
+  override close(): Promise<void>
+  override close(callback?: Callback): Promise<void> | void {
     if (callback === undefined) return settle((cb) => this.close(cb))
     if (typeof callback !== 'function') throw new InvalidArgumentError('invalid callback')
     if (this.#destroyed) return void queueMicrotask(() => callback(new ClientDestroyedError(), null))
@@ -73,11 +79,11 @@ export abstract class DispatcherBase extends Dispatcher {
       .then(() => queueMicrotask(() => drain(this.#onClosed, (cbs) => (this.#onClosed = cbs))))
   }
 
-  destroy(err: Error | null, callback: Callback): void
-  destroy(callback: Callback): void
-  destroy(err: Error | null): Promise<void>
-  destroy(): Promise<void>
-  destroy(errOrCallback?: Error | null | Callback, callback?: Callback): Promise<void> | void {
+  override destroy(err: Error | null, callback: Callback): void
+  override destroy(callback: Callback): void
+  override destroy(err: Error | null): Promise<void>
+  override destroy(): Promise<void>
+  override destroy(errOrCallback?: Error | null | Callback, callback?: Callback): Promise<void> | void {
     if (typeof errOrCallback === 'function') {
       callback = errOrCallback
       errOrCallback = null
@@ -91,7 +97,6 @@ export abstract class DispatcherBase extends Dispatcher {
       return
     }
     this.#destroyed = true
-    this.#closed = true
     this.#onDestroyed = [callback]
     void this[kDestroy](err ?? new ClientDestroyedError()).then(() =>
       queueMicrotask(() => drain(this.#onDestroyed, (cbs) => (this.#onDestroyed = cbs))),

@@ -2,6 +2,8 @@
 // uses the same machinery with more connections, see `kConnections`).
 
 import net from 'node:net'
+import http from 'node:http'
+import { AsyncResource } from 'node:async_hooks'
 import { Readable } from 'node:stream'
 import { Blob } from 'node:buffer'
 import { addon } from '../native/addon-handle'
@@ -23,17 +25,20 @@ import {
   type RequestSink,
 } from '../native/bridge'
 import { NativeOrigin } from '../native/addon-handle'
-import { ClientDestroyedError, InvalidArgumentError, RequestAbortedError, fromNative } from '../errors'
-import { DispatcherBase, kClose, kDestroy, kDispatch } from './base'
+import { ClientDestroyedError, InvalidArgumentError, RequestAbortedError, RequestContentLengthMismatchError } from '../errors'
+import { fromNative } from '../native/native-error'
+import { DispatcherBase, kBusy, kClose, kDestroy, kDispatch } from './base'
 import { TunnelSocket, WRITE_WINDOW } from '../native/tunnel'
 import { holdsForConnect, InternalHandler } from '../handlers/internal'
 import { ResponseErrorHandler } from '../handlers/response-error'
-import { flattenHeaders, pathWithQuery, toBuffers } from './headers'
+import { isHeaderValue, toBuffers } from './headers'
+import { encodeFormData, type FormEntries } from './form-data'
+import { checkRequest, type RequestHead } from './validate'
 import type { ClientOptions, DispatchHandler, DispatchOptions } from './types'
+import { constructorOptions } from './options'
 import { channels, connectParams, RequestInfo, tracingRequests } from '../diagnostics'
 import type { Channel } from 'node:diagnostics_channel'
 import '../debug'
-import { prematureClose } from '../api/done'
 
 // Flag bits of submit, as in src/lib.rs.
 const IDEMPOTENT = 1
@@ -43,6 +48,7 @@ const STREAM = 8
 const HOLD = 32
 const CONNECTED = 64
 const LONE = 128
+const BODY_CLOSES = 16
 
 
 /**
@@ -96,19 +102,59 @@ function optNumber(opts: ClientOptions, key: keyof ClientOptions, fallback: numb
   return (opts[key] as number | null | undefined) ?? fallback
 }
 
-export function parseOrigin(origin: string | URL): URL {
-  let url: URL
-  try {
-    url = origin instanceof URL ? new URL(origin.href) : new URL(String(origin))
-  } catch {
-    throw new InvalidArgumentError('Invalid URL: The URL argument must be a non-null object.')
+/** An origin given as the parts of a URL (as `url.parse()` returns them), which undici takes too. */
+export interface UrlObject {
+  protocol?: string | null
+  hostname?: string | null
+  port?: string | number | null
+  origin?: string | null
+  pathname?: string | null
+  search?: string | null
+  path?: string | null
+}
+
+const isHttp = (s: string): boolean => s.startsWith('http:') || s.startsWith('https:')
+const isPort = (port: string | number): boolean => {
+  const n = parseInt(String(port), 10)
+  return n === Number(port) && n >= 0 && n <= 65535
+}
+
+/** A URL from a string (new URL()'s TypeError if it is none), a URL, or a URL-like object. */
+export function parseUrl(url: unknown): URL {
+  if (typeof url === 'string') {
+    const parsed = new URL(url)
+    if (!isHttp(parsed.origin || parsed.protocol)) throw new InvalidArgumentError('Invalid URL protocol: the URL must start with `http:` or `https:`.')
+    return parsed
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-    throw new InvalidArgumentError('Invalid URL protocol: the URL must start with `http:` or `https:`.')
+  if (!url || typeof url !== 'object') throw new InvalidArgumentError('Invalid URL: The URL argument must be a non-null object.')
+  if (url instanceof URL) {
+    if (!isHttp(url.origin || url.protocol)) throw new InvalidArgumentError('Invalid URL protocol: the URL must start with `http:` or `https:`.')
+    // A copy: the caller's URL may change afterwards.
+    return new URL(url.href)
   }
-  if ((url.pathname !== '/' && url.pathname !== '') || url.search || url.hash) {
-    throw new InvalidArgumentError('invalid url')
+  const o = url as UrlObject
+  if (o.port != null && o.port !== '' && !isPort(o.port)) {
+    throw new InvalidArgumentError('Invalid URL: port must be a valid integer or a string representation of an integer.')
   }
+  for (const key of ['path', 'pathname', 'hostname', 'origin'] as const) {
+    if (o[key] != null && typeof o[key] !== 'string') {
+      throw new InvalidArgumentError(`Invalid URL ${key}: the ${key} must be a string or null/undefined.`)
+    }
+  }
+  const protocol = o.protocol ?? ''
+  if (!isHttp(o.origin || String(protocol))) throw new InvalidArgumentError('Invalid URL protocol: the URL must start with `http:` or `https:`.')
+  const port = o.port ?? (protocol === 'https:' ? 443 : 80)
+  let base = o.origin ?? `${protocol}//${o.hostname || ''}:${port}`
+  let path = o.path ?? `${o.pathname || ''}${o.search || ''}`
+  if (base.endsWith('/')) base = base.slice(0, -1)
+  if (path && path[0] !== '/') path = `/${path}`
+  return new URL(base + path)
+}
+
+/** The origin of a Client or Pool: an http(s) URL without path, query or fragment. */
+export function parseOrigin(origin: string | URL | UrlObject): URL {
+  const url = parseUrl(origin)
+  if (url.pathname !== '/' || url.search || url.hash) throw new InvalidArgumentError('invalid url')
   return url
 }
 
@@ -152,13 +198,64 @@ function nativeOrigin(id: number, options: ConstructorParameters<typeof NativeOr
   }
 }
 
+const noop = (): void => {}
+
+/**
+ * A body chunk that is neither a string nor bytes fails with the TypeError Node gives undici
+ * for it (from `Buffer.byteLength`, or from the socket's write for an ArrayBuffer).
+ */
+function invalidChunk(chunk: unknown): never {
+  Buffer.byteLength(chunk as string)
+  const err = new TypeError(
+    `The "chunk" argument must be of type string or an instance of Buffer, TypedArray, or DataView. Received an instance of ${
+      (chunk as object).constructor?.name ?? typeof chunk
+    }`,
+  )
+  throw Object.assign(err, { code: 'ERR_INVALID_ARG_TYPE' })
+}
+
 function isFormData(body: unknown): boolean {
   return typeof body === 'object' && body !== null && (body as { [Symbol.toStringTag]?: string })[Symbol.toStringTag] === 'FormData'
 }
 
+/** The `content-length` given (valid already, see requestHeaders), or null. */
+function givenLength(headers: string[]): number | null {
+  for (let i = 0; i < headers.length; i += 2) {
+    if (headers[i].length === 14 && headers[i].toLowerCase() === 'content-length') return Number(headers[i + 1])
+  }
+  return null
+}
+
+/** Methods whose body length is checked against the `content-length` given (as undici's). */
+const checksLength = (method: string): boolean => !['GET', 'HEAD', 'OPTIONS', 'TRACE', 'CONNECT'].includes(method)
+/** Methods whose empty body is sent as `content-length: 0` (as undici's). */
+const expectsBody = (method: string): boolean => ['POST', 'PUT', 'PATCH', 'QUERY', 'PROPFIND', 'PROPPATCH'].includes(method)
+
+/**
+ * A body that disagrees with its `content-length`: an error, or with `strictContentLength:
+ * false` a process warning, as undici gives (the engine sends what it has either way).
+ */
+function lengthMismatch(strict: boolean): void {
+  if (strict) throw new RequestContentLengthMismatchError()
+  process.emitWarning(new RequestContentLengthMismatchError())
+}
+
+/**
+ * `headers` with the length of a body known to be `length` bytes (a Blob, a FormData) in place
+ * of the one given, which must agree with it as undici checks a known length.
+ */
+function withKnownLength(headers: string[], method: string, length: number, strict: boolean): string[] {
+  const given = givenLength(headers)
+  if (given === null) return length > 0 ? [...headers, 'content-length', String(length)] : headers
+  if (length > 0 && given !== length && checksLength(method)) lengthMismatch(strict)
+  const out = headers.filter((_, i) => headers[i - (i % 2)].toLowerCase() !== 'content-length')
+  if (length > 0) out.push('content-length', String(length))
+  return out
+}
+
 /** What a Readable's own state says, beyond its public getters: all its data was pushed. */
 interface ReadableInternals {
-  _readableState: { ended: boolean }
+  _readableState: { ended: boolean; objectMode: boolean }
 }
 
 function isStreamLike(body: unknown): body is Readable | Iterable<unknown> | AsyncIterable<unknown> {
@@ -177,6 +274,7 @@ export class Client extends DispatcherBase {
   #pipelining: number
   #headersTimeout: number
   #bodyTimeout: number
+  #strictContentLength: boolean
   #runs = new Set<Run>()
   #destroyError: Error | null = null
   #waiters: Array<() => void> = []
@@ -184,16 +282,30 @@ export class Client extends DispatcherBase {
   #connections = 0
   /** Connections the origin may open (Infinity: no limit). */
   #maxConnections: number
+  /**
+   * A Client, as undici's, is busy while a request waits for a connection (dispatch() returns
+   * false until it is written); a Pool's engine-backed member is not: the engine opens
+   * connections for its queue, which the Pool must not hold back in its own.
+   */
+  #waitMakesBusy: boolean
   #listener: OriginListener
   #originId: number
   /** Settles when the engine has closed every connection (after close() or destroy()). */
   #nativeClosed: Promise<void> | null = null
+  /**
+   * Async contexts, as undici's sockets keep the one of the dispatch that opened them: a
+   * request's engine events run in its connection's (see #scopeFor). `#scope`: the oldest
+   * open connection's; `#opening`: those of connections being opened, in order; `#scopes`:
+   * those of open connections.
+   */
+  #scope: AsyncResource | null = null
+  #opening: AsyncResource[] = []
+  #scopes = new Map<number, AsyncResource>()
 
-  constructor(url: string | URL, options: ClientOptions & { [kConnections]?: ConnectionLimits } = {}) {
+  constructor(url: string | URL | UrlObject, opts: ClientOptions & { [kConnections]?: ConnectionLimits } = {}) {
     super()
-    if (options == null || typeof options !== 'object') throw new InvalidArgumentError('invalid options')
+    const options = constructorOptions(opts, 'maxHeaderSize')
     validateOptions(options)
-    this.#url = parseOrigin(url)
     const connect = options.connect ?? {}
     if (typeof connect !== 'object') throw new InvalidArgumentError('connect must be a function or an object')
     const socketPath = options.socketPath ?? connect.socketPath ?? null
@@ -206,7 +318,9 @@ export class Client extends DispatcherBase {
     if (options.strictContentLength !== undefined && typeof options.strictContentLength !== 'boolean') {
       throw new InvalidArgumentError('invalid strictContentLength')
     }
-    const maxHeaderSize = optNumber(options, 'maxHeaderSize', 16384)
+    this.#strictContentLength = options.strictContentLength ?? true
+    // As undici: node's --max-http-header-size by default.
+    const maxHeaderSize = optNumber(options, 'maxHeaderSize', http.maxHeaderSize)
     const maxResponseSize = optNumber(options, 'maxResponseSize', -1)
     const maxRequestsPerClient = optNumber(options, 'maxRequestsPerClient', 0)
     const localAddress = options.localAddress ?? undefined
@@ -216,7 +330,10 @@ export class Client extends DispatcherBase {
     if (options.autoSelectFamily !== undefined && typeof options.autoSelectFamily !== 'boolean') {
       throw new InvalidArgumentError('invalid autoSelectFamily')
     }
+    // After the options, as undici.
+    this.#url = parseOrigin(url)
     const limits = options[kConnections] ?? { connections: 1 }
+    this.#waitMakesBusy = options[kConnections] === undefined
     this.#maxConnections = limits.connections === 0 ? Infinity : limits.connections
     const host = this.#url.hostname.startsWith('[') ? this.#url.hostname.slice(1, -1) : this.#url.hostname
     // The listener holds the Client weakly: a Client dropped without close() can be collected.
@@ -230,26 +347,37 @@ export class Client extends DispatcherBase {
       onConnecting: () => {
         if (channels.beforeConnect.hasSubscribers) channels.beforeConnect.publish({ connectParams: params, connector: undefined })
       },
-      onConnected: () => {
+      onConnected: (conn) => {
         if (channels.connected.hasSubscribers) channels.connected.publish({ connectParams: params, connector: undefined, socket: undefined })
         const c = self.deref()
         if (!c) return
         c.#connections++
-        c.emit('connect', c.#url, [c])
+        const scope = c.#opening.shift() ?? c.#scope
+        if (scope === null) return void c.emit('connect', c.#url, [c])
+        c.#scopes.set(conn, scope)
+        scope.runInAsyncScope(() => c.emit('connect', c.#url, [c]))
       },
-      onDisconnected: (_c, err) => {
+      onDisconnected: (conn, err) => {
         const c = self.deref()
         if (!c) return
         c.#connections = Math.max(0, c.#connections - 1)
-        c.emit('disconnect', c.#url, [c], c.#destroyError ?? err)
+        const scope = c.#scopes.get(conn) ?? c.#scope
+        c.#scopes.delete(conn)
+        if (scope === c.#scope && c.#scopes.size > 0) c.#scope = c.#scopes.values().next().value!
+        const emit = (): boolean => c.emit('disconnect', c.#url, [c], c.#destroyError ?? err)
+        if (scope === null) emit()
+        else scope.runInAsyncScope(emit)
       },
       onConnectFailed: (err) => {
         if (channels.connectError.hasSubscribers) {
           channels.connectError.publish({ connectParams: params, connector: undefined, socket: undefined, error: err })
         }
         const c = self.deref()
+        if (!c) return
+        const scope = c.#opening.shift() ?? c.#scope
+        const emit = (): boolean => c.emit('connectionError', c.#url, [c], err)
         // As undici: after the requests this failure fails (they come next in the batch).
-        if (c) queueMicrotask(() => c.emit('connectionError', c.#url, [c], err))
+        queueMicrotask(() => (scope === null ? emit() : scope.runInAsyncScope(emit)))
       },
     }
     this.#originId = newOriginId(this.#listener)
@@ -269,7 +397,7 @@ export class Client extends DispatcherBase {
       maxResponseSize,
       maxRequestsPerClient,
       hostHeader: this.#url.host,
-      strictContentLength: options.strictContentLength ?? true,
+      strictContentLength: this.#strictContentLength,
       localAddress,
       autoSelectFamily: options.autoSelectFamily ?? net.getDefaultAutoSelectFamily(),
       // Node's floor for the per-address attempt.
@@ -321,22 +449,51 @@ export class Client extends DispatcherBase {
     return { connected: this.#connections > 0, pending: this.pending, running: this.running, size: this.size }
   }
 
+  get [kBusy](): boolean {
+    return this.#needDrain
+  }
+
   #busy(): boolean {
-    return this.#runs.size >= this.#maxConnections * Math.max(this.#pipelining, 1)
+    return (
+      this.#runs.size >= this.#maxConnections * Math.max(this.#pipelining, 1) ||
+      (this.#waitMakesBusy && this.pending > 0)
+    )
   }
 
   protected [kDispatch](opts: DispatchOptions, handler: DispatchHandler): boolean {
+    const head = checkRequest(opts, handler)
     if (opts.throwOnError === true) handler = new ResponseErrorHandler(handler)
     const run = new Run(this, opts, handler)
+    const opens = this.#opens()
     this.#runs.add(run)
     try {
-      run.start(this.#originId)
+      run.start(this.#originId, head)
     } catch (err) {
       this.#runs.delete(run)
       throw err
     }
+    run.scope = this.#scopeFor(opens)
     if (this.#busy()) this.#needDrain = true
     return !this.#needDrain
+  }
+
+  /** Whether a request dispatched now makes the origin open a connection (as JS can tell). */
+  #opens(): boolean {
+    const open = this.#connections + this.#opening.length
+    return open < this.#maxConnections && this.#runs.size >= open * Math.max(this.#pipelining, 1)
+  }
+
+  /**
+   * The async context of a request's engine events. One that opens a connection gives it its
+   * own (undici makes the socket inside dispatch()); one that rides an open connection gets
+   * that connection's, taken to be the oldest's (undici's pools pick their first free client).
+   */
+  #scopeFor(opens: boolean): AsyncResource {
+    if (!opens) return (this.#scope ??= new AsyncResource('SAETTA_CONNECTION'))
+    const scope = new AsyncResource('SAETTA_CONNECTION')
+    if (this.#scope === null || this.#connections + this.#opening.length === 0) this.#scope = scope
+    this.#opening.push(scope)
+    return scope
   }
 
   /** @internal a request settled. */
@@ -363,6 +520,11 @@ export class Client extends DispatcherBase {
     return this.#url.origin
   }
 
+  /** @internal whether a body must agree with its content-length. */
+  get strictContentLength(): boolean {
+    return this.#strictContentLength
+  }
+
   /** @internal per-request defaults. */
   get timeouts(): { headersTimeout: number; bodyTimeout: number } {
     return { headersTimeout: this.#headersTimeout, bodyTimeout: this.#bodyTimeout }
@@ -379,7 +541,10 @@ export class Client extends DispatcherBase {
 
   /** Asks the engine to close (or destroy) the origin; resolves when its sockets are gone. */
   #shutDown(destroy: boolean): Promise<void> {
-    this.#nativeClosed ??= whenClosed(this.#originId)
+    // After a destroy, a request the engine did not fail (there should be none) fails now.
+    this.#nativeClosed ??= whenClosed(this.#originId, () => {
+      if (this.#destroyError) failAll([...this.#runs], this.#destroyError)
+    })
     if (destroy) this.#native.destroy()
     else this.#native.close()
     return this.#nativeClosed
@@ -393,14 +558,31 @@ export class Client extends DispatcherBase {
 
   protected [kDestroy](err: Error): Promise<void> {
     this.#destroyError = err
-    for (const run of [...this.#runs]) queueMicrotask(() => run.failWith(err))
-    const closed = this.#shutDown(true)
-    return this.#idle().then(() => closed)
+    // As undici: the requests still queued fail now, in order; the ones on a connection as
+    // the engine takes it down (and any left once it is down).
+    failAll([...this.#runs].filter((run) => !run.connected), err)
+    // (Returned as is: destroy's callbacks then come right after the last failure, as undici's.)
+    return this.#shutDown(true)
+  }
+}
+
+/** Fails `runs` with `err`; a handler's onError that throws is uncaught, not the caller's. */
+function failAll(runs: Run[], err: Error): void {
+  for (const run of runs) {
+    try {
+      run.failWith(err)
+    } catch (thrown) {
+      queueMicrotask(() => {
+        throw thrown
+      })
+    }
   }
 }
 
 /** One dispatched request: its handler, and the engine's events for it. */
 class Run implements RequestSink {
+  /** The async context its engine events run in (set once submitted; see Client's #scopeFor). */
+  scope: AsyncResource | null = null
   // Dropped once settled: a response body that outlives its request must not keep the
   // Client (and so its connections) alive.
   #client: Client | null
@@ -414,8 +596,14 @@ class Run implements RequestSink {
   /** Events that arrived while the handler had paused, delivered on resume. */
   #backlog: Array<() => void> = []
   #source: Readable | Iterable<unknown> | AsyncIterable<unknown> | null = null
+  /** The body is being read (from onConnect on, or at once when it had ended). */
+  #pumping = false
+  #connected = false
   #sentBody: Buffer | string | Uint8Array | null = null
   #window = 0
+  /** See #lenient: the length a streamed body is held to, and the bytes it has streamed. */
+  #warnLength: number | null = null
+  #streamed = 0
   #creditWaiter: (() => void) | null = null
   #opts: DispatchOptions
   /** After an upgrade: the socket the engine's events for this request now go to. */
@@ -429,26 +617,11 @@ class Run implements RequestSink {
     this.#opts = opts
   }
 
-  /** Submits the request to origin `origin` (the Client's NativeOrigin). */
-  start(origin: number): void {
+  /** Submits the request (checked already: `head`) to origin `origin` (the Client's NativeOrigin). */
+  start(origin: number, head: RequestHead): void {
     const opts = this.#opts
-    if (typeof opts.path !== 'string') throw new InvalidArgumentError('path must be a string')
-    if (typeof opts.method !== 'string') throw new InvalidArgumentError('method must be a string')
-    for (const key of ['headersTimeout', 'bodyTimeout'] as const) {
-      const v = opts[key]
-      if (v != null && (typeof v !== 'number' || !Number.isFinite(v) || v < 0)) {
-        throw new InvalidArgumentError(`invalid ${key}`)
-      }
-    }
-    if (opts.upgrade != null && typeof opts.upgrade !== 'string') throw new InvalidArgumentError('upgrade must be a string')
-    if (opts.maxRedirections != null && opts.maxRedirections !== 0) {
-      throw new InvalidArgumentError('maxRedirections is not supported, use the redirect interceptor')
-    }
-    for (const key of ['reset', 'idempotent', 'blocking', 'expectContinue'] as const) {
-      if (opts[key] != null && typeof opts[key] !== 'boolean') throw new InvalidArgumentError(`invalid ${key}`)
-    }
-    const path = pathWithQuery(opts.path, opts.query)
-    let headers = flattenHeaders(opts.headers)
+    const path = head.path
+    let headers = head.headers
     if (tracingRequests()) {
       this.#info = new RequestInfo(this.#client!.originString, opts.method, path, headers)
       this.#publish(channels.create, {})
@@ -461,20 +634,40 @@ class Run implements RequestSink {
       bytes = undefined
     } else if (typeof body === 'string') {
       bytes = body
-    } else if (body instanceof Uint8Array) {
+    } else if (ArrayBuffer.isView(body)) {
+      // Every TypedArray and DataView goes as the bytes it views, as undici sends it.
       bytes = Buffer.isBuffer(body) ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength)
+    } else if (body instanceof ArrayBuffer) {
+      bytes = Buffer.from(body)
     } else if (body instanceof Readable) {
-      flags |= STREAM
-      this.#source = body
+      // As undici: a byte stream that has ended is a known body (sent with its length), and
+      // one that has ended empty is not read at all.
+      body.read(0)
+      const state = (body as unknown as ReadableInternals)._readableState
+      if (state.ended && !state.objectMode) {
+        bytes = body.readableLength === 0 ? undefined : (body.read() as Buffer | string)
+      } else {
+        flags |= STREAM
+        this.#source = body
+      }
     } else if (body instanceof Blob || isFormData(body)) {
-      // Encoded as fetch encodes them (multipart for FormData), streamed with their type.
-      const encoded = new Response(body as BodyInit)
-      const type = encoded.headers.get('content-type')
-      const has = (name: string) => headers.some((h, i) => i % 2 === 0 && h.toLowerCase() === name)
-      if (type && !has('content-type')) headers.push('content-type', type)
-      if (body instanceof Blob && !has('content-length')) headers.push('content-length', String(body.size))
-      flags |= STREAM
-      this.#source = (encoded.body ?? []) as unknown as AsyncIterable<Uint8Array>
+      // As undici: streamed with their length known (a FormData encoded as multipart) and
+      // their type, unless a content-type is given.
+      const known =
+        body instanceof Blob
+          ? { type: body.type, length: body.size, parts: body.stream() as unknown as AsyncIterable<Uint8Array> }
+          : encodeFormData(body as unknown as FormEntries)
+      if (known.type && !headers.some((h, i) => i % 2 === 0 && h.toLowerCase() === 'content-type')) {
+        if (!isHeaderValue(known.type)) throw new InvalidArgumentError('invalid content-type header')
+        headers.push('content-type', known.type)
+      }
+      headers = withKnownLength(headers, opts.method, known.length, this.#client!.strictContentLength)
+      if (known.length === 0) {
+        bytes = Buffer.alloc(0)
+      } else {
+        flags |= STREAM
+        this.#source = known.parts
+      }
     } else if (isStreamLike(body)) {
       flags |= STREAM
       this.#source = body
@@ -482,12 +675,16 @@ class Run implements RequestSink {
       throw new InvalidArgumentError('body must be a string, a Buffer, a Readable stream, an iterable, or an async iterable')
     }
     const method = opts.method
+    if (!this.#client!.strictContentLength) this.#lenient(headers, method, bytes)
     const idempotent = opts.idempotent ?? (method === 'GET' || method === 'HEAD')
     if (idempotent) flags |= IDEMPOTENT
     if (opts.blocking) flags |= BLOCKING
     // As undici: a HEAD request closes its connection unless `reset: false` says otherwise
     // (a server may send a body the client does not read).
     if (opts.reset ?? method === 'HEAD') flags |= RESET
+    // As undici: a body (if not empty) on a method that expects none ends the connection
+    // after this request (its head still says keep-alive), unless `reset: false`.
+    else if (opts.reset !== false && !expectsBody(method)) flags |= BODY_CLOSES
     // expectContinue is for HTTP/2 (as in undici, HTTP/1.1 ignores it).
     if (this.#client!.writesAtOnce()) {
       // As undici: with a connection free for it, onConnect runs now, before anything is
@@ -499,8 +696,10 @@ class Run implements RequestSink {
       // The engine waits for onConnect before writing, so that an abort there sends nothing.
       flags |= HOLD
     }
-    // A streamed body waits for the flush (see #pumpReadable): the request does not go alone.
-    if (!this.#source && lone()) flags |= LONE
+    // A lone request goes at once, but not with a streamed body (it waits for the flush, see
+    // #pumpReadable), nor when it opens a connection (see flushSoon).
+    const connecting = this.#client!.connected === 0
+    if (!this.#source && lone() && !connecting) flags |= LONE
     const defaults = this.#client!.timeouts
     const id = newRequestId()
     const refused = addon.submit(
@@ -513,19 +712,40 @@ class Run implements RequestSink {
       flags,
       opts.headersTimeout ?? defaults.headersTimeout,
       opts.bodyTimeout ?? defaults.bodyTimeout,
-      typeof opts.upgrade === 'string' ? opts.upgrade : undefined,
+      // As undici: an empty upgrade is none.
+      opts.upgrade ? (opts.upgrade as string) : undefined,
     )
     if (refused) throw fromNative(refused[0], refused[1], undefined)
-    if (!(this.#source instanceof Readable)) flushSoon()
+    if (!(this.#source instanceof Readable)) flushSoon(connecting)
     this.#id = id
     this.#sentBody = bytes ?? null
     track(id, this)
     if (flags & CONNECTED && bytes !== undefined) this.#handler.onBodySent?.(bytes)
-    if (this.#source) this.#pumpBody(this.#source)
+    const source = this.#source
+    if (source instanceof Readable) {
+      // As undici: from now on the body's errors are the request's, never uncaught ones.
+      source.on('error', this.#onSourceError)
+    }
+    if (source === null) return
+    if (flags & CONNECTED) return this.#pumpBody(source)
+    // As undici, a body is read once its request is on a connection (onConnect); a stream
+    // that has ended by the end of this job is read at once, to go with its request as a
+    // known body, which may be pipelined.
+    if (source instanceof Readable) {
+      flushAfter(() => {
+        if (!this.#settled && !this.#pumping && (source as unknown as ReadableInternals)._readableState.ended) this.#pumpReadable(source, true)
+      })
+    }
+  }
+
+  #onSourceError = (err: Error): void => {
+    // Before its turn, the pump finds the stream destroyed.
+    if (this.#pumping) this.fail(err)
   }
 
   /** Streams a request body to the engine, within the write window. */
   #pumpBody(source: Readable | Iterable<unknown> | AsyncIterable<unknown>): void {
+    if (this.#pumping) return
     if (source instanceof Readable) this.#pumpReadable(source)
     else void this.#pumpIterable(source)
   }
@@ -534,10 +754,12 @@ class Run implements RequestSink {
    * A Readable is read with events rather than an async iterator: no promise per chunk and no
    * end-of-stream helper (what `pipeline()` pays for every request).
    */
-  #pumpReadable(src: Readable): void {
+  #pumpReadable(src: Readable, ended = false): void {
+    this.#pumping = true
     // Both send the request on their way.
-    if (src.readableEnded) return this.#endBody()
-    if (src.destroyed) return this.fail(src.errored ?? prematureClose())
+    if (src.readableEnded) return void (this.#endBody(), src.destroy())
+    // As undici: a stream closed before its end, without an error, aborts the request.
+    if (src.destroyed) return void this.fail(src.errored ?? new RequestAbortedError())
     let reading = true
     const done = (): void => {
       reading = false
@@ -562,6 +784,8 @@ class Run implements RequestSink {
     const onEnd = (): void => {
       done()
       this.#endBody()
+      // As undici: all sent, the stream is done with (a later error of it is no request's).
+      src.destroy()
     }
     const onError = (err: Error): void => {
       done()
@@ -569,12 +793,14 @@ class Run implements RequestSink {
     }
     const onClose = (): void => {
       done()
-      this.fail(prematureClose())
+      this.fail(new RequestAbortedError())
     }
     src.on('data', onData).on('end', onEnd).on('error', onError).on('close', onClose)
+    // As undici: a stream paused by its owner flows all the same.
+    src.resume()
     // A body that has ended by the end of this job (its 'end' still to come) is read then, to
     // go with its request: the engine gets it as a known body, which may be pipelined.
-    flushAfter(() => {
+    const drain = (): void => {
       if (!reading || !(src as unknown as ReadableInternals)._readableState.ended) return
       try {
         while (reading && src.readableFlowing && src.read() !== null);
@@ -583,10 +809,13 @@ class Run implements RequestSink {
         // Another 'data' listener threw.
         onError(err as Error)
       }
-    })
+    }
+    if (ended) drain()
+    else flushAfter(drain)
   }
 
   async #pumpIterable(source: Iterable<unknown> | AsyncIterable<unknown>): Promise<void> {
+    this.#pumping = true
     try {
       for await (const chunk of source as AsyncIterable<unknown>) {
         if (this.#settled) return
@@ -608,22 +837,41 @@ class Run implements RequestSink {
     const buf =
       typeof chunk === 'string' || Buffer.isBuffer(chunk)
         ? chunk
-        : chunk instanceof Uint8Array
+        : ArrayBuffer.isView(chunk)
           ? Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)
-          : null
-    if (buf === null) throw new InvalidArgumentError('body chunks must be strings, Buffers or Uint8Arrays')
+          : invalidChunk(chunk)
     if (buf.length === 0) return true
+    const length = typeof buf === 'string' ? Buffer.byteLength(buf) : buf.length
+    if (this.#warnLength !== null && (this.#streamed += length) > this.#warnLength) lengthMismatch(false)
     bodyWrite(this.#id, buf)
     this.#publish(channels.bodyChunkSent, { chunk: buf })
     this.#handler.onBodySent?.(chunk as Buffer)
-    this.#window += typeof buf === 'string' ? Buffer.byteLength(buf) : buf.length
+    this.#window += length
     return this.#window < WRITE_WINDOW
   }
 
   #endBody(): void {
     if (this.#settled) return
+    if (this.#warnLength !== null && this.#streamed !== this.#warnLength) lengthMismatch(false)
     bodyEnd(this.#id)
     this.#publish(channels.bodySent, {})
+  }
+
+  /**
+   * With `strictContentLength: false`, a body that disagrees with its content-length is sent
+   * anyway, with the warnings undici gives: a known one now (the engine sends it with its own
+   * length), a streamed one as its chunks go (under the length given).
+   */
+  #lenient(headers: string[], method: string, bytes: Buffer | string | undefined): void {
+    const given = givenLength(headers)
+    if (given === null) return
+    if (this.#source === null) {
+      const length = bytes === undefined ? 0 : typeof bytes === 'string' ? Buffer.byteLength(bytes) : bytes.length
+      if (length > 0 && length !== given && checksLength(method)) lengthMismatch(false)
+    } else if (given > 0 || expectsBody(method)) {
+      // (`content-length: 0` on a stream of a method that expects no body is ignored.)
+      this.#warnLength = given
+    }
   }
 
   onBodyConsumed(bytes: number): void {
@@ -636,8 +884,20 @@ class Run implements RequestSink {
     }
   }
 
+  /** onConnect ran: the request is on a connection (or goes on one as it is submitted). */
+  get connected(): boolean {
+    return this.#connected
+  }
+
   #connectNow(): void {
-    this.#handler.onConnect?.((err?: Error) => this.failWith(err ?? new RequestAbortedError()), undefined)
+    this.#connected = true
+    try {
+      this.#handler.onConnect?.((err?: Error) => this.failWith(err ?? new RequestAbortedError()), undefined)
+    } catch (err) {
+      // As undici: what onConnect throws fails the request, unless it had settled it already
+      // (it aborted, and its onError threw): then it is dropped.
+      if (!this.#settled) throw err
+    }
     if (this.#info === null || this.#settled) return
     const { method, path, headers } = this.#info
     let head = `${method} ${path} HTTP/1.1\r\n`
@@ -656,13 +916,15 @@ class Run implements RequestSink {
     if (this.#settled) return
     proceed(this.#id)
     if (this.#sentBody !== null) this.#handler.onBodySent?.(this.#sentBody)
+    if (this.#source !== null) this.#pumpBody(this.#source)
   }
 
   onHeaders(statusCode: number, statusText: string, headers: string[], at: number): void {
     if (this.#info !== null && statusCode >= 200) this.#publish(channels.headers, { response: { statusCode, statusText, headers: headerBuffers(headers, at) } })
     // As undici: at the start of every response message, 1xx included.
     this.#handler.onResponseStarted?.()
-    if (this.#handler.onHeaders?.(statusCode, this.#raw(headers, at), this.#resume, statusText) === false) this.#pause()
+    // Called even when missing (an upgrade's handler needs none): a TypeError fails the request, as in undici.
+    if (this.#handler.onHeaders!(statusCode, this.#raw(headers, at), this.#resume, statusText) === false) this.#pause()
   }
 
   /** Passed to onHeaders: delivers what waited, then lets the engine read again. */
@@ -695,7 +957,7 @@ class Run implements RequestSink {
     if (this.#tunnel) return this.#tunnel.deliver(chunk)
     if (this.#info !== null) this.#publish(channels.bodyChunkReceived, { chunk })
     if (this.#paused) this.#backlog.push(() => this.onData(chunk))
-    else if (this.#handler.onData?.(chunk) === false) this.#pause()
+    else if (this.#handler.onData!(chunk) === false) this.#pause()
   }
 
   /**
@@ -733,7 +995,7 @@ class Run implements RequestSink {
     if (!this.#finish()) return
     if (this.#info) this.#info.completed = true
     if (this.#info !== null) this.#publish(channels.trailers, { trailers: toBuffers(trailers) })
-    this.#handler.onComplete?.(this.#raw(trailers))
+    this.#handler.onComplete!(this.#raw(trailers))
   }
 
   onError(err: Error): void {
@@ -745,17 +1007,19 @@ class Run implements RequestSink {
   }
 
   /** A handler callback threw, or the body source failed: the request fails with `err`. */
-  fail(err: unknown): void {
-    if (this.#tunnel) return void this.#tunnel.destroy(err as Error)
-    this.failWith(err instanceof Error ? err : new Error(String(err)))
+  fail(err: unknown): boolean {
+    if (this.#tunnel) return (this.#tunnel.destroy(err as Error), true)
+    return this.failWith(err instanceof Error ? err : new Error(String(err)))
   }
 
-  failWith(err: Error): void {
-    if (!this.#finish()) return
+  /** Fails the request with `err`; false when it had settled already. */
+  failWith(err: Error): boolean {
+    if (!this.#finish()) return false
     addon.abort(this.#id)
     this.#publish(channels.error, { error: err })
-    if (this.#source instanceof Readable && !this.#source.destroyed) this.#source.destroy(err)
+    if (this.#source instanceof Readable && !this.#source.destroyed) this.#source.on('error', noop).destroy(err)
     this.#handler.onError?.(err)
+    return true
   }
 
   /** Settles once: false when already settled. `release`: stop routing its events too. */
@@ -764,6 +1028,7 @@ class Run implements RequestSink {
     this.#settled = true
     if (release) untrack(this.#id)
     this.#creditWaiter?.()
+    if (this.#source instanceof Readable) this.#source.off('error', this.#onSourceError)
     this.#client?.settled(this)
     this.#client = null
     return true

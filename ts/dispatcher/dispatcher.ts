@@ -9,6 +9,8 @@ import { pipeline, type PipelineHandler, type PipelineHandlerData, type Pipeline
 import { connect, upgrade, type ConnectData, type ConnectOptions, type UpgradeData, type UpgradeOptions } from '../api/upgrade'
 import type * as T from './types'
 import type { DispatchController as Controller } from '../handlers/unwrap'
+import { wrap } from '../handlers/wrap'
+import type { UndiciError } from '../errors'
 
 // Declared through methods so that their parameters are checked bivariantly: interceptors
 // typed against undici's narrower option types fit, and ours fit undici's.
@@ -20,17 +22,31 @@ type Callback<D> = (err: Error | null, data: D) => void
 type Impl = (this: Dispatcher, ...args: unknown[]) => unknown
 type CloseCallback = (err?: Error | null, data?: null) => void
 
+const notImplemented = (): never => {
+  throw new Error('not implemented')
+}
+
 // Overloads are declared in undici's order: TypeScript relates overload sets pairwise.
-export abstract class Dispatcher extends EventEmitter {
-  abstract dispatch(options: T.DispatchOptions, handler: T.DispatchHandler): boolean
+// Not abstract, as undici's: dispatch, close and destroy throw until a subclass implements them.
+export class Dispatcher extends EventEmitter {
+  dispatch(options: T.DispatchOptions, handler: T.DispatchHandler): boolean
+  dispatch(): boolean {
+    return notImplemented()
+  }
 
-  abstract close(callback: CloseCallback): void
-  abstract close(): Promise<void>
+  close(callback: CloseCallback): void
+  close(): Promise<void>
+  close(): Promise<void> | void {
+    notImplemented()
+  }
 
-  abstract destroy(err: Error | null, callback: CloseCallback): void
-  abstract destroy(callback: CloseCallback): void
-  abstract destroy(err: Error | null): Promise<void>
-  abstract destroy(): Promise<void>
+  destroy(err: Error | null, callback: CloseCallback): void
+  destroy(callback: CloseCallback): void
+  destroy(err: Error | null): Promise<void>
+  destroy(): Promise<void>
+  destroy(): Promise<void> | void {
+    notImplemented()
+  }
 
   request<TOpaque = null>(options: T.RequestOptions<TOpaque>, callback: Callback<T.ResponseData<TOpaque>>): void
   request<TOpaque = null>(options: T.RequestOptions<TOpaque>): Promise<T.ResponseData<TOpaque>>
@@ -76,8 +92,10 @@ export abstract class Dispatcher extends EventEmitter {
       if (typeof interceptor !== 'function') {
         throw new TypeError(`invalid interceptor, expected function received ${typeof interceptor}`)
       }
-      dispatch = interceptor(dispatch)
-      if (typeof dispatch !== 'function') throw new TypeError('invalid interceptor: it must return a dispatch function')
+      const next = interceptor(dispatch)
+      if (typeof next !== 'function') throw new TypeError('invalid interceptor: it must return a dispatch function')
+      // As undici: an interceptor is always handed a controller-style handler, whatever the caller's.
+      dispatch = (opts, handler) => next(opts, wrap(handler) as T.DispatchHandler)
     }
     const target = this
     // Everything but dispatch is the target's, bound to it (its private state lives there);
@@ -95,11 +113,39 @@ export abstract class Dispatcher extends EventEmitter {
 
 type Listener = (...args: any[]) => void // eslint-disable-line @typescript-eslint/no-explicit-any
 
-// EventEmitter's listener lists, typed loosely enough to stand for undici's typed ones (so
-// that a saetta dispatcher is an undici one).
+/** The events every dispatcher emits, with their arguments (`error` typed as undici types it). */
+export interface DispatcherEvents {
+  connect: [origin: URL, targets: readonly Dispatcher[]]
+  disconnect: [origin: URL, targets: readonly Dispatcher[], error: UndiciError]
+  connectionError: [origin: URL, targets: readonly Dispatcher[], error: UndiciError]
+  drain: [origin: URL]
+}
+type EventName = keyof DispatcherEvents
+type EventListener<E extends EventName> = (...args: DispatcherEvents[E]) => void
+
+// EventEmitter's methods with typed listeners for the dispatcher's events, then EventEmitter's
+// own signature for any other event.
 export interface Dispatcher {
+  on<E extends EventName>(eventName: E, listener: EventListener<E>): this
+  on(eventName: string | symbol, listener: Listener): this
+  once<E extends EventName>(eventName: E, listener: EventListener<E>): this
+  once(eventName: string | symbol, listener: Listener): this
+  off<E extends EventName>(eventName: E, listener: EventListener<E>): this
+  off(eventName: string | symbol, listener: Listener): this
+  addListener<E extends EventName>(eventName: E, listener: EventListener<E>): this
+  addListener(eventName: string | symbol, listener: Listener): this
+  removeListener<E extends EventName>(eventName: E, listener: EventListener<E>): this
+  removeListener(eventName: string | symbol, listener: Listener): this
+  prependListener<E extends EventName>(eventName: E, listener: EventListener<E>): this
+  prependListener(eventName: string | symbol, listener: Listener): this
+  prependOnceListener<E extends EventName>(eventName: E, listener: EventListener<E>): this
+  prependOnceListener(eventName: string | symbol, listener: Listener): this
+  listeners<E extends EventName>(eventName: E): Array<EventListener<E>>
   listeners(eventName: string | symbol): Listener[]
+  rawListeners<E extends EventName>(eventName: E): Array<EventListener<E>>
   rawListeners(eventName: string | symbol): Listener[]
+  emit<E extends EventName>(eventName: E, ...args: DispatcherEvents[E]): boolean
+  emit(eventName: string | symbol, ...args: unknown[]): boolean
 }
 
 /** Methods that call `this.dispatch` and so must see the composed one. */

@@ -1,38 +1,154 @@
-// Header conversions between the caller's forms and the engine's flat string arrays.
+// Header conversions between the caller's forms and the engine's flat string arrays, and the
+// checks undici makes of request headers (same rules, messages and order).
 
-import { InvalidArgumentError } from '../errors'
+import { stringify } from 'node:querystring'
+import { InvalidArgumentError, NotSupportedError } from '../errors'
 import type { ClientHeaders, IncomingHttpHeaders } from './types'
 
-function pushValue(out: string[], name: string, value: unknown): void {
-  if (value === undefined) return
-  if (Array.isArray(value)) {
-    for (const v of value) out.push(name, String(v))
+/** Takes the headers of a request one by one (a class rather than a closure: it is per request). */
+interface HeaderSink {
+  add(name: unknown, value: unknown): void
+}
+
+/**
+ * Hands every header of `headers` to `sink`, in any accepted form: a flat array, an iterable
+ * of pairs, or an object. An object counts as iterable only through its own iterator or a
+ * prototype other than Object.prototype, so that a polluted Object.prototype cannot turn a
+ * plain object's headers into something else.
+ */
+function forEachHeader(headers: unknown, sink: HeaderSink): void {
+  if (headers == null) return
+  if (Array.isArray(headers)) {
+    if (headers.length % 2 !== 0) throw new InvalidArgumentError('headers array must be even')
+    for (let i = 0; i < headers.length; i += 2) sink.add(headers[i], headers[i + 1])
+  } else if (typeof headers === 'object') {
+    if (hasSafeIterator(headers)) {
+      for (const pair of headers as Iterable<unknown>) {
+        if (!Array.isArray(pair) || pair.length !== 2) throw new InvalidArgumentError('headers must be in key-value pair format')
+        sink.add(pair[0], pair[1])
+      }
+    } else {
+      for (const name of Object.keys(headers)) sink.add(name, (headers as Record<string, unknown>)[name])
+    }
   } else {
-    out.push(name, String(value))
+    throw new InvalidArgumentError('headers must be an object or an array')
   }
 }
 
-/** Request headers in any accepted form, as `[name, value, ...]` strings. */
+function hasSafeIterator(obj: object): boolean {
+  if (Object.prototype.hasOwnProperty.call(obj, Symbol.iterator)) return true
+  const proto: unknown = Object.getPrototypeOf(obj)
+  return proto != null && proto !== Object.prototype && typeof (obj as Iterable<unknown>)[Symbol.iterator] === 'function'
+}
+
+/** Request headers in any accepted form, as `[name, value, ...]` strings (null values empty). */
 export function flattenHeaders(headers: ClientHeaders | undefined): string[] {
   const out: string[] = []
-  if (headers == null) return out
-  if (Array.isArray(headers)) {
-    if (headers.length % 2 !== 0) throw new InvalidArgumentError('headers array must be even')
-    for (let i = 0; i < headers.length; i += 2) pushValue(out, String(headers[i]), headers[i + 1])
-    return out
-  }
-  if (typeof headers !== 'object') throw new InvalidArgumentError('headers must be an object or an array')
-  if (typeof (headers as Iterable<unknown>)[Symbol.iterator] === 'function') {
-    for (const pair of headers as Iterable<unknown>) {
-      if (!Array.isArray(pair) || pair.length !== 2) {
-        throw new InvalidArgumentError('headers must be in key-value pair format')
-      }
-      pushValue(out, String(pair[0]), pair[1])
-    }
-    return out
-  }
-  for (const name of Object.keys(headers)) pushValue(out, name, (headers as Record<string, unknown>)[name])
+  forEachHeader(headers, {
+    add(name, value) {
+      if (value === undefined) return
+      for (const v of Array.isArray(value) ? value : [value]) out.push(String(name), v === null ? '' : String(v))
+    },
+  })
   return out
+}
+
+const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/
+/** A character a header value may not hold (controls but tab, and anything above Latin-1). */
+const BAD_VALUE = /[^\t\x20-\x7e\x80-\xff]/
+
+/** An RFC 9110 token (a header name, a method). */
+export const isToken = (s: string): boolean => TOKEN.test(s)
+export const isHeaderValue = (s: string): boolean => !BAD_VALUE.test(s)
+
+/** Header names seen valid, lower-cased: most requests repeat a few names. */
+const lowerNames = new Map<unknown, string>()
+
+/** `key` lower-cased, or the error a name that is not a token gets. */
+function lowerName(key: unknown): string {
+  const known = lowerNames.get(key)
+  if (known !== undefined) return known
+  // Not a string: a TypeError, as undici's (it calls toLowerCase on any name).
+  const lower = (key as string).toLowerCase()
+  if (!TOKEN.test(lower)) throw new InvalidArgumentError('invalid header key')
+  if (lowerNames.size >= 512) lowerNames.clear()
+  lowerNames.set(key, lower)
+  return lower
+}
+
+/** One value as sent: strings as given, null as empty, other primitives as text; never an object. */
+function headerValue(key: unknown, value: unknown): string {
+  let text: string
+  if (typeof value === 'string') text = value
+  else if (value === null) return ''
+  else if (typeof value === 'object') throw new InvalidArgumentError(`invalid ${key} header`)
+  else text = `${value as string}`
+  if (BAD_VALUE.test(text)) throw new InvalidArgumentError(`invalid ${key} header`)
+  return text
+}
+
+/**
+ * The caller's request headers checked as undici checks them, as the flat list the engine
+ * takes: `host` and `content-length` at most once each and well-formed; the framing headers
+ * the client writes itself refused; `connection` a list of tokens, passed on only as the
+ * `close` it may ask for; `expect` not supported.
+ */
+export function requestHeaders(headers: ClientHeaders | undefined): string[] {
+  const list = new RequestHeaders()
+  forEachHeader(headers, list)
+  // The engine writes its own `connection` header; the caller's only says whether to close.
+  if (list.close) list.out.push('connection', 'close')
+  return list.out
+}
+
+class RequestHeaders implements HeaderSink {
+  out: string[] = []
+  host = false
+  length = false
+  close = false
+
+  add(key: unknown, value: unknown): void {
+    if (value !== null && typeof value === 'object' && !Array.isArray(value)) throw new InvalidArgumentError(`invalid ${key} header`)
+    if (value === undefined) return
+    const name = lowerName(key)
+    let text: string | string[]
+    if (Array.isArray(value)) {
+      text = new Array<string>(value.length)
+      for (let i = 0; i < value.length; i++) text[i] = headerValue(key, value[i])
+    } else {
+      text = headerValue(key, value)
+    }
+    switch (name) {
+      case 'host':
+        if (this.host) throw new InvalidArgumentError('duplicate host header')
+        if (typeof text !== 'string') throw new InvalidArgumentError('invalid host header')
+        this.host = true
+        this.out.push('host', text)
+        return
+      case 'content-length':
+        if (this.length) throw new InvalidArgumentError('duplicate content-length header')
+        if (typeof text !== 'string' || !/^[0-9]+$/.test(text)) throw new InvalidArgumentError('invalid content-length header')
+        this.length = true
+        this.out.push('content-length', text)
+        return
+      case 'transfer-encoding':
+      case 'keep-alive':
+      case 'upgrade':
+        throw new InvalidArgumentError(`invalid ${name} header`)
+      case 'connection':
+        if (typeof text !== 'string') throw new InvalidArgumentError('invalid connection header')
+        for (const token of text.toLowerCase().split(',')) {
+          const option = token.trim()
+          if (!TOKEN.test(option)) throw new InvalidArgumentError('invalid connection header')
+          if (option === 'close') this.close = true
+        }
+        return
+      case 'expect':
+        throw new NotSupportedError('expect header not supported')
+    }
+    if (typeof text === 'string') this.out.push(key as string, text)
+    else for (const v of text) this.out.push(key as string, v)
+  }
 }
 
 /** Raw `[name, value, ...]` (strings or Buffers) as an object with lower-cased keys. */
@@ -42,6 +158,8 @@ export function parseHeaders(raw: ReadonlyArray<string | Buffer>, target: Incomi
     const value = raw[i + 1].toString('latin1')
     const prev = target[name]
     if (prev === undefined) target[name] = value
+    // A name Object.prototype has (`constructor`, `__proto__` ...) is still a header.
+    else if (!Object.hasOwn(target, name)) Object.defineProperty(target, name, { value, enumerable: true, configurable: true, writable: true })
     else if (Array.isArray(prev)) prev.push(value)
     else target[name] = [prev, value]
   }
@@ -66,19 +184,16 @@ export function toBuffers(raw: string[]): Buffer[] {
   return out
 }
 
-/** `path` with `query` appended, each key and value through encodeURIComponent. */
-export function pathWithQuery(path: string, query: Record<string, unknown> | null | undefined): string {
-  if (query == null) return path
-  if (typeof query !== 'object') throw new InvalidArgumentError('query must be an object')
+/**
+ * `path` with `query` appended as node:querystring encodes it (as undici does: nested objects
+ * and null become empty values). A path that has a query or fragment already is refused
+ * with undici's plain Error.
+ */
+export function pathWithQuery(path: string, query: unknown): string {
+  if (!query) return path
   if (path.includes('?') || path.includes('#')) {
-    throw new InvalidArgumentError('Query params cannot be passed when url already contains "?" or "#".')
+    throw new Error('Query params cannot be passed when url already contains "?" or "#".')
   }
-  const parts: string[] = []
-  for (const [key, value] of Object.entries(query)) {
-    if (value === undefined || value === null) continue
-    for (const v of Array.isArray(value) ? value : [value]) {
-      parts.push(`${encodeURIComponent(key)}=${encodeURIComponent(String(v))}`)
-    }
-  }
-  return parts.length ? `${path}?${parts.join('&')}` : path
+  const encoded = stringify(query as Record<string, string>)
+  return encoded ? `${path}?${encoded}` : path
 }

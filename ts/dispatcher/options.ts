@@ -10,3 +10,12 @@
 export function withOptions<T extends object, E extends object>(opts: T, extra: E): Omit<T, keyof E> & E {
   return Object.assign({}, opts, extra)
 }
+
+/**
+ * A constructor's options as undici reads them, by destructuring: `null` is a TypeError (in
+ * V8's words, naming the first option read), any other primitive reads as no options.
+ */
+export function constructorOptions<T extends object>(options: T | null | undefined, first: string): T {
+  if (options === null) throw new TypeError(`Cannot destructure property '${first}' of 'options' as it is null.`)
+  return typeof options === 'object' ? options : ({} as T)
+}

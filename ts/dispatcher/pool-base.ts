@@ -3,7 +3,7 @@
 // the pool's own queue until one drains. Members' events are re-emitted with the pool first
 // in `targets`, as undici does.
 
-import { DispatcherBase, kClose, kDestroy, kDispatch } from './base'
+import { DispatcherBase, kBusy, kClose, kDestroy, kDispatch } from './base'
 import type { Dispatcher } from './dispatcher'
 import type { DispatchHandler, DispatchOptions } from './types'
 
@@ -28,6 +28,8 @@ export interface Member extends Dispatcher {
   readonly pending?: number
   readonly running?: number
   readonly size?: number
+  /** Whether it waits to drain (saetta's Client says; others are taken at their word). */
+  readonly [kBusy]?: boolean
 }
 
 export interface PoolStats {
@@ -45,7 +47,7 @@ interface Queued {
 }
 
 export abstract class PoolBase extends DispatcherBase {
-  protected members: Member[] = []
+  #members: Member[] = []
   /** Members whose last dispatch() said they are busy, until they emit `drain`. */
   #busy = new WeakSet<Member>()
   #queue: Queued[] = []
@@ -59,20 +61,25 @@ export abstract class PoolBase extends DispatcherBase {
     return this.#busy.has(member)
   }
 
+  /** The members, in the order they were added (private state: no own enumerable key, as undici's). */
+  protected get members(): readonly Member[] {
+    return this.#members
+  }
+
   protected [kDispatch](opts: DispatchOptions, handler: DispatchHandler): boolean {
     const member = this.pick()
     if (member === undefined) {
       this.#needDrain = true
       this.#queue.push({ opts, handler })
-    } else if (!member.dispatch(opts, handler)) {
+    } else if (!member.dispatch(opts, handler) && member[kBusy] !== false) {
       this.#busy.add(member)
       this.#needDrain = this.pick() === undefined
     }
     return !this.#needDrain
   }
 
-  /** Adds a member and forwards its events. */
-  protected addMember(member: Member): void {
+  /** Adds a member (whose origin is `origin`) and forwards its events. */
+  protected addMember(member: Member, origin?: URL): void {
     member
       .on('drain', (origin: URL, targets: Dispatcher[]) => this.#onDrain(member, origin, targets))
       .on('connect', (origin: URL, targets: Dispatcher[]) => this.emit('connect', origin, [this, ...targets]))
@@ -80,10 +87,11 @@ export abstract class PoolBase extends DispatcherBase {
       .on('connectionError', (origin: URL, targets: Dispatcher[], err: Error) =>
         this.emit('connectionError', origin, [this, ...targets], err),
       )
-    this.members.push(member)
+    this.#members.push(member)
     if (this.#needDrain) {
+      // Waiting requests go to the new member; the drain names it and the pool, as undici's.
       queueMicrotask(() => {
-        if (this.#needDrain) this.#onDrain(member, undefined, [member])
+        if (this.#needDrain) this.#onDrain(member, origin, [member, this])
       })
     }
   }
@@ -91,16 +99,16 @@ export abstract class PoolBase extends DispatcherBase {
   /** Closes a member (gracefully) and forgets it once closed. */
   protected removeMember(member: Member): void {
     member.close(() => {
-      const i = this.members.indexOf(member)
-      if (i !== -1) this.members.splice(i, 1)
+      const i = this.#members.indexOf(member)
+      if (i !== -1) this.#members.splice(i, 1)
     })
-    this.#needDrain = !this.members.some((m) => !this.#busy.has(m) && !m.closed && !m.destroyed)
+    this.#needDrain = !this.#members.some((m) => !this.#busy.has(m) && !m.closed && !m.destroyed)
   }
 
   /** Forgets a member without closing it (it failed to connect and can carry nothing). */
   protected dropMember(member: Member): void {
-    const i = this.members.indexOf(member)
-    if (i !== -1) this.members.splice(i, 1)
+    const i = this.#members.indexOf(member)
+    if (i !== -1) this.#members.splice(i, 1)
   }
 
   #onDrain(member: Member, origin: URL | undefined, targets: Dispatcher[]): void {
@@ -124,7 +132,7 @@ export abstract class PoolBase extends DispatcherBase {
   }
 
   #closeMembers(): Promise<unknown> {
-    return Promise.all(this.members.filter((m) => !m.destroyed).map((m) => m.close()))
+    return Promise.all(this.#members.filter((m) => !m.destroyed).map((m) => m.close()))
   }
 
   protected [kClose](): Promise<unknown> {
@@ -134,7 +142,7 @@ export abstract class PoolBase extends DispatcherBase {
 
   protected [kDestroy](err: Error): Promise<unknown> {
     for (const item of this.#queue.splice(0)) item.handler.onError?.(err)
-    return Promise.all(this.members.map((m) => m.destroy(err)))
+    return Promise.all(this.#members.map((m) => m.destroy(err)))
   }
 
   get stats(): PoolStats {
@@ -143,13 +151,16 @@ export abstract class PoolBase extends DispatcherBase {
     let pending = this.#queue.length
     let running = 0
     let size = this.#queue.length
-    for (const m of this.members) {
-      const c = Number(m.connected ?? 0)
+    for (const m of this.#members) {
+      // A member that is itself a pool (a BalancedPool's upstream) counts by its stats.
+      const own = (m as Member & { stats?: Partial<PoolStats> }).stats
+      const sub = own && typeof own.connected === 'number' ? own : null
+      const c = Number(m.connected ?? sub?.connected ?? 0)
       connected += c
       free += m.free ?? (c > 0 && !this.#busy.has(m) ? 1 : 0)
-      pending += m.pending ?? 0
-      running += m.running ?? 0
-      size += m.size ?? 0
+      pending += m.pending ?? sub?.pending ?? 0
+      running += m.running ?? sub?.running ?? 0
+      size += m.size ?? sub?.size ?? 0
     }
     return { connected, free, pending, queued: this.#queue.length, running, size }
   }

@@ -6,6 +6,7 @@ import { InvalidArgumentError } from '../errors'
 import { Client, kConnections, parseOrigin } from './client'
 import { PoolBase, type FactoryDispatcher, type Member } from './pool-base'
 import type { ClientOptions } from './types'
+import { constructorOptions } from './options'
 import type { Dispatcher } from './dispatcher'
 
 export type PoolFactory = (origin: URL, opts: object) => FactoryDispatcher
@@ -29,8 +30,7 @@ export class Pool extends PoolBase {
 
   constructor(origin: string | URL, options: PoolOptions = {}) {
     super()
-    if (options == null || typeof options !== 'object') throw new InvalidArgumentError('invalid options')
-    const { connections, factory, clientTtl, ...rest } = options
+    const { connections, factory, clientTtl, ...rest } = constructorOptions(options, 'connections')
     if (connections != null && (!Number.isFinite(connections) || connections < 0)) {
       throw new InvalidArgumentError('invalid connections')
     }
@@ -68,9 +68,16 @@ export class Pool extends PoolBase {
     }
     if (this.#factory !== null && (this.#connections === null || this.members.length < this.#connections)) {
       const d = this.#factory(this.#url, this.#options) as Member
-      this.addMember(d)
+      this.addMember(d, this.#url)
       return d
     }
     return undefined
   }
+}
+
+// The types under the names undici gives them (`Pool.Options` ...).
+// eslint-disable-next-line @typescript-eslint/no-namespace
+export declare namespace Pool {
+  export type Options = PoolOptions
+  export type PoolStats = import('./pool-base').PoolStats
 }

@@ -17,22 +17,22 @@ export class RetryAgent extends Dispatcher {
     this.#options = options
   }
 
-  dispatch(opts: DispatchOptions, handler: DispatchHandler): boolean {
+  override dispatch(opts: DispatchOptions, handler: DispatchHandler): boolean {
     const dispatch = this.#agent.dispatch.bind(this.#agent)
     return dispatch(opts, new RetryHandler(withOptions(opts, { retryOptions: this.#options }), { dispatch, handler }) as DispatchHandler)
   }
 
-  close(callback: Callback): void
-  close(): Promise<void>
-  close(callback?: Callback): Promise<void> | void {
+  override close(callback: Callback): void
+  override close(): Promise<void>
+  override close(callback?: Callback): Promise<void> | void {
     return callback ? this.#agent.close(callback) : this.#agent.close()
   }
 
-  destroy(err: Error | null, callback: Callback): void
-  destroy(callback: Callback): void
-  destroy(err: Error | null): Promise<void>
-  destroy(): Promise<void>
-  destroy(err?: Error | null | Callback, callback?: Callback): Promise<void> | void {
+  override destroy(err: Error | null, callback: Callback): void
+  override destroy(callback: Callback): void
+  override destroy(err: Error | null): Promise<void>
+  override destroy(): Promise<void>
+  override destroy(err?: Error | null | Callback, callback?: Callback): Promise<void> | void {
     return (this.#agent.destroy as (...a: unknown[]) => Promise<void> | void)(err, callback)
   }
 }

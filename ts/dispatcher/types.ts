@@ -49,6 +49,8 @@ export interface DispatchOptions {
   throwOnError?: boolean
   expectContinue?: boolean
   maxRedirections?: number
+  /** The IP type of service (0 to 255): checked as undici checks it, not applied yet. */
+  typeOfService?: number | null
 }
 
 export interface DispatchHandler {
@@ -128,4 +130,12 @@ export interface ClientOptions {
   localAddress?: string | null
   autoSelectFamily?: boolean
   autoSelectFamilyAttemptTimeout?: number
+  /** TLS sessions to cache per origin (undici's option; saetta's TLS layer keeps its own cache). */
+  maxCachedSessions?: number
+  // HTTP/2 options, accepted as undici accepts them; saetta speaks HTTP/1.1 for now.
+  allowH2?: boolean
+  maxConcurrentStreams?: number
+  initialWindowSize?: number
+  connectionWindowSize?: number
+  pingInterval?: number
 }

@@ -5,13 +5,12 @@ import type { Duplex } from 'node:stream'
 import type { DispatchHandler, IncomingHttpHeaders } from '../dispatcher/types'
 import type { DispatchController, NewStyleHandler } from './unwrap'
 import { wrap } from './wrap'
-import { InvalidArgumentError } from '../errors'
 
 export class DecoratorHandler implements NewStyleHandler {
   #handler: NewStyleHandler
 
   constructor(handler: DispatchHandler) {
-    if (typeof handler !== 'object' || handler === null) throw new InvalidArgumentError('handler must be an object')
+    if (typeof handler !== 'object' || handler === null) throw new TypeError('handler must be an object')
     this.#handler = wrap(handler)
   }
 
@@ -38,4 +37,7 @@ export class DecoratorHandler implements NewStyleHandler {
   onResponseError(controller: DispatchController, err: Error): void {
     this.#handler.onResponseError?.(controller, err)
   }
+
+  /** Kept (a no-op) for subclasses written for undici, which has it. */
+  onBodySent(): void {}
 }

@@ -18,10 +18,38 @@ const CREDENTIALS = new Set(['authorization', 'cookie', 'proxy-authorization'])
 // Relative locations are resolved against this when the request names no origin (a Client).
 const NO_ORIGIN = 'http://saetta.invalid'
 
+/**
+ * A body that can be read once (a web ReadableStream, an iterator or generator), sent through
+ * this wrapper so that a redirect knows whether it was read. (undici 7 means to do the same,
+ * but sends the unwrapped body first and so re-sends an exhausted one, empty.)
+ */
+class OnceBody {
+  used = false
+  readonly #body: AsyncIterable<unknown> | Iterable<unknown>
+
+  constructor(body: AsyncIterable<unknown> | Iterable<unknown>) {
+    this.#body = body
+  }
+
+  async *[Symbol.asyncIterator](): AsyncGenerator<unknown> {
+    this.used = true
+    yield* this.#body
+  }
+}
+
+/** The body to send: one that can only be read once is wrapped in a OnceBody. */
+function trackBody(body: unknown): unknown {
+  if (body == null || typeof body !== 'object' || body instanceof Readable) return body
+  const b = body as { pipeTo?: unknown; next?: unknown; [Symbol.iterator]?: unknown; [Symbol.asyncIterator]?: unknown }
+  const iterable = typeof b[Symbol.iterator] === 'function' || typeof b[Symbol.asyncIterator] === 'function'
+  if (typeof b.pipeTo === 'function' || (iterable && typeof b.next === 'function')) return new OnceBody(body as AsyncIterable<unknown>)
+  return body
+}
+
 /** Whether the body has been (partly) read, so that it cannot be sent again. */
 function disturbed(body: unknown): boolean {
-  if (body instanceof Readable) return body.readableDidRead || body.destroyed
-  return false
+  if (body instanceof OnceBody) return body.used
+  return body instanceof Readable && (body.readableDidRead || body.readableAborted)
 }
 
 export class RedirectHandler implements NewStyleHandler {
@@ -33,16 +61,23 @@ export class RedirectHandler implements NewStyleHandler {
   #location: string | null = null
   readonly history: URL[] = []
 
+  /**
+   * `throwOnMaxRedirects` (the spec's name; the request's `throwOnMaxRedirect`, undici's, too):
+   * a redirect past `maxRedirections` fails the request instead of being the answer. `opts` is
+   * changed for the first hop to send (its body wrapped when it can be read once only).
+   */
   constructor(dispatch: Dispatch, maxRedirections: number, opts: DispatchOptions, handler: DispatchHandler, throwOnMaxRedirects = false) {
     if (maxRedirections != null && (!Number.isInteger(maxRedirections) || maxRedirections < 0)) {
       throw new InvalidArgumentError('maxRedirections must be a positive number')
     }
     this.#dispatch = dispatch
     this.#max = maxRedirections
+    opts.body = trackBody(opts.body) as DispatchOptions['body']
     const { maxRedirections: _drop, ...rest } = opts
     this.#opts = rest
     this.#handler = wrap(handler)
-    this.#throwOnMax = throwOnMaxRedirects
+    const own = opts as { throwOnMaxRedirect?: unknown; throwOnMaxRedirects?: unknown }
+    this.#throwOnMax = throwOnMaxRedirects || !!own.throwOnMaxRedirect || !!own.throwOnMaxRedirects
   }
 
   onRequestStart(controller: DispatchController, context: unknown): void {
@@ -55,7 +90,8 @@ export class RedirectHandler implements NewStyleHandler {
 
   onResponseStart(controller: DispatchController, statusCode: number, headers: IncomingHttpHeaders, statusMessage?: string): void {
     const opts = this.#opts
-    const location = typeof headers.location === 'string' ? headers.location : null
+    // As undici: a Location as given (an empty one is none; several are joined by String()).
+    const location = headers.location ? String(headers.location) : null
     const redirect = REDIRECTS.has(statusCode) && location !== null
     if (redirect && this.#throwOnMax && this.history.length >= this.#max) throw new Error('max redirects')
     if (((statusCode === 301 || statusCode === 302) && opts.method === 'POST') || (statusCode === 303 && opts.method !== 'HEAD')) {
@@ -71,9 +107,12 @@ export class RedirectHandler implements NewStyleHandler {
     const path = `${next.pathname}${next.search}`
     const origin = next.origin === NO_ORIGIN ? undefined : next.origin
     if (this.history.some((u) => u.href === `${next.origin}${path}`)) {
-      throw new InvalidArgumentError(`Redirect loop detected. Cannot redirect to ${next.origin}. Use an Agent for cross-origin redirects.`)
+      throw new InvalidArgumentError(
+        `Redirect loop detected. Cannot redirect to ${next.origin}. This typically happens when using a Client or Pool with cross-origin redirects. Use an Agent for cross-origin redirects.`,
+      )
     }
-    const crossOrigin = origin !== undefined && origin !== (opts.origin === undefined ? undefined : new URL(String(opts.origin)).origin)
+    // Compared as given, as undici does: an origin given as a URL (or with a default port) differs.
+    const crossOrigin = origin !== undefined && origin !== opts.origin
     opts.headers = cleanHeaders(flattenHeaders(opts.headers), statusCode === 303, crossOrigin)
     opts.path = path
     if (origin !== undefined) opts.origin = origin

@@ -47,9 +47,11 @@ export class ResponseErrorHandler implements DispatchHandler {
 
   onComplete(trailers: Buffer[] | string[] | null): void {
     if (this.#chunks === null) return this.#handler.onComplete?.(trailers)
-    const contentType = String(this.#headers['content-type'] ?? '').split(';')[0].trim().toLowerCase()
+    // The media type as sent (compared as undici compares it, letter case included), parameters aside.
+    const contentType = String(this.#headers['content-type'] ?? '').split(';')[0].trim()
     const decodable = contentType === 'application/json' || contentType === 'text/plain'
-    let data: unknown = decodable ? Buffer.concat(this.#chunks).toString('utf8') : ''
+    // TextDecoder, as undici: a byte order mark is dropped.
+    let data: unknown = decodable ? new TextDecoder('utf-8').decode(Buffer.concat(this.#chunks)) : ''
     if (contentType === 'application/json') {
       try {
         data = JSON.parse(data as string)

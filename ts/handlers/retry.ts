@@ -51,8 +51,13 @@ const DEFAULTS: Required<Omit<RetryOptions, 'retry'>> = {
   retryAfter: true,
   methods: ['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE', 'TRACE'],
   statusCodes: [500, 502, 503, 504, 429],
-  // undici's list; its UND_ERR_SOCKET is our SAETTA_ERR_SOCKET.
-  errorCodes: ['ECONNRESET', 'ECONNREFUSED', 'ENOTFOUND', 'ENETDOWN', 'ENETUNREACH', 'EHOSTDOWN', 'EHOSTUNREACH', 'EPIPE', 'UND_ERR_SOCKET', 'SAETTA_ERR_SOCKET'],
+  // undici's list (its UND_ERR_SOCKET stands for our SAETTA_ERR_SOCKET: see `listed`).
+  errorCodes: ['ECONNRESET', 'ECONNREFUSED', 'ENOTFOUND', 'ENETDOWN', 'ENETUNREACH', 'EHOSTDOWN', 'EHOSTUNREACH', 'EPIPE', 'UND_ERR_SOCKET'],
+}
+
+/** Whether `codes` names `code`, a SAETTA_ERR_X code also by undici's name UND_ERR_X (code written for undici runs unchanged). */
+function listed(codes: readonly string[], code: string): boolean {
+  return codes.includes(code) || (code.startsWith('SAETTA_ERR_') && codes.includes(`UND_ERR_${code.slice(11)}`))
 }
 
 /** Milliseconds a Retry-After value asks for (seconds, or an HTTP date); 0 when unusable. */
@@ -69,7 +74,7 @@ function defaultRetry(err: Error, { state, opts }: RetryContext, callback: Retry
   const { code, statusCode, headers } = err as Error & { code?: string; statusCode?: number; headers?: IncomingHttpHeaders | null }
   const o = { ...DEFAULTS, ...opts.retryOptions }
   const retryable =
-    (!code || code === 'SAETTA_ERR_REQ_RETRY' || o.errorCodes.includes(code)) &&
+    (!code || code === 'SAETTA_ERR_REQ_RETRY' || listed(o.errorCodes, code)) &&
     o.methods.includes(opts.method) &&
     (statusCode == null || o.statusCodes.includes(statusCode)) &&
     state.counter <= o.maxRetries
@@ -137,11 +142,11 @@ export class RetryHandler implements NewStyleHandler {
   #resumable = false
 
   constructor(opts: DispatchOptions & { retryOptions?: RetryOptions }, { dispatch, handler }: { dispatch: Dispatch; handler: DispatchHandler }) {
-    const { retryOptions = {}, ...rest } = opts
+    const { retryOptions, ...rest } = opts
     this.#dispatch = dispatch
     this.#handler = wrap(handler)
     this.#opts = rest
-    const { retry, ...options } = retryOptions
+    const { retry, ...options } = retryOptions ?? {}
     this.#options = { ...DEFAULTS, ...Object.fromEntries(Object.entries(options).filter(([, v]) => v != null)) }
     this.#retry = retry ?? defaultRetry
   }
@@ -159,6 +164,8 @@ export class RetryHandler implements NewStyleHandler {
   }
 
   onResponseStart(controller: DispatchController, statusCode: number, headers: IncomingHttpHeaders, statusMessage?: string): void {
+    // The caller's controller shows the current attempt's raw head, as undici's proxy does.
+    this.#controller.rawHeaders = controller.rawHeaders
     this.#counter++
     this.#answered = true
     this.#pending = null
@@ -196,7 +203,8 @@ export class RetryHandler implements NewStyleHandler {
     this.#handler.onResponseData?.(this.#controller, chunk)
   }
 
-  onResponseEnd(_controller: DispatchController, trailers: IncomingHttpHeaders): void {
+  onResponseEnd(controller: DispatchController, trailers: IncomingHttpHeaders): void {
+    this.#controller.rawTrailers = controller.rawTrailers
     const pending = this.#pending
     if (pending === null) return this.#handler.onResponseEnd?.(this.#controller, trailers)
     if (pending.decided) return this.#redispatch()
@@ -265,7 +273,9 @@ export class RetryHandler implements NewStyleHandler {
   /** Asks the policy whether to try again (after its wait). */
   #ask(err: Error, then: (giveUp: Error | null) => void): void {
     const state = { counter: Math.max(this.#counter, 1) }
-    this.#retry(err, { state, opts: withOptions(this.#opts, { retryOptions: this.#options }) }, (giveUp) => then(giveUp ?? (this.#controller.aborted ? err : null)))
+    // The policy sees every option in force, its own function included, as undici's does.
+    const retryOptions = { ...this.#options, retry: this.#retry }
+    this.#retry(err, { state, opts: withOptions(this.#opts, { retryOptions }) }, (giveUp) => then(giveUp ?? (this.#controller.aborted ? err : null)))
   }
 
   /** Asks the policy; then dispatches again, or fails the caller with what it gave up on. */
@@ -290,5 +300,20 @@ export class RetryHandler implements NewStyleHandler {
     } catch (e) {
       this.#handler.onResponseError?.(this.#controller, e as Error)
     }
+  }
+}
+
+/** What the `retry` option is called with last (undici's `OnRetryCallback`). */
+type OnRetryCallback = RetryCallback
+
+// The types under the names undici gives them (`RetryHandler.RetryOptions` ...).
+// eslint-disable-next-line @typescript-eslint/no-namespace
+export declare namespace RetryHandler {
+  export type { RetryOptions, RetryState, RetryContext, OnRetryCallback }
+  /** The `retry` option: decides whether and when an attempt is retried. */
+  export type RetryCallback = NonNullable<RetryOptions['retry']>
+  export interface RetryHandlers {
+    dispatch: Dispatch
+    handler: DispatchHandler
   }
 }

@@ -4,6 +4,7 @@
 import type { Duplex } from 'node:stream'
 import { parseHeaders } from '../dispatcher/headers'
 import type { DispatchHandler } from '../dispatcher/types'
+import { InvalidArgumentError } from '../errors'
 
 /** What a new-style handler gets to steer the request with. */
 export class DispatchController {
@@ -93,16 +94,17 @@ class UnwrapHandler implements DispatchHandler {
   }
 
   onError(err: Error): void {
-    this.#handler.onResponseError?.(this.#controller, err)
+    // As undici: a controller-style handler must take its errors.
+    if (typeof this.#handler.onResponseError !== 'function') throw new InvalidArgumentError('invalid onError method')
+    this.#handler.onResponseError(this.#controller, err)
   }
 }
 
-const NEW_STYLE = ['onRequestStart', 'onResponseStart', 'onResponseData', 'onResponseEnd', 'onResponseError'] as const
-
-/** The handler as the engine drives it: new-style handlers are adapted, others pass as they are. */
+/**
+ * The handler as the engine drives it: one with `onRequestStart` is controller-style and
+ * adapted (as undici decides), others pass as they are (and must have the legacy callbacks).
+ */
 export function unwrap(handler: DispatchHandler | NewStyleHandler): DispatchHandler {
-  const h = handler as Record<string, unknown>
-  const legacy = typeof h.onHeaders === 'function' || typeof h.onData === 'function' || typeof h.onConnect === 'function'
-  if (legacy || !NEW_STYLE.some((k) => typeof h[k] === 'function')) return handler as DispatchHandler
+  if (!handler.onRequestStart) return handler as DispatchHandler
   return new UnwrapHandler(handler as NewStyleHandler)
 }

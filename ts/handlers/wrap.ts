@@ -5,12 +5,18 @@ import type { Duplex } from 'node:stream'
 import type { DispatchHandler, IncomingHttpHeaders } from '../dispatcher/types'
 import type { DispatchController, NewStyleHandler } from './unwrap'
 
-/** Headers as raw pairs: the controller's own when it has them, else rebuilt from the object. */
-function raw(given: Buffer[] | null | undefined, headers: IncomingHttpHeaders): Buffer[] {
-  if (given) return given
+/**
+ * Headers as raw pairs rebuilt from the object, as undici's wrapper does (so that what a
+ * handler above changed is seen): names as the object has them, bytes as latin1 (one byte a
+ * character, as parsed). A repeated header comes once a value, the spec's `Buffer[]` (undici
+ * gives `name, [v1, v2]`).
+ */
+function raw(headers: IncomingHttpHeaders): Buffer[] {
   const out: Buffer[] = []
   for (const [name, value] of Object.entries(headers)) {
-    for (const v of Array.isArray(value) ? value : value === undefined ? [] : [value]) out.push(Buffer.from(name), Buffer.from(String(v)))
+    for (const v of Array.isArray(value) ? value : value === undefined ? [] : [value]) {
+      out.push(Buffer.from(name, 'latin1'), Buffer.from(String(v), 'latin1'))
+    }
   }
   return out
 }
@@ -28,12 +34,12 @@ class WrapHandler implements NewStyleHandler {
     this.#handler.onConnect?.((err?: Error) => controller.abort(err), context as object)
   }
 
-  onRequestUpgrade(controller: Controller, statusCode: number, headers: IncomingHttpHeaders, socket: Duplex): void {
-    this.#handler.onUpgrade?.(statusCode, raw(controller.rawHeaders, headers), socket)
+  onRequestUpgrade(_controller: Controller, statusCode: number, headers: IncomingHttpHeaders, socket: Duplex): void {
+    this.#handler.onUpgrade?.(statusCode, raw(headers), socket)
   }
 
   onResponseStart(controller: Controller, statusCode: number, headers: IncomingHttpHeaders, statusMessage?: string): void {
-    const go = this.#handler.onHeaders?.(statusCode, raw(controller.rawHeaders, headers), () => controller.resume(), statusMessage ?? '')
+    const go = this.#handler.onHeaders?.(statusCode, raw(headers), () => controller.resume(), statusMessage ?? '')
     if (go === false) controller.pause()
   }
 
@@ -41,8 +47,8 @@ class WrapHandler implements NewStyleHandler {
     if (this.#handler.onData?.(chunk) === false) controller.pause()
   }
 
-  onResponseEnd(controller: Controller, trailers: IncomingHttpHeaders): void {
-    this.#handler.onComplete?.(raw(controller.rawTrailers, trailers))
+  onResponseEnd(_controller: Controller, trailers: IncomingHttpHeaders): void {
+    this.#handler.onComplete?.(raw(trailers))
   }
 
   onResponseError(_controller: Controller, err: Error): void {
@@ -50,11 +56,8 @@ class WrapHandler implements NewStyleHandler {
   }
 }
 
-const NEW_STYLE = ['onRequestStart', 'onResponseStart', 'onResponseData', 'onResponseEnd', 'onResponseError'] as const
-
-/** `handler` with controller-style callbacks: as it is if it has them, adapted otherwise. */
+/** `handler` with controller-style callbacks: as it is if it has onRequestStart (as undici decides), adapted otherwise. */
 export function wrap(handler: DispatchHandler): NewStyleHandler {
-  const h = handler as Record<string, unknown>
-  if (NEW_STYLE.some((k) => typeof h[k] === 'function')) return handler as NewStyleHandler
+  if (handler.onRequestStart) return handler as NewStyleHandler
   return new WrapHandler(handler)
 }

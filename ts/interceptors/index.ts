@@ -13,19 +13,22 @@ import { withOptions } from '../dispatcher/options'
 export interface RedirectInterceptorOptions {
   maxRedirections?: number
   throwOnMaxRedirects?: boolean
+  /** undici's documented name of `throwOnMaxRedirects`. */
+  throwOnMaxRedirect?: boolean
 }
 
 /**
  * Follows redirects for requests whose `maxRedirections` (or the default given here) is set;
  * a falsy one passes the request through unchanged. The inner dispatch does not redirect again.
  */
-export function redirect({ maxRedirections: defaultMax, throwOnMaxRedirects = false }: RedirectInterceptorOptions = {}): DispatcherComposeInterceptor {
+export function redirect({ maxRedirections: defaultMax, throwOnMaxRedirects, throwOnMaxRedirect }: RedirectInterceptorOptions = {}): DispatcherComposeInterceptor {
+  const throwOnMax = !!(throwOnMaxRedirects ?? throwOnMaxRedirect)
   return (dispatch: Dispatch): Dispatch =>
     (opts, handler) => {
       const { maxRedirections = defaultMax } = opts as DispatchOptions & { maxRedirections?: number }
       const inner: DispatchOptions = withOptions(opts, { maxRedirections: 0 })
       if (!maxRedirections) return dispatch(inner, handler)
-      return dispatch(inner, new RedirectHandler(dispatch, maxRedirections, inner, handler, throwOnMaxRedirects) as DispatchHandler)
+      return dispatch(inner, new RedirectHandler(dispatch, maxRedirections, inner, handler, throwOnMax) as DispatchHandler)
     }
 }
 
@@ -50,26 +53,46 @@ export interface DumpRequestOptions {
   waitForTrailers?: boolean
 }
 
-/** Reads and discards response bodies up to a limit; the caller sees the head and an empty body. */
+const DEFAULT_DUMP_MAX = 1024 * 1024
+
+/**
+ * Reads and discards response bodies up to a limit; the caller sees the head and an empty body
+ * (no trailers when the body was exactly the limit). As undici's, the caller's abort does not
+ * stop the request: the body is still dumped, and the abort's reason is the error at its end.
+ */
 class DumpHandler extends DecoratorHandler {
   #max: number
   #abortOnDumped: boolean
   #waitForTrailers: boolean
   #size = 0
+  /** The body reached the limit exactly. */
+  #full = false
   /** The caller's response has ended: what follows is dumped silently. */
   #done = false
+  /** The caller aborted (undefined: not), with this reason. */
+  #reason: Error | null | undefined = undefined
+  /** The request's own abort (the caller's controller has the recording one). */
+  #abort: ((err: Error) => void) | null = null
 
-  constructor({ dumpMaxSize, abortOnDumped = true, waitForTrailers = true }: DumpRequestOptions & { dumpMaxSize: number }, handler: DispatchHandler) {
+  constructor({ maxSize, abortOnDumped = true, waitForTrailers = true }: Omit<DumpRequestOptions, 'dumpMaxSize'> & { maxSize?: number | null }, handler: DispatchHandler) {
+    if (maxSize != null && (!Number.isFinite(maxSize) || maxSize < 1)) throw new InvalidArgumentError('maxSize must be a number greater than 0')
     super(handler)
-    this.#max = dumpMaxSize
+    this.#max = maxSize ?? DEFAULT_DUMP_MAX
     this.#abortOnDumped = abortOnDumped
     this.#waitForTrailers = waitForTrailers
   }
 
+  override onRequestStart(controller: DispatchController, context: unknown): void {
+    this.#abort = controller.abort.bind(controller)
+    controller.abort = (reason?: Error) => void (this.#reason = reason ?? null)
+    super.onRequestStart(controller, context)
+  }
+
   override onResponseStart(controller: DispatchController, statusCode: number, headers: IncomingHttpHeaders, statusMessage?: string): void {
-    const length = Number(headers['content-length'])
-    const over = Number.isFinite(length) && length > this.#max
-    if (over && this.#abortOnDumped) throw this.#tooLarge(length)
+    const length = headers['content-length']
+    const over = length != null && Number(length) > this.#max
+    if (over && this.#abortOnDumped) throw this.#tooLarge(String(length))
+    if (this.#reason !== undefined) return
     super.onResponseStart(controller, statusCode, headers, statusMessage)
     if (over) this.#dumped(controller)
     else if (!this.#waitForTrailers) this.#end(controller, {})
@@ -77,27 +100,31 @@ class DumpHandler extends DecoratorHandler {
 
   override onResponseData(controller: DispatchController, chunk: Buffer): void {
     this.#size += chunk.length
+    if (this.#size === this.#max) this.#full = true
     if (this.#size <= this.#max) return
-    if (this.#abortOnDumped && !this.#done) throw this.#tooLarge(this.#size)
+    if (this.#abortOnDumped && !this.#done) throw this.#tooLarge(String(this.#size))
     this.#dumped(controller)
   }
 
   override onResponseEnd(controller: DispatchController, trailers: IncomingHttpHeaders): void {
-    this.#end(controller, trailers)
+    if (this.#reason !== undefined) return this.onResponseError(controller, this.#reason as Error)
+    this.#end(controller, this.#full ? {} : trailers)
   }
 
   override onResponseError(controller: DispatchController, err: Error): void {
-    if (!this.#done) super.onResponseError(controller, err)
+    if (this.#done) return
+    this.#done = true
+    super.onResponseError(controller, this.#reason !== undefined ? (this.#reason as Error) : err)
   }
 
-  #tooLarge(size: number): RequestAbortedError {
+  #tooLarge(size: string): RequestAbortedError {
     return new RequestAbortedError(`Response size (${size}) larger than maxSize (${this.#max})`)
   }
 
   /** The limit is reached and the caller is not to fail: end its response and drop the connection. */
   #dumped(controller: DispatchController): void {
     this.#end(controller, {})
-    controller.abort(this.#tooLarge(this.#size))
+    this.#abort?.(this.#tooLarge(String(this.#size)))
   }
 
   #end(controller: DispatchController, trailers: IncomingHttpHeaders): void {
@@ -107,17 +134,20 @@ class DumpHandler extends DecoratorHandler {
   }
 }
 
-export function dump({ maxSize = 1024 * 1024 }: DumpInterceptorOptions = {}): DispatcherComposeInterceptor {
-  if (!Number.isFinite(maxSize) || maxSize < 1) throw new InvalidArgumentError('maxSize must be a number greater than 0')
+/** `maxSize` (and a request's `dumpMaxSize`) is checked as each request is dispatched, as undici does. */
+export function dump({ maxSize: defaultMax }: DumpInterceptorOptions = { maxSize: DEFAULT_DUMP_MAX }): DispatcherComposeInterceptor {
   return (dispatch: Dispatch): Dispatch =>
     (opts, handler) => {
-      const { dumpMaxSize = maxSize, abortOnDumped, waitForTrailers } = opts as DispatchOptions & DumpRequestOptions
-      return dispatch(opts, new DumpHandler({ dumpMaxSize, abortOnDumped, waitForTrailers }, handler) as DispatchHandler)
+      const { dumpMaxSize = defaultMax, abortOnDumped, waitForTrailers } = opts as DispatchOptions & DumpRequestOptions
+      return dispatch(opts, new DumpHandler({ maxSize: dumpMaxSize, abortOnDumped, waitForTrailers }, handler) as DispatchHandler)
     }
 }
 
-/** The response-error rules, for requests with `throwOnError: true`; others pass untouched. */
-export function responseError(): DispatcherComposeInterceptor {
+/**
+ * The response-error rules, for requests with `throwOnError: true`; others pass untouched. The
+ * options undici's types declare are accepted and, as by undici, unused.
+ */
+export function responseError(..._ignored: [options?: { throwOnError: boolean }]): DispatcherComposeInterceptor {
   return (dispatch: Dispatch): Dispatch =>
     (opts, handler) =>
       opts.throwOnError === true ? dispatch({ ...opts, throwOnError: false }, new ResponseErrorHandler(unwrap(handler))) : dispatch(opts, handler)

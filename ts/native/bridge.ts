@@ -2,11 +2,14 @@
 // per-request sinks and per-origin listeners, and keeps the process alive only while
 // requests are in flight.
 
+import type { AsyncResource } from 'node:async_hooks'
 import { addon } from './load'
-import { fromNative, type NativeSocketInfo } from '../errors'
+import { fromNative, type NativeSocketInfo } from './native-error'
 
 /** Receives the engine's events for one request. */
 export interface RequestSink {
+  /** The async context its events run in (its connection's, as undici's socket events). */
+  readonly scope: AsyncResource | null
   onConnect(): void
   /** `at`: where `headers` start in the batch's text, for {@link headerBuffers}. */
   onHeaders(statusCode: number, statusText: string, headers: string[], at: number): void
@@ -15,8 +18,8 @@ export interface RequestSink {
   onComplete(trailers: string[]): void
   onError(err: Error): void
   onBodyConsumed(bytes: number): void
-  /** A callback of the sink threw: the request must fail with `err`. */
-  fail(err: unknown): void
+  /** A callback of the sink threw: the request must fail with `err` (false: it had settled). */
+  fail(err: unknown): boolean
 }
 
 /** Receives the engine's connection events for one origin. */
@@ -87,14 +90,16 @@ export function release(): void {
 /**
  * Resolves once origin `id` reports that its last connection is gone; the process
  * stays alive until then. Call before asking the engine to close or destroy it.
+ * `onClosed` runs then, in the batch that reports it (before anything awaiting the promise).
  */
-export function whenClosed(id: number): Promise<void> {
+export function whenClosed(id: number, onClosed?: () => void): Promise<void> {
   hold()
   return new Promise((resolve) => {
     closers.set(id, () => {
       closers.delete(id)
       origins.delete(id)
       release()
+      onClosed?.()
       resolve()
     })
   })
@@ -126,12 +131,14 @@ export function lone(): boolean {
 /**
  * Commands reach the engine together once the current job is done: one wakeup of the engine
  * thread for a burst of requests instead of one each. A lone request (nothing else in flight,
- * no batch being delivered) goes at once: it waits for nothing.
+ * no batch being delivered) goes at once: it waits for nothing, unless `connecting`: a request
+ * that opens a connection waits for the others of its job, so that one connect (and, should it
+ * fail, one connectionError) serves them all, as in undici.
  */
-export function flushSoon(): void {
+export function flushSoon(connecting = false): void {
   if (flushQueued) return
   flushQueued = true
-  if (requests.size <= 1 && !pumping) addon.flush()
+  if (requests.size <= 1 && !pumping && !connecting) addon.flush()
   queueMicrotask(flushNow)
 }
 
@@ -261,7 +268,7 @@ function dispatchEvents(n: Float64Array, o: unknown[]): void {
       case UPGRADE: {
         const status = n[i + 2]
         const list = text.slice(t, t + n[i + 3])
-        const reason = text[t + n[i + 3]]
+        const reason = statusText(text[t + n[i + 3]])
         const from = at
         skip(list.length + 1)
         if (tag === HEADERS) deliver(id, (s) => s.onHeaders(status, reason, list, from))
@@ -333,6 +340,11 @@ function dispatchEvents(n: Float64Array, o: unknown[]): void {
   }
 }
 
+/** A reason phrase (latin1 in the batch's text) as undici gives it: its bytes read as UTF-8. */
+function statusText(reason: string): string {
+  return /[^\x00-\x7f]/.test(reason) ? Buffer.from(reason, 'latin1').toString() : reason
+}
+
 // The text of the batch being delivered, and its bytes once raw headers were asked for.
 let batchText = ''
 let batchBytes: Buffer | null = null
@@ -356,11 +368,21 @@ export function headerBuffers(list: string[], at: number): Buffer[] {
 function deliver(id: number, call: (sink: RequestSink) => void): void {
   const sink = requests.get(id)
   if (sink === undefined) return // settled or aborted on the JS side already
+  if (sink.scope === null) deliverTo(sink, call)
+  else sink.scope.runInAsyncScope(deliverTo, null, sink, call)
+}
+
+function deliverTo(sink: RequestSink, call: (sink: RequestSink) => void): void {
   try {
     call(sink)
   } catch (err) {
-    // A user callback threw: that request fails, the others in the batch go on.
-    sink.fail(err)
+    // A user callback threw: that request fails, the others in the batch go on. Thrown by one
+    // that settled it (onError, onComplete), it is uncaught, as undici's socket handlers let it be.
+    if (!sink.fail(err)) {
+      queueMicrotask(() => {
+        throw err
+      })
+    }
   }
 }
 

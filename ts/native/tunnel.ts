@@ -16,6 +16,9 @@ export class TunnelSocket extends Duplex {
   constructor(id: number) {
     super({ allowHalfOpen: true, autoDestroy: true })
     this.#id = id
+    // As undici's sockets, which its connector listens to for good: a failure of a socket
+    // handed over that nobody listens to is not an uncaught error.
+    this.on('error', () => {})
   }
 
   override _write(chunk: Buffer, _encoding: BufferEncoding, callback: (err?: Error | null) => void): void {

@@ -15,12 +15,12 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
 use crate::codec::request::{chunk_parts, empty_body_head, BodyFraming, LAST_CHUNK};
-use crate::codec::{read_response_head, BodyDecoder, BodyKind, Decoded};
+use crate::codec::{read_response_head, BodyDecoder, Decoded};
 use crate::direct::{Fd, Lanes};
 use crate::engine::{Ctx, ReqCtl};
 use crate::error::{Error, SocketInfo};
@@ -73,7 +73,12 @@ struct Tunnel {
 
 enum ReadState {
     Head,
-    Body { decoder: BodyDecoder, received: u64 },
+    Body {
+        decoder: BodyDecoder,
+        received: u64,
+        /// The response said the connection ends with it: its end may end the body.
+        closes: bool,
+    },
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -101,6 +106,10 @@ pub(crate) struct Conn {
     read: ReadState,
     /// No request may be added: the connection closes once the pipeline is empty.
     no_more: bool,
+    /// The client made the last request taken the connection's last (reset, upgrade, a body
+    /// on a method that expects none, its request limit or TTL): as `no_more`, but what is in
+    /// flight before it still completes here.
+    taken_last: bool,
     /// Requests carried so far.
     served: u64,
     keep_alive: Duration,
@@ -156,6 +165,7 @@ impl Conn {
             rbuf: BytesMut::with_capacity(READ_CHUNK),
             read: ReadState::Head,
             no_more: false,
+            taken_last: false,
             served: 0,
             idle_since: now,
             born: now,
@@ -178,7 +188,7 @@ impl Conn {
 
     /// May `next` be written now, behind what is in flight?
     fn can_take(&self, next: &Request) -> bool {
-        if self.no_more || self.closed {
+        if self.no_more || self.taken_last || self.closed {
             return false;
         }
         let Some(last) = self.inflight.back() else {
@@ -200,7 +210,7 @@ impl Conn {
     /// Moves requests from the origin queue onto this connection while the rules allow.
     fn take_requests(&mut self) {
         if self.expired() {
-            self.no_more = true;
+            self.taken_last = true;
         }
         loop {
             let req = {
@@ -238,8 +248,11 @@ impl Conn {
             || self.pipelining.get() == 0
             || max.is_some_and(|m| self.served > m)
         {
-            self.no_more = true;
+            self.taken_last = true;
             req.close_connection();
+        }
+        if req.body_ends_connection() {
+            self.taken_last = true;
         }
         self.inflight.push_back(InFlight {
             req,
@@ -282,6 +295,7 @@ impl Conn {
         let ok = !self.listed
             && !self.closed
             && !self.no_more
+            && !self.taken_last
             && self.tunnel.is_none()
             && self.inflight.is_empty()
             && self.wq.is_empty()
@@ -303,7 +317,7 @@ impl Conn {
                 break;
             }
             r.written = true;
-            r.head_held = r.req.is_stream() && r.req.framing == BodyFraming::Chunked;
+            r.head_held = r.req.is_stream() && r.req.framing != BodyFraming::None;
             if !r.head_held {
                 out.push(r.req.head.clone());
             }
@@ -338,6 +352,7 @@ impl Conn {
         }
         let id = last.req.id;
         let framing = last.req.framing;
+        let strict = last.req.strict_content_length;
         let ctl = last.ctl.clone();
         let mut pipe = ctl.body.borrow_mut();
         let mut credited = 0;
@@ -355,10 +370,13 @@ impl Conn {
             if std::mem::take(&mut last.head_held) {
                 out.push(last.req.head.clone());
             }
+            if last.req.body_closes {
+                self.taken_last = true;
+            }
             match framing {
                 BodyFraming::Chunked => out.extend(chunk_parts(chunk)),
                 BodyFraming::Length(n) => {
-                    if last.body_sent > n {
+                    if strict && last.body_sent > n {
                         return Err((id, Error::RequestContentLengthMismatch));
                     }
                     out.push(chunk);
@@ -379,16 +397,16 @@ impl Conn {
         }
         if ended {
             let last = self.inflight.back_mut().unwrap();
-            match framing {
-                BodyFraming::Chunked if std::mem::take(&mut last.head_held) => {
-                    let head = empty_body_head(&last.req.head, last.req.expects_body);
-                    self.push_write(head)
-                }
-                BodyFraming::Chunked => self.push_write(Bytes::from_static(LAST_CHUNK)),
-                BodyFraming::Length(n) if last.body_sent != n => {
-                    return Err((id, Error::RequestContentLengthMismatch));
-                }
-                _ => {}
+            // Empty: the head goes without its framing, as undici sends it.
+            if std::mem::take(&mut last.head_held) {
+                let head = empty_body_head(&last.req.head, last.req.expects_body);
+                self.push_write(head)
+            } else if framing == BodyFraming::Chunked {
+                self.push_write(Bytes::from_static(LAST_CHUNK))
+            }
+            let last = self.inflight.back_mut().unwrap();
+            if strict && matches!(framing, BodyFraming::Length(n) if last.body_sent != n) {
+                return Err((id, Error::RequestContentLengthMismatch));
             }
             let last = self.inflight.back_mut().unwrap();
             last.body_done = true;
@@ -455,7 +473,21 @@ impl Conn {
                 self.bytes_read += n as u64;
                 Ok(Some(n))
             }
-            Poll::Ready(Err(e)) => Err(Error::from_io(&e)),
+            // A TLS peer that closes without close_notify: Node (and so undici) sees an end.
+            Poll::Ready(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(Some(0)),
+            // Named as Node names a failed read (`read ECONNRESET`).
+            Poll::Ready(Err(e)) => Err(match Error::from_io(&e) {
+                Error::Socket {
+                    code: Some(code),
+                    socket,
+                    ..
+                } => Error::Socket {
+                    message: format!("read {code}"),
+                    code: Some(code),
+                    socket,
+                },
+                other => other,
+            }),
             Poll::Pending => Ok(None),
         }
     }
@@ -472,6 +504,9 @@ impl Conn {
     fn process(&mut self, hold_partial: bool) -> Result<(), Error> {
         loop {
             let Some(cur) = self.inflight.front_mut().filter(|f| f.early.is_none()) else {
+                // Empty lines between responses are skipped, as llhttp does.
+                let blank = self.rbuf.iter().take_while(|&&b| b == b'\r' || b == b'\n');
+                self.rbuf.advance(blank.count());
                 if !self.rbuf.is_empty() {
                     // Bytes nobody asked for: the connection cannot be trusted any more.
                     return Err(Error::socket(
@@ -504,23 +539,24 @@ impl Conn {
                         self.hand_over(head.status, head.reason, head.headers);
                         return Ok(());
                     }
-                    if let (Some(max), BodyKind::Length(n)) = (cfg.max_response_size, head.body) {
-                        if n > max {
-                            return Err(Error::ResponseExceededMaxSize);
-                        }
-                    }
                     cur.got_headers = true;
                     cur.waiting_since = None;
-                    if !head.keep_alive {
-                        self.no_more = true;
-                    }
-                    if let Some(ms) = head.keep_alive_timeout_ms {
-                        let hint = Duration::from_millis(ms)
-                            .saturating_sub(cfg.keep_alive_timeout_threshold);
-                        if hint < Duration::from_secs(1) {
-                            self.no_more = true;
+                    match (head.keep_alive, head.keep_alive_timeout_ms) {
+                        (false, _) => self.no_more = true,
+                        // As undici: the hint less the threshold, at most keepAliveMaxTimeout;
+                        // nothing left, no reuse. Without a hint, keepAliveTimeout again.
+                        (true, Some(ms)) => {
+                            let left =
+                                i128::from(ms) - i128::from(cfg.keep_alive_timeout_threshold_ms);
+                            match u64::try_from(left) {
+                                Ok(ms) if ms > 0 => {
+                                    self.keep_alive =
+                                        Duration::from_millis(ms).min(cfg.keep_alive_max_timeout)
+                                }
+                                _ => self.no_more = true,
+                            }
                         }
-                        self.keep_alive = hint.min(cfg.keep_alive_max_timeout);
+                        (true, None) => self.keep_alive = cfg.keep_alive_timeout,
                     }
                     self.events.push(Event::Headers {
                         id,
@@ -531,10 +567,13 @@ impl Conn {
                     self.read = ReadState::Body {
                         decoder: BodyDecoder::new(head.body, cfg.max_header_size),
                         received: 0,
+                        closes: !head.keep_alive,
                     };
                     self.last_data = Instant::now();
                 }
-                ReadState::Body { decoder, received } => {
+                ReadState::Body {
+                    decoder, received, ..
+                } => {
                     if cur.ctl.paused.get() {
                         return Ok(());
                     }
@@ -791,7 +830,9 @@ impl Conn {
     /// Tells the origin what this connection can take, so it can pick and wake it.
     fn publish(&self) {
         self.shared.inflight.set(self.inflight.len());
-        self.shared.accepting.set(!self.no_more && !self.closed);
+        self.shared
+            .accepting
+            .set(!self.no_more && !self.taken_last && !self.closed);
     }
 
     /// Older than the origin's connection TTL.
@@ -876,7 +917,8 @@ impl Conn {
             // A request on the wire was aborted: its bytes cannot be taken back.
             self.inflight.retain(|r| !r.ctl.aborted.get());
             self.requeue_all();
-            self.close(Error::Aborted("request aborted".into()));
+            // As undici, the connection goes down as `InformationalError: aborted`.
+            self.close(Error::Info("aborted".into()));
             return Ok(false);
         }
         let before = self.inflight.len();
@@ -886,6 +928,9 @@ impl Conn {
         progress |= self.wq_bytes != queued;
         progress |= self.inflight.len() != before;
         if let Err((id, e)) = self.pump_body() {
+            // What was queued before the failure still goes, as far as the socket takes it
+            // now (undici has written it by then).
+            let _ = self.poll_write(cx);
             let e = self.with_socket_info(e);
             self.fail(id, e.clone(), Shared::WithNext);
             self.inflight.retain(|r| r.req.id != id);
@@ -917,7 +962,7 @@ impl Conn {
         }
         progress |= self.events.len() != before;
         if self.inflight.is_empty() && self.wq.is_empty() {
-            if self.no_more {
+            if self.no_more || self.taken_last {
                 self.close(Error::Info("reset".into()));
                 return Ok(false);
             }
@@ -931,8 +976,21 @@ impl Conn {
     }
 
     fn on_eof(&mut self) {
+        // What was held for the next read goes to the caller first.
+        if let Err(e) = self.process(false) {
+            return self.fail_and_close(e);
+        }
+        if self.tunnel.is_some() {
+            // Upgraded just now: the tunnel meets the end itself.
+            return;
+        }
         self.settle_early();
-        if let (Some(_), ReadState::Body { decoder, .. }) = (self.inflight.front(), &mut self.read)
+        if let (
+            Some(_),
+            ReadState::Body {
+                decoder, closes, ..
+            },
+        ) = (self.inflight.front(), &mut self.read)
         {
             match decoder.eof() {
                 Ok(Decoded::Done { trailers }) => {
@@ -942,6 +1000,15 @@ impl Conn {
                     return;
                 }
                 Ok(_) => {}
+                // As undici: a response that said the connection ends with it and was cut
+                // short is a length mismatch when it had a length, else a parser error.
+                Err(Error::Socket { .. }) if *closes => {
+                    let e = match decoder.remaining_length() {
+                        Some(_) => Error::ResponseContentLengthMismatch,
+                        None => Error::parser("INVALID_EOF_STATE", "Invalid EOF state"),
+                    };
+                    return self.fail_and_close(e);
+                }
                 Err(e) => return self.fail_and_close(e),
             }
         }

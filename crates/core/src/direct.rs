@@ -403,7 +403,7 @@ pub(crate) enum Written {
 /// Whether a request may be written by the caller: its bytes are all known, nothing waits for
 /// a go-ahead, and the connection stays as it is afterwards.
 pub(crate) fn eligible(req: &Request) -> bool {
-    !req.hold && !req.reset && !req.upgrade && !req.is_stream()
+    !req.hold && !req.reset && !req.upgrade && !req.is_stream() && !req.body_ends_connection()
 }
 
 /// Writes what the socket takes at once, without blocking; how much it took (0 on any error:
@@ -605,7 +605,7 @@ mod tests {
             None
         );
         let tiny_head = Limits {
-            max_header_size: 20,
+            max_header_size: 15,
             max_response_size: None,
         };
         assert_eq!(

@@ -148,9 +148,16 @@ impl Origin {
             idle += usize::from(c.inflight.get() == 0);
             c.wake();
         }
-        let room = o.conns.len() + o.connecting < o.cfg.connections.max(1);
-        if room && idle + o.connecting < o.queue.len() {
-            drop(o);
+        // As many as the queue needs and the limit allows: a burst that arrives in one batch
+        // opens its connections together (as undici's pool makes a client per busy one).
+        let room = o
+            .cfg
+            .connections
+            .max(1)
+            .saturating_sub(o.conns.len() + o.connecting);
+        let wanted = o.queue.len().saturating_sub(idle + o.connecting);
+        drop(o);
+        for _ in 0..room.min(wanted) {
             Origin::spawn_connect(this, ctx);
         }
     }

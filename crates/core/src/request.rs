@@ -20,7 +20,8 @@ pub struct OriginConfig {
     pub connect_timeout: Duration,
     pub keep_alive_timeout: Duration,
     pub keep_alive_max_timeout: Duration,
-    pub keep_alive_timeout_threshold: Duration,
+    /// In ms; undici takes any finite number, a negative one lengthens the server's hint.
+    pub keep_alive_timeout_threshold_ms: i64,
     pub max_header_size: usize,
     /// Responses with a larger body fail with `ResponseExceededMaxSize`.
     pub max_response_size: Option<u64>,
@@ -50,7 +51,7 @@ impl Default for OriginConfig {
             connect_timeout: Duration::from_secs(10),
             keep_alive_timeout: Duration::from_secs(4),
             keep_alive_max_timeout: Duration::from_secs(600),
-            keep_alive_timeout_threshold: Duration::from_secs(2),
+            keep_alive_timeout_threshold_ms: 2000,
             max_header_size: 16 * 1024,
             max_response_size: None,
             max_requests_per_connection: None,
@@ -98,6 +99,12 @@ pub struct Request {
     pub hold: bool,
     /// The caller already ran `onConnect`: no `Connect` event the first time it is written.
     pub connected: bool,
+    /// A streamed body must match the `content-length` given; when false, whatever the
+    /// stream yields is sent under it (undici's `strictContentLength: false`).
+    pub strict_content_length: bool,
+    /// A body, if it is not empty, makes this the last request on its connection (its head
+    /// unchanged): undici's rule for a body on a method that expects none, unless `reset: false`.
+    pub body_closes: bool,
 }
 
 impl Request {
@@ -120,6 +127,8 @@ impl Request {
             body_timeout: Some(Duration::from_secs(300)),
             hold: false,
             connected: false,
+            strict_content_length: true,
+            body_closes: false,
         }
     }
 
@@ -139,6 +148,11 @@ impl Request {
         if let Some(at) = self.keep_alive_at.take() {
             self.head = crate::codec::request::close_head(&self.head, at);
         }
+    }
+
+    /// Its known body ends the connection (see `body_closes`); a stream's does at its first byte.
+    pub(crate) fn body_ends_connection(&self) -> bool {
+        self.body_closes && matches!(&self.body, RequestBody::Bytes(b) if !b.is_empty())
     }
 
     pub(crate) fn is_stream(&self) -> bool {

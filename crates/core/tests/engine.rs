@@ -352,7 +352,7 @@ fn broken_framing_is_a_typed_error_and_the_connection_is_dropped() {
         read_head(&mut s).unwrap();
         if n == 0 {
             s.write_all(
-                b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ntransfer-encoding: chunked\r\n\r\n",
+                b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\ncontent-length: 2\r\n\r\n",
             )
             .unwrap();
         } else {
@@ -370,6 +370,109 @@ fn broken_framing_is_a_typed_error_and_the_connection_is_dropped() {
     ));
     e.submit(1, get(2, "GET", RequestBody::None));
     assert_eq!(settle(&rx, &[2])[0].body, b"ok");
+}
+
+/// A server answering each request on its connection with `respond(connection, request)`,
+/// then ending its side after `requests` of them.
+fn answering(requests: usize, respond: fn(usize, usize) -> String) -> u16 {
+    server(move |mut s, n| {
+        for i in 0..requests {
+            if read_head(&mut s).is_none() {
+                return;
+            }
+            s.write_all(respond(n, i).as_bytes()).unwrap();
+        }
+        let _ = s.shutdown(std::net::Shutdown::Write);
+        let _ = std::io::copy(&mut s, &mut std::io::sink());
+    })
+}
+
+#[test]
+fn a_body_cut_by_eof_fails_as_undici_fails_it() {
+    for (wire, want) in [
+        (
+            "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n",
+            Error::socket("other side closed"),
+        ),
+        // The response said the connection ends with it: a parser error, or a mismatch of a
+        // length it gave.
+        (
+            "HTTP/1.1 200 OK\r\nconnection: close\r\ntransfer-encoding: chunked\r\n\r\n3\r\nab",
+            Error::parser("INVALID_EOF_STATE", "Invalid EOF state"),
+        ),
+        (
+            "HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 5\r\n\r\nab",
+            Error::ResponseContentLengthMismatch,
+        ),
+        (
+            "HTTP/1.0 200 OK\r\ncontent-length: 5\r\n\r\nab",
+            Error::ResponseContentLengthMismatch,
+        ),
+    ] {
+        let port = server(move |mut s, _| {
+            read_head(&mut s).unwrap();
+            s.write_all(wire.as_bytes()).unwrap();
+        });
+        let (e, rx) = engine();
+        origin(&e, 1, port, |_| {});
+        e.submit(1, get(1, "GET", RequestBody::None));
+        let out = settle(&rx, &[1]);
+        let got = out[0].error.as_ref().map(|e| (e.kind(), e.to_string()));
+        assert_eq!(got, Some((want.kind(), want.to_string())), "{wire:?}");
+        assert_eq!(out[0].statuses, [200], "{wire:?}");
+    }
+}
+
+#[test]
+fn empty_lines_between_responses_keep_the_connection() {
+    let port = answering(3, |n, _| {
+        format!("\r\nHTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\n{n}\r\n\r\n")
+    });
+    let (e, rx) = engine();
+    origin(&e, 1, port, |_| {});
+    for id in 1..=3 {
+        e.submit(1, get(id, "GET", RequestBody::None));
+        let out = settle(&rx, &[id]);
+        assert_eq!(out[0].body, b"0", "{:?}", out[0].error);
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn keep_alive_hints_decide_reuse_as_undici_does() {
+    // The hint less the threshold: nothing left (2 s - 2 s) means a new connection each time;
+    // 500 ms left (2 s - 1.5 s), or a negative threshold, means reuse.
+    for (threshold_ms, reused) in [(2000, false), (1500, true), (-1000, true)] {
+        let port = answering(2, |n, _| {
+            format!("HTTP/1.1 200 OK\r\nkeep-alive: timeout=2s\r\ncontent-length: 1\r\n\r\n{n}")
+        });
+        let (e, rx) = engine();
+        origin(&e, 1, port, |c| {
+            c.keep_alive_timeout_threshold_ms = threshold_ms
+        });
+        e.submit(1, get(1, "GET", RequestBody::None));
+        assert_eq!(settle(&rx, &[1])[0].body, b"0");
+        thread::sleep(Duration::from_millis(50));
+        e.submit(1, get(2, "GET", RequestBody::None));
+        let want: &[u8] = if reused { b"0" } else { b"1" };
+        assert_eq!(settle(&rx, &[2])[0].body, want, "threshold {threshold_ms}");
+    }
+}
+
+#[test]
+fn max_response_size_fails_the_body_after_the_head() {
+    let port = answering(1, |_, _| {
+        format!(
+            "HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\n{}",
+            "x".repeat(10)
+        )
+    });
+    let (e, rx) = engine();
+    origin(&e, 1, port, |c| c.max_response_size = Some(5));
+    e.submit(1, get(1, "GET", RequestBody::None));
+    let out = settle(&rx, &[1]);
+    assert_eq!(out[0].statuses, [200]);
+    assert_eq!(out[0].error, Some(Error::ResponseExceededMaxSize));
 }
 
 #[test]

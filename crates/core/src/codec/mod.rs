@@ -1,11 +1,14 @@
 //! HTTP/1.1 wire format: request heads out, response heads and bodies in.
 
 pub mod body;
+mod llhttp;
 pub mod request;
 pub mod response;
 
 pub use body::{BodyDecoder, Decoded};
-pub use response::{parse_response_head, read_response_head, BodyKind, HeadOptions, ResponseHead};
+pub use response::{
+    parse_response_head, raw_limit, read_response_head, BodyKind, HeadOptions, ResponseHead,
+};
 
 /// A header as received: name with its case preserved, value as raw bytes.
 pub type RawHeader = (bytes::Bytes, bytes::Bytes);

@@ -108,7 +108,15 @@ fn valid_header_value(v: &str) -> bool {
 }
 
 pub(crate) fn method_expects_body(method: &str) -> bool {
-    matches!(method, "POST" | "PUT" | "PATCH" | "QUERY")
+    matches!(
+        method,
+        "POST" | "PUT" | "PATCH" | "QUERY" | "PROPFIND" | "PROPPATCH"
+    )
+}
+
+/// Methods whose known body length is checked against a `content-length` given (undici's rule).
+fn method_checks_length(method: &str) -> bool {
+    !matches!(method, "GET" | "HEAD" | "OPTIONS" | "TRACE" | "CONNECT")
 }
 
 const CHUNKED_LINE: &[u8] = b"transfer-encoding: chunked\r\n";
@@ -122,12 +130,22 @@ pub(crate) fn chunk_parts(chunk: Bytes) -> [Bytes; 3] {
 /// The end of a chunked body (without trailers).
 pub(crate) const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
 
-/// The head of a chunked request whose body ended before any byte of it: sent without
-/// framing, as undici sends it (`content-length: 0` for methods that expect a body).
+/// The head of a streamed request whose body ended before any byte of it: sent without its
+/// framing line (chunked, or the length given), as undici sends it (`content-length: 0` for
+/// methods that expect a body).
 pub fn empty_body_head(head: &[u8], expects_body: bool) -> Bytes {
+    let framing_line = |h: &[u8]| {
+        // The framing line is the last one encode_head writes.
+        let start = h[..h.len().saturating_sub(2)]
+            .windows(2)
+            .rposition(|w| w == b"\r\n")
+            .map_or(0, |i| i + 2);
+        let line = &h[start..];
+        (line == CHUNKED_LINE || line.starts_with(b"content-length: ")).then_some(start)
+    };
     let Some(base) = head
         .strip_suffix(b"\r\n")
-        .and_then(|h| h.strip_suffix(CHUNKED_LINE))
+        .and_then(|h| framing_line(h).map(|at| &h[..at]))
     else {
         return Bytes::copy_from_slice(head);
     };
@@ -179,7 +197,8 @@ pub fn encode_head(input: &HeadInput<'_>) -> Result<EncodedHead> {
     push_latin1(&mut out, input.path).ok_or_else(|| invalid("invalid request path"))?;
     out.put_slice(b" HTTP/1.1\r\n");
 
-    let mut has_host = false;
+    // A host given by the caller is written first, where the default one goes (as undici does).
+    let mut host: Option<&str> = None;
     let mut reset = input.reset;
     let mut declared_length: Option<u64> = None;
     // User headers are written after `host` and `connection`, so collect them first.
@@ -195,8 +214,11 @@ pub fn encode_head(input: &HeadInput<'_>) -> Result<EncodedHead> {
         if name.len() <= 17 {
             let lower = name.to_ascii_lowercase();
             match lower.as_str() {
-                "host" if has_host => return Err(invalid("duplicate host header")),
-                "host" => has_host = true,
+                "host" if host.is_some() => return Err(invalid("duplicate host header")),
+                "host" => {
+                    host = Some(value);
+                    continue;
+                }
                 "content-length" => {
                     let n = value
                         .trim()
@@ -230,24 +252,33 @@ pub fn encode_head(input: &HeadInput<'_>) -> Result<EncodedHead> {
         user.put_slice(b"\r\n");
     }
 
+    // As undici: a known body (none is an empty one) is sent with its own length; a different
+    // `content-length` given fails only a non-empty body of a method that checks it. A stream
+    // goes with the length given, but `0` means none for a method that expects no body.
     let framing = match (input.body, declared_length) {
-        (BodyInfo::None, Some(n)) if n > 0 && input.strict_content_length => {
+        (BodyInfo::Bytes(len), Some(n))
+            if n != len
+                && len > 0
+                && input.strict_content_length
+                && method_checks_length(input.method) =>
+        {
             return Err(Error::RequestContentLengthMismatch)
         }
         (BodyInfo::None, _) => BodyFraming::None,
-        (BodyInfo::Bytes(len), Some(n)) if n != len && input.strict_content_length => {
-            return Err(Error::RequestContentLengthMismatch)
-        }
         (BodyInfo::Bytes(len), _) => BodyFraming::Length(len),
+        (BodyInfo::Stream, Some(0)) if !method_expects_body(input.method) => BodyFraming::Chunked,
         (BodyInfo::Stream, Some(n)) => BodyFraming::Length(n),
         (BodyInfo::Stream, None) => BodyFraming::Chunked,
     };
 
-    if !has_host {
-        out.put_slice(b"host: ");
-        out.put_slice(input.default_host.as_bytes());
-        out.put_slice(b"\r\n");
+    out.put_slice(b"host: ");
+    match host {
+        Some(value) => {
+            push_latin1(&mut out, value).ok_or_else(|| invalid("invalid host header"))?
+        }
+        None => out.put_slice(input.default_host.as_bytes()),
     }
+    out.put_slice(b"\r\n");
     let mut keep_alive_at = None;
     if let Some(up) = input.upgrade {
         out.put_slice(b"connection: upgrade\r\nupgrade: ");
@@ -322,7 +353,7 @@ mod tests {
         let head = encode_head(&input("GET", "/", &hs)).unwrap();
         assert_eq!(
             text(&head),
-            "GET / HTTP/1.1\r\nconnection: keep-alive\r\nHost: other\r\nx-a: 1\r\n\r\n"
+            "GET / HTTP/1.1\r\nhost: other\r\nconnection: keep-alive\r\nx-a: 1\r\n\r\n"
         );
     }
 
@@ -383,6 +414,48 @@ mod tests {
                 std::str::from_utf8(&empty).unwrap(),
                 text(&head).replace("transfer-encoding: chunked\r\n", want)
             );
+        }
+        let hs = h(&["content-length", "12", "x-a", "1"]);
+        let mut i = input("POST", "/", &hs);
+        i.body = BodyInfo::Stream;
+        let head = encode_head(&i).unwrap();
+        let empty = empty_body_head(&head.bytes, true);
+        assert_eq!(
+            std::str::from_utf8(&empty).unwrap(),
+            text(&head).replace("content-length: 12\r\n", "content-length: 0\r\n")
+        );
+        // Nothing to strip: unchanged.
+        let head = encode_head(&input("GET", "/", &[])).unwrap();
+        assert_eq!(empty_body_head(&head.bytes, false), head.bytes);
+    }
+
+    #[test]
+    fn a_length_given_is_checked_as_undici_does() {
+        let hs = h(&["content-length", "5"]);
+        let with = |method, body, strict| {
+            let mut i = input(method, "/", &hs);
+            i.body = body;
+            i.strict_content_length = strict;
+            encode_head(&i).map(|h| (h.framing, text(&h).to_string()))
+        };
+        // Not for an empty body, nor for a method that expects none: sent with its own length.
+        let (framing, head) = with("POST", BodyInfo::None, true).unwrap();
+        assert_eq!(framing, BodyFraming::None);
+        assert!(head.contains("content-length: 0\r\n"), "{head}");
+        let (framing, head) = with("GET", BodyInfo::Bytes(3), true).unwrap();
+        assert_eq!(framing, BodyFraming::Length(3));
+        assert!(head.contains("content-length: 3\r\n"), "{head}");
+        assert!(with("DELETE", BodyInfo::Bytes(3), true).is_err());
+        assert!(with("DELETE", BodyInfo::Bytes(3), false).is_ok());
+        // A stream declared empty is chunked unless its method expects a body.
+        let zero = h(&["content-length", "0"]);
+        for (method, framing) in [
+            ("GET", BodyFraming::Chunked),
+            ("PUT", BodyFraming::Length(0)),
+        ] {
+            let mut i = input(method, "/", &zero);
+            i.body = BodyInfo::Stream;
+            assert_eq!(encode_head(&i).unwrap().framing, framing);
         }
     }
 
