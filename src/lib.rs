@@ -16,7 +16,7 @@ use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
 use saetta_core::codec::request::{encode_head, BodyInfo, HeadInput};
 use saetta_core::direct::Lanes;
-use saetta_core::tls::{TlsConfig, TlsOptions};
+use saetta_core::transport::tls::{TlsConfig, TlsOptions};
 use saetta_core::{
     Engine, Error as CoreError, Event, EventSink, OriginConfig, Request, RequestBody,
 };

@@ -9,8 +9,7 @@ pub mod error;
 pub mod event;
 mod origin;
 pub mod request;
-pub mod tls;
-mod transport;
+pub mod transport;
 
 pub use engine::Engine;
 pub use error::{Error, Result};

@@ -37,7 +37,7 @@ pub struct OriginConfig {
     /// (undici's Pool `clientTtl`).
     pub connection_ttl: Option<Duration>,
     /// TLS for an `https:` origin.
-    pub tls: Option<crate::tls::TlsConfig>,
+    pub tls: Option<crate::transport::tls::TlsConfig>,
 }
 
 impl Default for OriginConfig {

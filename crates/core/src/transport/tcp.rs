@@ -1,0 +1,98 @@
+//! TCP: the origin's addresses tried in order (Happy Eyeballs with `autoSelectFamily`), from a
+//! local address when one is given.
+
+use std::net::SocketAddr;
+
+use tokio::net::{TcpSocket, TcpStream};
+
+use super::Transport;
+use crate::error::{Error, Result};
+use crate::request::OriginConfig;
+
+/// Connects to the first address of the origin's host that answers.
+pub(super) async fn connect(cfg: &OriginConfig) -> Result<Transport> {
+    let addrs = tokio::net::lookup_host((cfg.host.as_str(), cfg.port))
+        .await
+        .map_err(|e| Error::Socket {
+            code: Some("ENOTFOUND".into()),
+            message: format!("getaddrinfo ENOTFOUND {} ({e})", cfg.host),
+            socket: None,
+        })?;
+    let mut last = Error::socket(format!("no address found for {}", cfg.host));
+    let addrs = order(addrs.collect(), cfg);
+    for (i, &addr) in addrs.iter().enumerate() {
+        let attempt = connect_tcp(addr, cfg);
+        // As Node: an attempt is cut short only when another address is left to try.
+        let result = if cfg.auto_select_family && i + 1 < addrs.len() {
+            tokio::time::timeout(cfg.auto_select_family_attempt_timeout, attempt)
+                .await
+                .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()))
+        } else {
+            attempt.await
+        };
+        match result {
+            Ok(s) => {
+                let _ = s.set_nodelay(true);
+                return Ok(Transport::Tcp(s));
+            }
+            Err(e) => last = connect_error(&e, &addr.to_string()),
+        }
+    }
+    Err(last)
+}
+
+/// The addresses to try, in order: as resolved, or IPv6 and IPv4 interleaved with
+/// `autoSelectFamily`; only the local address's family when one is given.
+fn order(addrs: Vec<SocketAddr>, cfg: &OriginConfig) -> Vec<SocketAddr> {
+    let addrs: Vec<SocketAddr> = match cfg.local_address {
+        Some(local) => addrs
+            .into_iter()
+            .filter(|a| a.is_ipv4() == local.is_ipv4())
+            .collect(),
+        None => addrs,
+    };
+    if !cfg.auto_select_family {
+        return addrs;
+    }
+    let (v6, v4): (Vec<SocketAddr>, Vec<SocketAddr>) = addrs.iter().partition(|a| a.is_ipv6());
+    let first_v6 = addrs.first().is_some_and(|a| a.is_ipv6());
+    let (mut a, mut b) = if first_v6 {
+        (v6.into_iter(), v4.into_iter())
+    } else {
+        (v4.into_iter(), v6.into_iter())
+    };
+    let mut out = Vec::with_capacity(addrs.len());
+    loop {
+        match (a.next(), b.next()) {
+            (None, None) => return out,
+            (x, y) => out.extend(x.into_iter().chain(y)),
+        }
+    }
+}
+
+async fn connect_tcp(addr: SocketAddr, cfg: &OriginConfig) -> std::io::Result<TcpStream> {
+    let Some(local) = cfg.local_address else {
+        return TcpStream::connect(addr).await;
+    };
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    socket.bind(SocketAddr::new(local, 0))?;
+    socket.connect(addr).await
+}
+
+/// A connect failure, worded as Node words it: `connect ECONNREFUSED 127.0.0.1:80`.
+pub(super) fn connect_error(e: &std::io::Error, target: &str) -> Error {
+    match Error::from_io(e) {
+        Error::Socket {
+            code: Some(code), ..
+        } => Error::Socket {
+            message: format!("connect {code} {target}"),
+            code: Some(code),
+            socket: None,
+        },
+        other => other,
+    }
+}
