@@ -6,12 +6,14 @@
 //
 // Two throughput workloads (64 KiB responses after a 1 ms server delay; 64-byte responses at
 // once), each on a Pool of 50 connections with pipelining 10 in batches of 100 parallel
-// requests, then a latency mode: one request at a time on a single connection (p50, p99).
+// requests, then a latency mode: one request at a time on a single connection (p50, p99), then
+// requests through an HTTP proxy (bench/proxy.mjs, in its own process): forwarded by it, and
+// through CONNECT tunnels (64-byte responses, `request`, ProxyAgent's).
 // Every throughput row also reports the client's CPU time per request (process.cpuUsage, all
 // threads, so saetta's I/O thread counts too).
 //
 // Knobs (flags win over env):
-//   --mode=all|throughput|latency  BENCH_MODE     what to run (default all)
+//   --mode=all|throughput|latency|proxy  BENCH_MODE  what to run (default all)
 //   --workloads=64k-1ms,64b     BENCH_WORKLOADS    throughput workloads (default both)
 //   --only=saetta,undici,node   BENCH_TARGETS      which libraries to run (default: all three)
 //   --rounds=N                  BENCH_ROUNDS       measured rounds per row (default 5)
@@ -33,7 +35,7 @@ import path from 'node:path'
 import os from 'node:os'
 import v8 from 'node:v8'
 import vm from 'node:vm'
-import { makeRows, baselineOf, API_NAMES } from './targets.mjs'
+import { makeRows, proxyRows, baselineOf, API_NAMES } from './targets.mjs'
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 const require = createRequire(import.meta.url)
@@ -43,7 +45,8 @@ const WORKLOADS = {
   '64b': { label: '64-byte responses at once', path: '/?size=64' }
 }
 const LATENCY = { label: 'one request at a time on one connection, 64-byte responses', path: '/?size=64', apis: ['request', 'dispatch'] }
-const MODES = ['all', 'throughput', 'latency']
+const PROXY = { label: 'requests through an HTTP proxy, 64-byte responses', path: '/?size=64' }
+const MODES = ['all', 'throughput', 'latency', 'proxy']
 
 function listOpt (flags, flag, env, all) {
   const raw = flags[flag] ?? process.env[env]
@@ -140,10 +143,10 @@ function libVersion (name) {
   }
 }
 
-function startServer () {
+function startServer (script = 'server.mjs') {
   return new Promise((resolve, reject) => {
-    const child = fork(path.join(here, 'server.mjs'), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
-    const onExit = (code, signal) => reject(new Error(`bench server exited early (code ${code}, signal ${signal})`))
+    const child = fork(path.join(here, script), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
+    const onExit = (code, signal) => reject(new Error(`bench ${script} exited early (code ${code}, signal ${signal})`))
     child.once('error', reject)
     child.once('exit', onExit)
     child.once('message', (msg) => {
@@ -340,6 +343,7 @@ async function main () {
     (libs.saetta ? `, saetta ${libVersion('saetta')}` : ''))
 
   let server
+  let proxy
   let live = []
   const closeRows = async (graceful) => {
     for (const row of live) {
@@ -357,6 +361,7 @@ async function main () {
     console.error('\ninterrupted; closing clients and the server')
     closeRows(false).finally(() => {
       stopServer(server?.child)
+      stopServer(proxy?.child)
       process.exit(130)
     })
   })
@@ -372,21 +377,28 @@ async function main () {
       await run(rows, origin, cfg)
       await closeRows(true)
     }
-    if (cfg.mode !== 'latency') {
+    if (cfg.mode === 'all' || cfg.mode === 'throughput') {
       for (const w of cfg.workloads) {
         await phase(`throughput: ${w.label} (GET ${w.path}); Pool of ${cfg.connections} connections, pipelining ${cfg.pipelining} ` +
           `(node:http maxSockets ${cfg.connections}); batches of ${cfg.parallel}; ${cfg.rounds} rounds × ${cfg.requests} requests per row`,
         makeRows(libs, cfg, { path: w.path }), throughput)
       }
     }
-    if (cfg.mode !== 'throughput') {
+    if (cfg.mode === 'all' || cfg.mode === 'latency') {
       await phase(`latency: ${LATENCY.label} (GET ${LATENCY.path}); ${cfg.rounds} rounds, ${cfg.latencyRequests} requests per row`,
         makeRows(libs, cfg, { path: LATENCY.path, apis: LATENCY.apis.filter((a) => cfg.apis.includes(a)), single: true }), latency)
+    }
+    if ((cfg.mode === 'all' || cfg.mode === 'proxy') && cfg.apis.includes('request') && (libs.saetta || libs.undici)) {
+      proxy = await startServer('proxy.mjs')
+      await phase(`proxy: ${PROXY.label} (GET ${PROXY.path}); ProxyAgent, the CONNECT rows with a Pool of ${cfg.connections} connections, pipelining ${cfg.pipelining} ` +
+        `per origin; batches of ${cfg.parallel}; ${cfg.rounds} rounds × ${cfg.requests} requests per row`,
+      proxyRows(libs, cfg, { path: PROXY.path, proxy: `http://127.0.0.1:${proxy.port}` }), throughput)
     }
     ok = true
   } finally {
     await closeRows(ok)
     stopServer(server?.child)
+    stopServer(proxy?.child)
   }
 
   // Everything is closed; if the process does not exit by itself now, something leaked a handle.

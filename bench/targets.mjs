@@ -81,14 +81,15 @@ const apis = {
 
 export const API_NAMES = Object.keys(apis)
 
-/** A row of `lib`'s `api` on the dispatcher `make(origin)` returns. */
-function libRow (lib, api, make, path) {
-  const name = `${lib} ${api}`
+/** A row of `lib`'s `api` on the dispatcher `make(origin)` returns; `variant` names the way it goes. */
+function libRow (lib, api, make, path, variant = '') {
+  const name = `${lib} ${api}${variant}`
   let dispatcher
   return {
     name,
     lib,
     api,
+    variant,
     setup (origin) {
       dispatcher = make(origin)
       return apis[api](dispatcher, { origin, path, method: 'GET' }, name)
@@ -155,8 +156,27 @@ export function makeRows (libs, cfg, { path, apis = cfg.apis, single = false }) 
   return rows
 }
 
+/**
+ * The proxy rows: `request` through a ProxyAgent to `proxy`, each request forwarded by the
+ * proxy (`proxyTunnel: false`), then each connection a CONNECT tunnel (the configured Pool
+ * per origin), saetta's and undici's side by side.
+ */
+export function proxyRows (libs, cfg, { path, proxy }) {
+  const rows = []
+  const ways = [
+    [', HTTP proxy', (lib) => () => new lib.ProxyAgent({ uri: proxy, proxyTunnel: false })],
+    [', CONNECT tunnel', (lib) => () => new lib.ProxyAgent({ uri: proxy, connections: cfg.connections, pipelining: cfg.pipelining })]
+  ]
+  for (const [variant, make] of ways) {
+    for (const lib of ['saetta', 'undici']) {
+      if (libs[lib]) rows.push(libRow(lib, 'request', make(libs[lib]), path, variant))
+    }
+  }
+  return rows
+}
+
 // The undici row each row is compared against.
 export function baselineOf (row) {
   if (row.lib === 'undici') return null
-  return `undici ${row.api}`
+  return `undici ${row.api}${row.variant ?? ''}`
 }

@@ -16,7 +16,11 @@ use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
 use saetta_core::codec::request::{encode_head, BodyInfo, HeadInput};
 use saetta_core::direct::Lanes;
+use saetta_core::transport::js::Command as SocketCommand;
+use saetta_core::transport::proxy::{Proxy, Tunnel};
+use saetta_core::transport::socks5;
 use saetta_core::transport::tls::{TlsConfig, TlsOptions};
+use saetta_core::transport::Connector;
 use saetta_core::{
     Engine, Error as CoreError, Event, EventSink, OriginConfig, Request, RequestBody,
 };
@@ -185,6 +189,26 @@ pub struct OriginOptions {
     pub client_ttl: Option<f64>,
     /// Set for `https:` origins.
     pub tls: Option<TlsOriginOptions>,
+    /// JS opens every connection (a connector function, or Node's TLS): `SOCKET_OPEN` events.
+    pub js_connector: Option<bool>,
+    /// Reach the origin through this proxy.
+    pub proxy: Option<ProxyOriginOptions>,
+}
+
+/// A proxy an origin is reached through (ProxyAgent's CONNECT tunnels, Socks5ProxyAgent's).
+#[napi(object)]
+pub struct ProxyOriginOptions {
+    pub host: String,
+    pub port: u32,
+    /// TLS to the proxy itself (an `https:` proxy).
+    pub tls: Option<TlsOriginOptions>,
+    /// HTTP CONNECT: the whole request head to send.
+    pub connect_head: Option<Buffer>,
+    /// SOCKS5, when there is no `connectHead`: the target, and the credentials to offer.
+    pub target_host: Option<String>,
+    pub target_port: Option<u32>,
+    pub username: Option<Buffer>,
+    pub password: Option<Buffer>,
 }
 
 /// Node's `tls.connect` options that apply; certificates and keys in PEM.
@@ -195,6 +219,46 @@ pub struct TlsOriginOptions {
     pub cert: Option<Buffer>,
     pub key: Option<Buffer>,
     pub reject_unauthorized: bool,
+    pub max_cached_sessions: Option<u32>,
+    /// `TLSv1.2` or `TLSv1.3` (JS sends others to Node's TLS).
+    pub min_version: Option<String>,
+    pub max_version: Option<String>,
+}
+
+fn tls_config(t: TlsOriginOptions) -> Result<TlsConfig> {
+    TlsConfig::new(&TlsOptions {
+        server_name: t.servername,
+        ca: t.ca.map(|b| b.to_vec()),
+        cert: t.cert.map(|b| b.to_vec()),
+        key: t.key.map(|b| b.to_vec()),
+        reject_unauthorized: t.reject_unauthorized,
+        max_cached_sessions: t.max_cached_sessions.map(|n| n as usize),
+        min_tls13: t.min_version.as_deref() == Some("TLSv1.3"),
+        max_tls12: t.max_version.as_deref() == Some("TLSv1.2"),
+    })
+    .map_err(|e| Error::from_reason(e.to_string()))
+}
+
+fn proxy_config(p: ProxyOriginOptions) -> Result<Proxy> {
+    let tunnel = match p.connect_head {
+        Some(head) => Tunnel::Connect {
+            head: Bytes::copy_from_slice(&head),
+        },
+        None => Tunnel::Socks5(socks5::Target {
+            host: p.target_host.unwrap_or_default(),
+            port: p.target_port.unwrap_or(0) as u16,
+            auth: p
+                .username
+                .zip(p.password)
+                .map(|(u, w)| (u.to_vec(), w.to_vec())),
+        }),
+    };
+    Ok(Proxy {
+        host: p.host,
+        port: p.port as u16,
+        tls: p.tls.map(tls_config).transpose()?,
+        tunnel,
+    })
 }
 
 fn ms(v: f64) -> Duration {
@@ -255,19 +319,20 @@ impl NativeOrigin {
         };
         let tls = match o.tls {
             None => None,
-            Some(t) => Some(
-                TlsConfig::new(&TlsOptions {
-                    server_name: t.servername,
-                    ca: t.ca.map(|b| b.to_vec()),
-                    cert: t.cert.map(|b| b.to_vec()),
-                    key: t.key.map(|b| b.to_vec()),
-                    reject_unauthorized: t.reject_unauthorized,
-                })
-                .map_err(|e| Error::from_reason(e.to_string()))?,
-            ),
+            Some(t) => Some(tls_config(t)?),
+        };
+        let proxy = o.proxy.map(proxy_config).transpose()?;
+        let connector = match o.js_connector {
+            Some(true) => Connector::Js,
+            // Where rustls cannot complete a handshake, JS can with Node's TLS.
+            _ => Connector::Native {
+                node_fallback: tls.is_some() || proxy.as_ref().is_some_and(|p| p.tls.is_some()),
+            },
         };
         let cfg = OriginConfig {
+            connector,
             tls,
+            proxy,
             local_address,
             auto_select_family: o.auto_select_family,
             auto_select_family_attempt_timeout: ms(o.auto_select_family_attempt_timeout),
@@ -446,6 +511,78 @@ pub fn body_end(id: u32) -> Result<()> {
     Ok(())
 }
 
+/// An address and port as JS gives them, if it gives an IP address.
+fn socket_addr(address: Option<String>, port: Option<u32>) -> Option<std::net::SocketAddr> {
+    let ip: std::net::IpAddr = address?.parse().ok()?;
+    Some(std::net::SocketAddr::new(ip, port? as u16))
+}
+
+/// The connector of socket `id` gave one (see `SOCKET_OPEN`): its addresses, where it has
+/// them. This and the other `socket*` calls are held until the next `flush()`.
+#[napi(catch_unwind)]
+pub fn socket_ready(
+    id: u32,
+    local_address: Option<String>,
+    local_port: Option<u32>,
+    remote_address: Option<String>,
+    remote_port: Option<u32>,
+) -> Result<()> {
+    bridge()?.engine.socket_later(SocketCommand::Ready {
+        socket: id as u64,
+        local: socket_addr(local_address, local_port),
+        remote: socket_addr(remote_address, remote_port),
+    });
+    Ok(())
+}
+
+/// The connector of socket `id` failed; JS keeps the error under `id`.
+#[napi(catch_unwind)]
+pub fn socket_failed(id: u32) -> Result<()> {
+    let socket = id as u64;
+    bridge()?
+        .engine
+        .socket_later(SocketCommand::Failed { socket });
+    Ok(())
+}
+
+/// Bytes socket `id` read.
+#[napi(catch_unwind)]
+pub fn socket_data(id: u32, chunk: Buffer) -> Result<()> {
+    bridge()?.engine.socket_later(SocketCommand::Data {
+        socket: id as u64,
+        chunk: Bytes::copy_from_slice(&chunk),
+    });
+    Ok(())
+}
+
+/// Socket `id` ended (or closed without an error).
+#[napi(catch_unwind)]
+pub fn socket_end(id: u32) -> Result<()> {
+    let socket = id as u64;
+    bridge()?.engine.socket_later(SocketCommand::End { socket });
+    Ok(())
+}
+
+/// Socket `id` failed; JS keeps the error under `id`.
+#[napi(catch_unwind)]
+pub fn socket_error(id: u32) -> Result<()> {
+    let socket = id as u64;
+    bridge()?
+        .engine
+        .socket_later(SocketCommand::Error { socket });
+    Ok(())
+}
+
+/// Socket `id` wrote `bytes` of what the engine sent it.
+#[napi(catch_unwind)]
+pub fn socket_written(id: u32, bytes: u32) -> Result<()> {
+    bridge()?.engine.socket_later(SocketCommand::Written {
+        socket: id as u64,
+        bytes: bytes as usize,
+    });
+    Ok(())
+}
+
 #[napi(catch_unwind)]
 pub fn pause(id: u32) -> Result<()> {
     bridge()?.engine.pause(id as u64);
@@ -481,6 +618,12 @@ mod tag {
     pub const UPGRADE: u32 = 10;
     pub const CONNECTING: u32 = 11;
     pub const DATA_SMALL: u32 = 12;
+    pub const SOCKET_OPEN: u32 = 13;
+    pub const SOCKET_WRITE: u32 = 14;
+    pub const SOCKET_CREDIT: u32 = 15;
+    pub const SOCKET_END: u32 = 16;
+    pub const SOCKET_DESTROY: u32 = 17;
+    pub const ERROR_RELEASED: u32 = 18;
 }
 
 /// Below this size a chunk is copied into the batch's shared ArrayBuffer: cheaper than an
@@ -616,6 +759,11 @@ impl Out {
         }
         self.num(tag::DATA as f64);
         self.num(id as f64);
+        self.bytes(chunk)
+    }
+
+    /// An ArrayBuffer of `chunk`: over the engine's own bytes when large (see `data`).
+    fn bytes(&mut self, chunk: Bytes) -> Result<()> {
         let mut chunk = chunk;
         if chunk.len() >= COPY_BELOW {
             let mut v = ptr::null_mut();
@@ -759,6 +907,37 @@ impl ToNapiValue for EventBatch<'_> {
                     out.num(tag::CONNECT_FAILED as f64);
                     out.num(origin as f64);
                     out.error(&error)?;
+                }
+                Event::SocketOpen { origin, socket } => {
+                    out.num(tag::SOCKET_OPEN as f64);
+                    out.num(origin as f64);
+                    out.num(socket as f64);
+                }
+                Event::SocketWrite { socket, chunk } => {
+                    out.num(tag::SOCKET_WRITE as f64);
+                    out.num(socket as f64);
+                    out.bytes(chunk)?;
+                }
+                Event::SocketCredit { socket, bytes } => {
+                    out.num(tag::SOCKET_CREDIT as f64);
+                    out.num(socket as f64);
+                    out.num(bytes as f64);
+                }
+                Event::SocketEnd { socket } => {
+                    out.num(tag::SOCKET_END as f64);
+                    out.num(socket as f64);
+                }
+                Event::SocketDestroy { socket, error } => {
+                    out.num(tag::SOCKET_DESTROY as f64);
+                    out.num(socket as f64);
+                    out.num(f64::from(u8::from(error.is_some())));
+                    if let Some(e) = error {
+                        out.error(&e)?;
+                    }
+                }
+                Event::ErrorReleased { handle } => {
+                    out.num(tag::ERROR_RELEASED as f64);
+                    out.num(handle as f64);
                 }
             }
         }

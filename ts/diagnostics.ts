@@ -16,6 +16,7 @@ export const channels = {
   beforeConnect: dc.channel('saetta:client:beforeConnect'),
   connected: dc.channel('saetta:client:connected'),
   connectError: dc.channel('saetta:client:connectError'),
+  proxyConnected: dc.channel('saetta:proxy:connected'),
 }
 
 /** Whether any request channel has a subscriber (then requests carry a RequestInfo). */

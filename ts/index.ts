@@ -22,8 +22,15 @@ export { DecoratorHandler } from './handlers/decorator'
 export { RedirectHandler } from './handlers/redirect'
 export { RetryHandler } from './handlers/retry'
 export { RetryAgent } from './dispatcher/retry-agent'
+export { ProxyAgent } from './dispatcher/proxy-agent'
+export { EnvHttpProxyAgent } from './dispatcher/env-http-proxy-agent'
+export { Socks5ProxyAgent } from './dispatcher/socks5-proxy-agent'
+export type { ProxyAgentOptions } from './dispatcher/proxy-agent'
+export type { EnvHttpProxyAgentOptions } from './dispatcher/env-http-proxy-agent'
+export type { Socks5ProxyAgentOptions } from './dispatcher/socks5-proxy-agent'
 export { setGlobalDispatcher, getGlobalDispatcher } from './global'
 export { request, stream, pipeline, connect, upgrade } from './api/top-level'
+export { buildConnector } from './dispatcher/connector'
 export type {
   ClientHeaders,
   ClientOptions,

@@ -25,10 +25,15 @@ import {
   type RequestSink,
 } from '../native/bridge'
 import { NativeOrigin } from '../native/addon-handle'
+import type { ProxyOriginOptions } from '../native/addon'
 import { ClientDestroyedError, InvalidArgumentError, RequestAbortedError, RequestContentLengthMismatchError } from '../errors'
 import { fromNative } from '../native/native-error'
 import { DispatcherBase, kBusy, kClose, kDestroy, kDispatch } from './base'
 import { TunnelSocket, WRITE_WINDOW } from '../native/tunnel'
+import { openSocket, refuseSocket, type Connector, type ConnectorOptions } from '../native/js-socket'
+import { buildConnector } from './connector'
+import { tunnelOf, type Tunnel } from './proxy-tunnel'
+import tls from 'node:tls'
 import { holdsForConnect, InternalHandler } from '../handlers/internal'
 import { ResponseErrorHandler } from '../handlers/response-error'
 import { isHeaderValue, toBuffers } from './headers'
@@ -170,8 +175,17 @@ function pem(value: unknown, key: string): Buffer | undefined {
   return Buffer.concat((parts as Array<string | Buffer>).flatMap((p) => [Buffer.from(p), Buffer.from('\n')]))
 }
 
-/** The TLS part of the `connect` options, for an `https:` origin. */
-function tlsOptions(connect: NonNullable<ClientOptions['connect']>, host: string) {
+/** The connect options given (over `tls`'s), read loosely: any of Node's may be there. */
+type ConnectOptions = Partial<tls.ConnectionOptions> & {
+  timeout?: number | null
+  socketPath?: string | null
+  maxCachedSessions?: number | null
+  autoSelectFamily?: boolean
+  [key: string]: unknown
+}
+
+/** The TLS part of the `connect` options, for an `https:` origin on the engine's TLS. */
+function tlsOptions(connect: ConnectOptions, host: string, maxCachedSessions: number | null | undefined) {
   const { ca, cert, key, servername, rejectUnauthorized } = connect as {
     ca?: Pem
     cert?: Pem
@@ -186,7 +200,82 @@ function tlsOptions(connect: NonNullable<ClientOptions['connect']>, host: string
     cert: pem(cert, 'cert'),
     key: pem(key, 'key'),
     rejectUnauthorized: rejectUnauthorized !== false,
+    maxCachedSessions: maxCachedSessions ?? undefined,
+    // As Node's: its defaults unless given (needsNode leaves only TLSv1.2 and TLSv1.3 here).
+    minVersion: connect.minVersion ?? tls.DEFAULT_MIN_VERSION,
+    maxVersion: connect.maxVersion ?? tls.DEFAULT_MAX_VERSION,
   }
+}
+
+/** Connect options the engine's sockets and rustls apply, or that undici's connector overrides. */
+const NATIVE_KEYS = new Set([
+  'ca', 'cert', 'key', 'servername', 'rejectUnauthorized', 'minVersion', 'maxVersion', 'timeout', 'socketPath',
+  'maxCachedSessions', 'keepAlive', 'keepAliveInitialDelay', 'noDelay', 'highWaterMark', 'autoSelectFamily',
+  'autoSelectFamilyAttemptTimeout', 'allowH2', 'useH2c', 'typeOfService', 'localAddress', 'port', 'host',
+  'hostname', 'ALPNProtocols',
+])
+/** Of the others, the ones net.connect applies (on an `http:` origin the rest are TLS's, unused). */
+const NET_KEYS = new Set(['lookup', 'family', 'hints', 'fd', 'onread', 'signal', 'blockList'])
+const NATIVE_VERSIONS = ['TLSv1.2', 'TLSv1.3']
+
+const isPem = (v: unknown): boolean =>
+  typeof v === 'string' || Buffer.isBuffer(v) || (Array.isArray(v) && v.every((p) => typeof p === 'string' || Buffer.isBuffer(p)))
+
+/**
+ * Whether the connect options ask for what only Node's net or TLS does (`pfx`, `ciphers`,
+ * `checkServerIdentity`, `session`, a key with its `passphrase`, TLS 1.0 ...): then Node's
+ * own sockets carry the origin's connections, made by undici's default connector.
+ */
+function needsNode(opts: ConnectOptions, https: boolean): boolean {
+  for (const [key, value] of Object.entries(opts)) {
+    if (value == null) continue
+    if (!NATIVE_KEYS.has(key)) {
+      if (https || NET_KEYS.has(key)) return true
+    } else if (https && (key === 'ca' || key === 'cert' || key === 'key') && !isPem(value)) {
+      return true
+    }
+  }
+  if (!https) return false
+  const min = opts.minVersion ?? tls.DEFAULT_MIN_VERSION
+  const max = opts.maxVersion ?? tls.DEFAULT_MAX_VERSION
+  // Below TLS 1.2 by default is for the server to ask: a handshake rustls cannot make goes to Node then.
+  const minOk = NATIVE_VERSIONS.includes(min) || opts.minVersion == null
+  return !minOk || !NATIVE_VERSIONS.includes(max) || (min === 'TLSv1.3' && max === 'TLSv1.2')
+}
+
+/**
+ * The tunnel the engine opens for a proxy's connector (ProxyAgent's, Socks5ProxyAgent's), or
+ * null where only the connector can: for options only Node's TLS has (see proxy-tunnel.ts).
+ */
+function nativeTunnel(tunnel: Tunnel | null, https: boolean): Tunnel | null {
+  if (tunnel === null || tunnel.jsOnly) return null
+  if (tunnel.proxyTls !== null && needsNode(tunnel.proxyTls as ConnectOptions, true)) return null
+  return https && needsNode(tunnel.requestTls as ConnectOptions, true) ? null : tunnel
+}
+
+/** A tunnel as the engine takes it. */
+function proxyOptions(t: Tunnel): ProxyOriginOptions {
+  return {
+    host: t.host,
+    port: t.port,
+    tls: t.proxyTls === null ? undefined : tlsOptions(t.proxyTls as ConnectOptions, t.host, undefined),
+    connectHead: t.connectHead,
+    targetHost: t.socks?.host,
+    targetPort: t.socks?.port,
+    username: t.socks?.username,
+    password: t.socks?.password,
+  }
+}
+
+/** How a Client gets sockets that live in JS: the caller's connector, or Node's (undici's default). */
+interface JsRoute {
+  /** The caller's connector function, if it gave one. */
+  custom: Connector | null
+  /** undici's default connector with the Client's options, made when first needed. */
+  node: Connector | null
+  nodeOptions: buildConnector.BuildOptions
+  /** What each call of the connector gets. */
+  options: ConnectorOptions
 }
 
 /** The engine's origin; options it refuses (bad certificates ...) are invalid arguments. */
@@ -301,20 +390,27 @@ export class Client extends DispatcherBase {
   #scope: AsyncResource | null = null
   #opening: AsyncResource[] = []
   #scopes = new Map<number, AsyncResource>()
+  /** Where sockets that live in JS come from (a connector function, or Node's TLS). */
+  #js: JsRoute | null = null
 
   constructor(url: string | URL | UrlObject, opts: ClientOptions & { [kConnections]?: ConnectionLimits } = {}) {
     super()
     const options = constructorOptions(opts, 'maxHeaderSize')
     validateOptions(options)
     const connect = options.connect ?? {}
-    if (typeof connect !== 'object') throw new InvalidArgumentError('connect must be a function or an object')
-    const socketPath = options.socketPath ?? connect.socketPath ?? null
+    if (typeof connect !== 'object' && typeof connect !== 'function') throw new InvalidArgumentError('connect must be a function or an object')
+    // A connector function makes every socket. Else the connect options, over `tls`'s, as undici merges them.
+    const custom = typeof connect === 'function' ? (connect as unknown as Connector) : null
+    const tlsGiven = (options as { tls?: unknown }).tls
+    const given: ConnectOptions = custom === null ? { ...(tlsGiven !== null && typeof tlsGiven === 'object' ? tlsGiven : {}), ...connect } : {}
+    const own = (key: string): boolean => custom === null && Object.hasOwn(connect, key)
+    const socketPath = options.socketPath ?? given.socketPath ?? null
     if (socketPath != null && typeof socketPath !== 'string') throw new InvalidArgumentError('invalid socketPath')
     this.#pipelining = optNumber(options, 'pipelining', 1)
     this.#headersTimeout = optNumber(options, 'headersTimeout', 300e3)
     this.#bodyTimeout = optNumber(options, 'bodyTimeout', 300e3)
-    const connectTimeout =
-      options.connectTimeout != null ? optNumber(options, 'connectTimeout', 10e3) : connect.timeout != null ? Number(connect.timeout) : 10e3
+    // As undici: connect.timeout over connectTimeout; 0 is no timeout.
+    const connectTimeout = own('timeout') ? Number(given.timeout ?? 10e3) : optNumber(options, 'connectTimeout', 10e3)
     if (options.strictContentLength !== undefined && typeof options.strictContentLength !== 'boolean') {
       throw new InvalidArgumentError('invalid strictContentLength')
     }
@@ -348,6 +444,9 @@ export class Client extends DispatcherBase {
         if (channels.beforeConnect.hasSubscribers) channels.beforeConnect.publish({ connectParams: params, connector: undefined })
       },
       onConnected: (conn) => {
+        if (proxied?.connectParams && channels.proxyConnected.hasSubscribers) {
+          channels.proxyConnected.publish({ socket: undefined, connectParams: proxied.connectParams })
+        }
         if (channels.connected.hasSubscribers) channels.connected.publish({ connectParams: params, connector: undefined, socket: undefined })
         const c = self.deref()
         if (!c) return
@@ -379,12 +478,63 @@ export class Client extends DispatcherBase {
         // As undici: after the requests this failure fails (they come next in the batch).
         queueMicrotask(() => (scope === null ? emit() : scope.runInAsyncScope(emit)))
       },
+      onSocketOpen: (socket) => {
+        const c = self.deref()
+        const route = c === undefined ? null : c.#js
+        if (!route) return refuseSocket(socket)
+        // Made on first use, inside openSocket: what it throws fails the connection.
+        const node: Connector = (o, cb) => (route.node ??= buildConnector(route.nodeOptions) as unknown as Connector)(o, cb)
+        const open = (): void => openSocket(socket, route.custom ?? node, route.options, route.custom === null)
+        // In the async context of the dispatch that opens the connection, as undici calls it.
+        const scope = c!.#opening[0] ?? c!.#scope
+        if (scope === null) open()
+        else scope.runInAsyncScope(open)
+      },
+    }
+    const https = this.#url.protocol === 'https:'
+    const maxCachedSessions = own('maxCachedSessions') ? given.maxCachedSessions : options.maxCachedSessions
+    if (custom === null && maxCachedSessions != null && (!Number.isInteger(maxCachedSessions) || maxCachedSessions < 0)) {
+      throw new InvalidArgumentError('maxCachedSessions must be a positive integer or zero')
+    }
+    // Options only Node's sockets apply: JS makes the connections, with undici's default connector.
+    const viaNode = custom === null && needsNode(given, https)
+    // A proxy's tunnel: the engine opens it; its connector is for what only JS can do.
+    const proxied = tunnelOf(custom, this.#url)
+    const tunnel = nativeTunnel(proxied, https)
+    if (custom !== null || https || viaNode) {
+      const autoSelect = typeof options.autoSelectFamily === 'boolean'
+      this.#js = {
+        custom,
+        node: null,
+        // As undici builds its default connector.
+        nodeOptions: {
+          ...(tlsGiven !== null && typeof tlsGiven === 'object' ? tlsGiven : {}),
+          maxCachedSessions: options.maxCachedSessions,
+          allowH2: options.allowH2,
+          socketPath: options.socketPath,
+          timeout: options.connectTimeout,
+          ...(autoSelect ? { autoSelectFamily: options.autoSelectFamily, autoSelectFamilyAttemptTimeout: options.autoSelectFamilyAttemptTimeout } : {}),
+          ...(custom === null ? connect : {}),
+        } as buildConnector.BuildOptions,
+        options: {
+          host: this.#url.host,
+          hostname: host,
+          protocol: this.#url.protocol,
+          port: this.#url.port,
+          servername: null,
+          localAddress: localAddress ?? null,
+          ...(options.socketPath != null ? { socketPath: options.socketPath } : {}),
+          ...(options.allowH2 != null ? { allowH2: options.allowH2 } : {}),
+        },
+      }
     }
     this.#originId = newOriginId(this.#listener)
     this.#native = nativeOrigin(this.#originId, {
       host,
-      port: Number(this.#url.port) || (this.#url.protocol === 'https:' ? 443 : 80),
-      tls: this.#url.protocol === 'https:' ? tlsOptions(connect, host) : undefined,
+      port: Number(this.#url.port) || (https ? 443 : 80),
+      jsConnector: (custom !== null && tunnel === null) || viaNode,
+      tls: https && (custom === null || tunnel !== null) && !viaNode ? tlsOptions(tunnel?.requestTls ?? given, host, maxCachedSessions) : undefined,
+      proxy: tunnel === null ? undefined : proxyOptions(tunnel),
       socketPath: socketPath ?? undefined,
       connections: limits.connections,
       clientTtl: limits.clientTtl ?? undefined,
@@ -399,7 +549,7 @@ export class Client extends DispatcherBase {
       hostHeader: this.#url.host,
       strictContentLength: this.#strictContentLength,
       localAddress,
-      autoSelectFamily: options.autoSelectFamily ?? net.getDefaultAutoSelectFamily(),
+      autoSelectFamily: given.autoSelectFamily ?? options.autoSelectFamily ?? net.getDefaultAutoSelectFamily(),
       // Node's floor for the per-address attempt.
       autoSelectFamilyAttemptTimeout: Math.max(10, optNumber(options, 'autoSelectFamilyAttemptTimeout', net.getDefaultAutoSelectFamilyAttemptTimeout())),
     })

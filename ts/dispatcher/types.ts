@@ -106,10 +106,8 @@ export interface ResponseData<TOpaque = null> {
   context: object
 }
 
-export type ConnectOptions = Partial<import('node:tls').ConnectionOptions> & {
-  timeout?: number | null
-  socketPath?: string | null
-}
+/** undici's connect options: what Node's `net.connect` and `tls.connect` take, and its own. */
+export type ConnectOptions = Partial<import('./connector').buildConnector.BuildOptions>
 
 export interface ClientOptions {
   pipelining?: number | null
@@ -124,13 +122,13 @@ export interface ClientOptions {
   socketPath?: string | null
   connectTimeout?: number | null
   strictContentLength?: boolean
-  /** Connection options (Node's `tls.connect` ones that apply, `timeout`, `socketPath`). A
-   * custom connector function is refused at run time: saetta's sockets live in its core. */
-  connect?: ConnectOptions | ((...args: never[]) => unknown) | null
+  /** Connection options (Node's `net.connect` and `tls.connect` ones, `timeout`, `socketPath`),
+   * or a connector function that calls back with a socket (any Duplex). */
+  connect?: ConnectOptions | import('./connector').buildConnector.connector | null
   localAddress?: string | null
   autoSelectFamily?: boolean
   autoSelectFamilyAttemptTimeout?: number
-  /** TLS sessions to cache per origin (undici's option; saetta's TLS layer keeps its own cache). */
+  /** TLS sessions to cache per origin, for resumption (0: none). */
   maxCachedSessions?: number
   // HTTP/2 options, accepted as undici accepts them; saetta speaks HTTP/1.1 for now.
   allowH2?: boolean

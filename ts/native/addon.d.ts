@@ -57,6 +57,10 @@ export interface OriginOptions {
   clientTtl?: number
   /** Set for `https:` origins. */
   tls?: TlsOriginOptions
+  /** JS opens every connection (a connector function, or Node's TLS): `SOCKET_OPEN` events. */
+  jsConnector?: boolean
+  /** Reach the origin through this proxy. */
+  proxy?: ProxyOriginOptions
 }
 
 export declare function pause(id: number): void
@@ -64,10 +68,46 @@ export declare function pause(id: number): void
 /** Go-ahead for held requests whose `onConnect` ran without aborting them. */
 export declare function proceed(ids: Array<number>): void
 
+/** A proxy an origin is reached through (ProxyAgent's CONNECT tunnels, Socks5ProxyAgent's). */
+export interface ProxyOriginOptions {
+  host: string
+  port: number
+  /** TLS to the proxy itself (an `https:` proxy). */
+  tls?: TlsOriginOptions
+  /** HTTP CONNECT: the whole request head to send. */
+  connectHead?: Buffer
+  /** SOCKS5, when there is no `connectHead`: the target, and the credentials to offer. */
+  targetHost?: string
+  targetPort?: number
+  username?: Buffer
+  password?: Buffer
+}
+
 export declare function resume(id: number): void
 
 /** Keeps the process alive (true) while requests are in flight, or lets it exit (false). */
 export declare function setActive(active: boolean): void
+
+/** Bytes socket `id` read. */
+export declare function socketData(id: number, chunk: Buffer): void
+
+/** Socket `id` ended (or closed without an error). */
+export declare function socketEnd(id: number): void
+
+/** Socket `id` failed; JS keeps the error under `id`. */
+export declare function socketError(id: number): void
+
+/** The connector of socket `id` failed; JS keeps the error under `id`. */
+export declare function socketFailed(id: number): void
+
+/**
+ * The connector of socket `id` gave one (see `SOCKET_OPEN`): its addresses, where it has
+ * them. This and the other `socket*` calls are held until the next `flush()`.
+ */
+export declare function socketReady(id: number, localAddress?: string | undefined | null, localPort?: number | undefined | null, remoteAddress?: string | undefined | null, remotePort?: number | undefined | null): void
+
+/** Socket `id` wrote `bytes` of what the engine sent it. */
+export declare function socketWritten(id: number, bytes: number): void
 
 /**
  * Validates, encodes and enqueues a request of `origin` (a live NativeOrigin's id); the
@@ -92,4 +132,8 @@ export interface TlsOriginOptions {
   cert?: Buffer
   key?: Buffer
   rejectUnauthorized: boolean
+  maxCachedSessions?: number
+  /** `TLSv1.2` or `TLSv1.3` (JS sends others to Node's TLS). */
+  minVersion?: string
+  maxVersion?: string
 }

@@ -5,6 +5,7 @@
 import type { AsyncResource } from 'node:async_hooks'
 import { addon } from './load'
 import { fromNative, type NativeSocketInfo } from './native-error'
+import { externalError, refuseSocket, releaseError, socketCredit, socketDestroy, socketEnd, socketWrite } from './js-socket'
 
 /** Receives the engine's events for one request. */
 export interface RequestSink {
@@ -28,6 +29,8 @@ export interface OriginListener {
   onConnected(conn: number): void
   onDisconnected(conn: number, err: Error): void
   onConnectFailed(err: Error): void
+  /** The engine wants socket `socket` from the origin's connector (see js-socket.ts). */
+  onSocketOpen(socket: number): void
 }
 
 // Event tags of the flat event array, as written by src/lib.rs.
@@ -44,6 +47,12 @@ const CLOSED = 9
 const UPGRADE = 10
 const CONNECTING = 11
 const DATA_SMALL = 12
+const SOCKET_OPEN = 13
+const SOCKET_WRITE = 14
+const SOCKET_CREDIT = 15
+const SOCKET_END = 16
+const SOCKET_DESTROY = 17
+const ERROR_RELEASED = 18
 
 // Values of an ERROR event's last slot (Shared in crates/core/src/event.rs).
 const SHARES_NEXT = 1
@@ -228,6 +237,8 @@ function pump(): void {
 
 /** The error in the four objects at `o[k]`: kind, message, code, socket info. */
 function errorAt(o: unknown[], k: number): Error {
+  // An error object JS gave (a connector's, a socket's): that very object, whatever it is.
+  if (o[k] === 'External') return externalError(Number(o[k + 1])) as Error
   return fromNative(o[k] as string, o[k + 1] as string, o[k + 2] as string | undefined, o[k + 3] as NativeSocketInfo | undefined)
 }
 
@@ -333,6 +344,37 @@ function dispatchEvents(n: Float64Array, o: unknown[]): void {
         origins.get(id)?.deref()?.onConnectFailed(previous)
         i += 2
         k += 4
+        break
+      case SOCKET_OPEN: {
+        const listener = origins.get(id)?.deref()
+        if (listener) listener.onSocketOpen(n[i + 2])
+        else refuseSocket(n[i + 2])
+        i += 3
+        break
+      }
+      case SOCKET_WRITE:
+        socketWrite(id, Buffer.from(o[k] as ArrayBuffer))
+        i += 2
+        k += 1
+        break
+      case SOCKET_CREDIT:
+        socketCredit(id, n[i + 2])
+        i += 3
+        break
+      case SOCKET_END:
+        socketEnd(id)
+        i += 2
+        break
+      case SOCKET_DESTROY:
+        if (n[i + 2] === 1) {
+          socketDestroy(id, errorAt(o, k))
+          k += 4
+        } else socketDestroy(id)
+        i += 3
+        break
+      case ERROR_RELEASED:
+        releaseError(id)
+        i += 2
         break
       default:
         throw new Error(`saetta: unknown engine event ${tag}`)

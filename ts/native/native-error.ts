@@ -16,7 +16,9 @@ import {
   RequestContentLengthMismatchError,
   ResponseContentLengthMismatchError,
   ResponseExceededMaxSizeError,
+  SecureProxyConnectionError,
   SocketError,
+  Socks5ProxyError,
   UndiciError,
   type SocketInfo,
 } from '../errors'
@@ -48,12 +50,28 @@ export function fromNative(kind: string, message: string, code: string | undefin
     case 'Destroyed': return new ClientDestroyedError()
     case 'Closed': return new ClientClosedError()
     case 'Info': return new InformationalError(message)
+    // A proxy's refusals, as undici words them (see crates/core/src/transport/proxy.rs).
+    case 'ProxyResponse': return new RequestAbortedError(message)
+    case 'SecureProxy': return new SecureProxyConnectionError(fromNative('Socket', message, code))
+    case 'Socks5': return code ? new Socks5ProxyError(message, `SAETTA_ERR_SOCKS5_${code}`) : new Error(message)
     case 'Socket':
       if (code) {
-        // A system error, as Node reports it (`connect ECONNREFUSED 127.0.0.1:80`).
-        return Object.assign(new Error(message), { code, errno: code })
+        // A system error, as Node reports it (`connect ECONNREFUSED 127.0.0.1:80`), or a
+        // certificate failure in Node's words.
+        const hint = SYSTEM_CA_HINTED.has(code) ? SYSTEM_CA_HINT : ''
+        return Object.assign(new Error(message + hint), { code, errno: code })
       }
       return new SocketError(message, socketInfo(info))
     default: return new UndiciError(message)
   }
 }
+
+/**
+ * Node 24 ends two certificate failures' messages with a hint (Node 20 and 22 do not): what a
+ * connection through Node's own TLS says, a rustls one says too.
+ */
+const SYSTEM_CA_HINT =
+  Number(process.versions.node.split('.')[0]) >= 24
+    ? '; if the root CA is installed locally, try running Node.js with --use-system-ca'
+    : ''
+const SYSTEM_CA_HINTED = new Set(['DEPTH_ZERO_SELF_SIGNED_CERT', 'UNABLE_TO_VERIFY_LEAF_SIGNATURE'])

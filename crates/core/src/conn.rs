@@ -810,6 +810,11 @@ impl Conn {
         // settled with the rest of what it carries.
         self.adopt();
         self.closed = true;
+        // A transport may pass the reason on (a socket that lives in JS is destroyed with it,
+        // as undici destroys its sockets); the end of an upgraded connection is its caller's.
+        if self.tunnel.is_none() {
+            self.io.closing(&self.with_socket_info(error.clone()));
+        }
         self.announce_gone(error);
         self.publish();
     }

@@ -16,6 +16,7 @@ use crate::error::Error;
 use crate::event::{Event, EventSink, Shared};
 use crate::origin::{ConnShared, Origin, Queued};
 use crate::request::{OriginConfig, Request};
+use crate::transport::js::{self, Registry};
 
 enum Command {
     Open {
@@ -62,6 +63,8 @@ enum Command {
     Adopt {
         origin: u64,
     },
+    /// About a socket that lives in JS.
+    Socket(js::Command),
     /// Commands held back by the `*_later` calls, in order.
     Many(Vec<Command>),
 }
@@ -163,6 +166,12 @@ impl Engine {
     /// As [`Engine::body_write`], held until the next [`Engine::flush`].
     pub fn body_write_later(&self, id: u64, chunk: Bytes) {
         self.hold(Command::BodyWrite { id, chunk });
+    }
+
+    /// What JS says about one of its sockets (see [`crate::transport::js`]), held until the
+    /// next [`Engine::flush`].
+    pub fn socket_later(&self, cmd: js::Command) {
+        self.hold(Command::Socket(cmd));
     }
 
     /// As [`Engine::body_end`], held until the next [`Engine::flush`]. When the request
@@ -326,6 +335,8 @@ pub(crate) struct Ctx {
     /// Requests whose response the caller's thread reported (see [`direct::Mail::delivered`]):
     /// nothing more is reported of them, up to their last event.
     silent: RefCell<HashSet<u64>>,
+    /// The sockets that live in JS.
+    sockets: Rc<Registry>,
 }
 
 impl Ctx {
@@ -407,7 +418,12 @@ impl Ctx {
             Command::Open { origin, cfg, lanes } => {
                 self.origins.borrow_mut().insert(
                     origin,
-                    Rc::new(RefCell::new(Origin::new(origin, *cfg, lanes))),
+                    Rc::new(RefCell::new(Origin::new(
+                        origin,
+                        *cfg,
+                        lanes,
+                        self.sockets.clone(),
+                    ))),
                 );
             }
             Command::Submit { origin, req } => {
@@ -499,6 +515,7 @@ impl Ctx {
                     Origin::deliver_mail(&o, self);
                 }
             }
+            Command::Socket(cmd) => self.sockets.handle(cmd),
             // One at a time, each on its own: a panic fails only the request it hit. Waking
             // an origin's connections once for all its new requests, not once each, is the
             // same to them: they take requests only when they run, after the batch.
@@ -532,6 +549,7 @@ async fn run(
     pending: Arc<AtomicUsize>,
 ) {
     let ctx = Rc::new(Ctx {
+        sockets: Registry::new(sink.clone()),
         sink,
         reqs: RefCell::new(HashMap::new()),
         origins: RefCell::new(HashMap::new()),

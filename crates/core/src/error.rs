@@ -2,6 +2,9 @@
 //! (see `ts/errors.ts`); the binding passes `kind()` and `message()` across.
 
 use std::fmt;
+use std::sync::Arc;
+
+use crate::event::{Event, EventSink};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Error {
@@ -36,6 +39,62 @@ pub enum Error {
     /// Informational: the connection went away for a reason that is not a failure
     /// of the request itself (e.g. reset after a `connection: close`).
     Info(String),
+    /// An error object that lives in JS (what a connector or a socket handed over from JS
+    /// gave): the caller gets that very object.
+    External(ExternalError),
+    /// A proxy answered CONNECT with another status than 200 (undici's RequestAbortedError).
+    ProxyResponse(u16),
+    /// The TLS connection to an `https:` proxy failed for its name (undici's
+    /// SecureProxyConnectionError, whose cause is the error here).
+    SecureProxy(Box<Error>),
+    /// A SOCKS5 proxy refused or broke its handshake. `code` is what follows `SOCKS5_` in
+    /// undici's `UND_ERR_SOCKS5_*` codes; none for a plain `Error` (undici's handshake timeouts).
+    Socks5 {
+        code: Option<String>,
+        message: String,
+    },
+}
+
+/// A handle on an error object kept by JS. When its last clone is gone, JS is told it may
+/// forget the object ([`Event::ErrorReleased`]), which is then after every event that named it.
+#[derive(Clone)]
+pub struct ExternalError(Arc<ExternalInner>);
+
+struct ExternalInner {
+    handle: u64,
+    sink: Arc<dyn EventSink>,
+}
+
+impl ExternalError {
+    pub fn new(handle: u64, sink: Arc<dyn EventSink>) -> ExternalError {
+        ExternalError(Arc::new(ExternalInner { handle, sink }))
+    }
+
+    pub fn handle(&self) -> u64 {
+        self.0.handle
+    }
+}
+
+impl Drop for ExternalInner {
+    fn drop(&mut self) {
+        self.sink.push(&mut vec![Event::ErrorReleased {
+            handle: self.handle,
+        }]);
+    }
+}
+
+impl PartialEq for ExternalError {
+    fn eq(&self, other: &Self) -> bool {
+        self.handle() == other.handle()
+    }
+}
+
+impl Eq for ExternalError {}
+
+impl fmt::Debug for ExternalError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ExternalError({})", self.handle())
+    }
 }
 
 /// What a socket error tells of its connection (undici's `SocketError.socket`).
@@ -70,6 +129,10 @@ impl Error {
             Error::Destroyed => "Destroyed",
             Error::Closed => "Closed",
             Error::Info(_) => "Info",
+            Error::External(_) => "External",
+            Error::ProxyResponse(_) => "ProxyResponse",
+            Error::SecureProxy(_) => "SecureProxy",
+            Error::Socks5 { .. } => "Socks5",
         }
     }
 
@@ -78,6 +141,8 @@ impl Error {
         match self {
             Error::Parser { code, .. } => Some(code),
             Error::Socket { code, .. } => code.as_deref(),
+            Error::SecureProxy(cause) => cause.code(),
+            Error::Socks5 { code, .. } => code.as_deref(),
             _ => None,
         }
     }
@@ -98,6 +163,10 @@ impl Error {
     }
 
     pub fn from_io(err: &std::io::Error) -> Self {
+        // A transport may carry one of ours through io (a socket that lives in JS does).
+        if let Some(e) = err.get_ref().and_then(|i| i.downcast_ref::<Error>()) {
+            return e.clone();
+        }
         Error::Socket {
             code: errno_name(err).map(str::to_owned),
             message: err.to_string(),
@@ -151,6 +220,14 @@ impl fmt::Display for Error {
             Error::Socket { message, .. } => f.write_str(message),
             Error::Destroyed => f.write_str("The client is destroyed"),
             Error::Closed => f.write_str("The client is closed"),
+            // The handle: JS puts its own object in its place.
+            Error::External(e) => write!(f, "{}", e.handle()),
+            Error::ProxyResponse(status) => {
+                write!(f, "Proxy response ({status}) !== 200 when HTTP Tunneling")
+            }
+            // The cause's words: JS wraps the cause in its class, whose message is fixed.
+            Error::SecureProxy(cause) => write!(f, "{cause}"),
+            Error::Socks5 { message, .. } => f.write_str(message),
         }
     }
 }

@@ -82,6 +82,36 @@ pub enum Event {
     Closed {
         origin: u64,
     },
+    /// A connection of `origin` is to be carried by a socket that lives in JS: JS opens it
+    /// (its connector) and answers for `socket` (see [`crate::transport::js`]).
+    SocketOpen {
+        origin: u64,
+        socket: u64,
+    },
+    /// Bytes for JS to write to `socket`; it credits them back once written.
+    SocketWrite {
+        socket: u64,
+        chunk: Bytes,
+    },
+    /// The core read `bytes` of what JS pushed for `socket` (credit back).
+    SocketCredit {
+        socket: u64,
+        bytes: usize,
+    },
+    /// The core is done writing to `socket`: JS ends it.
+    SocketEnd {
+        socket: u64,
+    },
+    /// The core let go of `socket` (or gave up opening it): JS destroys it, with the error
+    /// its connection closed with, if it closed for one.
+    SocketDestroy {
+        socket: u64,
+        error: Option<Error>,
+    },
+    /// No event will name the error object JS keeps under `handle` any more.
+    ErrorReleased {
+        handle: u64,
+    },
 }
 
 impl Event {

@@ -13,6 +13,7 @@ use crate::error::Error;
 use crate::event::{Event, Shared};
 use crate::request::{OriginConfig, Request};
 use crate::transport;
+use crate::transport::js::{Opener, Registry};
 
 pub(crate) struct Queued {
     pub req: Request,
@@ -48,6 +49,8 @@ pub(crate) struct Origin {
     pub queue: VecDeque<Queued>,
     /// Its idle connections, for requests the caller writes itself.
     pub lanes: Arc<Lanes>,
+    /// Where its connections get sockets that live in JS.
+    js: Rc<Opener>,
     conns: Vec<Rc<ConnShared>>,
     connecting: usize,
     /// No new requests; connections close once the queue and their pipelines are empty.
@@ -58,9 +61,10 @@ pub(crate) struct Origin {
 }
 
 impl Origin {
-    pub fn new(id: u64, cfg: OriginConfig, lanes: Arc<Lanes>) -> Origin {
+    pub fn new(id: u64, cfg: OriginConfig, lanes: Arc<Lanes>, sockets: Rc<Registry>) -> Origin {
         Origin {
             id,
+            js: Opener::new(sockets, id),
             pipelining: Rc::new(Cell::new(cfg.pipelining)),
             cfg: Rc::new(cfg),
             queue: VecDeque::new(),
@@ -169,8 +173,8 @@ impl Origin {
         });
         let (this, ctx) = (this.clone(), ctx.clone());
         tokio::task::spawn_local(async move {
-            let cfg = this.borrow().cfg.clone();
-            let result = transport::connect(&cfg).await;
+            let (cfg, js) = (this.borrow().cfg.clone(), this.borrow().js.clone());
+            let result = transport::connect(&cfg, &js).await;
             this.borrow_mut().connecting -= 1;
             let origin_id = this.borrow().id;
             match result {
@@ -193,6 +197,8 @@ impl Origin {
                     });
                     Conn::new(ctx, this, shared, io).await;
                 }
+                // As undici: a failure after a destroy is nobody's news.
+                Err(_) if this.borrow().destroyed.is_some() => Origin::check_finished(&this, &ctx),
                 Err(error) => {
                     let failed: Vec<Queued> = {
                         let mut o = this.borrow_mut();
@@ -246,6 +252,8 @@ impl Origin {
         let mut o = this.borrow_mut();
         o.destroyed = Some(error.clone());
         o.lanes.clear();
+        // A connector that has not answered yet is not waited for.
+        o.js.cancel(&error);
         let queued: Vec<Queued> = o.queue.drain(..).collect();
         for c in &o.conns {
             *c.destroy.borrow_mut() = Some(error.clone());

@@ -38,6 +38,10 @@ pub struct OriginConfig {
     pub connection_ttl: Option<Duration>,
     /// TLS for an `https:` origin.
     pub tls: Option<crate::transport::tls::TlsConfig>,
+    /// Reach the origin through this proxy's tunnel (CONNECT or SOCKS5).
+    pub proxy: Option<crate::transport::proxy::Proxy>,
+    /// Who opens its connections: the core, or JS (see [`crate::transport::js`]).
+    pub connector: crate::transport::Connector,
 }
 
 impl Default for OriginConfig {
@@ -60,6 +64,8 @@ impl Default for OriginConfig {
             auto_select_family_attempt_timeout: Duration::from_millis(250),
             connection_ttl: None,
             tls: None,
+            proxy: None,
+            connector: Default::default(),
         }
     }
 }

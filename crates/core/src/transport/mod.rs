@@ -1,6 +1,10 @@
-//! The byte stream under a connection: TCP or a Unix socket, and TLS over either. One module a
-//! transport; the HTTP/1.1 connection runs over any of them unchanged.
+//! The byte stream under a connection: TCP or a Unix socket, TLS over either, or a socket that
+//! lives in JS. One module a transport; the HTTP/1.1 connection runs over any of them unchanged.
 
+mod connect;
+pub mod js;
+pub mod proxy;
+pub mod socks5;
 mod tcp;
 pub mod tls;
 mod unix;
@@ -24,34 +28,88 @@ pub enum Transport {
     #[cfg(unix)]
     Unix(UnixStream),
     Tls(Box<tokio_rustls::client::TlsStream<Transport>>),
+    Js(js::JsStream),
 }
 
-/// Opens a transport to the origin within its connect timeout (the TLS handshake included).
-pub async fn connect(cfg: &OriginConfig) -> Result<Transport> {
+/// Who opens an origin's connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Connector {
+    /// The core: TCP or a Unix socket, and rustls for `tls`. With `node_fallback`, a handshake
+    /// that rustls cannot complete for want of a capability Node's TLS has (legacy keys and
+    /// signatures, old protocol versions or ciphers, a CA:TRUE leaf) is made again by JS with
+    /// Node's TLS, and so is every later connection of the origin.
+    Native { node_fallback: bool },
+    /// JS opens every connection: a caller's connector function, or Node's TLS for options
+    /// rustls lacks. The connector applies its own timeout, as undici's do.
+    Js,
+}
+
+impl Default for Connector {
+    fn default() -> Self {
+        Connector::Native {
+            node_fallback: false,
+        }
+    }
+}
+
+/// Opens a transport to the origin: the core's own within the connect timeout (the TLS
+/// handshake included; none when zero, as undici), or one from JS through `js`.
+pub(crate) async fn connect(cfg: &OriginConfig, js: &js::Opener) -> Result<Transport> {
+    let node_fallback = match cfg.connector {
+        // (Through a proxy too: JS's connector is then the proxy's, which makes the whole
+        // tunnel; see ts/dispatcher/proxy-tunnel.ts.)
+        Connector::Native { node_fallback } if !js.via_node() => node_fallback,
+        _ => return js.open().await.map(Transport::Js),
+    };
     let attempt = async {
-        let plain = match &cfg.socket_path {
-            Some(path) => unix::connect(path).await?,
-            None => tcp::connect(cfg).await?,
+        let plain = match (&cfg.proxy, &cfg.socket_path) {
+            (Some(proxy), _) => match proxy.open(cfg, node_fallback).await? {
+                Some(tunnel) => tunnel,
+                None => return Ok(None),
+            },
+            (None, Some(path)) => unix::connect(path).await?,
+            (None, None) => tcp::connect(cfg).await?,
         };
         let Some(tls) = &cfg.tls else {
-            return Ok(plain);
+            return Ok(Some(plain));
         };
-        tokio_rustls::TlsConnector::from(tls.config.clone())
+        match tokio_rustls::TlsConnector::from(tls.config.clone())
             .connect(tls.server_name.clone(), plain)
             .await
-            .map(|s| Transport::Tls(Box::new(s)))
-            .map_err(|e| tls::handshake_error(&e))
+        {
+            Ok(s) => Ok(Some(Transport::Tls(Box::new(s)))),
+            // Node's TLS can do what rustls could not: JS makes the connection instead.
+            Err(e) if node_fallback && tls::needs_node(&e) => Ok(None),
+            Err(e) => Err(tls::handshake_error(&e)),
+        }
     };
-    match tokio::time::timeout(cfg.connect_timeout, attempt).await {
-        Ok(r) => r,
-        Err(_) => Err(Error::ConnectTimeout(format!(
-            "attempted address: {}, timeout: {}ms",
-            cfg.socket_path
-                .clone()
-                .unwrap_or_else(|| format!("{}:{}", cfg.host, cfg.port)),
-            cfg.connect_timeout.as_millis()
-        ))),
+    let made = if cfg.connect_timeout.is_zero() {
+        attempt.await
+    } else {
+        match tokio::time::timeout(cfg.connect_timeout, attempt).await {
+            Ok(r) => r,
+            Err(_) => Err(timed_out(cfg)),
+        }
+    };
+    match made? {
+        Some(t) => Ok(t),
+        None => {
+            js.use_node();
+            js.open().await.map(Transport::Js)
+        }
     }
+}
+
+fn timed_out(cfg: &OriginConfig) -> Error {
+    Error::ConnectTimeout(format!(
+        "attempted address: {}, timeout: {}ms",
+        match (&cfg.proxy, &cfg.socket_path) {
+            (Some(proxy), _) => proxy.address(),
+            (None, Some(path)) => path.clone(),
+            (None, None) => format!("{}:{}", cfg.host, cfg.port),
+        },
+        cfg.connect_timeout.as_millis()
+    ))
 }
 
 impl Transport {
@@ -63,11 +121,20 @@ impl Transport {
             match self {
                 Transport::Tcp(s) => Some(s.as_raw_fd()),
                 Transport::Unix(s) => Some(s.as_raw_fd()),
-                Transport::Tls(_) => None,
+                Transport::Tls(_) | Transport::Js(_) => None,
             }
         }
         #[cfg(not(target_os = "linux"))]
         None
+    }
+
+    /// Its connection closes for `why` (the transport is dropped next).
+    pub(crate) fn closing(&mut self, why: &Error) {
+        match self {
+            Transport::Js(s) => s.closing(why),
+            Transport::Tls(s) => s.get_mut().0.closing(why),
+            _ => {}
+        }
     }
 
     /// The local and remote addresses of a TCP transport (`None` for Unix sockets).
@@ -77,6 +144,7 @@ impl Transport {
             #[cfg(unix)]
             Transport::Unix(_) => (None, None),
             Transport::Tls(s) => s.get_ref().0.addresses(),
+            Transport::Js(s) => s.addresses(),
         }
     }
 }
@@ -89,6 +157,7 @@ macro_rules! each {
             #[cfg(unix)]
             Transport::Unix($s) => $e,
             Transport::Tls($s) => $e,
+            Transport::Js($s) => $e,
         }
     };
 }

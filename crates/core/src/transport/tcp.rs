@@ -11,14 +11,20 @@ use crate::request::OriginConfig;
 
 /// Connects to the first address of the origin's host that answers.
 pub(super) async fn connect(cfg: &OriginConfig) -> Result<Transport> {
-    let addrs = tokio::net::lookup_host((cfg.host.as_str(), cfg.port))
+    connect_to(&cfg.host, cfg.port, cfg).await
+}
+
+/// Connects to the first address of `host` that answers (a proxy's, or the origin's), as `cfg`
+/// says to (local address, address families).
+pub(super) async fn connect_to(host: &str, port: u16, cfg: &OriginConfig) -> Result<Transport> {
+    let addrs = tokio::net::lookup_host((host, port))
         .await
         .map_err(|e| Error::Socket {
             code: Some("ENOTFOUND".into()),
-            message: format!("getaddrinfo ENOTFOUND {} ({e})", cfg.host),
+            message: format!("getaddrinfo ENOTFOUND {host} ({e})"),
             socket: None,
         })?;
-    let mut last = Error::socket(format!("no address found for {}", cfg.host));
+    let mut last = Error::socket(format!("no address found for {host}"));
     let addrs = order(addrs.collect(), cfg);
     for (i, &addr) in addrs.iter().enumerate() {
         let attempt = connect_tcp(addr, cfg);
