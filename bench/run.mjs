@@ -8,12 +8,15 @@
 // once), each on a Pool of 50 connections with pipelining 10 in batches of 100 parallel
 // requests, then a latency mode: one request at a time on a single connection (p50, p99), then
 // requests through an HTTP proxy (bench/proxy.mjs, in its own process): forwarded by it, and
-// through CONNECT tunnels (64-byte responses, `request`, ProxyAgent's).
+// through CONNECT tunnels (64-byte responses, `request`, ProxyAgent's), then HTTP/2 (h2c, a
+// node:http2 server in its own process, bench/h2server.mjs): the same two workloads on one
+// connection carrying 100 streams at once and on a Pool of 4, saetta and undici (`allowH2`,
+// `useH2c`) beside node:http2's client.
 // Every throughput row also reports the client's CPU time per request (process.cpuUsage, all
 // threads, so saetta's I/O thread counts too).
 //
 // Knobs (flags win over env):
-//   --mode=all|throughput|latency|proxy  BENCH_MODE  what to run (default all)
+//   --mode=all|throughput|latency|proxy|h2|decompress  BENCH_MODE  what to run (default all)
 //   --workloads=64k-1ms,64b     BENCH_WORKLOADS    throughput workloads (default both)
 //   --only=saetta,undici,node   BENCH_TARGETS      which libraries to run (default: all three)
 //   --rounds=N                  BENCH_ROUNDS       measured rounds per row (default 5)
@@ -35,7 +38,7 @@ import path from 'node:path'
 import os from 'node:os'
 import v8 from 'node:v8'
 import vm from 'node:vm'
-import { makeRows, proxyRows, baselineOf, API_NAMES } from './targets.mjs'
+import { makeRows, proxyRows, h2Rows, decompressRows, baselineOf, API_NAMES } from './targets.mjs'
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 const require = createRequire(import.meta.url)
@@ -46,7 +49,11 @@ const WORKLOADS = {
 }
 const LATENCY = { label: 'one request at a time on one connection, 64-byte responses', path: '/?size=64', apis: ['request', 'dispatch'] }
 const PROXY = { label: 'requests through an HTTP proxy, 64-byte responses', path: '/?size=64' }
-const MODES = ['all', 'throughput', 'latency', 'proxy']
+// HTTP/2: 100 streams in flight (a batch) on one connection, or on a Pool of a few.
+const H2 = { apis: ['request', 'dispatch'], streams: 100, poolConnections: 4 }
+// The decompress interceptor over gzip: a text body of 64 KiB, about 18 KiB on the wire.
+const DECOMPRESS = { label: 'gzip responses of 64 KiB of text through the decompress interceptor', path: '/?size=65536&gzip=1', apis: ['request', 'dispatch'] }
+const MODES = ['all', 'throughput', 'latency', 'proxy', 'h2', 'decompress']
 
 function listOpt (flags, flag, env, all) {
   const raw = flags[flag] ?? process.env[env]
@@ -344,6 +351,7 @@ async function main () {
 
   let server
   let proxy
+  let h2server
   let live = []
   const closeRows = async (graceful) => {
     for (const row of live) {
@@ -362,6 +370,7 @@ async function main () {
     closeRows(false).finally(() => {
       stopServer(server?.child)
       stopServer(proxy?.child)
+      stopServer(h2server?.child)
       process.exit(130)
     })
   })
@@ -370,11 +379,11 @@ async function main () {
   try {
     server = await startServer()
     const origin = `http://127.0.0.1:${server.port}`
-    const phase = async (title, rows, run) => {
+    const phase = async (title, rows, run, at = origin) => {
       live = rows
       console.log('')
       console.log(title)
-      await run(rows, origin, cfg)
+      await run(rows, at, cfg)
       await closeRows(true)
     }
     if (cfg.mode === 'all' || cfg.mode === 'throughput') {
@@ -394,11 +403,27 @@ async function main () {
         `per origin; batches of ${cfg.parallel}; ${cfg.rounds} rounds × ${cfg.requests} requests per row`,
       proxyRows(libs, cfg, { path: PROXY.path, proxy: `http://127.0.0.1:${proxy.port}` }), throughput)
     }
+    const zapis = DECOMPRESS.apis.filter((a) => cfg.apis.includes(a))
+    if ((cfg.mode === 'all' || cfg.mode === 'decompress') && zapis.length > 0 && (libs.saetta || libs.undici)) {
+      await phase(`decompress: ${DECOMPRESS.label} (GET ${DECOMPRESS.path}); Pool of ${cfg.connections} connections, pipelining ${cfg.pipelining} ` +
+        `composed with interceptors.decompress(); batches of ${cfg.parallel}; ${cfg.rounds} rounds × ${cfg.requests} requests per row`,
+      decompressRows(libs, cfg, { path: DECOMPRESS.path, apis: zapis }), throughput)
+    }
+    const h2apis = H2.apis.filter((a) => cfg.apis.includes(a))
+    if ((cfg.mode === 'all' || cfg.mode === 'h2') && h2apis.length > 0) {
+      h2server = await startServer('h2server.mjs')
+      for (const w of cfg.workloads) {
+        await phase(`HTTP/2 (h2c): ${w.label} (GET ${w.path}); one connection with ${H2.streams} streams in flight, then a Pool of ` +
+          `${H2.poolConnections} (node:http2: as many sessions); batches of ${cfg.parallel}; ${cfg.rounds} rounds × ${cfg.requests} requests per row`,
+        h2Rows(libs, cfg, { path: w.path, apis: h2apis, ...H2 }), throughput, `http://127.0.0.1:${h2server.port}`)
+      }
+    }
     ok = true
   } finally {
     await closeRows(ok)
     stopServer(server?.child)
     stopServer(proxy?.child)
+    stopServer(h2server?.child)
   }
 
   // Everything is closed; if the process does not exit by itself now, something leaked a handle.

@@ -4,8 +4,10 @@
 // Workload knobs (defaults from env, overridable per request by query string):
 //   BENCH_BODY_SIZE / ?size=N   response body bytes (default 65536)
 //   BENCH_DELAY_MS  / ?delay=N  wait N ms before responding (default 0)
+//   ?gzip=1                     a text body of that size, sent gzip-compressed
 // e.g. "64 B immediate" is `/?size=64`, "64 KiB after 1 ms" is `/?delay=1`.
 import http from 'node:http'
+import zlib from 'node:zlib'
 
 const DEFAULT_SIZE = intEnv('BENCH_BODY_SIZE', 64 * 1024)
 const DEFAULT_DELAY = intEnv('BENCH_DELAY_MS', 0)
@@ -22,6 +24,26 @@ function bodyOf (size) {
 }
 bodyOf(DEFAULT_SIZE)
 
+// Gzipped text bodies, precomputed too: words of a small vocabulary in a fixed pseudo-random
+// order, which compresses about as well as JSON or HTML does (3-4x), not as a repeated string.
+const gzipped = new Map()
+function gzipOf (size) {
+  let b = gzipped.get(size)
+  if (b === undefined) {
+    const words = ['saetta', 'undici', 'request', 'stream', 'header', 'body', 'socket', 'pool', 'agent', 'client',
+      'dispatch', 'pipeline', 'chunk', 'value', 'status', 'origin', 'token', 'frame', 'window', 'buffer']
+    let x = 2463534242
+    let text = ''
+    while (text.length < size) {
+      x ^= x << 13; x ^= x >>> 17; x ^= x << 5
+      text += words[(x >>> 0) % words.length] + ((x >>> 8) % 7 === 0 ? ',\n' : ' ') + ((x >>> 3) % 1000)
+    }
+    b = zlib.gzipSync(Buffer.from(text.slice(0, size)))
+    gzipped.set(size, b)
+  }
+  return b
+}
+
 function intEnv (name, dflt) {
   const v = process.env[name]
   if (v === undefined || v === '') return dflt
@@ -30,28 +52,29 @@ function intEnv (name, dflt) {
   return n
 }
 
-function respond (res, body) {
-  res.writeHead(200, {
-    'content-type': 'application/octet-stream',
-    'content-length': body.length
-  })
+function respond (res, body, gzip) {
+  res.writeHead(200, gzip
+    ? { 'content-type': 'text/plain', 'content-encoding': 'gzip', 'content-length': body.length }
+    : { 'content-type': 'application/octet-stream', 'content-length': body.length })
   res.end(body)
 }
 
 const server = http.createServer((req, res) => {
   let size = DEFAULT_SIZE
   let delay = DEFAULT_DELAY
+  let gzip = false
   const q = req.url.indexOf('?')
   if (q !== -1) {
     const params = new URLSearchParams(req.url.slice(q + 1))
     if (params.has('size')) size = Number(params.get('size')) | 0
     if (params.has('delay')) delay = Number(params.get('delay')) | 0
+    gzip = params.get('gzip') === '1'
   }
-  const body = bodyOf(size)
+  const body = gzip ? gzipOf(size) : bodyOf(size)
   // Drain any request body before answering so keep-alive stays usable.
   req.resume()
-  if (delay > 0) setTimeout(respond, delay, res, body)
-  else respond(res, body)
+  if (delay > 0) setTimeout(respond, delay, res, body, gzip)
+  else respond(res, body, gzip)
 })
 
 server.keepAliveTimeout = 60_000

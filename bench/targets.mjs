@@ -3,6 +3,7 @@
 // saetta and undici rows run on a Pool (`connections`, `pipelining`), as undici's own bench,
 // or on one Client for the latency mode.
 import http from 'node:http'
+import http2 from 'node:http2'
 import { Writable } from 'node:stream'
 
 function fail (name, status) {
@@ -66,11 +67,11 @@ const apis = {
       onError: reject
     })
   }),
-  // Node's own fetch, given the library's dispatcher.
-  fetch: (pool, opts, name) => {
+  // The library's own fetch (undici's, saetta's), given its dispatcher.
+  fetch: (pool, opts, name, mod) => {
     const url = new URL(opts.path, opts.origin).href
     return async () => {
-      const res = await fetch(url, { dispatcher: pool })
+      const res = await mod.fetch(url, { dispatcher: pool })
       let n = 0
       for await (const chunk of res.body) n += chunk.length
       if (res.status !== 200) throw fail(name, res.status)
@@ -81,8 +82,11 @@ const apis = {
 
 export const API_NAMES = Object.keys(apis)
 
-/** A row of `lib`'s `api` on the dispatcher `make(origin)` returns; `variant` names the way it goes. */
-function libRow (lib, api, make, path, variant = '') {
+/**
+ * A row of `lib`'s `api` on the dispatcher `make(origin)` returns; `variant` names the way it
+ * goes; `mod` is the library's module (for its own `fetch`).
+ */
+function libRow (lib, api, make, path, variant = '', mod = undefined) {
   const name = `${lib} ${api}${variant}`
   let dispatcher
   return {
@@ -92,7 +96,7 @@ function libRow (lib, api, make, path, variant = '') {
     variant,
     setup (origin) {
       dispatcher = make(origin)
-      return apis[api](dispatcher, { origin, path, method: 'GET' }, name)
+      return apis[api](dispatcher, { origin, path, method: 'GET' }, name, mod)
     },
     async close () {
       if (dispatcher && !dispatcher.closed) await dispatcher.close()
@@ -149,10 +153,26 @@ export function makeRows (libs, cfg, { path, apis = cfg.apis, single = false }) 
     : (origin) => new lib.Pool(origin, { connections: cfg.connections, pipelining: cfg.pipelining })
   for (const api of apis) {
     for (const lib of ['saetta', 'undici']) {
-      if (libs[lib]) rows.push(libRow(lib, api, make(libs[lib]), path))
+      if (libs[lib]) rows.push(libRow(lib, api, make(libs[lib]), path, '', libs[lib]))
     }
   }
   if (libs.node) rows.push(nodeHttpRow({ path, connections: single ? 1 : cfg.connections }))
+  return rows
+}
+
+/**
+ * The decompress rows: `apis` on the configured Pool composed with the library's `decompress`
+ * interceptor, for gzip bodies (`path` asks the server for one).
+ */
+export function decompressRows (libs, cfg, { path, apis }) {
+  const rows = []
+  const make = (lib) => (origin) =>
+    new lib.Pool(origin, { connections: cfg.connections, pipelining: cfg.pipelining }).compose(lib.interceptors.decompress())
+  for (const api of apis) {
+    for (const lib of ['saetta', 'undici']) {
+      if (libs[lib]) rows.push(libRow(lib, api, make(libs[lib]), path, ', decompress', libs[lib]))
+    }
+  }
   return rows
 }
 
@@ -171,6 +191,71 @@ export function proxyRows (libs, cfg, { path, proxy }) {
     for (const lib of ['saetta', 'undici']) {
       if (libs[lib]) rows.push(libRow(lib, 'request', make(libs[lib]), path, variant))
     }
+  }
+  return rows
+}
+
+/** node:http2's client on `sessions` sessions (round robin), as the HTTP/2 rows' third column. */
+function nodeHttp2Row ({ path, sessions: count, variant }) {
+  let sessions = []
+  let next = 0
+  return {
+    name: `node:http2${variant}`,
+    lib: 'node',
+    api: 'request',
+    variant,
+    setup (origin) {
+      sessions = Array.from({ length: count }, () => {
+        const s = http2.connect(origin, { settings: { initialWindowSize: 262144 } })
+        s.on('error', () => {})
+        // As undici sets it, once connected.
+        s.once('connect', () => s.setLocalWindowSize(524288))
+        return s
+      })
+      return function once () {
+        const session = sessions[next++ % sessions.length]
+        return new Promise((resolve, reject) => {
+          const req = session.request({ ':path': path, ':method': 'GET' })
+          let status = 0
+          let n = 0
+          req.on('response', (headers) => { status = headers[':status'] })
+          req.on('data', (chunk) => { n += chunk.length })
+          req.on('end', () => (status !== 200 ? reject(fail('node:http2', status)) : resolve(n)))
+          req.on('error', reject)
+          req.end()
+        })
+      }
+    },
+    async close () {
+      await Promise.all(sessions.map((s) => new Promise((resolve) => s.close(resolve))))
+    },
+    destroy () {
+      for (const s of sessions) s.destroy()
+    }
+  }
+}
+
+/**
+ * The HTTP/2 rows (h2c, prior knowledge): `apis` of saetta and undici (`allowH2`, `useH2c`) on
+ * one connection carrying `streams` requests at once, then on a Pool of `poolConnections`
+ * sharing them; node:http2's client on as many sessions beside each.
+ */
+export function h2Rows (libs, cfg, { path, apis, streams, poolConnections }) {
+  const rows = []
+  // (undici's Pool hands its connector `connect.useH2c`, not the option: both are given.)
+  const h2 = { allowH2: true, useH2c: true, connect: { useH2c: true } }
+  const shapes = [
+    [`, 1 connection × ${streams} streams`, 1, (lib) => (origin) => new lib.Client(origin, { ...h2, pipelining: streams })],
+    [`, Pool of ${poolConnections}`, poolConnections, (lib) => (origin) =>
+      new lib.Pool(origin, { ...h2, connections: poolConnections, pipelining: Math.ceil(streams / poolConnections) })]
+  ]
+  for (const [variant, sessions, make] of shapes) {
+    for (const api of apis) {
+      for (const lib of ['saetta', 'undici']) {
+        if (libs[lib]) rows.push(libRow(lib, api, make(libs[lib]), path, variant))
+      }
+    }
+    if (libs.node) rows.push(nodeHttp2Row({ path, sessions, variant }))
   }
   return rows
 }

@@ -193,6 +193,23 @@ pub struct OriginOptions {
     pub js_connector: Option<bool>,
     /// Reach the origin through this proxy.
     pub proxy: Option<ProxyOriginOptions>,
+    /// HTTP/2 where the server picks it: TLS offers ALPN `h2` then `http/1.1` (`allowH2`).
+    #[napi(js_name = "allowH2")]
+    pub allow_h2: Option<bool>,
+    /// HTTP/2 over cleartext with prior knowledge (`useH2c`).
+    #[napi(js_name = "useH2c")]
+    pub use_h2c: Option<bool>,
+    /// HTTP/2: most streams at once on a connection (the server's SETTINGS may lower it).
+    pub max_concurrent_streams: Option<u32>,
+    /// HTTP/2: each stream's receive window, in bytes.
+    pub initial_window_size: Option<u32>,
+    /// HTTP/2: the connection's receive window, in bytes.
+    pub connection_window_size: Option<u32>,
+    /// HTTP/2: milliseconds between PINGs; none when 0 or absent.
+    pub ping_interval: Option<f64>,
+    /// The origin is `https:` (HTTP/2's `:scheme` where JS makes the TLS connections).
+    /// Absent: guessed from `tls` and `jsConnector`.
+    pub secure: Option<bool>,
 }
 
 /// A proxy an origin is reached through (ProxyAgent's CONNECT tunnels, Socks5ProxyAgent's).
@@ -305,6 +322,8 @@ const CONNECTED: u32 = 64;
 const BODY_CLOSES: u32 = 16;
 /// Nothing else is in flight: write it now if a connection is idle (`Engine::submit_now`).
 const LONE: u32 = 128;
+/// `expectContinue`: over HTTP/2, the body waits for a 100 (`Request::expect_continue`).
+const EXPECT_CONTINUE: u32 = 256;
 
 #[napi]
 impl NativeOrigin {
@@ -322,6 +341,10 @@ impl NativeOrigin {
             Some(t) => Some(tls_config(t)?),
         };
         let proxy = o.proxy.map(proxy_config).transpose()?;
+        let defaults = OriginConfig::default();
+        let secure = o
+            .secure
+            .unwrap_or(tls.is_some() || (o.js_connector == Some(true) && o.use_h2c != Some(true)));
         let connector = match o.js_connector {
             Some(true) => Connector::Js,
             // Where rustls cannot complete a handshake, JS can with Node's TLS.
@@ -358,6 +381,22 @@ impl NativeOrigin {
             max_response_size: positive(o.max_response_size),
             max_requests_per_connection: positive(o.max_requests_per_client).filter(|n| *n > 0),
             connection_ttl: o.client_ttl.filter(|t| t.is_finite() && *t > 0.0).map(ms),
+            allow_h2: o.allow_h2.unwrap_or(false),
+            h2c: o.use_h2c.unwrap_or(false),
+            max_concurrent_streams: o
+                .max_concurrent_streams
+                .unwrap_or(defaults.max_concurrent_streams),
+            initial_window_size: o
+                .initial_window_size
+                .unwrap_or(defaults.initial_window_size),
+            connection_window_size: o
+                .connection_window_size
+                .unwrap_or(defaults.connection_window_size),
+            ping_interval: o
+                .ping_interval
+                .filter(|t| t.is_finite() && *t > 0.0)
+                .map(ms),
+            secure,
         };
         let lanes = bridge()?.engine.open(id as u64, cfg);
         let submitter = Rc::new(Submitter {
@@ -464,6 +503,7 @@ pub fn submit(
     req.connected = flags & CONNECTED != 0;
     req.strict_content_length = o.strict_content_length;
     req.body_closes = flags & BODY_CLOSES != 0;
+    req.expect_continue = flags & EXPECT_CONTINUE != 0;
     req.upgrade |= upgrade.is_some();
     req.headers_timeout = (headers_timeout > 0.0).then(|| ms(headers_timeout));
     req.body_timeout = (body_timeout > 0.0).then(|| ms(body_timeout));
@@ -518,7 +558,8 @@ fn socket_addr(address: Option<String>, port: Option<u32>) -> Option<std::net::S
 }
 
 /// The connector of socket `id` gave one (see `SOCKET_OPEN`): its addresses, where it has
-/// them. This and the other `socket*` calls are held until the next `flush()`.
+/// them, and the protocol its TLS negotiated by ALPN (`alpnProtocol`), if any. This and the
+/// other `socket*` calls are held until the next `flush()`.
 #[napi(catch_unwind)]
 pub fn socket_ready(
     id: u32,
@@ -526,11 +567,15 @@ pub fn socket_ready(
     local_port: Option<u32>,
     remote_address: Option<String>,
     remote_port: Option<u32>,
+    alpn_protocol: Option<String>,
 ) -> Result<()> {
     bridge()?.engine.socket_later(SocketCommand::Ready {
         socket: id as u64,
         local: socket_addr(local_address, local_port),
         remote: socket_addr(remote_address, remote_port),
+        alpn: alpn_protocol
+            .filter(|p| !p.is_empty())
+            .map(String::into_bytes),
     });
     Ok(())
 }
@@ -624,6 +669,7 @@ mod tag {
     pub const SOCKET_END: u32 = 16;
     pub const SOCKET_DESTROY: u32 = 17;
     pub const ERROR_RELEASED: u32 = 18;
+    pub const PING: u32 = 19;
 }
 
 /// Below this size a chunk is copied into the batch's shared ArrayBuffer: cheaper than an
@@ -873,10 +919,16 @@ impl ToNapiValue for EventBatch<'_> {
                     out.num(tag::CONNECTING as f64);
                     out.num(origin as f64);
                 }
-                Event::Connected { origin, conn } => {
+                Event::Connected {
+                    origin,
+                    conn,
+                    http2,
+                } => {
                     out.num(tag::CONNECTED as f64);
                     out.num(origin as f64);
                     out.num(conn as f64);
+                    // The HTTP version it speaks.
+                    out.num(if http2 { 2.0 } else { 1.0 });
                 }
                 Event::Disconnected {
                     origin,
@@ -938,6 +990,16 @@ impl ToNapiValue for EventBatch<'_> {
                 Event::ErrorReleased { handle } => {
                     out.num(tag::ERROR_RELEASED as f64);
                     out.num(handle as f64);
+                }
+                Event::Ping {
+                    origin,
+                    conn,
+                    duration,
+                } => {
+                    out.num(tag::PING as f64);
+                    out.num(origin as f64);
+                    out.num(conn as f64);
+                    out.num(duration.as_secs_f64() * 1000.0);
                 }
             }
         }

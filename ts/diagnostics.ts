@@ -59,11 +59,12 @@ export interface ConnectParams {
   port: string
   servername: string | null
   localAddress: string | null
-  version: 'h1'
+  /** The HTTP version of the connection: `h2` once HTTP/2 is negotiated (or known in advance, h2c). */
+  version: 'h1' | 'h2'
 }
 
-export function connectParams(url: URL, servername: string | null, localAddress: string | null): ConnectParams {
-  return { host: url.host, hostname: url.hostname, protocol: url.protocol, port: url.port, servername, localAddress, version: 'h1' }
+export function connectParams(url: URL, servername: string | null, localAddress: string | null, version: 'h1' | 'h2' = 'h1'): ConnectParams {
+  return { host: url.host, hostname: url.hostname, protocol: url.protocol, port: url.port, servername, localAddress, version }
 }
 
 // The messages of the channels, under the names undici's types give them

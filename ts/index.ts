@@ -1,4 +1,4 @@
-// saetta: an HTTP/1.1 client for Node.js with the Dispatcher API of undici.
+// saetta: an HTTP/1.1 and HTTP/2 client for Node.js with the Dispatcher API of undici.
 
 import * as errors from './errors'
 import { Dispatcher } from './dispatcher/dispatcher'
@@ -6,10 +6,13 @@ import { Client } from './dispatcher/client'
 import { Pool } from './dispatcher/pool'
 import { BalancedPool } from './dispatcher/balanced-pool'
 import { Agent } from './dispatcher/agent'
-import { redirect, retry, dump, responseError } from './interceptors'
+import { redirect, retry, dump, responseError, dns, cache, deduplicate, decompress } from './interceptors'
 
 export { Dispatcher, Client, Pool, BalancedPool, Agent, errors }
-export const interceptors = { redirect, retry, dump, responseError }
+export { RoundRobinPool } from './dispatcher/round-robin-pool'
+export type { RoundRobinPoolOptions } from './dispatcher/round-robin-pool'
+export const interceptors = { redirect, retry, dump, responseError, dns, cache, deduplicate, decompress }
+export { cacheStores } from './interceptors/cache/stores'
 // Their option types, under the names undici gives them (`interceptors.RetryInterceptorOpts` ...).
 // eslint-disable-next-line @typescript-eslint/no-namespace
 export declare namespace interceptors {
@@ -17,11 +20,20 @@ export declare namespace interceptors {
   export type RetryInterceptorOpts = import('./handlers/retry').RetryOptions
   export type RedirectInterceptorOpts = import('./interceptors').RedirectInterceptorOptions
   export type ResponseErrorInterceptorOpts = { throwOnError: boolean }
+  export type DNSInterceptorOpts = import('./interceptors').DNSInterceptorOptions
+  export type DNSInterceptorRecord = import('./interceptors').DNSInterceptorRecord
+  export type DNSInterceptorOriginRecords = import('./interceptors').DNSInterceptorOriginRecords
+  export type DNSStorage = import('./interceptors').DNSStorage
+  export type DeduplicateMethods = import('./interceptors').DeduplicateMethods
+  export type DeduplicateInterceptorOpts = import('./interceptors').DeduplicateInterceptorOptions
+  export type CacheInterceptorOpts = import('./interceptors').CacheInterceptorOptions
+  export type DecompressInterceptorOpts = import('./interceptors').DecompressInterceptorOptions
 }
 export { DecoratorHandler } from './handlers/decorator'
 export { RedirectHandler } from './handlers/redirect'
 export { RetryHandler } from './handlers/retry'
 export { RetryAgent } from './dispatcher/retry-agent'
+export { H2CClient } from './dispatcher/h2c-client'
 export { ProxyAgent } from './dispatcher/proxy-agent'
 export { EnvHttpProxyAgent } from './dispatcher/env-http-proxy-agent'
 export { Socks5ProxyAgent } from './dispatcher/socks5-proxy-agent'
@@ -46,3 +58,9 @@ export type { AgentOptions } from './dispatcher/agent'
 export type { BalancedPoolOptions } from './dispatcher/balanced-pool'
 export type { DiagnosticsChannel } from './diagnostics'
 export { BodyReadable } from './api/readable'
+// Testing: undici's mocks (ts/mock/).
+export { MockAgent, MockPool, MockClient, MockCallHistory, MockCallHistoryLog, SnapshotAgent, mockErrors } from './mock'
+export type { Interceptable } from './mock'
+// The fetch surface (ts/fetch/) and undici's `util`.
+export * from './fetch'
+export { util } from './util/headers'

@@ -54,6 +54,9 @@ const HOLD = 32
 const CONNECTED = 64
 const LONE = 128
 const BODY_CLOSES = 16
+const EXPECT_CONTINUE = 256
+/** A streamed body whose length undici never tells (an iterable, an object-mode stream). */
+const UNSIZED = 512
 
 
 /**
@@ -102,6 +105,29 @@ function validateOptions(opts: ClientOptions): void {
     if (v != null && (typeof v !== 'number' || !valid(v))) throw new InvalidArgumentError(message)
   }
 }
+
+/** The HTTP/2 options, each with undici's rule and message (checked after the others, as undici). */
+const h2Rules: Array<[keyof ClientOptions, (v: unknown) => boolean, string]> = [
+  ['allowH2', (v) => typeof v === 'boolean', 'allowH2 must be a valid boolean value'],
+  // (A fraction passes, as in undici.)
+  ['maxConcurrentStreams', (v) => typeof v === 'number' && !(v < 1), 'maxConcurrentStreams must be a positive integer, greater than 0'],
+  ['useH2c', (v) => typeof v === 'boolean', 'useH2c must be a valid boolean value'],
+  ['initialWindowSize', (v) => Number.isInteger(v) && (v as number) >= 1, 'initialWindowSize must be a positive integer, greater than 0'],
+  ['connectionWindowSize', (v) => Number.isInteger(v) && (v as number) >= 1, 'connectionWindowSize must be a positive integer, greater than 0'],
+  ['pingInterval', (v) => Number.isInteger(v) && (v as number) >= 0, 'pingInterval must be a positive integer, greater or equal to 0'],
+]
+
+function validateH2(opts: ClientOptions): void {
+  for (const [key, valid, message] of h2Rules) {
+    const v = opts[key]
+    if (v != null && !valid(v)) throw new InvalidArgumentError(message)
+  }
+}
+
+/** HTTP/2's largest window and stream count (2^31 - 1): a larger value given is that. */
+const H2_MAX = 0x7fffffff
+const h2Number = (v: number | undefined | null, fallback: number): number =>
+  v == null ? fallback : Number.isNaN(v) ? fallback : Math.min(H2_MAX, Math.max(1, Math.floor(v)))
 
 function optNumber(opts: ClientOptions, key: keyof ClientOptions, fallback: number): number {
   return (opts[key] as number | null | undefined) ?? fallback
@@ -343,6 +369,42 @@ function withKnownLength(headers: string[], method: string, length: number, stri
 }
 
 /** What a Readable's own state says, beyond its public getters: all its data was pushed. */
+/**
+ * A request's head as undici lists it over HTTP/2 for `sendHeaders`: its fields (a repeated
+ * name joined with `, `, `cookie` kept apart), then the pseudo-headers, then the length (and
+ * not `expect`, which undici adds after publishing).
+ */
+function h2Head(info: RequestInfo, origin: string, length: number | null): string {
+  const url = new URL(origin)
+  const fields = new Map<string, string | string[]>()
+  let host: string | null = null
+  let given: string | null = null
+  const { headers, method } = info
+  for (let i = 0; i < headers.length; i += 2) {
+    const [name, value] = [headers[i], headers[i + 1]]
+    const lower = name.toLowerCase()
+    if (lower === 'host') host ??= value
+    else if (lower === 'content-length') given ??= value
+    else if (name === 'cookie') {
+      const had = fields.get(name)
+      fields.set(name, had === undefined ? value : [...(Array.isArray(had) ? had : [had]), value])
+    } else {
+      const had = fields.get(name)
+      fields.set(name, had === undefined ? value : `${had as string}, ${value}`)
+    }
+  }
+  fields.set(':authority', host ?? url.host)
+  fields.set(':method', method)
+  fields.set(':path', info.path)
+  fields.set(':scheme', url.protocol === 'http:' ? 'http' : 'https')
+  // As undici: a length only for a method that expects a body.
+  const len = method === 'PUT' || method === 'POST' || method === 'PATCH' ? (length ?? (given === null ? null : Number(given))) : null
+  if (len !== null) fields.set('content-length', String(len))
+  let head = ''
+  for (const [name, value] of fields) head += `${name}: ${String(value)}\r\n`
+  return head
+}
+
 interface ReadableInternals {
   _readableState: { ended: boolean; objectMode: boolean }
 }
@@ -392,6 +454,8 @@ export class Client extends DispatcherBase {
   #scopes = new Map<number, AsyncResource>()
   /** Where sockets that live in JS come from (a connector function, or Node's TLS). */
   #js: JsRoute | null = null
+  /** The HTTP version a connection starts with: h2 with prior knowledge (h2c), else h1 until ALPN says h2. */
+  #version: 'h1' | 'h2' = 'h1'
 
   constructor(url: string | URL | UrlObject, opts: ClientOptions & { [kConnections]?: ConnectionLimits } = {}) {
     super()
@@ -426,6 +490,7 @@ export class Client extends DispatcherBase {
     if (options.autoSelectFamily !== undefined && typeof options.autoSelectFamily !== 'boolean') {
       throw new InvalidArgumentError('invalid autoSelectFamily')
     }
+    validateH2(options)
     // After the options, as undici.
     this.#url = parseOrigin(url)
     const limits = options[kConnections] ?? { connections: 1 }
@@ -439,16 +504,25 @@ export class Client extends DispatcherBase {
       this.#url.protocol === 'https:' ? ((connect as { servername?: string }).servername ?? host) : null,
       options.localAddress ?? null,
     )
+    const versionOf = (): 'h1' | 'h2' => {
+      const c = self.deref()
+      return c === undefined ? 'h1' : c.#version
+    }
     this.#listener = {
       onConnecting: () => {
-        if (channels.beforeConnect.hasSubscribers) channels.beforeConnect.publish({ connectParams: params, connector: undefined })
+        if (channels.beforeConnect.hasSubscribers) channels.beforeConnect.publish({ connectParams: { ...params, version: versionOf() }, connector: undefined })
       },
-      onConnected: (conn) => {
+      onConnected: (conn: number, h2?: boolean) => {
         if (proxied?.connectParams && channels.proxyConnected.hasSubscribers) {
           channels.proxyConnected.publish({ socket: undefined, connectParams: proxied.connectParams })
         }
-        if (channels.connected.hasSubscribers) channels.connected.publish({ connectParams: params, connector: undefined, socket: undefined })
         const c = self.deref()
+        // As undici: the version of the last connection made is the one later connects name.
+        if (c !== undefined && h2 !== undefined) c.#version = h2 ? 'h2' : 'h1'
+        if (channels.connected.hasSubscribers) {
+          const version = h2 === undefined ? versionOf() : h2 ? 'h2' : 'h1'
+          channels.connected.publish({ connectParams: { ...params, version }, connector: undefined, socket: undefined })
+        }
         if (!c) return
         c.#connections++
         const scope = c.#opening.shift() ?? c.#scope
@@ -469,7 +543,7 @@ export class Client extends DispatcherBase {
       },
       onConnectFailed: (err) => {
         if (channels.connectError.hasSubscribers) {
-          channels.connectError.publish({ connectParams: params, connector: undefined, socket: undefined, error: err })
+          channels.connectError.publish({ connectParams: { ...params, version: versionOf() }, connector: undefined, socket: undefined, error: err })
         }
         const c = self.deref()
         if (!c) return
@@ -477,6 +551,14 @@ export class Client extends DispatcherBase {
         const emit = (): boolean => c.emit('connectionError', c.#url, [c], err)
         // As undici: after the requests this failure fails (they come next in the batch).
         queueMicrotask(() => (scope === null ? emit() : scope.runInAsyncScope(emit)))
+      },
+      onPing: (conn, duration) => {
+        const c = self.deref()
+        if (!c) return
+        // As undici: the PING's round trip in milliseconds, in the connection's async context.
+        const scope = c.#scopes.get(conn) ?? c.#scope
+        if (scope === null) c.emit('ping', duration)
+        else scope.runInAsyncScope(() => c.emit('ping', duration))
       },
       onSocketOpen: (socket) => {
         const c = self.deref()
@@ -511,6 +593,7 @@ export class Client extends DispatcherBase {
           ...(tlsGiven !== null && typeof tlsGiven === 'object' ? tlsGiven : {}),
           maxCachedSessions: options.maxCachedSessions,
           allowH2: options.allowH2,
+          useH2c: options.useH2c,
           socketPath: options.socketPath,
           timeout: options.connectTimeout,
           ...(autoSelect ? { autoSelectFamily: options.autoSelectFamily, autoSelectFamilyAttemptTimeout: options.autoSelectFamilyAttemptTimeout } : {}),
@@ -528,6 +611,9 @@ export class Client extends DispatcherBase {
         },
       }
     }
+    // h2c: every connection the engine opens speaks HTTP/2 (a connector's socket says it itself,
+    // by `alpnProtocol`). As undici's connector: `connect.useH2c` wins over the option.
+    const h2c = !https && custom === null && !viaNode && ((given as { useH2c?: unknown }).useH2c ?? options.useH2c) === true
     this.#originId = newOriginId(this.#listener)
     this.#native = nativeOrigin(this.#originId, {
       host,
@@ -552,7 +638,17 @@ export class Client extends DispatcherBase {
       autoSelectFamily: given.autoSelectFamily ?? options.autoSelectFamily ?? net.getDefaultAutoSelectFamily(),
       // Node's floor for the per-address attempt.
       autoSelectFamilyAttemptTimeout: Math.max(10, optNumber(options, 'autoSelectFamilyAttemptTimeout', net.getDefaultAutoSelectFamilyAttemptTimeout())),
+      // HTTP/2, undici's defaults (a window or stream count above 2^31 - 1 is that).
+      allowH2: options.allowH2 ?? false,
+      useH2c: h2c,
+      maxConcurrentStreams: h2Number(options.maxConcurrentStreams, 100),
+      initialWindowSize: h2Number(options.initialWindowSize, 262144),
+      connectionWindowSize: h2Number(options.connectionWindowSize, 524288),
+      pingInterval: options.pingInterval ?? 60e3,
+      // HTTP/2's `:scheme` (a connector's socket may be plain for an https: origin, or TLS for http:).
+      secure: https,
     })
+    if (h2c) this.#version = 'h2'
   }
 
   /** Requests in flight per connection (changeable at any time). */
@@ -665,6 +761,11 @@ export class Client extends DispatcherBase {
     return this.#runs.size <= this.#capacity()
   }
 
+  /** @internal whether connections speak HTTP/2 (the last one made did, or h2c): for diagnostics. */
+  get speaksH2(): boolean {
+    return this.#version === 'h2'
+  }
+
   /** @internal the origin requests go to (for diagnostics). */
   get originString(): string {
     return this.#url.origin
@@ -746,6 +847,8 @@ class Run implements RequestSink {
   /** Events that arrived while the handler had paused, delivered on resume. */
   #backlog: Array<() => void> = []
   #source: Readable | Iterable<unknown> | AsyncIterable<unknown> | null = null
+  /** The body's length where known when submitted (none: 0), for the HTTP/2 head diagnostics show. */
+  #length: number | null = null
   /** The body is being read (from onConnect on, or at once when it had ended). */
   #pumping = false
   #connected = false
@@ -820,11 +923,14 @@ class Run implements RequestSink {
       }
     } else if (isStreamLike(body)) {
       flags |= STREAM
+      // As undici: only a byte stream's length can be known (once it has ended, over HTTP/2).
+      if (!(body instanceof Readable) || (body as unknown as ReadableInternals)._readableState.objectMode) flags |= UNSIZED
       this.#source = body
     } else {
       throw new InvalidArgumentError('body must be a string, a Buffer, a Readable stream, an iterable, or an async iterable')
     }
     const method = opts.method
+    if (this.#info !== null) this.#length = bytes !== undefined ? Buffer.byteLength(bytes) : this.#source === null ? 0 : null
     if (!this.#client!.strictContentLength) this.#lenient(headers, method, bytes)
     const idempotent = opts.idempotent ?? (method === 'GET' || method === 'HEAD')
     if (idempotent) flags |= IDEMPOTENT
@@ -835,7 +941,8 @@ class Run implements RequestSink {
     // As undici: a body (if not empty) on a method that expects none ends the connection
     // after this request (its head still says keep-alive), unless `reset: false`.
     else if (opts.reset !== false && !expectsBody(method)) flags |= BODY_CLOSES
-    // expectContinue is for HTTP/2 (as in undici, HTTP/1.1 ignores it).
+    // Over HTTP/2 the body waits for 100 Continue (as in undici, HTTP/1.1 ignores it).
+    if (opts.expectContinue === true) flags |= EXPECT_CONTINUE
     if (this.#client!.writesAtOnce()) {
       // As undici: with a connection free for it, onConnect runs now, before anything is
       // sent; an abort there means the request is never submitted.
@@ -1050,8 +1157,13 @@ class Run implements RequestSink {
     }
     if (this.#info === null || this.#settled) return
     const { method, path, headers } = this.#info
-    let head = `${method} ${path} HTTP/1.1\r\n`
-    for (let i = 0; i < headers.length; i += 2) head += `${headers[i]}: ${headers[i + 1]}\r\n`
+    let head: string
+    if (this.#client!.speaksH2) {
+      head = h2Head(this.#info, this.#client!.originString, this.#length)
+    } else {
+      head = `${method} ${path} HTTP/1.1\r\n`
+      for (let i = 0; i < headers.length; i += 2) head += `${headers[i]}: ${headers[i + 1]}\r\n`
+    }
     this.#publish(channels.sendHeaders, { headers: head, socket: undefined })
     if (this.#source === null) this.#publish(channels.bodySent, {})
   }

@@ -78,7 +78,6 @@ function connectTimeout(socket: WeakRef<net.Socket>, timeout: number, hostname: 
 /** undici's default connector, with `options` as `net.connect` / `tls.connect` take them. */
 export function buildConnector(options: buildConnector.BuildOptions = {}): buildConnector.connector {
   const { allowH2, useH2c, maxCachedSessions, socketPath, timeout, session, ...rest } = options as buildConnector.BuildOptions & {
-    useH2c?: boolean
     session?: Buffer
   }
   if (maxCachedSessions != null && (!Number.isInteger(maxCachedSessions) || maxCachedSessions < 0)) {
@@ -145,6 +144,8 @@ export function buildConnector(options: buildConnector.BuildOptions = {}): build
 export declare namespace buildConnector {
   export type BuildOptions = (tls.ConnectionOptions | net.TcpNetConnectOpts | net.IpcNetConnectOpts) & {
     allowH2?: boolean
+    /** A plain socket is marked as speaking HTTP/2 (`alpnProtocol: 'h2'`), as undici's runtime reads it. */
+    useH2c?: boolean
     maxCachedSessions?: number | null
     socketPath?: string | null
     timeout?: number | null

@@ -130,10 +130,16 @@ export interface ClientOptions {
   autoSelectFamilyAttemptTimeout?: number
   /** TLS sessions to cache per origin, for resumption (0: none). */
   maxCachedSessions?: number
-  // HTTP/2 options, accepted as undici accepts them; saetta speaks HTTP/1.1 for now.
+  /** Offer HTTP/2 in ALPN (`h2`, then `http/1.1`): the server's choice decides. Default false. */
   allowH2?: boolean
+  /** HTTP/2 over cleartext with prior knowledge, for an `http:` origin. Default false. */
+  useH2c?: boolean
+  /** Streams an HTTP/2 connection carries at once (lowered by the server's SETTINGS). Default 100. */
   maxConcurrentStreams?: number
+  /** HTTP/2 stream flow-control window (SETTINGS_INITIAL_WINDOW_SIZE). Default 262144. */
   initialWindowSize?: number
+  /** HTTP/2 connection flow-control window. Default 524288. */
   connectionWindowSize?: number
+  /** Milliseconds between PING frames on an HTTP/2 connection (the `ping` event); 0: none. Default 60000. */
   pingInterval?: number
 }

@@ -52,6 +52,19 @@ function disturbed(body: unknown): boolean {
   return body instanceof Readable && (body.readableDidRead || body.readableAborted)
 }
 
+/** A redirect hop whose response was not passed on: what a cache outside needs of it. */
+export interface RedirectHop {
+  statusCode: number
+  headers: IncomingHttpHeaders
+  receivedAt: number
+}
+
+/**
+ * The key, on a redirect's `history`, of the hops followed (not enumerable: the context stays
+ * the plain list of URLs), so that a cache outside can honour their Cache-Control too.
+ */
+export const kRedirectHops = Symbol('redirect hops')
+
 export class RedirectHandler implements NewStyleHandler {
   #dispatch: Dispatch
   #max: number
@@ -59,7 +72,7 @@ export class RedirectHandler implements NewStyleHandler {
   #handler: NewStyleHandler
   #throwOnMax: boolean
   #location: string | null = null
-  readonly history: URL[] = []
+  readonly history: URL[] = Object.defineProperty([], kRedirectHops, { value: [] as RedirectHop[], enumerable: false })
 
   /**
    * `throwOnMaxRedirects` (the spec's name; the request's `throwOnMaxRedirect`, undici's, too):
@@ -103,6 +116,7 @@ export class RedirectHandler implements NewStyleHandler {
     const base = new URL(opts.path, opts.origin ?? NO_ORIGIN)
     if (opts.origin) this.history.push(base)
     if (this.#location === null) return this.#handler.onResponseStart?.(controller, statusCode, headers, statusMessage)
+    ;(this.history as URL[] & { [kRedirectHops]: RedirectHop[] })[kRedirectHops].push({ statusCode, headers: { ...headers }, receivedAt: Date.now() })
     const next = new URL(this.#location, base)
     const path = `${next.pathname}${next.search}`
     const origin = next.origin === NO_ORIGIN ? undefined : next.origin

@@ -1,4 +1,5 @@
-// The pre-built interceptors, for `dispatcher.compose(...)`: redirect, retry, dump and responseError.
+// The pre-built interceptors, for `dispatcher.compose(...)`: redirect, retry, dump and responseError
+// here; dns, cache, deduplicate and decompress in their own modules, re-exported at the end.
 
 import { InvalidArgumentError, RequestAbortedError } from '../errors'
 import type { Dispatch, DispatcherComposeInterceptor } from '../dispatcher/dispatcher'
@@ -161,3 +162,13 @@ export function retry(options: RetryOptions = {}): DispatcherComposeInterceptor 
       return dispatch(opts, new RetryHandler(withOptions(opts, { retryOptions: withOptions(options, own ?? {}) }), { dispatch, handler }) as DispatchHandler)
     }
 }
+
+// The interceptors that live in their own modules.
+export { dns } from './dns'
+export type { DNSInterceptorOptions, DNSInterceptorRecord, DNSInterceptorOriginRecords, DNSStorage } from './dns'
+export { deduplicate } from './deduplicate'
+export type { DeduplicateInterceptorOptions, DeduplicateMethods } from './deduplicate'
+export { cache } from './cache'
+export type { CacheInterceptorOptions } from './cache'
+export { decompress } from './decompress'
+export type { DecompressInterceptorOptions } from './decompress'

@@ -61,6 +61,23 @@ export interface OriginOptions {
   jsConnector?: boolean
   /** Reach the origin through this proxy. */
   proxy?: ProxyOriginOptions
+  /** HTTP/2 where the server picks it: TLS offers ALPN `h2` then `http/1.1` (`allowH2`). */
+  allowH2?: boolean
+  /** HTTP/2 over cleartext with prior knowledge (`useH2c`). */
+  useH2c?: boolean
+  /** HTTP/2: most streams at once on a connection (the server's SETTINGS may lower it). */
+  maxConcurrentStreams?: number
+  /** HTTP/2: each stream's receive window, in bytes. */
+  initialWindowSize?: number
+  /** HTTP/2: the connection's receive window, in bytes. */
+  connectionWindowSize?: number
+  /** HTTP/2: milliseconds between PINGs; none when 0 or absent. */
+  pingInterval?: number
+  /**
+   * The origin is `https:` (HTTP/2's `:scheme` where JS makes the TLS connections).
+   * Absent: guessed from `tls` and `jsConnector`.
+   */
+  secure?: boolean
 }
 
 export declare function pause(id: number): void
@@ -102,9 +119,10 @@ export declare function socketFailed(id: number): void
 
 /**
  * The connector of socket `id` gave one (see `SOCKET_OPEN`): its addresses, where it has
- * them. This and the other `socket*` calls are held until the next `flush()`.
+ * them, and the protocol its TLS negotiated by ALPN (`alpnProtocol`), if any. This and the
+ * other `socket*` calls are held until the next `flush()`.
  */
-export declare function socketReady(id: number, localAddress?: string | undefined | null, localPort?: number | undefined | null, remoteAddress?: string | undefined | null, remotePort?: number | undefined | null): void
+export declare function socketReady(id: number, localAddress?: string | undefined | null, localPort?: number | undefined | null, remoteAddress?: string | undefined | null, remotePort?: number | undefined | null, alpnProtocol?: string | undefined | null): void
 
 /** Socket `id` wrote `bytes` of what the engine sent it. */
 export declare function socketWritten(id: number, bytes: number): void

@@ -26,11 +26,14 @@ export interface RequestSink {
 /** Receives the engine's connection events for one origin. */
 export interface OriginListener {
   onConnecting(): void
-  onConnected(conn: number): void
+  /** `h2`: the connection speaks HTTP/2 (ALPN `h2`, or prior knowledge). */
+  onConnected(conn: number, h2: boolean): void
   onDisconnected(conn: number, err: Error): void
   onConnectFailed(err: Error): void
   /** The engine wants socket `socket` from the origin's connector (see js-socket.ts). */
   onSocketOpen(socket: number): void
+  /** HTTP/2 connection `conn` got the answer to its PING after `duration` ms (`pingInterval`). */
+  onPing?(conn: number, duration: number): void
 }
 
 // Event tags of the flat event array, as written by src/lib.rs.
@@ -53,6 +56,7 @@ const SOCKET_CREDIT = 15
 const SOCKET_END = 16
 const SOCKET_DESTROY = 17
 const ERROR_RELEASED = 18
+const PING = 19
 
 // Values of an ERROR event's last slot (Shared in crates/core/src/event.rs).
 const SHARES_NEXT = 1
@@ -326,8 +330,8 @@ function dispatchEvents(n: Float64Array, o: unknown[]): void {
         i += 2
         break
       case CONNECTED:
-        origins.get(id)?.deref()?.onConnected(n[i + 2])
-        i += 3
+        origins.get(id)?.deref()?.onConnected(n[i + 2], n[i + 3] === 2)
+        i += 4
         break
       case DISCONNECTED:
         origins.get(id)?.deref()?.onDisconnected(n[i + 2], next ?? errorAt(o, k))
@@ -375,6 +379,10 @@ function dispatchEvents(n: Float64Array, o: unknown[]): void {
       case ERROR_RELEASED:
         releaseError(id)
         i += 2
+        break
+      case PING:
+        origins.get(id)?.deref()?.onPing?.(n[i + 2], n[i + 3])
+        i += 4
         break
       default:
         throw new Error(`saetta: unknown engine event ${tag}`)

@@ -97,10 +97,12 @@ function attach(id: number, entry: Entry, socket: Duplex): void {
   // As undici's idle sockets: saetta keeps the process alive while requests are in flight.
   ;(socket as Duplex & { unref?: () => void }).unref?.()
   // A net.Socket's addresses, for SocketError.socket; any other Duplex may have none (or others).
-  const s = socket as Duplex & { localAddress?: unknown; localPort?: unknown; remoteAddress?: unknown; remotePort?: unknown }
+  const s = socket as Duplex & { localAddress?: unknown; localPort?: unknown; remoteAddress?: unknown; remotePort?: unknown; alpnProtocol?: unknown }
   const text = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined)
   const port = (v: unknown): number | undefined => (typeof v === 'number' && Number.isInteger(v) && v >= 0 && v < 65536 ? v : undefined)
-  addon.socketReady(id, text(s.localAddress), port(s.localPort), text(s.remoteAddress), port(s.remotePort))
+  // The protocol the socket speaks, as undici reads it: what TLS negotiated by ALPN, or what a
+  // connector set (undici's sets `h2` on a plain socket for useH2c). `h2`: the engine speaks HTTP/2.
+  addon.socketReady(id, text(s.localAddress), port(s.localPort), text(s.remoteAddress), port(s.remotePort), text(s.alpnProtocol))
   const onData = (chunk: Buffer | string): void => {
     if (entry.gone) return
     const buf = typeof chunk === 'string' ? Buffer.from(chunk) : chunk

@@ -38,8 +38,9 @@ export function fromNative(kind: string, message: string, code: string | undefin
     case 'InvalidArgument': return new InvalidArgumentError(message)
     case 'NotSupported': return new NotSupportedError(message)
     case 'ConnectTimeout': return new ConnectTimeoutError(message)
-    case 'HeadersTimeout': return new HeadersTimeoutError()
-    case 'BodyTimeout': return new BodyTimeoutError()
+    // Over HTTP/2 the core words them as undici's h2 (`HTTP/2: "headers timeout after 300"`).
+    case 'HeadersTimeout': return new HeadersTimeoutError(message.startsWith('HTTP/2') ? message : undefined)
+    case 'BodyTimeout': return new BodyTimeoutError(message.startsWith('HTTP/2') ? message : undefined)
     case 'HeadersOverflow': return new HeadersOverflowError()
     // No code, as undici's parser errors carry none (its lookup of the reason misses).
     case 'Parser': return new HTTPParserError(`Response does not match the HTTP/1.1 protocol (${message})`)
@@ -54,6 +55,8 @@ export function fromNative(kind: string, message: string, code: string | undefin
     case 'ProxyResponse': return new RequestAbortedError(message)
     case 'SecureProxy': return new SecureProxyConnectionError(fromNative('Socket', message, code))
     case 'Socks5': return code ? new Socks5ProxyError(message, `SAETTA_ERR_SOCKS5_${code}`) : new Error(message)
+    // An HTTP/2 stream or session failure, as Node reports it to undici (`ERR_HTTP2_STREAM_ERROR` ...).
+    case 'Http2': return Object.assign(new Error(message), { code })
     case 'Socket':
       if (code) {
         // A system error, as Node reports it (`connect ECONNREFUSED 127.0.0.1:80`), or a

@@ -1,5 +1,6 @@
-//! Benchmarks of the core (criterion): response-head parsing, chunked decoding, and a
-//! pipelined request loop through the engine against an in-process loopback server.
+//! Benchmarks of the core (criterion): response-head parsing, chunked decoding, a pipelined
+//! HTTP/1.1 request loop through the engine against an in-process loopback server, and the
+//! HTTP/2 path (h2c, many streams on one connection) against the `h2` crate's server.
 //!
 //! `cargo bench -p saetta-core` (add `-- <filter>` to run one group).
 
@@ -198,5 +199,88 @@ fn pipelined_loop(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, head_parsing, chunked_decoding, pipelined_loop);
+/// An HTTP/2 server (cleartext, prior knowledge) answering every stream with `size` bytes,
+/// on a runtime of its own thread.
+fn h2_server(size: usize) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let body = bytes::Bytes::from(vec![b'x'; size]);
+    thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&rt, async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            while let Ok((sock, _)) = listener.accept().await {
+                // Small responses are not held back for the client's acknowledgements.
+                let _ = sock.set_nodelay(true);
+                let body = body.clone();
+                tokio::task::spawn_local(async move {
+                    let mut builder = h2::server::Builder::new();
+                    builder
+                        .initial_window_size(1 << 20)
+                        .initial_connection_window_size(1 << 24)
+                        .max_concurrent_streams(1000);
+                    let Ok(mut conn) = builder.handshake::<_, bytes::Bytes>(sock).await else {
+                        return;
+                    };
+                    while let Some(Ok((_req, mut respond))) = conn.accept().await {
+                        let head = http::Response::builder()
+                            .status(200)
+                            .header("content-length", body.len())
+                            .body(())
+                            .unwrap();
+                        let Ok(mut send) = respond.send_response(head, false) else {
+                            continue;
+                        };
+                        let _ = send.send_data(body.clone(), true);
+                    }
+                });
+            }
+        });
+    });
+    port
+}
+
+fn h2_loop(c: &mut Criterion) {
+    const BATCH: u64 = 1000;
+    let mut g = c.benchmark_group("h2");
+    g.throughput(Throughput::Elements(BATCH));
+    for (size, streams) in [(64usize, 100u32), (65536, 100)] {
+        let port = h2_server(size);
+        let (tx, rx) = channel();
+        let engine = Engine::start(Arc::new(ChannelSink(Mutex::new(tx)))).unwrap();
+        engine.open(
+            1,
+            OriginConfig {
+                host: "127.0.0.1".into(),
+                port,
+                connections: 1,
+                h2c: true,
+                // As undici, pipelining bounds the streams too.
+                pipelining: streams as usize,
+                max_concurrent_streams: streams,
+                ..OriginConfig::default()
+            },
+        );
+        let mut next = 0;
+        run_batch(&engine, &rx, &mut next, BATCH);
+        g.bench_function(
+            format!("1000 GETs, 1 connection, {streams} streams, {size}-byte responses"),
+            |b| b.iter(|| run_batch(&engine, &rx, &mut next, BATCH)),
+        );
+    }
+    g.finish();
+}
+
+criterion_group!(
+    benches,
+    head_parsing,
+    chunked_decoding,
+    pipelined_loop,
+    h2_loop
+);
 criterion_main!(benches);

@@ -11,9 +11,9 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
-use crate::direct::{self, Alarm, Lanes, Written};
 use crate::error::Error;
 use crate::event::{Event, EventSink, Shared};
+use crate::h1::direct::{self, Alarm, Lanes, Written};
 use crate::origin::{ConnShared, Origin, Queued};
 use crate::request::{OriginConfig, Request};
 use crate::transport::js::{self, Registry};
@@ -435,7 +435,7 @@ impl Ctx {
                     });
                 };
                 let ctl = self.register(req.id);
-                o.borrow_mut().queue.push_back(Queued { req: *req, ctl });
+                o.borrow_mut().enqueue(Queued { req: *req, ctl });
                 if !self.batching.get() {
                     Origin::schedule(&o, self);
                 } else if !self.to_schedule.borrow().iter().any(|s| Rc::ptr_eq(s, &o)) {

@@ -15,6 +15,10 @@ pub enum Error {
     ConnectTimeout(String),
     HeadersTimeout,
     BodyTimeout,
+    /// HTTP/2's headers and body timeouts, worded as undici words them over HTTP/2 (with the
+    /// timeout that ran out); the same JS classes as `HeadersTimeout` and `BodyTimeout`.
+    Http2HeadersTimeout(std::time::Duration),
+    Http2BodyTimeout(std::time::Duration),
     /// Response head larger than `maxHeaderSize`.
     HeadersOverflow,
     /// The server sent bytes that are not valid HTTP/1.1. `code` is an llhttp-style
@@ -51,6 +55,12 @@ pub enum Error {
     /// undici's `UND_ERR_SOCKS5_*` codes; none for a plain `Error` (undici's handshake timeouts).
     Socks5 {
         code: Option<String>,
+        message: String,
+    },
+    /// An HTTP/2 stream or session failed, in Node's words (undici passes Node's errors on):
+    /// `code` is Node's (`ERR_HTTP2_STREAM_ERROR`, `ERR_HTTP2_SESSION_ERROR`, ...).
+    Http2 {
+        code: &'static str,
         message: String,
     },
 }
@@ -117,8 +127,8 @@ impl Error {
             Error::InvalidArgument(_) => "InvalidArgument",
             Error::NotSupported(_) => "NotSupported",
             Error::ConnectTimeout(_) => "ConnectTimeout",
-            Error::HeadersTimeout => "HeadersTimeout",
-            Error::BodyTimeout => "BodyTimeout",
+            Error::HeadersTimeout | Error::Http2HeadersTimeout(_) => "HeadersTimeout",
+            Error::BodyTimeout | Error::Http2BodyTimeout(_) => "BodyTimeout",
             Error::HeadersOverflow => "HeadersOverflow",
             Error::Parser { .. } => "Parser",
             Error::ResponseContentLengthMismatch => "ResponseContentLengthMismatch",
@@ -133,6 +143,7 @@ impl Error {
             Error::ProxyResponse(_) => "ProxyResponse",
             Error::SecureProxy(_) => "SecureProxy",
             Error::Socks5 { .. } => "Socks5",
+            Error::Http2 { .. } => "Http2",
         }
     }
 
@@ -143,6 +154,7 @@ impl Error {
             Error::Socket { code, .. } => code.as_deref(),
             Error::SecureProxy(cause) => cause.code(),
             Error::Socks5 { code, .. } => code.as_deref(),
+            Error::Http2 { code, .. } => Some(code),
             _ => None,
         }
     }
@@ -198,6 +210,16 @@ impl Error {
     }
 }
 
+/// Milliseconds as JS prints the number (`1500`, `2.5`).
+fn js_ms(t: std::time::Duration) -> String {
+    let ms = t.as_secs_f64() * 1000.0;
+    if ms.fract() == 0.0 {
+        format!("{}", ms as u64)
+    } else {
+        format!("{ms}")
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -208,6 +230,10 @@ impl fmt::Display for Error {
             Error::ConnectTimeout(m) => write!(f, "Connect Timeout Error ({m})"),
             Error::HeadersTimeout => f.write_str("Headers Timeout Error"),
             Error::BodyTimeout => f.write_str("Body Timeout Error"),
+            Error::Http2HeadersTimeout(t) => {
+                write!(f, "HTTP/2: \"headers timeout after {}\"", js_ms(*t))
+            }
+            Error::Http2BodyTimeout(t) => write!(f, "HTTP/2: \"body timeout after {}\"", js_ms(*t)),
             Error::HeadersOverflow => f.write_str("Headers Overflow Error"),
             Error::Parser { message, .. } => f.write_str(message),
             Error::ResponseContentLengthMismatch => {
@@ -227,7 +253,7 @@ impl fmt::Display for Error {
             }
             // The cause's words: JS wraps the cause in its class, whose message is fixed.
             Error::SecureProxy(cause) => write!(f, "{cause}"),
-            Error::Socks5 { message, .. } => f.write_str(message),
+            Error::Socks5 { message, .. } | Error::Http2 { message, .. } => f.write_str(message),
         }
     }
 }

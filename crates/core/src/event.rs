@@ -62,10 +62,11 @@ pub enum Event {
     Connecting {
         origin: u64,
     },
-    /// A connection of `origin` was established.
+    /// A connection of `origin` was established; it speaks HTTP/2 (else HTTP/1.1).
     Connected {
         origin: u64,
         conn: u64,
+        http2: bool,
     },
     /// A connection of `origin` went away.
     Disconnected {
@@ -111,6 +112,13 @@ pub enum Event {
     /// No event will name the error object JS keeps under `handle` any more.
     ErrorReleased {
         handle: u64,
+    },
+    /// An HTTP/2 connection of `origin` got the answer to its PING (`pingInterval`) after
+    /// `duration` (undici's `ping` event).
+    Ping {
+        origin: u64,
+        conn: u64,
+        duration: std::time::Duration,
     },
 }
 

@@ -1,12 +1,11 @@
 //! saetta's HTTP/1.1 engine. No napi here: it is driven through [`Engine`] and reports
 //! through an [`EventSink`], so it is unit-tested and benchmarked with cargo alone.
 
-pub mod codec;
-mod conn;
-pub mod direct;
 pub mod engine;
 pub mod error;
 pub mod event;
+mod h1;
+mod h2;
 mod origin;
 pub mod request;
 pub mod transport;
@@ -15,3 +14,6 @@ pub use engine::Engine;
 pub use error::{Error, Result};
 pub use event::{Event, EventSink, Shared};
 pub use request::{OriginConfig, Request, RequestBody};
+
+/// HTTP/1.1's wire format and JS-thread fast path, where callers found them before `h1/`.
+pub use h1::{codec, direct};

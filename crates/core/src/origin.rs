@@ -1,42 +1,126 @@
-//! An origin: its queue of requests not yet on a connection, and its connections.
+//! An origin: its queue of requests not yet on a connection, and its connections, each of
+//! the protocol chosen for it when it was made ([`Protocol`]) and reached through
+//! [`ConnShared`] whatever that protocol is.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::task::Waker;
+use std::task::{Context, Waker};
 
-use crate::conn::Conn;
-use crate::direct::{Lanes, Mail};
 use crate::engine::{Ctx, ReqCtl};
 use crate::error::Error;
 use crate::event::{Event, Shared};
+use crate::h1;
+use crate::h1::direct::{Lanes, Mail};
+use crate::h2;
 use crate::request::{OriginConfig, Request};
-use crate::transport;
 use crate::transport::js::{Opener, Registry};
+use crate::transport::{self, Transport};
 
 pub(crate) struct Queued {
     pub req: Request,
     pub ctl: Rc<ReqCtl>,
 }
 
-/// What a connection tells its origin, and how the origin reaches it.
+/// A connection as its origin sees it, whatever its protocol: what it tells the origin, and
+/// how the origin reaches it. A connection of any protocol keeps to this:
+///
+/// - it runs as a task of its own, waking through the waker it [`register`](Self::register)s
+///   on each poll, and calls [`Origin::conn_gone`] when it ends, whatever ends it;
+/// - it takes requests from its origin's queue ([`Origin::next_request`]) while it can carry
+///   more (HTTP/1.1: by the pipelining rules), gives back those it cannot finish
+///   ([`Origin::requeue`]), and settles the rest exactly once;
+/// - it [`report`](Self::report)s how many requests it carries and whether it takes more,
+///   for the origin to pick and wake it;
+/// - on [`take_destroy`](Self::take_destroy) it fails everything it carries with that error
+///   and closes;
+/// - it takes on the requests callers wrote to its socket ([`take_adopted`](Self::take_adopted));
+///   only a connection that lists itself in its origin's [`Lanes`] (HTTP/1.1) is ever
+///   written to, so for any other this stays empty.
 pub(crate) struct ConnShared {
     pub id: u64,
-    pub waker: RefCell<Option<Waker>>,
-    pub inflight: Cell<usize>,
-    /// It may take more requests (subject to the per-request pipelining rules).
-    pub accepting: Cell<bool>,
+    waker: RefCell<Option<Waker>>,
+    inflight: Cell<usize>,
+    /// It may take more requests (subject to its protocol's rules for each request).
+    accepting: Cell<bool>,
+    /// How many more requests it takes now, for a connection that carries many at once
+    /// (HTTP/2); `None`: one when idle (HTTP/1.1, whose pipelining waits for a first answer).
+    room: Cell<Option<usize>>,
     /// Set by `destroy`: fail everything with this error and close.
-    pub destroy: RefCell<Option<Error>>,
+    destroy: RefCell<Option<Error>>,
     /// Requests the caller wrote to it, tracked and waiting for it to take them on.
-    pub adopted: RefCell<Vec<(Mail, Rc<ReqCtl>)>>,
+    adopted: RefCell<Vec<(Mail, Rc<ReqCtl>)>>,
 }
 
 impl ConnShared {
+    fn new(id: u64) -> ConnShared {
+        ConnShared {
+            id,
+            waker: RefCell::new(None),
+            inflight: Cell::new(0),
+            accepting: Cell::new(true),
+            room: Cell::new(None),
+            destroy: RefCell::new(None),
+            adopted: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// The origin (or a request's command) has news for the connection.
     pub fn wake(&self) {
         if let Some(w) = self.waker.borrow().as_ref() {
             w.wake_by_ref();
+        }
+    }
+
+    /// The connection: wake me through `cx`.
+    pub fn register(&self, cx: &Context<'_>) {
+        let mut w = self.waker.borrow_mut();
+        if !w.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            *w = Some(cx.waker().clone());
+        }
+    }
+
+    /// The connection: it carries `inflight` requests and takes more, or not.
+    pub fn report(&self, inflight: usize, accepting: bool) {
+        self.inflight.set(inflight);
+        self.accepting.set(accepting);
+    }
+
+    /// The connection (one that carries many requests at once): it takes `room` more now.
+    pub fn set_room(&self, room: usize) {
+        self.room.set(Some(room));
+    }
+
+    /// The connection: the error to fail everything with and close, once destroyed.
+    pub fn take_destroy(&self) -> Option<Error> {
+        self.destroy.borrow_mut().take()
+    }
+
+    /// The connection: what callers wrote to it since it last looked.
+    pub fn take_adopted(&self) -> Vec<(Mail, Rc<ReqCtl>)> {
+        self.adopted.take()
+    }
+}
+
+/// The protocol a connection speaks, chosen once it is made (see [`Protocol::choose`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Protocol {
+    Http1,
+    Http2,
+}
+
+impl Protocol {
+    /// What a new connection over `io` speaks: ALPN's choice where TLS negotiated one (the
+    /// origin offers `h2` only with `allow_h2`; a JS connector's socket says what it
+    /// negotiated, or `h2` for prior knowledge, as undici's does for `useH2c`), or HTTP/2 with
+    /// prior knowledge (`h2c`) on a cleartext one; else HTTP/1.1.
+    fn choose(cfg: &OriginConfig, io: &Transport) -> Protocol {
+        match io.alpn() {
+            Some(b"h2") => Protocol::Http2,
+            Some(_) => Protocol::Http1,
+            None if cfg.h2c && !matches!(io, Transport::Tls(_)) => Protocol::Http2,
+            None => Protocol::Http1,
         }
     }
 }
@@ -46,7 +130,7 @@ pub(crate) struct Origin {
     pub cfg: Rc<OriginConfig>,
     /// Starts as `cfg.pipelining`; [`crate::Engine::set_pipelining`] changes it.
     pub pipelining: Rc<Cell<usize>>,
-    pub queue: VecDeque<Queued>,
+    queue: VecDeque<Queued>,
     /// Its idle connections, for requests the caller writes itself.
     pub lanes: Arc<Lanes>,
     /// Where its connections get sockets that live in JS.
@@ -61,7 +145,12 @@ pub(crate) struct Origin {
 }
 
 impl Origin {
-    pub fn new(id: u64, cfg: OriginConfig, lanes: Arc<Lanes>, sockets: Rc<Registry>) -> Origin {
+    pub fn new(id: u64, mut cfg: OriginConfig, lanes: Arc<Lanes>, sockets: Rc<Registry>) -> Origin {
+        if cfg.allow_h2 {
+            if let Some(tls) = &mut cfg.tls {
+                tls.offer_h2();
+            }
+        }
         Origin {
             id,
             js: Opener::new(sockets, id),
@@ -75,6 +164,28 @@ impl Origin {
             destroyed: None,
             finished: false,
         }
+    }
+
+    /// A request for one of its connections, after those queued.
+    pub fn enqueue(&mut self, q: Queued) {
+        self.queue.push_back(q);
+    }
+
+    /// The request a connection takes next, if `fits` it; requests aborted while queued are
+    /// dropped on the way.
+    pub fn next_request(&mut self, fits: impl FnOnce(&Request) -> bool) -> Option<Queued> {
+        while self.queue.front().is_some_and(|q| q.ctl.aborted.get()) {
+            self.queue.pop_front();
+        }
+        match self.queue.front() {
+            Some(front) if fits(&front.req) => self.queue.pop_front(),
+            _ => None,
+        }
+    }
+
+    /// A request a connection gives back, to go first on another.
+    pub fn requeue(&mut self, q: Queued) {
+        self.queue.push_front(q);
     }
 
     /// Should a connection with nothing in flight close now?
@@ -146,10 +257,11 @@ impl Origin {
             return;
         }
         // Each idle connection takes at least one queued request once it runs (which may be
-        // after many submissions arrived together); beyond them, open another connection.
+        // after many submissions arrived together), an HTTP/2 one as many as it has room
+        // for; beyond them, open another connection.
         let mut idle = 0;
         for c in o.conns.iter().filter(|c| c.accepting.get()) {
-            idle += usize::from(c.inflight.get() == 0);
+            idle += c.room.get().unwrap_or(usize::from(c.inflight.get() == 0));
             c.wake();
         }
         // As many as the queue needs and the limit allows: a burst that arrives in one batch
@@ -182,20 +294,22 @@ impl Origin {
                     if this.borrow().destroyed.is_some() {
                         return Origin::check_finished(&this, &ctx);
                     }
-                    let shared = Rc::new(ConnShared {
-                        id: ctx.next_conn_id(),
-                        waker: RefCell::new(None),
-                        inflight: Cell::new(0),
-                        accepting: Cell::new(true),
-                        destroy: RefCell::new(None),
-                        adopted: RefCell::new(Vec::new()),
-                    });
+                    let shared = Rc::new(ConnShared::new(ctx.next_conn_id()));
                     this.borrow_mut().conns.push(shared.clone());
+                    let protocol = Protocol::choose(&this.borrow().cfg, &io);
                     ctx.emit(Event::Connected {
                         origin: origin_id,
                         conn: shared.id,
+                        http2: protocol == Protocol::Http2,
                     });
-                    Conn::new(ctx, this, shared, io).await;
+                    match protocol {
+                        Protocol::Http1 => h1::Conn::new(ctx, this, shared, io).await,
+                        Protocol::Http2 => {
+                            let secure = cfg.secure || cfg.tls.is_some();
+                            let settings = h2::Settings::new(&cfg, secure);
+                            h2::run(h2::OriginHost::new(ctx, this, shared), io, settings).await
+                        }
+                    }
                 }
                 // As undici: a failure after a destroy is nobody's news.
                 Err(_) if this.borrow().destroyed.is_some() => Origin::check_finished(&this, &ctx),

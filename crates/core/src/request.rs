@@ -42,6 +42,22 @@ pub struct OriginConfig {
     pub proxy: Option<crate::transport::proxy::Proxy>,
     /// Who opens its connections: the core, or JS (see [`crate::transport::js`]).
     pub connector: crate::transport::Connector,
+    /// HTTP/2 where the server chooses it: rustls offers ALPN `h2` before `http/1.1`
+    /// (undici's `allowH2`). HTTP/1.1 only when false.
+    pub allow_h2: bool,
+    /// HTTP/2 over cleartext with prior knowledge (undici's `useH2c`).
+    pub h2c: bool,
+    /// HTTP/2: the most streams open at once on one connection (the server's SETTINGS may
+    /// lower it).
+    pub max_concurrent_streams: u32,
+    /// HTTP/2: the flow-control window of each stream.
+    pub initial_window_size: u32,
+    /// HTTP/2: the flow-control window of the connection.
+    pub connection_window_size: u32,
+    /// HTTP/2: how often to PING the server (none when `None`).
+    pub ping_interval: Option<Duration>,
+    /// The origin is `https:` (HTTP/2's `:scheme`), even where JS makes its TLS connections.
+    pub secure: bool,
 }
 
 impl Default for OriginConfig {
@@ -66,6 +82,14 @@ impl Default for OriginConfig {
             tls: None,
             proxy: None,
             connector: Default::default(),
+            allow_h2: false,
+            h2c: false,
+            // undici's defaults.
+            max_concurrent_streams: 100,
+            initial_window_size: 262_144,
+            connection_window_size: 524_288,
+            ping_interval: None,
+            secure: false,
         }
     }
 }
@@ -111,6 +135,11 @@ pub struct Request {
     /// A body, if it is not empty, makes this the last request on its connection (its head
     /// unchanged): undici's rule for a body on a method that expects none, unless `reset: false`.
     pub body_closes: bool,
+    /// HTTP/2: the head says `expect: 100-continue` and the body waits for the 100 (or the
+    /// final response). HTTP/1.1 ignores it, as undici does.
+    pub expect_continue: bool,
+    /// Times HTTP/2 servers refused it (REFUSED_STREAM): it is retried a few times.
+    pub refused: u8,
 }
 
 impl Request {
@@ -135,6 +164,8 @@ impl Request {
             connected: false,
             strict_content_length: true,
             body_closes: false,
+            expect_continue: false,
+            refused: 0,
         }
     }
 

@@ -8,8 +8,8 @@
 //! - **well-formed output**: accepted heads have valid names and values, a body with a length
 //!   delivers exactly that many bytes, body data is never empty.
 //!
-//! The response reader below follows `conn.rs`: head (informational heads skipped), body, next
-//! head while the connection may be reused.
+//! The response reader below follows `h1/conn.rs`: head (informational heads skipped), body,
+//! next head while the connection may be reused.
 
 use bytes::{Bytes, BytesMut};
 use saetta_core::codec::{

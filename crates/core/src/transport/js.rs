@@ -3,7 +3,7 @@
 //! unchanged; only its bytes cross the bridge, in batches like every other event and command.
 //!
 //! Opening: the core reports [`Event::SocketOpen`] (the origin, a new socket id); JS calls the
-//! connector and answers [`Command::Ready`] (with the socket's addresses) or
+//! connector and answers [`Command::Ready`] (with the socket's addresses and ALPN protocol) or
 //! [`Command::Failed`]. Errors stay JS objects: JS keeps them under the socket's id and the
 //! core's [`Error::External`] names them, so the caller gets the very object its connector (or
 //! socket) gave.
@@ -38,11 +38,13 @@ pub const WINDOW: usize = 256 * 1024;
 /// What JS tells the core about its sockets.
 #[derive(Debug)]
 pub enum Command {
-    /// The connector gave a socket, with its local and remote addresses where it has them.
+    /// The connector gave a socket, with its local and remote addresses where it has them,
+    /// and the protocol its TLS negotiated by ALPN, if any.
     Ready {
         socket: u64,
         local: Option<SocketAddr>,
         remote: Option<SocketAddr>,
+        alpn: Option<Vec<u8>>,
     },
     /// The connector failed (or threw); JS keeps the error under the socket's id.
     Failed { socket: u64 },
@@ -108,12 +110,14 @@ impl Registry {
                 socket,
                 local,
                 remote,
+                alpn,
             } => {
                 if let Some(s) = self.get(socket) {
                     let mut st = s.state.borrow_mut();
                     if matches!(st.phase, Phase::Opening) {
                         st.phase = Phase::Open;
                         st.addresses = (local, remote);
+                        st.alpn = alpn;
                         st.wake_writer();
                     }
                 }
@@ -208,7 +212,8 @@ impl Opener {
     pub async fn open(&self) -> Result<JsStream> {
         let socket = self.registry.open(self.origin);
         poll_fn(|cx| socket.poll_open(cx)).await?;
-        Ok(JsStream { socket })
+        let alpn = socket.state.borrow_mut().alpn.take();
+        Ok(JsStream { socket, alpn })
     }
 
     pub fn via_node(&self) -> bool {
@@ -237,6 +242,8 @@ enum Phase {
 struct State {
     phase: Phase,
     addresses: (Option<SocketAddr>, Option<SocketAddr>),
+    /// The protocol negotiated by ALPN, until the stream takes it.
+    alpn: Option<Vec<u8>>,
     inbound: VecDeque<Bytes>,
     /// The peer ended.
     eof: bool,
@@ -311,12 +318,18 @@ impl Drop for Socket {
 /// The transport over a JS socket.
 pub struct JsStream {
     socket: Rc<Socket>,
+    alpn: Option<Vec<u8>>,
 }
 
 impl JsStream {
     /// The local and remote addresses JS gave, where the socket has them.
     pub fn addresses(&self) -> (Option<SocketAddr>, Option<SocketAddr>) {
         self.socket.state.borrow().addresses
+    }
+
+    /// The protocol its TLS negotiated by ALPN, as JS said.
+    pub fn alpn(&self) -> Option<&[u8]> {
+        self.alpn.as_deref()
     }
 
     /// Its connection closes for `why`: JS destroys the socket with it.
@@ -485,6 +498,7 @@ mod tests {
             socket: id,
             local: None,
             remote: Some(remote),
+            alpn: None,
         });
         let stream = pending.await.unwrap().unwrap();
         assert_eq!(stream.addresses(), (None, Some(remote)));
@@ -703,6 +717,7 @@ mod tests {
             socket,
             local: None,
             remote: None,
+            alpn: None,
         });
         engine.flush();
         let mut written = Vec::new();

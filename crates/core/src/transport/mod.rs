@@ -1,5 +1,6 @@
 //! The byte stream under a connection: TCP or a Unix socket, TLS over either, or a socket that
-//! lives in JS. One module a transport; the HTTP/1.1 connection runs over any of them unchanged.
+//! lives in JS. One module a transport; a connection of any protocol runs over any of them
+//! unchanged, the protocol chosen by what the transport negotiated ([`Transport::alpn`]).
 
 mod connect;
 pub mod js;
@@ -114,7 +115,7 @@ fn timed_out(cfg: &OriginConfig) -> Error {
 
 impl Transport {
     /// The socket, for writes from another thread ([`crate::direct`]); plain transports only.
-    pub(crate) fn raw_fd(&self) -> Option<crate::direct::Fd> {
+    pub(crate) fn raw_fd(&self) -> Option<crate::h1::direct::Fd> {
         #[cfg(target_os = "linux")]
         {
             use std::os::fd::AsRawFd;
@@ -134,6 +135,16 @@ impl Transport {
             Transport::Js(s) => s.closing(why),
             Transport::Tls(s) => s.get_mut().0.closing(why),
             _ => {}
+        }
+    }
+
+    /// The protocol ALPN negotiated: rustls', or what JS said of its socket; `None` for
+    /// plain sockets and where none was negotiated.
+    pub fn alpn(&self) -> Option<&[u8]> {
+        match self {
+            Transport::Tls(s) => s.get_ref().1.alpn_protocol(),
+            Transport::Js(s) => s.alpn(),
+            _ => None,
         }
     }
 

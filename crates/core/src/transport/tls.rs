@@ -1,6 +1,7 @@
 //! TLS for `https:` origins, with rustls: roots (Mozilla's, `NODE_EXTRA_CA_CERTS`, or the
-//! caller's `ca`), client certificates, ALPN `http/1.1`, session resumption shared by an
-//! origin's connections, and certificate errors reported with Node's codes.
+//! caller's `ca`), client certificates, ALPN `http/1.1` (after `h2` where the origin allows
+//! HTTP/2), session resumption shared by an origin's connections, and certificate errors
+//! reported with Node's codes.
 //!
 //! What rustls cannot do that Node's TLS (OpenSSL) does is told apart from a verdict Node would
 //! reach too ([`needs_node`]): legacy keys and signatures, protocol versions and ciphers
@@ -168,6 +169,14 @@ impl TlsConfig {
             config: Arc::new(config),
             server_name,
         })
+    }
+
+    /// Offers ALPN `h2` before `http/1.1` (undici's `allowH2`): the server chooses. Sessions
+    /// stay shared with the configuration it was made from.
+    pub fn offer_h2(&mut self) {
+        let mut config = (*self.config).clone();
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        self.config = Arc::new(config);
     }
 }
 

@@ -43,7 +43,7 @@ use tokio::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 
-use crate::codec::{read_response_head, BodyDecoder, BodyKind, Decoded};
+use super::codec::{read_response_head, BodyDecoder, BodyKind, Decoded};
 use crate::event::Event;
 use crate::request::{Request, RequestBody};
 
@@ -440,7 +440,7 @@ fn send_now(_fd: Fd, _head: &[u8], _body: &[u8]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codec::request::{encode_head, BodyInfo, HeadInput};
+    use crate::h1::codec::request::{encode_head, BodyInfo, HeadInput};
 
     fn req(body: &'static [u8]) -> Request {
         let head = encode_head(&HeadInput {

@@ -398,7 +398,7 @@ fn next_step(step: Chunk, b: u8) -> Result<Chunk> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codec::{parse_response_head, HeadOptions};
+    use crate::h1::codec::{parse_response_head, HeadOptions};
 
     type Trailers = Vec<(Vec<u8>, Vec<u8>)>;
 

@@ -1,0 +1,1026 @@
+// HTTP/2 as undici 7 speaks it with `allowH2`: every Dispatcher operation over node:http2
+// servers, over cleartext with prior knowledge (`useH2c`) and over TLS with ALPN. Each scenario
+// runs on undici and on saetta, each against its own fresh server, and the records must be
+// equal (sameH2); what the spec decides otherwise, or where undici 7 misbehaves, is checked on
+// saetta alone (the tests say which, and README's differences list them).
+import http2 from 'node:http2'
+import https from 'node:https'
+import net from 'node:net'
+import tls from 'node:tls'
+import crypto from 'node:crypto'
+import { Readable, Writable, PassThrough, pipeline as pipe } from 'node:stream'
+import { once } from 'node:events'
+import { afterEach, describe, expect, test } from 'vitest'
+import { cleanup, onCleanup, sleep, waitFor, pairs } from './helpers'
+import { describeError, settled, stableObject, undici, saetta, type Lib } from './differential-support'
+import { isUndici } from './target'
+import { CODE, goawayFrame, h2App, h2Certs, h2Client, h2Options, h2Server, MODES, rawH2Server, type H2Server, type Mode } from './h2-support'
+
+afterEach(cleanup)
+
+/**
+ * Runs `scenario` on undici, then on saetta, each with a fresh server from `make`; expects the
+ * same record. With SAETTA_TARGET=undici only undici's side runs (to check a scenario itself).
+ */
+async function sameH2<T>(make: () => Promise<H2Server>, scenario: (lib: Lib, origin: string, srv: H2Server) => Promise<T>): Promise<T> {
+  const run = async (lib: Lib): Promise<T> => {
+    const srv = await make()
+    return scenario(lib, srv.origin, srv)
+  }
+  const theirs = await run(undici)
+  if (process.env.H2_PRINT) console.log(JSON.stringify(theirs, null, 1))
+  if (isUndici) return theirs
+  const ours = await run(saetta)
+  expect(ours).toEqual(theirs)
+  return ours
+}
+
+/** Runs `scenario` on saetta only (the spec decides, or undici 7 misbehaves); on undici when SAETTA_TARGET=undici. */
+async function ours<T>(make: () => Promise<H2Server>, scenario: (lib: Lib, origin: string, srv: H2Server) => Promise<T>): Promise<T> {
+  const srv = await make()
+  return scenario(isUndici ? undici : saetta, srv.origin, srv)
+}
+
+const sha = (b: Buffer): string => crypto.createHash('sha256').update(b).digest('hex').slice(0, 16)
+
+/** What an echo server says of a request. */
+interface Echoed {
+  method: string
+  path: string
+  scheme: string
+  authority: boolean
+  headers: Record<string, unknown>
+  length: number
+  body: string
+}
+
+/** Reads a stream's whole body. */
+function readAll(stream: NodeJS.ReadableStream): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = []
+    stream.on('data', (c: Buffer) => chunks.push(c))
+    stream.on('end', () => resolve(Buffer.concat(chunks)))
+    stream.on('error', reject)
+  })
+}
+
+/** Headers a request carried that say something of how it was sent (no pseudo-headers but as fields of Echoed). */
+function requestHeaders(h: http2.IncomingHttpHeaders): Record<string, unknown> {
+  const out: Record<string, unknown> = {}
+  for (const [k, v] of Object.entries(h)) {
+    if (k.startsWith(':') || k === 'user-agent') continue
+    out[k] = v
+  }
+  return out
+}
+
+/** Echoes each request as JSON once its body has been read; `/status/<n>` answers n. */
+function echoH2(mode: Mode, settings?: http2.Settings): Promise<H2Server> {
+  return h2Server(
+    (stream, headers) => {
+      readAll(stream).then((body) => {
+        if (stream.destroyed) return
+        const path = String(headers[':path'])
+        const status = /^\/status\/(\d+)/.exec(path)
+        const echoed: Echoed = {
+          method: String(headers[':method']),
+          path,
+          scheme: String(headers[':scheme']),
+          authority: typeof headers[':authority'] === 'string',
+          headers: requestHeaders(headers),
+          length: body.length,
+          body: body.length > 256 ? sha(body) : body.toString('latin1'),
+        }
+        stream.respond({ ':status': status ? Number(status[1]) : 200, 'content-type': 'application/json', 'x-path': path })
+        stream.end(JSON.stringify(echoed))
+      }, () => {})
+    },
+    { mode, settings },
+  )
+}
+
+async function json(lib: Lib, c: InstanceType<Lib['Client']>, opts: Parameters<InstanceType<Lib['Client']>['request']>[0]): Promise<unknown> {
+  const res = await c.request(opts)
+  return { statusCode: res.statusCode, body: await res.body.json() }
+}
+
+describe.each(MODES)('over %s', (mode) => {
+  test('GET: status, headers, body; every request on one HTTP/2 connection', async () => {
+    await sameH2(
+      () =>
+        h2Server(
+          (stream, headers) => {
+            stream.respond({ ':status': 200, 'content-type': 'text/plain', 'set-cookie': ['a=1', 'b=2'], 'x-multi': 'v' })
+            stream.end(`hello ${headers[':method']} ${headers[':path']}`)
+          },
+          { mode },
+        ),
+      async (lib, origin, srv) => {
+        const c = h2Client(lib, origin)
+        const out = []
+        for (const path of ['/a', '/b?c=1', '/a']) {
+          const res = await c.request({ path, method: 'GET' })
+          out.push({ statusCode: res.statusCode, statusText: (res as { statusText?: string }).statusText, headers: stableObject(res.headers), text: await res.body.text(), trailers: res.trailers })
+        }
+        const head = await c.request({ path: '/h', method: 'HEAD' })
+        out.push({ statusCode: head.statusCode, text: await head.body.text() })
+        return { out, versions: srv.versions, sessions: srv.sessions }
+      },
+    )
+  })
+
+  test('request bodies of every kind, with the framing undici sends', async () => {
+    await sameH2(
+      () => echoH2(mode),
+      async (lib, origin) => {
+        const c = h2Client(lib, origin)
+        const bodies: Array<[string, () => unknown]> = [
+          ['string', () => 'a string'],
+          ['Buffer', () => Buffer.from('a buffer')],
+          ['Uint8Array', () => new Uint8Array([104, 105])],
+          ['DataView', () => new DataView(new Uint8Array([104, 105, 33]).buffer)],
+          ['Readable', () => Readable.from([Buffer.from('re'), Buffer.from('adable')])],
+          ['iterable', () => [Buffer.from('it'), Buffer.from('erable')]],
+          ['async iterable', () => (async function* () { yield Buffer.from('as'); yield Buffer.from('ync') })()],
+          ['Blob', () => new Blob(['a blob'])],
+          ['empty string', () => ''],
+          ['null', () => null],
+        ]
+        const out = []
+        for (const method of ['POST', 'PUT']) {
+          for (const [name, body] of bodies) out.push([method, name, await json(lib, c, { path: `/${name.replace(/ /g, '-')}`, method, body: body() as string })])
+        }
+        // A content-length given with a known body, and a stream's given length.
+        out.push(await json(lib, c, { path: '/len', method: 'POST', body: 'abc', headers: { 'content-length': '3' } }))
+        out.push(await json(lib, c, { path: '/len', method: 'PATCH', body: Readable.from(['ab', 'c']), headers: { 'content-length': '3' } }))
+        return out
+      },
+    )
+  })
+
+  test('a FormData body: multipart with its length', async () => {
+    await sameH2(
+      () => echoH2(mode),
+      async (lib, origin) => {
+        const form = new (lib === undici ? undici.FormData : FormData)()
+        form.append('field', 'value')
+        form.append('file', new Blob(['file content'], { type: 'text/plain' }), 'f.txt')
+        const res = await h2Client(lib, origin).request({ path: '/form', method: 'POST', body: form as unknown as string })
+        const echoed = (await res.body.json()) as Echoed
+        return {
+          type: String(echoed.headers['content-type']).replace(/boundary=.*/, 'boundary=…'),
+          length: echoed.headers['content-length'] === String(echoed.length),
+          parts: /name="field"/.test(echoed.body) || echoed.length > 256,
+        }
+      },
+    )
+  })
+
+  test('request headers: joined values, cookies, a host header as :authority', async () => {
+    await sameH2(
+      () => echoH2(mode),
+      async (lib, origin) => {
+        const c = h2Client(lib, origin)
+        const a = await json(lib, c, { path: '/h', method: 'GET', headers: { 'x-a': ['1', '2'], cookie: ['a=1', 'b=2'], 'x-b': 'v' } })
+        const b = await json(lib, c, { path: '/h2', method: 'GET', headers: ['x-c', '1', 'x-c', '2', 'X-Upper', 'U'] })
+        return [a, b]
+      },
+    )
+  })
+
+  test('stream(): the factory gets the head, the writable the body', async () => {
+    await sameH2(
+      () => echoH2(mode),
+      async (lib, origin) => {
+        const c = h2Client(lib, origin)
+        const chunks: Buffer[] = []
+        let head: unknown
+        const data = await c.stream({ path: '/s', method: 'POST', body: 'streamed', opaque: { o: 1 } }, ({ statusCode, headers, opaque }) => {
+          head = { statusCode, headers: stableObject(headers), opaque }
+          return new Writable({
+            write(chunk, _e, cb) {
+              chunks.push(chunk)
+              cb()
+            },
+          })
+        })
+        return { head, body: JSON.parse(Buffer.concat(chunks).toString()), opaque: data.opaque }
+      },
+    )
+  })
+
+  test('pipeline(): the request body in, the response body out', async () => {
+    await sameH2(
+      () => echoH2(mode),
+      async (lib, origin) => {
+        const c = h2Client(lib, origin)
+        const out: Buffer[] = []
+        await new Promise<void>((resolve, reject) =>
+          pipe(
+            Readable.from([Buffer.from('piped '), Buffer.from('body')]),
+            c.pipeline({ path: '/p', method: 'PUT' }, ({ statusCode, body }) => {
+              out.push(Buffer.from(`${statusCode}:`))
+              return body
+            }),
+            new Writable({
+              write(chunk, _e, cb) {
+                out.push(chunk)
+                cb()
+              },
+            }),
+            (err) => (err ? reject(err) : resolve()),
+          ),
+        )
+        const [status, ...rest] = Buffer.concat(out).toString().split(':')
+        const echoed = JSON.parse(rest.join(':')) as Echoed
+        // Whether the body had ended when its stream opened is a matter of timing: undici then
+        // sends its length, saetta too but from another moment on (README, differences).
+        delete echoed.headers['content-length']
+        return { status, echoed }
+      },
+    )
+  })
+
+  test('dispatch(), legacy and controller-style handlers: the same callbacks in the same order', async () => {
+    await sameH2(
+      () => echoH2(mode),
+      async (lib, origin) => {
+        const c = h2Client(lib, origin)
+        const legacy: unknown[] = []
+        await new Promise<void>((resolve) =>
+          c.dispatch(
+            { path: '/legacy', method: 'POST', body: 'x' },
+            {
+              onConnect: () => legacy.push('connect'),
+              onHeaders: (status: number, headers: Buffer[], _r: () => void, text: string) => (legacy.push(['headers', status, typeof text, pairs(headers).some(([n]) => n === 'x-path')]), true),
+              onData: (d: Buffer) => (legacy.push(['data', d.length > 0]), true),
+              onComplete: (t: unknown) => {
+                legacy.push(['complete', pairs(t as Buffer[])])
+                resolve()
+              },
+              onError: (e: Error) => {
+                legacy.push(['error', describeError(e)])
+                resolve()
+              },
+            } as never,
+          ),
+        )
+        const modern: unknown[] = []
+        await new Promise<void>((resolve) =>
+          c.dispatch(
+            { path: '/modern', method: 'GET' },
+            {
+              onRequestStart: () => modern.push('start'),
+              onResponseStart: (_c: unknown, status: number, headers: Record<string, unknown>) => modern.push(['response', status, headers['x-path']]),
+              onResponseData: (_c: unknown, d: Buffer) => modern.push(['data', d.length > 0]),
+              onResponseEnd: () => {
+                modern.push('end')
+                resolve()
+              },
+              onResponseError: (_c: unknown, e: Error) => {
+                modern.push(['error', describeError(e)])
+                resolve()
+              },
+            } as never,
+          ),
+        )
+        // Data may come in one chunk or several: only whether it came.
+        const squash = (l: unknown[]) => l.filter((e, i) => !(Array.isArray(e) && e[0] === 'data' && JSON.stringify(l[i - 1]) === JSON.stringify(e)))
+        return { legacy: squash(legacy), modern: squash(modern) }
+      },
+    )
+  })
+
+  test('compose(): retry and redirect interceptors over HTTP/2', async () => {
+    let fails = 1
+    await sameH2(
+      () => {
+        fails = 1
+        return h2Server(
+          (stream, headers) => {
+            const path = String(headers[':path'])
+            if (path === '/flaky' && fails-- > 0) {
+              stream.respond({ ':status': 503 })
+              return void stream.end('try again')
+            }
+            if (path === '/moved') {
+              stream.respond({ ':status': 302, location: '/target' })
+              return void stream.end()
+            }
+            stream.respond({ ':status': 200 })
+            stream.end(`at ${path}`)
+          },
+          { mode },
+        )
+      },
+      async (lib, origin) => {
+        const c = h2Client(lib, origin)
+        const d = c.compose(lib.interceptors.retry({ minTimeout: 10, maxRetries: 2 }), lib.interceptors.redirect({ maxRedirections: 2 }))
+        const r1 = await d.request({ origin, path: '/flaky', method: 'GET' })
+        const r2 = await d.request({ origin, path: '/moved', method: 'GET' })
+        return [r1.statusCode, await r1.body.text(), r2.statusCode, await r2.body.text()]
+      },
+    )
+  })
+
+  test('many concurrent streams on one connection (pipelining 100)', async () => {
+    let open = 0
+    let max = 0
+    await sameH2(
+      () => {
+        open = 0
+        max = 0
+        return h2Server(
+          (stream, headers) => {
+            open++
+            max = Math.max(max, open)
+            setTimeout(() => {
+              open--
+              stream.respond({ ':status': 200 })
+              stream.end(String(headers[':path']))
+            }, 20)
+          },
+          { mode },
+        )
+      },
+      async (lib, origin, srv) => {
+        const c = h2Client(lib, origin, { pipelining: 100 })
+        const paths = Array.from({ length: 200 }, (_, i) => `/r${i}`)
+        const bodies = await Promise.all(paths.map((path) => c.request({ path, method: 'GET' }).then((r) => r.body.text())))
+        return { ok: bodies.every((b, i) => b === paths[i]), sessions: srv.sessions, concurrent: max > 10 && max <= 100 }
+      },
+    )
+  })
+
+  test('pipelining bounds the streams in flight (1 by default, as undici)', async () => {
+    let open = 0
+    let max = 0
+    await sameH2(
+      () => {
+        open = 0
+        max = 0
+        return h2Server(
+          (stream) => {
+            open++
+            max = Math.max(max, open)
+            setTimeout(() => {
+              open--
+              stream.respond({ ':status': 200 })
+              stream.end('x')
+            }, 10)
+          },
+          { mode },
+        )
+      },
+      async (lib, origin, srv) => {
+        const one = h2Client(lib, origin)
+        await Promise.all(Array.from({ length: 6 }, () => one.request({ path: '/', method: 'GET' }).then((r) => r.body.text())))
+        const first = max
+        max = 0
+        const three = h2Client(lib, origin, { pipelining: 3 })
+        await Promise.all(Array.from({ length: 12 }, () => three.request({ path: '/', method: 'GET' }).then((r) => r.body.text())))
+        return { first, then: max, sessions: srv.sessions }
+      },
+    )
+  })
+
+  test('a large request body: flow control holds the source while the server does not read', async () => {
+    const total = 8 * 1024 * 1024
+    let received: Buffer | null = null
+    let reading: (() => void) | null = null
+    await sameH2(
+      () => {
+        received = null
+        return h2Server(
+          (stream) => {
+            // Reads nothing until told to.
+            stream.pause()
+            reading = () => {
+              readAll(stream).then((b) => {
+                received = b
+                stream.respond({ ':status': 200 })
+                stream.end(`${b.length}`)
+              }, () => {})
+              stream.resume()
+            }
+          },
+          { mode },
+        )
+      },
+      async (lib, origin) => {
+        const c = h2Client(lib, origin)
+        let pulled = 0
+        const chunk = Buffer.alloc(64 * 1024, 7)
+        const source = new Readable({
+          read() {
+            if (pulled >= total) return void this.push(null)
+            pulled += chunk.length
+            this.push(chunk)
+          },
+        })
+        const res = c.request({ path: '/up', method: 'POST', body: source })
+        await waitFor(() => reading !== null, 5000)
+        await sleep(300)
+        const whilePaused = pulled
+        reading!()
+        const r = await res
+        const text = await r.body.text()
+        return { bounded: whilePaused < total / 2, text, same: received !== null && sha(received) === sha(Buffer.alloc(total, 7)) }
+      },
+    )
+  })
+
+  test('a large response body: flow control holds the server while the client does not read', async () => {
+    const total = 8 * 1024 * 1024
+    let written = 0
+    await sameH2(
+      () => {
+        written = 0
+        return h2Server(
+          (stream) => {
+            stream.respond({ ':status': 200 })
+            const chunk = Buffer.alloc(16 * 1024, 3)
+            const write = (): void => {
+              while (written < total) {
+                written += chunk.length
+                if (!stream.write(chunk)) return void stream.once('drain', write)
+              }
+              stream.end()
+            }
+            write()
+          },
+          { mode },
+        )
+      },
+      async (lib, origin) => {
+        const c = h2Client(lib, origin)
+        const res = await c.request({ path: '/down', method: 'GET' })
+        await sleep(400)
+        const whilePaused = written
+        const body = Buffer.from(await res.body.arrayBuffer())
+        return { bounded: whilePaused < total / 2, length: body.length, same: sha(body) === sha(Buffer.alloc(total, 3)) }
+      },
+    )
+  })
+
+  test('expectContinue: the body waits for 100 Continue', async () => {
+    await sameH2(
+      () =>
+        h2App(
+          (req, res) => {
+            const chunks: Buffer[] = []
+            req.on('data', (c: Buffer) => chunks.push(c))
+            req.on('end', () => res.end(JSON.stringify({ expect: req.headers.expect ?? null, body: Buffer.concat(chunks).toString() })))
+          },
+          { mode },
+        ).then((srv) => {
+          // Before the continue, the server checks that no body came.
+          srv.server.on('checkContinue', (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => {
+            let early = 0
+            req.on('data', (c: Buffer) => (early += c.length))
+            setTimeout(() => {
+              req.removeAllListeners('data')
+              if (early > 0) return void res.writeHead(500).end('body before continue')
+              res.writeContinue()
+              const chunks: Buffer[] = []
+              req.on('data', (c: Buffer) => chunks.push(c))
+              req.on('end', () => res.end(JSON.stringify({ expect: req.headers.expect, body: Buffer.concat(chunks).toString() })))
+            }, 150)
+          })
+          return srv
+        }),
+      async (lib, origin) => {
+        const c = h2Client(lib, origin)
+        const a = await c.request({ path: '/c', method: 'POST', body: 'after continue', expectContinue: true })
+        const b = await c.request({ path: '/c', method: 'POST', body: 'no expect' })
+        return [a.statusCode, await a.body.json(), b.statusCode, await b.body.json()]
+      },
+    )
+  })
+
+  test('reset: true changes nothing over HTTP/2: one connection', async () => {
+    await sameH2(
+      () => echoH2(mode),
+      async (lib, origin, srv) => {
+        const c = h2Client(lib, origin)
+        const a = await json(lib, c, { path: '/r', method: 'GET', reset: true })
+        const b = await json(lib, c, { path: '/r2', method: 'POST', body: 'x', reset: true })
+        return { a, b, sessions: srv.sessions }
+      },
+    )
+  })
+
+  test('an aborted stream is reset; the others and the connection go on', async () => {
+    // Streams the client closed before the server answered them.
+    const reset: string[] = []
+    const record = await sameH2(
+      () => {
+        reset.length = 0
+        return h2Server(
+          (stream, headers) => {
+            const path = String(headers[':path'])
+            stream.on('close', () => {
+              if (!stream.headersSent) reset.push(path)
+            })
+            if (path === '/slow') return void setTimeout(() => !stream.destroyed && (stream.respond({ ':status': 200 }), stream.end('late')), 1000)
+            setTimeout(() => !stream.destroyed && (stream.respond({ ':status': 200 }), stream.end(path)), 100)
+          },
+          { mode },
+        )
+      },
+      async (lib, origin, srv) => {
+        const c = h2Client(lib, origin, { pipelining: 10 })
+        const ac = new AbortController()
+        const slow = settled(c.request({ path: '/slow', method: 'GET', signal: ac.signal }))
+        const others = ['/a', '/b', '/c'].map((path) => c.request({ path, method: 'GET' }).then((r) => r.body.text()))
+        setTimeout(() => ac.abort(), 30)
+        const aborted = await slow
+        const rest = await Promise.all(others)
+        // A response body destroyed halfway is a reset too.
+        const res = await c.request({ path: '/d', method: 'GET' })
+        // (It fails with RequestAbortedError, in both libraries.)
+        res.body.on('error', () => {})
+        res.body.destroy()
+        await sleep(50)
+        const after = await c.request({ path: '/after', method: 'GET' }).then((r) => r.body.text())
+        return { failed: !aborted.ok, rest, after, sessions: srv.sessions, reset: [...reset] }
+      },
+    )
+    expect(record.failed).toBe(true)
+  })
+
+  test('headersTimeout and bodyTimeout fail their own stream only', async () => {
+    await sameH2(
+      () =>
+        h2Server(
+          (stream, headers) => {
+            const path = String(headers[':path'])
+            if (path === '/no-head') return
+            stream.respond({ ':status': 200 })
+            if (path === '/no-body') return void stream.write('part')
+            setTimeout(() => stream.end(path), 400)
+          },
+          { mode },
+        ),
+      async (lib, origin, srv) => {
+        const c = h2Client(lib, origin, { pipelining: 10, headersTimeout: 200, bodyTimeout: 200 })
+        const text = (path: string, opts: object = {}) => settled(c.request({ path, method: 'GET', ...opts }).then((r) => r.body.text()))
+        const [noHead, noBody, ok, perRequest] = await Promise.all([
+          text('/no-head'),
+          text('/no-body'),
+          text('/ok', { bodyTimeout: 2000 }),
+          text('/no-head', { headersTimeout: 50 }),
+        ])
+        return { noHead, noBody, ok, perRequest, sessions: srv.sessions }
+      },
+    )
+  })
+
+  test('stats while streams are in flight', async () => {
+    const held: Array<() => void> = []
+    await sameH2(
+      () => {
+        held.length = 0
+        return h2Server(
+          (stream) => {
+            held.push(() => {
+              stream.respond({ ':status': 200 })
+              stream.end('x')
+            })
+          },
+          { mode },
+        )
+      },
+      async (lib, origin) => {
+        const c = h2Client(lib, origin, { pipelining: 10 })
+        const before = { ...c.stats }
+        const all = Array.from({ length: 5 }, () => c.request({ path: '/', method: 'GET' }).then((r) => r.body.text()))
+        await waitFor(() => held.length === 5, 5000)
+        const during = { ...c.stats }
+        for (const h of held) h()
+        await Promise.all(all)
+        return { before, during, after: { ...c.stats } }
+      },
+    )
+  })
+
+  test('events: connect once per connection, disconnect on close', async () => {
+    await sameH2(
+      () => echoH2(mode),
+      async (lib, origin) => {
+        const c = h2Client(lib, origin, { pipelining: 5 })
+        const events: unknown[] = []
+        c.on('connect', (url: URL, targets: unknown[]) => events.push(['connect', url.origin === new URL(origin).origin, targets[0] === c]))
+        c.on('disconnect', (_u: URL, _t: unknown, err: Error) => events.push(['disconnect', describeError(err)]))
+        c.on('connectionError', (_u: URL, _t: unknown, err: Error) => events.push(['connectionError', describeError(err)]))
+        await Promise.all([1, 2, 3].map(() => c.request({ path: '/', method: 'GET' }).then((r) => r.body.text())))
+        await c.close()
+        return events
+      },
+    )
+  })
+
+  test('the ping event: a PING each pingInterval, its round trip in ms', async () => {
+    await sameH2(
+      () => echoH2(mode),
+      async (lib, origin) => {
+        const c = h2Client(lib, origin, { pingInterval: 50 })
+        const pings: unknown[] = []
+        c.on('ping', (duration: unknown) => pings.push(duration))
+        await c.request({ path: '/', method: 'GET' }).then((r) => r.body.text())
+        await waitFor(() => pings.length >= 3, 3000)
+        return { some: pings.length >= 3, numbers: pings.every((d) => typeof d === 'number' && d >= 0) }
+      },
+    )
+  })
+
+  test('upgrade over HTTP/2 fails as undici fails it; the connection goes on', async () => {
+    await sameH2(
+      () => echoH2(mode),
+      async (lib, origin, srv) => {
+        const c = h2Client(lib, origin)
+        const custom = await settled(c.upgrade({ path: '/', protocol: 'foo' }))
+        const plain = await settled(c.upgrade({ path: '/' }))
+        // The server did not offer extended CONNECT (RFC 8441).
+        const ws = await settled(c.upgrade({ path: '/', protocol: 'websocket' }))
+        const after = await json(lib, c, { path: '/after', method: 'GET' })
+        return { custom, plain, ws, after, sessions: srv.sessions }
+      },
+    )
+  })
+
+  test('connect(): a CONNECT stream is the tunnel', async () => {
+    await sameH2(
+      () =>
+        h2Server(
+          (stream, headers) => {
+            if (headers[':method'] !== 'CONNECT') {
+              stream.respond({ ':status': 200 })
+              return void stream.end('not a tunnel')
+            }
+            stream.respond({ ':status': 200, 'x-tunnel': String(headers[':authority'] !== undefined) })
+            // An echo, upper-cased.
+            stream.on('data', (d: Buffer) => stream.write(d.toString().toUpperCase()))
+            stream.on('end', () => stream.end())
+          },
+          { mode },
+        ),
+      async (lib, origin, srv) => {
+        const c = h2Client(lib, origin)
+        const { statusCode, headers, socket } = await c.connect({ path: '/' })
+        socket.write('hello tunnel')
+        const [echoed] = await once(socket, 'data')
+        socket.end()
+        await once(socket, 'end')
+        const after = await (await c.request({ path: '/after', method: 'GET' })).body.text()
+        return { statusCode, headers: stableObject(headers), echoed: String(echoed), after, sessions: srv.sessions }
+      },
+    )
+  })
+})
+
+describe('ALPN and transports', () => {
+  test('allowH2 against a server that speaks only HTTP/1.1: HTTP/1.1', async () => {
+    await sameH2(
+      async () => {
+        const server = https.createServer({ cert: h2Certs().serverCert, key: h2Certs().serverKey }, (req, res) => res.end(`${req.httpVersion} ${req.url}`))
+        server.listen(0, '127.0.0.1')
+        await once(server, 'listening')
+        onCleanup(() => new Promise((r) => (server.closeAllConnections(), server.close(r))))
+        const port = (server.address() as net.AddressInfo).port
+        return { origin: `https://localhost:${port}` } as H2Server
+      },
+      async (lib, origin) => {
+        const c = h2Client(lib, origin)
+        return (await c.request({ path: '/one', method: 'GET' })).body.text()
+      },
+    )
+  })
+
+  test('without allowH2, a server that allows both is spoken to in HTTP/1.1', async () => {
+    await sameH2(
+      () => h2App((req, res) => res.end(`${req.httpVersion}`), { mode: 'tls', allowHTTP1: true }),
+      async (lib, origin, srv) => {
+        const c = new lib.Client(origin, { connect: { ca: h2Certs().ca } })
+        onCleanup(() => c.destroy())
+        const a = await (await c.request({ path: '/', method: 'GET' })).body.text()
+        const c2 = h2Client(lib, origin)
+        const b = await (await c2.request({ path: '/', method: 'GET' })).body.text()
+        return { a, b, versions: srv.versions }
+      },
+    )
+  })
+
+  test("Node's TLS (an option rustls lacks) negotiates h2 too", async () => {
+    await sameH2(
+      () => echoH2('tls'),
+      async (lib, origin, srv) => {
+        const c = h2Client(lib, origin, { connect: { ca: h2Certs().ca, ciphers: tls.DEFAULT_CIPHERS } })
+        const r = await json(lib, c, { path: '/node-tls', method: 'POST', body: 'b' })
+        return { r, versions: srv.versions }
+      },
+    )
+  })
+
+  test('a custom connector whose TLS socket negotiated h2', async () => {
+    await sameH2(
+      () => echoH2('tls'),
+      async (lib, origin, srv) => {
+        const port = Number(new URL(origin).port)
+        const connect = (_o: unknown, cb: (err: Error | null, s: net.Socket | null) => void) => {
+          const s = tls.connect({ host: '127.0.0.1', port, servername: 'localhost', ca: h2Certs().ca, ALPNProtocols: ['h2'] })
+          s.once('secureConnect', () => cb(null, s)).once('error', (e) => cb(e, null))
+        }
+        const c = new lib.Client(origin, { allowH2: true, connect: connect as never })
+        onCleanup(() => c.destroy())
+        const r = await json(lib, c, { path: '/custom', method: 'GET' })
+        return { r, versions: srv.versions, sessions: srv.sessions }
+      },
+    )
+  })
+
+  test("a custom connector's plain socket marked h2 (alpnProtocol): HTTP/2 over cleartext", async () => {
+    await sameH2(
+      () => echoH2('h2c'),
+      async (lib, origin, srv) => {
+        const port = Number(new URL(origin).port)
+        const connect = (_o: unknown, cb: (err: Error | null, s: net.Socket | null) => void) => {
+          const s = net.connect({ host: '127.0.0.1', port })
+          ;(s as net.Socket & { alpnProtocol?: string }).alpnProtocol = 'h2'
+          s.once('connect', () => cb(null, s)).once('error', (e) => cb(e, null))
+        }
+        const c = new lib.Client(origin, { allowH2: true, connect: connect as never })
+        onCleanup(() => c.destroy())
+        const r = await json(lib, c, { path: '/custom-h2c', method: 'GET' })
+        return { r, versions: srv.versions }
+      },
+    )
+  })
+
+  test('Pool and Agent with allowH2: HTTP/2 on a few connections', async () => {
+    await sameH2(
+      () => echoH2('tls'),
+      async (lib, origin, srv) => {
+        const pool = new lib.Pool(origin, { ...h2Options('tls'), connections: 2, pipelining: 10 } as never)
+        const agent = new lib.Agent({ ...h2Options('tls'), pipelining: 10 } as never)
+        onCleanup(() => Promise.all([pool.destroy(), agent.destroy()]))
+        const viaPool = await Promise.all(Array.from({ length: 30 }, (_, i) => json(lib, pool as never, { path: `/p${i}`, method: 'GET' })))
+        const poolSessions = srv.sessions
+        const viaAgent = await agent.request({ origin, path: '/agent', method: 'GET' }).then((r) => r.body.json())
+        return { pool: viaPool.length, poolSessions: poolSessions <= 2, viaAgent, versions: [...new Set(srv.versions)] }
+      },
+    )
+  })
+
+  test('H2CClient: HTTP/2 over cleartext with prior knowledge', async () => {
+    await sameH2(
+      () => echoH2('h2c'),
+      async (lib, origin, srv) => {
+        const c = new lib.H2CClient(origin)
+        onCleanup(() => c.destroy())
+        const r = await Promise.all([1, 2, 3].map((i) => c.request({ path: `/h2c${i}`, method: 'POST', body: `b${i}` }).then((x) => x.body.json())))
+        return { r, versions: srv.versions, sessions: srv.sessions, pipelining: c.pipelining }
+      },
+    )
+  })
+})
+
+describe('where saetta behaves otherwise (the spec, or undici 7 misbehaves)', () => {
+  test('trailers reach onComplete as raw headers, and request()/stream() as an object', async () => {
+    // undici 7 over HTTP/2 hands onComplete an object and request()/stream() get no trailers.
+    await ours(
+      () =>
+        h2Server(
+          (stream) => {
+            stream.respond({ ':status': 200 }, { waitForTrailers: true })
+            stream.on('wantTrailers', () => stream.sendTrailers({ 'x-t': 'done', 'x-u': 'also' }))
+            stream.end('body')
+          },
+          { mode: 'h2c' },
+        ),
+      async (lib, origin) => {
+        const c = h2Client(lib, origin)
+        const res = await c.request({ path: '/', method: 'GET' })
+        expect(await res.body.text()).toBe('body')
+        expect(res.trailers).toEqual({ 'x-t': 'done', 'x-u': 'also' })
+        const s = await c.stream({ path: '/', method: 'GET' }, () => new Writable({ write: (_c, _e, cb) => cb() }))
+        expect(s.trailers).toEqual({ 'x-t': 'done', 'x-u': 'also' })
+        const trailers = await new Promise<unknown>((resolve) =>
+          c.dispatch(
+            { path: '/', method: 'GET' },
+            { onConnect() {}, onHeaders: () => true, onData: () => true, onComplete: resolve, onError: resolve } as never,
+          ),
+        )
+        expect(Array.isArray(trailers)).toBe(true)
+        expect(pairs(trailers as Buffer[])).toEqual([
+          ['x-t', 'done'],
+          ['x-u', 'also'],
+        ])
+      },
+    )
+  })
+
+  test('1xx heads reach onInfo before the response (undici 7 drops them over HTTP/2)', async () => {
+    await ours(
+      () =>
+        h2Server(
+          (stream) => {
+            stream.additionalHeaders({ ':status': 103, link: '</style.css>; rel=preload' })
+            setTimeout(() => {
+              stream.respond({ ':status': 200 })
+              stream.end('final')
+            }, 20)
+          },
+          { mode: 'h2c' },
+        ),
+      async (lib, origin) => {
+        const infos: unknown[] = []
+        const res = await h2Client(lib, origin).request({ path: '/', method: 'GET', onInfo: (i: unknown) => infos.push(i) } as never)
+        expect(await res.body.text()).toBe('final')
+        expect(infos).toEqual([{ statusCode: 103, headers: { link: '</style.css>; rel=preload' } }])
+      },
+    )
+  })
+
+  test('a body on a method that expects none is sent (undici 7 over HTTP/2 fails an assertion and stalls)', async () => {
+    await ours(
+      () => echoH2('h2c'),
+      async (lib, origin) => {
+        const c = h2Client(lib, origin)
+        for (const method of ['GET', 'DELETE', 'OPTIONS']) {
+          const echoed = (await (await c.request({ path: '/b', method, body: 'with a body' })).body.json()) as Echoed
+          expect(echoed).toMatchObject({ method, body: 'with a body', length: 11 })
+        }
+      },
+    )
+  })
+
+  test('an aborted signal fails the request with RequestAbortedError (undici 7 over HTTP/2: a DOMException)', async () => {
+    await ours(
+      () => h2Server(() => {}, { mode: 'h2c' }),
+      async (lib, origin) => {
+        const ac = new AbortController()
+        const p = h2Client(lib, origin).request({ path: '/', method: 'GET', signal: ac.signal })
+        setTimeout(() => ac.abort(), 50)
+        const r = await settled(p)
+        expect(r).toMatchObject({ ok: false, error: { class: 'RequestAbortedError', code: 'ABORTED' } })
+      },
+    )
+  })
+
+  test("the server's SETTINGS_MAX_CONCURRENT_STREAMS bounds the streams in flight (undici 7 overruns it)", async () => {
+    let open = 0
+    let max = 0
+    await ours(
+      () =>
+        h2Server(
+          (stream, headers) => {
+            open++
+            max = Math.max(max, open)
+            setTimeout(() => {
+              open--
+              stream.respond({ ':status': 200 })
+              stream.end(String(headers[':path']))
+            }, 20)
+          },
+          { mode: 'h2c', settings: { maxConcurrentStreams: 3 } },
+        ),
+      async (lib, origin, srv) => {
+        const c = h2Client(lib, origin, { pipelining: 50 })
+        const paths = Array.from({ length: 30 }, (_, i) => `/${i}`)
+        const bodies = await Promise.all(paths.map((path) => c.request({ path, method: 'GET' }).then((r) => r.body.text())))
+        expect(bodies).toEqual(paths)
+        expect(max).toBeLessThanOrEqual(3)
+        expect(srv.sessions).toBe(1)
+      },
+    )
+  })
+
+  test('maxConcurrentStreams bounds the streams in flight below pipelining', async () => {
+    let open = 0
+    let max = 0
+    await ours(
+      () =>
+        h2Server(
+          (stream) => {
+            open++
+            max = Math.max(max, open)
+            setTimeout(() => {
+              open--
+              stream.respond({ ':status': 200 })
+              stream.end('x')
+            }, 20)
+          },
+          { mode: 'h2c' },
+        ),
+      async (lib, origin, srv) => {
+        const c = h2Client(lib, origin, { pipelining: 50, maxConcurrentStreams: 2 })
+        await Promise.all(Array.from({ length: 12 }, () => c.request({ path: '/', method: 'GET' }).then((r) => r.body.text())))
+        expect(max).toBe(2)
+        expect(srv.sessions).toBe(1)
+      },
+    )
+  })
+
+  test('GOAWAY: disconnect with the spec\'s error; streams above the last id are retried when idempotent, failed otherwise', async () => {
+    // undici 7.29+: SocketError `HTTP/2: "GOAWAY" frame received with code 0`, every stream
+    // failed, `disconnect` twice and a `connectionError`.
+    await ours(
+      async () => {
+        const numbers = new WeakMap<object, number>()
+        let count = 0
+        let first = 0
+        let held: (() => void) | null = null
+        return h2Server(
+          (stream, headers) => {
+            const path = String(headers[':path'])
+            const session = stream.session!
+            if (!numbers.has(session)) numbers.set(session, ++count)
+            const n = numbers.get(session)!
+            const answer = (): void => {
+              if (stream.destroyed) return
+              stream.respond({ ':status': 200 })
+              stream.end(`${path} on ${n}`)
+            }
+            if (n > 1) return answer()
+            // On the first connection: the first stream waits; with the second, GOAWAY names
+            // the first as the last the server takes, and the first is answered.
+            if (path === '/first') {
+              first = stream.id!
+              held = answer
+            } else {
+              session.goaway(http2.constants.NGHTTP2_NO_ERROR, first)
+              setTimeout(() => held?.(), 50)
+            }
+          },
+          { mode: 'h2c' },
+        )
+      },
+      async (lib, origin, srv) => {
+        const c = h2Client(lib, origin, { pipelining: 10 })
+        const disconnects: Error[] = []
+        c.on('disconnect', (_u: URL, _t: unknown, err: Error) => disconnects.push(err))
+        const first = c.request({ path: '/first', method: 'GET' }).then((r) => r.body.text())
+        await waitFor(() => srv.streams === 1, 5000)
+        const get = c.request({ path: '/get', method: 'GET' }).then((r) => r.body.text())
+        expect(await first).toBe('/first on 1')
+        expect(await get).toBe('/get on 2')
+        expect(srv.sessions).toBe(2)
+        await waitFor(() => disconnects.length > 0, 2000)
+        expect(disconnects).toHaveLength(1)
+        expect(disconnects[0]).toBeInstanceOf(lib.errors.InformationalError)
+        expect(disconnects[0].message).toBe('HTTP/2: "GOAWAY" frame received')
+        expect((disconnects[0] as Error & { code: string }).code).toBe('SAETTA_ERR_INFO')
+      },
+    )
+    // A GOAWAY that takes no stream (last stream id 0), sent by hand: node:http2's
+    // `session.goaway(code, 0)` sends the last stream it received instead (1). The server
+    // answers the first stream's HEADERS with it and keeps the socket open, so only the GOAWAY
+    // can end that stream; a later connection answers.
+    const lib = isUndici ? undici : saetta
+    for (const method of ['POST', 'GET']) {
+      const srv = await rawH2Server({
+        onStream: (conn, stream) => {
+          if (conn.id === 1) return conn.send(goawayFrame(0, CODE.NO_ERROR))
+          conn.respond(stream, 200)
+          conn.data(stream, `${method} on ${conn.id}`)
+        },
+      })
+      const c = h2Client(lib, srv.origin)
+      const unanswered = sleep(3000).then(() => 'no answer within 3 s')
+      const body = method === 'POST' ? 'x' : undefined
+      const result = await settled(Promise.race([c.request({ path: '/', method, body }).then((r) => r.body.text()), unanswered]))
+      if (method === 'POST') {
+        // Not idempotent: failed with the GOAWAY's error, not retried.
+        expect(result).toMatchObject({ ok: false, error: { class: 'InformationalError', code: 'INFO', message: 'HTTP/2: "GOAWAY" frame received' } })
+        expect(srv.connections).toHaveLength(1)
+      } else {
+        // Idempotent: retried on a new connection.
+        expect(result).toEqual({ ok: true, value: 'GET on 2' })
+        expect(srv.connections).toHaveLength(2)
+      }
+    }
+  })
+
+  test('a stream refused (REFUSED_STREAM) is retried (undici 7 fails it)', async () => {
+    await ours(
+      async () => {
+        let refused = 0
+        return h2Server(
+          (stream, headers) => {
+            if (refused++ < 2) return void stream.close(http2.constants.NGHTTP2_REFUSED_STREAM)
+            stream.respond({ ':status': 200 })
+            stream.end(`${headers[':method']} ${headers[':path']}`)
+          },
+          { mode: 'h2c' },
+        )
+      },
+      async (lib, origin, srv) => {
+        const c = h2Client(lib, origin)
+        expect(await (await c.request({ path: '/refused', method: 'GET' })).body.text()).toBe('GET /refused')
+        expect(srv.streams).toBe(3)
+        expect(srv.sessions).toBe(1)
+      },
+    )
+  })
+})

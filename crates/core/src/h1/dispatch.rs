@@ -1,0 +1,348 @@
+//! The pairing of pipelined requests with responses (as hyper's `proto/h1/dispatch.rs`): what
+//! a connection carries, in the order it wrote it, so that a response belongs to the request
+//! at the front. Which request may follow which, the order heads and bodies go out in, and how
+//! each request ends: complete, failed, or given back to its origin to go elsewhere.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::rc::Rc;
+
+use bytes::Bytes;
+use tokio::time::Instant;
+
+use super::codec::request::{chunk_parts, empty_body_head, BodyFraming, LAST_CHUNK};
+use super::codec::RawHeader;
+use super::io::{Buffered, WRITE_HIGH_WATER};
+use crate::engine::{Ctx, ReqCtl};
+use crate::error::Error;
+use crate::event::{Event, Shared};
+use crate::origin::{ConnShared, Origin, Queued};
+use crate::request::{Request, RequestBody};
+
+/// What a connection reports, in order; handed to the engine once a poll.
+pub(super) struct Outbox {
+    ctx: Rc<Ctx>,
+    events: Vec<Event>,
+}
+
+impl Outbox {
+    pub fn new(ctx: Rc<Ctx>) -> Outbox {
+        Outbox {
+            ctx,
+            events: Vec::new(),
+        }
+    }
+
+    pub fn push(&mut self, ev: Event) {
+        self.events.push(ev);
+    }
+
+    /// How many events wait (to tell whether a round reported anything).
+    pub fn len(&self) -> usize {
+        self.events.len()
+    }
+
+    /// Request `id` completed (if it was not settled already).
+    pub fn complete(&mut self, id: u64, trailers: Vec<RawHeader>) {
+        if self.ctx.settle(id) {
+            self.events.push(Event::Complete { id, trailers });
+        }
+    }
+
+    /// Request `id` failed (if it was not settled already). `shared`: `error` is the
+    /// connection's own, which the `Disconnected` event carries too.
+    pub fn fail(&mut self, id: u64, error: Error, shared: Shared) {
+        if self.ctx.settle(id) {
+            self.events.push(Event::Error { id, error, shared });
+        }
+    }
+
+    pub fn flush(&mut self) {
+        if !self.events.is_empty() {
+            self.ctx.publish(&mut self.events);
+        }
+    }
+}
+
+pub(super) struct InFlight {
+    pub req: Request,
+    pub ctl: Rc<ReqCtl>,
+    /// The head is in the write queue (after the caller's go-ahead, for held requests).
+    pub written: bool,
+    /// Every byte of head and body is in the write queue.
+    pub body_done: bool,
+    /// A chunked body's head waits for its first chunk or its end: an empty body then goes
+    /// without framing, as undici sends it.
+    head_held: bool,
+    /// Body bytes queued so far (streamed bodies).
+    body_sent: u64,
+    pub got_headers: bool,
+    /// When this request started waiting for its head (at the front, fully sent).
+    pub waiting_since: Option<Instant>,
+    /// The response ended before the request body was all sent: its trailers, and until
+    /// when the body may still finish (see `EARLY_RESPONSE_GRACE` in `conn`).
+    pub early: Option<(Vec<RawHeader>, Instant)>,
+}
+
+/// What moving a streamed body on did, beyond queueing its bytes.
+#[derive(Default)]
+pub(super) struct Pumped {
+    /// Its first byte made it the last request on the connection (`Request::body_closes`).
+    pub closes: bool,
+    /// It ended, and its response had come early: the response is complete now, with these
+    /// trailers.
+    pub early_done: Option<Vec<RawHeader>>,
+}
+
+/// The requests on one connection, oldest first.
+pub(super) struct Pipeline {
+    origin: Rc<RefCell<Origin>>,
+    queue: VecDeque<InFlight>,
+}
+
+impl Pipeline {
+    pub fn new(origin: Rc<RefCell<Origin>>) -> Pipeline {
+        Pipeline {
+            origin,
+            queue: VecDeque::new(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.queue.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    pub fn front(&self) -> Option<&InFlight> {
+        self.queue.front()
+    }
+
+    pub fn front_mut(&mut self) -> Option<&mut InFlight> {
+        self.queue.front_mut()
+    }
+
+    pub fn pop_front(&mut self) -> Option<InFlight> {
+        self.queue.pop_front()
+    }
+
+    /// May `next` be written behind what is in flight, `pipelining` requests at most?
+    pub fn may_follow(&self, next: &Request, pipelining: usize) -> bool {
+        let Some(last) = self.queue.back() else {
+            return true;
+        };
+        // A request still waiting for its go-ahead does not stop the next one being taken
+        // (both go out together), unless its body is a stream.
+        self.queue.len() < pipelining.max(1)
+            && (last.body_done || (!last.written && !last.req.is_stream()))
+            && next.idempotent
+            && !next.is_stream()
+            && !next.upgrade
+            && !self
+                .queue
+                .iter()
+                .any(|r| r.req.upgrade || (r.req.blocking && !r.got_headers))
+    }
+
+    /// Puts a request at the back, on the connection `conn`.
+    pub fn push(
+        &mut self,
+        mut req: Request,
+        ctl: Rc<ReqCtl>,
+        conn: &Rc<ConnShared>,
+        out: &mut Outbox,
+    ) {
+        *ctl.conn.borrow_mut() = Some(conn.clone());
+        ctl.proceed.set(!req.hold);
+        // A retry (taken again) always reports Connect.
+        if !std::mem::take(&mut req.connected) {
+            out.push(Event::Connect { id: req.id });
+        }
+        self.queue.push_back(InFlight {
+            req,
+            ctl,
+            written: false,
+            body_done: false,
+            head_held: false,
+            body_sent: 0,
+            got_headers: false,
+            waiting_since: None,
+            early: None,
+        });
+    }
+
+    /// The request at the back was written by a caller at `at`, head and body (see
+    /// [`super::direct`]).
+    pub fn sent_elsewhere(&mut self, at: Instant) {
+        let r = self.queue.back_mut().unwrap();
+        r.written = true;
+        r.body_done = true;
+        r.waiting_since = Some(at);
+    }
+
+    /// The caller paused the response of the request at the front: reading waits.
+    pub fn head_paused(&self) -> bool {
+        self.queue.front().is_some_and(|r| r.ctl.paused.get())
+    }
+
+    /// Queues the heads (and known bodies) of taken requests, in order, as far as each
+    /// has its go-ahead.
+    pub fn fill_writes(&mut self, io: &mut Buffered) {
+        let mut out = Vec::new();
+        for r in self.queue.iter_mut().filter(|r| !r.written) {
+            if !r.ctl.proceed.get() {
+                break;
+            }
+            r.written = true;
+            r.head_held = r.req.is_stream() && r.req.framing != BodyFraming::None;
+            if !r.head_held {
+                out.push(r.req.head.clone());
+            }
+            r.body_done = match &r.req.body {
+                RequestBody::None => true,
+                RequestBody::Bytes(b) => {
+                    if !b.is_empty() {
+                        out.push(b.clone());
+                    }
+                    true
+                }
+                RequestBody::Stream => false,
+            };
+        }
+        for b in out {
+            io.push(b);
+        }
+    }
+
+    /// Moves chunks of the streamed body (of the last request) into the write queue.
+    pub fn pump_body(
+        &mut self,
+        io: &mut Buffered,
+        out: &mut Outbox,
+    ) -> Result<Pumped, (u64, Error)> {
+        let mut pumped = Pumped::default();
+        let Some(last) = self.queue.back_mut() else {
+            return Ok(pumped);
+        };
+        if last.body_done || !last.written {
+            return Ok(pumped);
+        }
+        let id = last.req.id;
+        let framing = last.req.framing;
+        let strict = last.req.strict_content_length;
+        let ctl = last.ctl.clone();
+        let mut pipe = ctl.body.borrow_mut();
+        let mut credited = 0;
+        let mut parts = Vec::new();
+        while io.queued() + credited < WRITE_HIGH_WATER {
+            let Some(chunk) = pipe.chunks.pop_front() else {
+                break;
+            };
+            credited += chunk.len();
+            if chunk.is_empty() {
+                continue;
+            }
+            let last = self.queue.back_mut().unwrap();
+            last.body_sent += chunk.len() as u64;
+            if std::mem::take(&mut last.head_held) {
+                parts.push(last.req.head.clone());
+            }
+            if last.req.body_closes {
+                pumped.closes = true;
+            }
+            match framing {
+                BodyFraming::Chunked => parts.extend(chunk_parts(chunk)),
+                BodyFraming::Length(n) => {
+                    if strict && last.body_sent > n {
+                        return Err((id, Error::RequestContentLengthMismatch));
+                    }
+                    parts.push(chunk);
+                }
+                BodyFraming::None => {}
+            }
+        }
+        let ended = pipe.ended && pipe.chunks.is_empty();
+        drop(pipe);
+        for b in parts {
+            io.push(b);
+        }
+        if credited > 0 {
+            out.push(Event::BodyConsumed {
+                id,
+                bytes: credited,
+            });
+        }
+        if ended {
+            let last = self.queue.back_mut().unwrap();
+            // Empty: the head goes without its framing, as undici sends it.
+            if std::mem::take(&mut last.head_held) {
+                io.push(empty_body_head(&last.req.head, last.req.expects_body))
+            } else if framing == BodyFraming::Chunked {
+                io.push(Bytes::from_static(LAST_CHUNK))
+            }
+            if strict && matches!(framing, BodyFraming::Length(n) if last.body_sent != n) {
+                return Err((id, Error::RequestContentLengthMismatch));
+            }
+            last.body_done = true;
+            // Its response came early and waited for this: it is complete now; the
+            // connection is in step again.
+            pumped.early_done = last.early.take().map(|(trailers, _)| trailers);
+        }
+        Ok(pumped)
+    }
+
+    /// Reports the request at the front complete and takes it off.
+    pub fn settle_front(&mut self, trailers: Vec<RawHeader>, out: &mut Outbox) {
+        let done = self.queue.pop_front().unwrap();
+        out.complete(done.req.id, trailers);
+    }
+
+    /// Drops the requests aborted; `true` when one of them was on the wire already (its
+    /// bytes cannot be taken back).
+    pub fn drop_aborted(&mut self) -> bool {
+        // Aborted before its go-ahead: nothing of it was sent, it just goes.
+        self.queue.retain(|r| r.written || !r.ctl.aborted.get());
+        if !self.queue.iter().any(|r| r.ctl.aborted.get()) {
+            return false;
+        }
+        self.queue.retain(|r| !r.ctl.aborted.get());
+        true
+    }
+
+    /// Takes request `id` off, unreported.
+    pub fn remove(&mut self, id: u64) {
+        self.queue.retain(|r| r.req.id != id);
+    }
+
+    /// Puts every request still in flight back at the front of the origin queue.
+    pub fn requeue_all(&mut self, out: &mut Outbox) {
+        while let Some(r) = self.queue.pop_back() {
+            // A streamed body cannot be replayed; and while unwinding from a panic the
+            // origin may be borrowed: then failing is the only safe way to settle.
+            let (id, replayable) = (r.req.id, !(r.req.is_stream() && r.body_sent > 0));
+            let back = match self.origin.clone().try_borrow_mut() {
+                Ok(mut origin) if replayable => {
+                    *r.ctl.conn.borrow_mut() = None;
+                    origin.requeue(Queued {
+                        req: r.req,
+                        ctl: r.ctl,
+                    });
+                    true
+                }
+                _ => false,
+            };
+            if !back {
+                out.fail(id, Error::socket("other side closed"), Shared::No);
+            }
+        }
+    }
+
+    /// Fails every request in flight with `error`.
+    pub fn fail_all(&mut self, error: &Error, out: &mut Outbox) {
+        while let Some(r) = self.queue.pop_front() {
+            out.fail(r.req.id, error.clone(), Shared::No);
+        }
+    }
+}

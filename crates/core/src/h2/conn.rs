@@ -1,0 +1,1048 @@
+//! One HTTP/2 connection and its streams.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use h2::client::{Connection, ResponseFuture, SendRequest};
+use h2::{Ping, PingPong, Reason, RecvStream, SendStream};
+use tokio::time::{Instant, Sleep};
+
+use super::head::{outgoing, raw_headers};
+use super::{Host, Settings, GOAWAY_MESSAGE};
+use crate::codec::request::BodyFraming;
+use crate::engine::ReqCtl;
+use crate::error::{Error, SocketInfo};
+use crate::event::{Event, Shared};
+use crate::origin::Queued;
+use crate::request::Request;
+use crate::transport::Transport;
+
+/// Polls of work before yielding to other connections on the runtime.
+const BUDGET: usize = 32;
+/// Most bytes of one stream's received DATA frames joined into one `Data` event.
+const COALESCE: usize = 128 * 1024;
+/// Times a request refused by servers (REFUSED_STREAM) is retried before it fails.
+const MAX_REFUSALS: u8 = 3;
+
+/// Opens HTTP/2 over `io` (the client preface and SETTINGS) and runs the connection to its end.
+pub(crate) async fn run<H: Host>(host: H, io: Transport, settings: Settings) {
+    let addresses = io.addresses();
+    let mut builder = h2::client::Builder::new();
+    builder
+        .enable_push(false)
+        .initial_window_size(settings.initial_window_size)
+        .initial_connection_window_size(settings.connection_window_size)
+        .initial_max_send_streams(settings.max_concurrent_streams as usize);
+    match builder.handshake::<_, Bytes>(io).await {
+        Ok((send, conn)) => H2Conn::new(host, settings, send, conn, addresses).await,
+        Err(e) => {
+            let mut events = vec![Event::Disconnected {
+                origin: host.origin_id(),
+                conn: host.conn_id(),
+                error: connection_error(&e),
+            }];
+            host.publish(&mut events);
+            host.gone();
+        }
+    }
+}
+
+/// Where a stream is.
+enum Phase {
+    /// Taken, and waiting for its go-ahead (a held request) before anything is sent.
+    Held,
+    Open(Box<Open>),
+}
+
+/// A stream on the wire.
+struct Open {
+    /// Our side; `None` once the whole body is handed to h2 (or there is none to send).
+    send: Option<SendStream<Bytes>>,
+    /// What is being sent now: the known body, or the chunk of a streamed one.
+    out: Bytes,
+    /// More body comes through the request's body pipe.
+    streamed: bool,
+    body_sent: u64,
+    /// `expect: 100-continue`: the body waits for the 100.
+    awaiting_continue: bool,
+    recv: Recv,
+    /// The last sign of life, from which the headers or body timeout counts (as Node's
+    /// stream timeout does, which undici uses over HTTP/2).
+    since: Instant,
+    received: u64,
+    /// A CONNECT: after its 2xx, the stream is a tunnel (no timeouts; settled once both
+    /// sides ended).
+    tunnel: bool,
+}
+
+enum Recv {
+    Head(ResponseFuture),
+    Body(RecvStream),
+    Trailers(RecvStream),
+    /// The response is all reported (a tunnel waits for its write side).
+    Done,
+}
+
+struct Stream {
+    req: Request,
+    ctl: Rc<ReqCtl>,
+    phase: Phase,
+}
+
+/// What became of a stream in a round of work.
+enum Outcome {
+    Going,
+    /// Settled (reported complete, or failed): it goes.
+    Done,
+    /// Failed with this error; reset it.
+    Fail(Error),
+    /// Not processed by the server: give it back to the origin if it can be replayed.
+    Retry {
+        refused: bool,
+        error: Error,
+    },
+}
+
+/// What a failed `h2` operation on a stream means.
+fn stream_failure(e: &h2::Error, goaway: bool) -> Outcome {
+    if e.is_reset() && e.is_remote() && e.reason() == Some(Reason::REFUSED_STREAM) {
+        return Outcome::Retry {
+            refused: true,
+            error: stream_error(Reason::REFUSED_STREAM),
+        };
+    }
+    if e.is_go_away() && e.is_remote() {
+        return Outcome::Retry {
+            refused: false,
+            error: Error::Info(GOAWAY_MESSAGE.into()),
+        };
+    }
+    if e.is_reset() {
+        return Outcome::Fail(stream_error(e.reason().unwrap_or(Reason::INTERNAL_ERROR)));
+    }
+    if goaway {
+        return Outcome::Fail(Error::Info(GOAWAY_MESSAGE.into()));
+    }
+    Outcome::Fail(connection_error(e))
+}
+
+/// nghttp2's name of an error code, as Node words it.
+fn reason_name(r: Reason) -> String {
+    let name = match r {
+        Reason::NO_ERROR => "NO_ERROR",
+        Reason::PROTOCOL_ERROR => "PROTOCOL_ERROR",
+        Reason::INTERNAL_ERROR => "INTERNAL_ERROR",
+        Reason::FLOW_CONTROL_ERROR => "FLOW_CONTROL_ERROR",
+        Reason::SETTINGS_TIMEOUT => "SETTINGS_TIMEOUT",
+        Reason::STREAM_CLOSED => "STREAM_CLOSED",
+        Reason::FRAME_SIZE_ERROR => "FRAME_SIZE_ERROR",
+        Reason::REFUSED_STREAM => "REFUSED_STREAM",
+        Reason::CANCEL => "CANCEL",
+        Reason::COMPRESSION_ERROR => "COMPRESSION_ERROR",
+        Reason::CONNECT_ERROR => "CONNECT_ERROR",
+        Reason::ENHANCE_YOUR_CALM => "ENHANCE_YOUR_CALM",
+        Reason::INADEQUATE_SECURITY => "INADEQUATE_SECURITY",
+        Reason::HTTP_1_1_REQUIRED => "HTTP_1_1_REQUIRED",
+        other => return u32::from(other).to_string(),
+    };
+    format!("NGHTTP2_{name}")
+}
+
+/// A stream the server reset, or that h2 reset for what the server sent on it.
+fn stream_error(r: Reason) -> Error {
+    Error::Http2 {
+        code: "ERR_HTTP2_STREAM_ERROR",
+        message: format!("Stream closed with error code {}", reason_name(r)),
+    }
+}
+
+/// The error a whole connection failed with.
+fn connection_error(e: &h2::Error) -> Error {
+    if let Some(io) = e.get_io() {
+        return match io.kind() {
+            std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::BrokenPipe => {
+                Error::socket("other side closed")
+            }
+            // Named as Node names a failed read (`read ECONNRESET`), as HTTP/1.1 does.
+            _ => match Error::from_io(io) {
+                Error::Socket {
+                    code: Some(code),
+                    socket,
+                    ..
+                } => Error::Socket {
+                    message: format!("read {code}"),
+                    code: Some(code),
+                    socket,
+                },
+                other => other,
+            },
+        };
+    }
+    if e.is_go_away() && e.is_remote() {
+        return Error::Info(GOAWAY_MESSAGE.into());
+    }
+    match e.reason() {
+        // h2 found the server's frames broken and sent GOAWAY: the session ends with that code.
+        Some(r) => Error::Http2 {
+            code: "ERR_HTTP2_SESSION_ERROR",
+            message: format!("Session closed with error code {}", reason_name(r)),
+        },
+        None => Error::Http2 {
+            code: "ERR_HTTP2_ERROR",
+            message: e.to_string(),
+        },
+    }
+}
+
+struct Pinger {
+    pong: PingPong,
+    every: Duration,
+    next: Instant,
+    /// When the PING in flight was sent.
+    sent: Option<Instant>,
+}
+
+struct H2Conn<H: Host> {
+    host: H,
+    settings: Settings,
+    /// `None` once the connection takes no new stream.
+    send: Option<SendRequest<Bytes>>,
+    conn: Connection<Transport, Bytes>,
+    /// The h2 connection ended (after a GOAWAY, once its streams are done; or at EOF).
+    conn_done: bool,
+    ping: Option<Pinger>,
+    streams: Vec<Stream>,
+    events: Vec<Event>,
+    timer: Pin<Box<Sleep>>,
+    armed: Option<Instant>,
+    /// A GOAWAY came: no new streams; those in flight below its last stream id go on.
+    going_away: bool,
+    /// How the h2 connection ended, until handled.
+    ended: Option<Result<(), h2::Error>>,
+    /// The connection failed with this: streams that fail now fail with it.
+    failing: Option<Error>,
+    closed: bool,
+    /// `Disconnected` was reported.
+    announced: bool,
+    addresses: (Option<SocketAddr>, Option<SocketAddr>),
+}
+
+impl<H: Host> H2Conn<H> {
+    fn new(
+        host: H,
+        settings: Settings,
+        send: SendRequest<Bytes>,
+        mut conn: Connection<Transport, Bytes>,
+        addresses: (Option<SocketAddr>, Option<SocketAddr>),
+    ) -> Self {
+        let now = Instant::now();
+        let ping = settings.ping_interval.and_then(|every| {
+            Some(Pinger {
+                pong: conn.ping_pong()?,
+                every,
+                next: now + every,
+                sent: None,
+            })
+        });
+        H2Conn {
+            host,
+            settings,
+            send: Some(send),
+            conn,
+            conn_done: false,
+            ping,
+            streams: Vec::new(),
+            events: Vec::new(),
+            timer: Box::pin(tokio::time::sleep_until(now + Duration::from_secs(3600))),
+            armed: None,
+            going_away: false,
+            ended: None,
+            failing: None,
+            closed: false,
+            announced: false,
+            addresses,
+        }
+    }
+
+    fn with_socket_info(&self, error: Error) -> Error {
+        error.on_socket(|| {
+            let (local, remote) = self.addresses;
+            SocketInfo {
+                local_address: local.map(|a| a.ip().to_string()),
+                local_port: local.map(|a| a.port()),
+                remote_address: remote.map(|a| a.ip().to_string()),
+                remote_port: remote.map(|a| a.port()),
+                remote_family: remote.map(|a| if a.is_ipv4() { "IPv4" } else { "IPv6" }),
+                bytes_written: 0,
+                bytes_read: 0,
+            }
+        })
+    }
+
+    /// The most streams at once: ours (`maxConcurrentStreams`, and `pipelining` as undici),
+    /// or the server's if lower.
+    fn limit(&self) -> usize {
+        let ours =
+            (self.settings.max_concurrent_streams.max(1) as usize).min(self.host.max_streams());
+        match &self.send {
+            Some(s) => ours.min(s.current_max_send_streams()),
+            None => 0,
+        }
+    }
+
+    /// Takes queued requests while there is room for their streams.
+    fn take_requests(&mut self) -> bool {
+        let mut took = false;
+        while !self.closed && !self.going_away && self.streams.len() < self.limit() {
+            // As undici: a request that cannot be replayed (not idempotent, or a streamed
+            // body) waits for the streams in flight, so that none of their failures takes it
+            // down with them.
+            let alone = self.streams.is_empty();
+            let fits = |r: &Request| alone || (r.idempotent && !r.is_stream());
+            let Some(Queued { mut req, ctl }) = self.host.take(fits) else {
+                break;
+            };
+            self.host.attach(&ctl);
+            ctl.proceed.set(!req.hold);
+            // A retry (taken again) always reports Connect.
+            if !std::mem::take(&mut req.connected) {
+                self.events.push(Event::Connect { id: req.id });
+            }
+            self.streams.push(Stream {
+                req,
+                ctl,
+                phase: Phase::Held,
+            });
+            took = true;
+        }
+        took
+    }
+
+    /// Reports what this connection carries and whether it takes more.
+    fn publish_state(&self) {
+        let room = if self.closed || self.going_away {
+            0
+        } else {
+            self.limit().saturating_sub(self.streams.len())
+        };
+        self.host.report(self.streams.len(), room);
+    }
+
+    /// Sends the head of a stream whose go-ahead came. `Err` when the connection cannot
+    /// open it now (not ready: `Ok(None)` then; or failed).
+    fn open(&mut self, i: usize, cx: &mut Context<'_>) -> Option<Outcome> {
+        let send = self.send.as_mut()?;
+        match send.poll_ready(cx) {
+            Poll::Ready(Ok(())) => {}
+            Poll::Ready(Err(e)) => return Some(stream_failure(&e, self.going_away)),
+            Poll::Pending => return None,
+        }
+        let s = &mut self.streams[i];
+        let out = match outgoing(&s.req, self.settings.scheme) {
+            Ok(o) => o,
+            Err(e) => return Some(Outcome::Fail(e)),
+        };
+        let ends = out.body.is_none() && !out.streamed && !out.connect;
+        let (response, stream) = match send.send_request(out.head, ends) {
+            Ok(r) => r,
+            Err(e) => return Some(stream_failure(&e, self.going_away)),
+        };
+        s.phase = Phase::Open(Box::new(Open {
+            send: (!ends).then_some(stream),
+            awaiting_continue: s.req.expect_continue && !ends,
+            out: out.body.unwrap_or_default(),
+            streamed: out.streamed,
+            body_sent: 0,
+            recv: Recv::Head(response),
+            since: Instant::now(),
+            received: 0,
+            tunnel: out.connect,
+        }));
+        Some(Outcome::Going)
+    }
+
+    /// One round of work on stream `i`; `progress` is set when something moved.
+    fn step_stream(&mut self, i: usize, cx: &mut Context<'_>, progress: &mut bool) -> Outcome {
+        let s = &mut self.streams[i];
+        if let Phase::Held = s.phase {
+            if !s.ctl.proceed.get() {
+                return Outcome::Going;
+            }
+            match self.open(i, cx) {
+                None => return Outcome::Going,
+                Some(Outcome::Going) => *progress = true,
+                Some(other) => return other,
+            }
+        }
+        let settings = &self.settings;
+        let events = &mut self.events;
+        let s = &mut self.streams[i];
+        let Phase::Open(open) = &mut s.phase else {
+            return Outcome::Going;
+        };
+        let (req, ctl) = (&s.req, &s.ctl);
+        if let Err(o) = pump_body(open, req, ctl, cx, events, progress) {
+            return o;
+        }
+        match read_response(open, req, ctl, settings, cx, events, progress) {
+            // A tunnel's read side ended: reported, but it is settled once both sides are.
+            Ok(Some(trailers)) if open.tunnel => events.push(Event::Complete {
+                id: req.id,
+                trailers,
+            }),
+            Ok(Some(trailers)) => {
+                if self.host.settle(req.id) {
+                    events.push(Event::Complete {
+                        id: req.id,
+                        trailers,
+                    });
+                }
+                // Whatever of the body was still to go is not wanted any more: dropping our
+                // side resets the stream.
+                return Outcome::Done;
+            }
+            Ok(None) => {}
+            Err(o) => return o,
+        }
+        if open.tunnel && matches!(open.recv, Recv::Done) && open.send.is_none() {
+            self.host.settle(req.id);
+            return Outcome::Done;
+        }
+        Outcome::Going
+    }
+
+    /// Works every stream once; `true` when something moved.
+    fn step_streams(&mut self, cx: &mut Context<'_>) -> bool {
+        let mut progress = false;
+        let mut i = 0;
+        let mut retry = Vec::new();
+        while i < self.streams.len() {
+            if self.streams[i].ctl.aborted.get() {
+                // Its events stopped with the abort; dropping the stream resets it (CANCEL),
+                // and the connection goes on.
+                let s = self.streams.remove(i);
+                reset(s.phase, Reason::CANCEL);
+                progress = true;
+                continue;
+            }
+            match self.step_stream(i, cx, &mut progress) {
+                Outcome::Going => i += 1,
+                Outcome::Done => {
+                    self.streams.remove(i);
+                    progress = true;
+                }
+                Outcome::Fail(error) => {
+                    let s = self.streams.remove(i);
+                    let (error, shared) = match &self.failing {
+                        Some(e) if !self.announced => (e.clone(), Shared::WithNext),
+                        _ => (error, Shared::No),
+                    };
+                    self.fail(s.req.id, error, shared);
+                    reset(s.phase, Reason::CANCEL);
+                    progress = true;
+                }
+                Outcome::Retry { refused, error } => {
+                    let mut s = self.streams.remove(i);
+                    // Replayed only while nothing of it is lost or reported: no streamed
+                    // body sent, no response head passed on.
+                    let sent_body = match &s.phase {
+                        Phase::Open(o) => {
+                            (o.streamed && o.body_sent > 0) || !matches!(o.recv, Recv::Head(_))
+                        }
+                        Phase::Held => false,
+                    };
+                    let allowed = if refused {
+                        s.req.refused += 1;
+                        s.req.refused <= MAX_REFUSALS
+                    } else {
+                        s.req.idempotent
+                    };
+                    if allowed && !sent_body {
+                        *s.ctl.conn.borrow_mut() = None;
+                        retry.push(Queued {
+                            req: s.req,
+                            ctl: s.ctl,
+                        });
+                    } else {
+                        self.fail(s.req.id, error, Shared::No);
+                    }
+                    progress = true;
+                }
+            }
+        }
+        if !retry.is_empty() {
+            self.host.give_back(retry);
+        }
+        progress
+    }
+
+    fn fail(&mut self, id: u64, error: Error, shared: Shared) {
+        if self.host.settle(id) {
+            let error = self.with_socket_info(error);
+            self.events.push(Event::Error { id, error, shared });
+        }
+    }
+
+    /// A GOAWAY came (seen through the connection's state): no new streams here, and the
+    /// connection is reported gone with the spec's error while its last streams finish.
+    fn check_goaway(&mut self, cx: &mut Context<'_>) {
+        if self.going_away {
+            return;
+        }
+        let Some(send) = self.send.as_mut() else {
+            return;
+        };
+        if let Poll::Ready(Err(e)) = send.poll_ready(cx) {
+            if e.is_go_away() && e.is_remote() {
+                self.going_away = true;
+                self.announce(Error::Info(GOAWAY_MESSAGE.into()));
+                // Those not yet sent go to another connection.
+                let held: Vec<Queued> =
+                    extract(&mut self.streams, |s| matches!(s.phase, Phase::Held))
+                        .into_iter()
+                        .map(|s| Queued {
+                            req: s.req,
+                            ctl: s.ctl,
+                        })
+                        .collect();
+                for q in &held {
+                    *q.ctl.conn.borrow_mut() = None;
+                }
+                self.publish_state();
+                self.host.detach();
+                if !held.is_empty() {
+                    self.host.give_back(held);
+                }
+            }
+        }
+    }
+
+    /// Reports the connection gone (once).
+    fn announce(&mut self, error: Error) {
+        if std::mem::replace(&mut self.announced, true) {
+            return;
+        }
+        let error = self.with_socket_info(error);
+        self.events.push(Event::Disconnected {
+            origin: self.host.origin_id(),
+            conn: self.host.conn_id(),
+            error,
+        });
+    }
+
+    /// Ends the connection: the streams on it fail with `error` (which `Disconnected`
+    /// carries too, unless the connection was reported gone before); those not sent yet are
+    /// retried elsewhere.
+    fn close(&mut self, error: Error) {
+        if self.closed {
+            return;
+        }
+        self.closed = true;
+        let error = self.with_socket_info(error);
+        let shared = if self.announced {
+            Shared::No
+        } else {
+            Shared::WithNext
+        };
+        let mut retry = Vec::new();
+        for s in std::mem::take(&mut self.streams) {
+            match s.phase {
+                Phase::Held => {
+                    *s.ctl.conn.borrow_mut() = None;
+                    retry.push(Queued {
+                        req: s.req,
+                        ctl: s.ctl,
+                    });
+                }
+                Phase::Open(_) => self.fail(s.req.id, error.clone(), shared),
+            }
+        }
+        if !retry.is_empty() {
+            self.host.give_back(retry);
+        }
+        self.announce(error);
+        self.send = None;
+        self.publish_state();
+    }
+
+    /// PINGs: the next one when due, the answer to the last one when it comes.
+    fn poll_ping(&mut self, cx: &mut Context<'_>) {
+        let Some(p) = self.ping.as_mut() else {
+            return;
+        };
+        if let Some(sent) = p.sent {
+            match p.pong.poll_pong(cx) {
+                Poll::Ready(Ok(_)) => {
+                    p.sent = None;
+                    let duration = sent.elapsed();
+                    self.events.push(Event::Ping {
+                        origin: self.host.origin_id(),
+                        conn: self.host.conn_id(),
+                        duration,
+                    });
+                }
+                // The connection's own failure says why.
+                Poll::Ready(Err(_)) => self.ping = None,
+                Poll::Pending => {}
+            }
+        }
+    }
+
+    /// The PING timer fired: send the next one, unless the last one was never answered.
+    fn on_ping_timer(&mut self) {
+        let Some(p) = self.ping.as_mut() else {
+            return;
+        };
+        let now = Instant::now();
+        if now < p.next {
+            return;
+        }
+        if p.sent.is_some() {
+            return self.close(Error::Info(
+                "HTTP/2: \"PING\" errored - type no answer within the ping interval".into(),
+            ));
+        }
+        if p.pong.send_ping(Ping::opaque()).is_ok() {
+            p.sent = Some(now);
+        }
+        p.next = now + p.every;
+    }
+
+    /// The nearest time something must happen: a stream's timeout, or the next PING.
+    fn deadline(&self) -> Option<Instant> {
+        let streams = self.streams.iter().filter_map(|s| {
+            let Phase::Open(o) = &s.phase else {
+                return None;
+            };
+            stream_deadline(o, &s.req, &s.ctl).map(|(at, _)| at)
+        });
+        let ping = self.ping.as_ref().map(|p| p.next);
+        streams.chain(ping).min()
+    }
+
+    fn poll_timer(&mut self, cx: &mut Context<'_>) -> bool {
+        let want = self.deadline();
+        if want != self.armed {
+            if let Some(at) = want {
+                self.timer.as_mut().reset(at);
+            }
+            self.armed = want;
+        }
+        if self.armed.is_none() || self.timer.as_mut().poll(cx).is_pending() {
+            return false;
+        }
+        self.armed = None;
+        let now = Instant::now();
+        let mut fired = false;
+        let mut i = 0;
+        while i < self.streams.len() {
+            let s = &self.streams[i];
+            let expired = match &s.phase {
+                Phase::Open(o) => stream_deadline(o, &s.req, &s.ctl)
+                    .filter(|(at, _)| *at <= now)
+                    .map(|(_, e)| e),
+                Phase::Held => None,
+            };
+            match expired {
+                Some(error) => {
+                    // As undici over HTTP/2: the stream is reset, the connection goes on.
+                    let s = self.streams.remove(i);
+                    self.fail(s.req.id, error, Shared::No);
+                    reset(s.phase, Reason::CANCEL);
+                    fired = true;
+                }
+                None => i += 1,
+            }
+        }
+        if self.ping.as_ref().is_some_and(|p| p.next <= now) {
+            self.on_ping_timer();
+            fired = true;
+        }
+        fired
+    }
+
+    /// Drives the h2 connection: reads frames, writes what the streams queued.
+    fn poll_conn(&mut self, cx: &mut Context<'_>) {
+        if !self.conn_done {
+            if let Poll::Ready(r) = Pin::new(&mut self.conn).poll(cx) {
+                self.conn_done = true;
+                self.ended = Some(r);
+            }
+        }
+    }
+
+    /// One round: the connection's frames, then every stream. `true` when something moved.
+    fn step(&mut self, cx: &mut Context<'_>) -> bool {
+        self.poll_conn(cx);
+        self.check_goaway(cx);
+        if let Some(end) = self.ended.take() {
+            // What the server sent before the end is read: streams that got their whole
+            // response report it; the others fail with the connection's error.
+            let error = match (&end, self.going_away) {
+                (_, true) => Error::Info(GOAWAY_MESSAGE.into()),
+                (Ok(()), false) => Error::socket("other side closed"),
+                (Err(e), false) => connection_error(e),
+            };
+            self.failing = Some(self.with_socket_info(error.clone()));
+            self.step_streams(cx);
+            self.close(error);
+            return false;
+        }
+        let mut progress = self.take_requests();
+        progress |= self.step_streams(cx);
+        self.poll_ping(cx);
+        if self.streams.is_empty() && self.host.idle_close() {
+            // As HTTP/1.1: a closed client's connections go down as destroyed.
+            self.close(Error::Destroyed);
+            return false;
+        }
+        if self.going_away && self.streams.is_empty() {
+            self.close(Error::Info(GOAWAY_MESSAGE.into()));
+            return false;
+        }
+        progress
+    }
+}
+
+/// Removes the streams `pick` chooses, in order.
+fn extract(streams: &mut Vec<Stream>, pick: impl Fn(&Stream) -> bool) -> Vec<Stream> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < streams.len() {
+        if pick(&streams[i]) {
+            out.push(streams.remove(i));
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Resets a stream that goes before its end (nothing to do for one never sent).
+fn reset(phase: Phase, reason: Reason) {
+    if let Phase::Open(mut o) = phase {
+        if let Some(send) = o.send.as_mut() {
+            send.send_reset(reason);
+        }
+        // Without our side, dropping the receiving one resets it (CANCEL) if not ended.
+    }
+}
+
+/// When stream `o` times out, and with what.
+fn stream_deadline(o: &Open, req: &Request, ctl: &ReqCtl) -> Option<(Instant, Error)> {
+    match &o.recv {
+        Recv::Head(_) => req
+            .headers_timeout
+            .map(|t| (o.since + t, Error::Http2HeadersTimeout(t))),
+        Recv::Body(_) | Recv::Trailers(_) if !o.tunnel && !ctl.paused.get() => req
+            .body_timeout
+            .map(|t| (o.since + t, Error::Http2BodyTimeout(t))),
+        _ => None,
+    }
+}
+
+/// Hands body bytes to h2 as the stream's window allows; `Err` when the stream fails.
+fn pump_body(
+    o: &mut Open,
+    req: &Request,
+    ctl: &ReqCtl,
+    cx: &mut Context<'_>,
+    events: &mut Vec<Event>,
+    progress: &mut bool,
+) -> Result<(), Outcome> {
+    if o.awaiting_continue {
+        return Ok(());
+    }
+    let Some(send) = o.send.as_mut() else {
+        return Ok(());
+    };
+    let length = match req.framing {
+        BodyFraming::Length(n) if req.strict_content_length && o.streamed => Some(n),
+        _ => None,
+    };
+    let mut credited = 0;
+    let mut result = Ok(());
+    loop {
+        if o.out.is_empty() {
+            if !o.streamed {
+                // A known body ends with its last bytes; nothing here means none was left.
+                o.send = None;
+                break;
+            }
+            let mut pipe = ctl.body.borrow_mut();
+            match pipe.chunks.pop_front() {
+                Some(chunk) => {
+                    credited += chunk.len();
+                    o.out = chunk;
+                    if length.is_some_and(|n| o.body_sent + o.out.len() as u64 > n) {
+                        result = Err(Outcome::Fail(Error::RequestContentLengthMismatch));
+                        break;
+                    }
+                    continue;
+                }
+                None if pipe.ended => {
+                    drop(pipe);
+                    if length.is_some_and(|n| o.body_sent != n) {
+                        result = Err(Outcome::Fail(Error::RequestContentLengthMismatch));
+                        break;
+                    }
+                    // An error here is the stream's: its response side reports it.
+                    let _ = send.send_data(Bytes::new(), true);
+                    o.send = None;
+                    *progress = true;
+                    break;
+                }
+                None => break,
+            }
+        }
+        send.reserve_capacity(o.out.len());
+        if send.capacity() == 0 {
+            match send.poll_capacity(cx) {
+                Poll::Ready(Some(Ok(_))) => continue,
+                // The stream is closed for sending (the server answered and reset it, maybe
+                // with NO_ERROR after a whole response): its response side tells the rest.
+                Poll::Ready(Some(Err(_))) | Poll::Ready(None) => {
+                    o.send = None;
+                    break;
+                }
+                Poll::Pending => break,
+            }
+        }
+        let n = send.capacity().min(o.out.len());
+        let piece = o.out.split_to(n);
+        let last = o.out.is_empty() && !o.streamed;
+        if send.send_data(piece, last).is_err() {
+            o.send = None;
+            break;
+        }
+        o.body_sent += n as u64;
+        o.since = Instant::now();
+        *progress = true;
+        if last {
+            o.send = None;
+            break;
+        }
+    }
+    if credited > 0 && o.streamed {
+        events.push(Event::BodyConsumed {
+            id: req.id,
+            bytes: credited,
+        });
+    }
+    result
+}
+
+/// Reads what came for a stream; `Ok(Some(trailers))` when its response ended just now (the
+/// caller reports it complete).
+fn read_response(
+    o: &mut Open,
+    req: &Request,
+    ctl: &ReqCtl,
+    settings: &Settings,
+    cx: &mut Context<'_>,
+    events: &mut Vec<Event>,
+    progress: &mut bool,
+) -> Result<Option<Vec<crate::codec::RawHeader>>, Outcome> {
+    let id = req.id;
+    loop {
+        match &mut o.recv {
+            Recv::Head(fut) => {
+                while let Poll::Ready(Some(Ok(info))) = fut.poll_informational(cx) {
+                    let status = info.status().as_u16();
+                    if status == 100 {
+                        o.awaiting_continue = false;
+                    }
+                    let (headers, _) = raw_headers(info.headers());
+                    events.push(Event::Headers {
+                        id,
+                        status,
+                        reason: Bytes::new(),
+                        headers,
+                    });
+                    *progress = true;
+                }
+                let resp = match Pin::new(fut).poll(cx) {
+                    Poll::Ready(Ok(r)) => r,
+                    Poll::Ready(Err(e))
+                        if e.is_reset()
+                            && e.is_remote()
+                            && matches!(e.reason(), Some(Reason::CANCEL | Reason::NO_ERROR)) =>
+                    {
+                        // Before any response: Node reports this as a bare close, which
+                        // undici words so.
+                        return Err(Outcome::Fail(Error::Info(
+                            "HTTP/2: stream closed before the response was complete".into(),
+                        )));
+                    }
+                    Poll::Ready(Err(e)) => return Err(stream_failure(&e, false)),
+                    Poll::Pending => return Ok(None),
+                };
+                *progress = true;
+                let (parts, body) = resp.into_parts();
+                let (headers, size) = raw_headers(&parts.headers);
+                if size > settings.max_header_size {
+                    return Err(Outcome::Fail(Error::HeadersOverflow));
+                }
+                let status = parts.status.as_u16();
+                if o.awaiting_continue {
+                    // Answered without a 100: the body is not sent (as undici).
+                    o.awaiting_continue = false;
+                    o.send = None;
+                }
+                o.since = Instant::now();
+                if o.tunnel && (200..300).contains(&status) {
+                    events.push(Event::Upgrade {
+                        id,
+                        status,
+                        reason: Bytes::new(),
+                        headers,
+                    });
+                } else {
+                    o.tunnel = false;
+                    events.push(Event::Headers {
+                        id,
+                        status,
+                        reason: Bytes::new(),
+                        headers,
+                    });
+                }
+                o.recv = Recv::Body(body);
+            }
+            Recv::Body(body) => {
+                if ctl.paused.get() {
+                    return Ok(None);
+                }
+                let mut first: Option<Bytes> = None;
+                let mut joined: Option<BytesMut> = None;
+                let mut ended = false;
+                let mut failed = None;
+                let mut got = 0;
+                while got < COALESCE {
+                    match body.poll_data(cx) {
+                        Poll::Ready(Some(Ok(chunk))) => {
+                            let _ = body.flow_control().release_capacity(chunk.len());
+                            got += chunk.len();
+                            if chunk.is_empty() {
+                                continue;
+                            }
+                            match (&mut joined, first.take()) {
+                                (Some(j), _) => j.extend_from_slice(&chunk),
+                                (None, Some(f)) => {
+                                    let mut j = BytesMut::with_capacity(f.len() + chunk.len() * 2);
+                                    j.extend_from_slice(&f);
+                                    j.extend_from_slice(&chunk);
+                                    joined = Some(j);
+                                }
+                                (None, None) => first = Some(chunk),
+                            }
+                        }
+                        Poll::Ready(Some(Err(e))) => {
+                            failed = Some(e);
+                            break;
+                        }
+                        Poll::Ready(None) => {
+                            ended = true;
+                            break;
+                        }
+                        Poll::Pending => break,
+                    }
+                }
+                let chunk = joined.map(BytesMut::freeze).or(first);
+                if let Some(chunk) = chunk {
+                    *progress = true;
+                    o.since = Instant::now();
+                    o.received += chunk.len() as u64;
+                    if !o.tunnel && settings.max_response_size.is_some_and(|m| o.received > m) {
+                        return Err(Outcome::Fail(Error::ResponseExceededMaxSize));
+                    }
+                    events.push(Event::Data { id, chunk });
+                }
+                if let Some(e) = failed {
+                    return Err(stream_failure(&e, false));
+                }
+                if !ended {
+                    return Ok(None);
+                }
+                let Recv::Body(body) = std::mem::replace(&mut o.recv, Recv::Done) else {
+                    unreachable!()
+                };
+                o.recv = Recv::Trailers(body);
+            }
+            Recv::Trailers(body) => {
+                let trailers = match body.poll_trailers(cx) {
+                    Poll::Ready(Ok(t)) => t.map(|t| raw_headers(&t).0).unwrap_or_default(),
+                    Poll::Ready(Err(e)) => return Err(stream_failure(&e, false)),
+                    Poll::Pending => return Ok(None),
+                };
+                *progress = true;
+                o.recv = Recv::Done;
+                return Ok(Some(trailers));
+            }
+            Recv::Done => return Ok(None),
+        }
+    }
+}
+
+impl<H: Host> Future for H2Conn<H> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        this.host.register(cx);
+        let destroy = this.host.take_destroy();
+        if let Some(err) = destroy {
+            for s in std::mem::take(&mut this.streams) {
+                this.fail(s.req.id, err.clone(), Shared::No);
+            }
+            this.close(err);
+        }
+        let mut budget = BUDGET;
+        while !this.closed {
+            if this.step(cx) {
+                if budget == 0 {
+                    // Out of budget with work left: let other connections run first.
+                    cx.waker().wake_by_ref();
+                    break;
+                }
+                budget -= 1;
+                continue;
+            }
+            if this.closed || !this.poll_timer(cx) {
+                break;
+            }
+        }
+        if !this.closed {
+            // Flush what the streams queued in this round.
+            this.poll_conn(cx);
+            if this.conn_done {
+                cx.waker().wake_by_ref();
+            }
+        }
+        this.publish_state();
+        if !this.events.is_empty() {
+            this.host.publish(&mut this.events);
+        }
+        if this.closed {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+impl<H: Host> Drop for H2Conn<H> {
+    /// The safety net for exactly-once settlement: whatever ends this connection, a panic
+    /// included, every request it still carries is failed or retried.
+    fn drop(&mut self) {
+        self.close(Error::socket("connection closed"));
+        if !self.events.is_empty() {
+            self.host.publish(&mut self.events);
+        }
+        self.host.gone();
+    }
+}

@@ -1,0 +1,425 @@
+//! The request model in HTTP/2 terms: an encoded HTTP/1.1 head becomes pseudo-headers and
+//! fields as undici sends them over HTTP/2, and received fields become raw headers.
+//!
+//! Requests are encoded once, before the engine knows which protocol their connection will
+//! speak; the head is our own well-formed encoding, so reading it back is cheap and exact.
+
+use bytes::Bytes;
+use http::header::{HeaderName, HeaderValue};
+use http::{HeaderMap, Method, Uri, Version};
+
+use crate::codec::request::BodyFraming;
+use crate::codec::RawHeader;
+use crate::error::Error;
+use crate::request::{Request, RequestBody};
+
+/// What goes out on a stream for a request.
+pub(crate) struct Outgoing {
+    pub head: http::Request<()>,
+    /// The body known at submit time (already unframed), if any.
+    pub body: Option<Bytes>,
+    /// More body follows through the request's body pipe.
+    pub streamed: bool,
+    /// A CONNECT: the stream becomes a tunnel.
+    pub connect: bool,
+}
+
+fn invalid(msg: impl Into<String>) -> Error {
+    Error::InvalidArgument(msg.into())
+}
+
+/// Methods whose `content-length` undici sends over HTTP/2 (it omits it for the others).
+fn sends_length(method: &[u8]) -> bool {
+    matches!(method, b"PUT" | b"POST" | b"PATCH")
+}
+
+/// Fields that are the connection's in HTTP/1.1 and have no place in HTTP/2.
+fn connection_specific(name: &[u8]) -> bool {
+    name.eq_ignore_ascii_case(b"host")
+        || name.eq_ignore_ascii_case(b"connection")
+        || name.eq_ignore_ascii_case(b"keep-alive")
+        || name.eq_ignore_ascii_case(b"proxy-connection")
+        || name.eq_ignore_ascii_case(b"transfer-encoding")
+        || name.eq_ignore_ascii_case(b"upgrade")
+}
+
+/// Translates `req` for a stream. `scheme` is `http` or `https`; `authority` the one used
+/// when the head has no `host` (it always has: encode_head writes one).
+pub(crate) fn outgoing(req: &Request, scheme: &'static str) -> Result<Outgoing, Error> {
+    let head = &req.head;
+    let lines = head.windows(2).filter(|w| w == b"\r\n").count();
+    let mut fields = vec![httparse::EMPTY_HEADER; lines];
+    let mut parsed = httparse::Request::new(&mut fields);
+    match parsed.parse(head) {
+        Ok(httparse::Status::Complete(_)) => {}
+        _ => return Err(invalid("invalid request head")),
+    }
+    let method_text = parsed.method.unwrap_or("GET");
+    let path = parsed.path.unwrap_or("/");
+    let connect = method_text == "CONNECT";
+    if req.upgrade && !connect {
+        let protocol = parsed
+            .headers
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case("upgrade"))
+            .map(|h| String::from_utf8_lossy(h.value).into_owned())
+            .unwrap_or_default();
+        // As undici: only WebSocket has an HTTP/2 form (RFC 8441's extended CONNECT),
+        // which saetta does not speak.
+        return Err(if protocol == "websocket" {
+            Error::Info("HTTP/2: Extended CONNECT protocol not supported by server".into())
+        } else {
+            invalid(format!(
+                "Custom upgrade \"{protocol}\" not supported over HTTP/2"
+            ))
+        });
+    }
+    let method = Method::from_bytes(method_text.as_bytes())
+        .map_err(|_| invalid("invalid request method"))?;
+    let mut authority: Option<&[u8]> = None;
+    let mut map = HeaderMap::with_capacity(parsed.headers.len());
+    let base = head.as_ptr() as usize;
+    for f in parsed.headers.iter() {
+        let name = f.name.as_bytes();
+        if name.eq_ignore_ascii_case(b"host") {
+            authority = Some(f.value);
+            continue;
+        }
+        if connection_specific(name) {
+            continue;
+        }
+        if name.eq_ignore_ascii_case(b"content-length") && !sends_length(method_text.as_bytes()) {
+            continue;
+        }
+        if name.eq_ignore_ascii_case(b"te") && !f.value.eq_ignore_ascii_case(b"trailers") {
+            continue;
+        }
+        let name = HeaderName::from_bytes(name).map_err(|_| invalid("invalid header key"))?;
+        // The value shares the head's memory.
+        let at = f.value.as_ptr() as usize - base;
+        let value = HeaderValue::from_maybe_shared(head.slice(at..at + f.value.len()))
+            .map_err(|_| invalid(format!("invalid {name} header")))?;
+        append(&mut map, name, value)?;
+    }
+    if req.expect_continue {
+        map.insert(
+            http::header::EXPECT,
+            HeaderValue::from_static("100-continue"),
+        );
+    }
+    let authority = authority.unwrap_or_default();
+    let uri = if connect {
+        Uri::builder().authority(authority).build()
+    } else {
+        Uri::builder()
+            .scheme(scheme)
+            .authority(authority)
+            .path_and_query(path)
+            .build()
+    }
+    .map_err(|_| invalid("invalid request path"))?;
+    let mut out = http::Request::new(());
+    *out.method_mut() = method;
+    *out.uri_mut() = uri;
+    *out.version_mut() = Version::HTTP_2;
+    *out.headers_mut() = map;
+    let (body, streamed) = match &req.body {
+        RequestBody::None => (None, false),
+        RequestBody::Bytes(b) if req.framing == BodyFraming::Chunked => (Some(unchunk(b)?), false),
+        RequestBody::Bytes(b) => (Some(b.clone()), false),
+        RequestBody::Stream => (None, true),
+    };
+    Ok(Outgoing {
+        head: out,
+        body: body.filter(|b| !b.is_empty()),
+        // A tunnel's bytes come through the body pipe once it is up.
+        streamed: streamed || connect,
+        connect,
+    })
+}
+
+/// Adds a field; a repeated one is joined to the first with `, `, as undici joins them,
+/// but for `cookie`, whose fields go separately (HTTP/2 allows it, and compresses them better).
+fn append(map: &mut HeaderMap, name: HeaderName, value: HeaderValue) -> Result<(), Error> {
+    if name == http::header::COOKIE {
+        map.append(name, value);
+        return Ok(());
+    }
+    match map.entry(name) {
+        http::header::Entry::Vacant(v) => {
+            v.insert(value);
+        }
+        http::header::Entry::Occupied(mut o) => {
+            let mut joined = o.get().as_bytes().to_vec();
+            joined.extend_from_slice(b", ");
+            joined.extend_from_slice(value.as_bytes());
+            let joined = HeaderValue::from_bytes(&joined).map_err(|_| invalid("invalid header"))?;
+            o.insert(joined);
+        }
+    }
+    Ok(())
+}
+
+/// The payload of a chunked body the engine framed itself (a streamed body that ended before
+/// its request was sent, see [`Request::end_stream`]).
+fn unchunk(framed: &Bytes) -> Result<Bytes, Error> {
+    let bad = || invalid("invalid chunked body");
+    let mut parts: Vec<Bytes> = Vec::new();
+    let mut at = 0;
+    loop {
+        let rest = &framed[at..];
+        let eol = rest.windows(2).position(|w| w == b"\r\n").ok_or_else(bad)?;
+        let size = std::str::from_utf8(&rest[..eol]).map_err(|_| bad())?;
+        let size = usize::from_str_radix(size, 16).map_err(|_| bad())?;
+        at += eol + 2;
+        if size == 0 {
+            break;
+        }
+        if framed.len() < at + size + 2 {
+            return Err(bad());
+        }
+        parts.push(framed.slice(at..at + size));
+        at += size + 2;
+    }
+    Ok(match parts.len() {
+        0 => Bytes::new(),
+        1 => parts.pop().unwrap_or_default(),
+        _ => parts.concat().into(),
+    })
+}
+
+/// Fields Node keeps the first of when repeated (its `kSingleValueHeaders`).
+const SINGLE_VALUE: &[&str] = &[
+    "age",
+    "authorization",
+    "content-encoding",
+    "content-language",
+    "content-length",
+    "content-location",
+    "content-md5",
+    "content-range",
+    "content-type",
+    "date",
+    "dnt",
+    "etag",
+    "expires",
+    "from",
+    "host",
+    "if-match",
+    "if-modified-since",
+    "if-none-match",
+    "if-range",
+    "if-unmodified-since",
+    "last-modified",
+    "location",
+    "max-forwards",
+    "proxy-authorization",
+    "range",
+    "referer",
+    "retry-after",
+    "tk",
+    "upgrade-insecure-requests",
+    "user-agent",
+    "x-content-type-options",
+];
+
+/// The fields of a received head (or trailers) as raw headers, merged as Node merges an
+/// HTTP/2 head (what undici hands on): repeats joined with `, ` (`cookie` with `; `), each
+/// `set-cookie` kept, only the first of a single-value field. Also their size as counted
+/// against `maxHeaderSize` (names, values and their `: ` and CRLF, as in HTTP/1.1).
+pub(crate) fn raw_headers(map: &HeaderMap) -> (Vec<RawHeader>, usize) {
+    let mut size = 0;
+    let mut list = Vec::with_capacity(map.keys_len());
+    for name in map.keys() {
+        let n = name.as_str();
+        let key = Bytes::copy_from_slice(n.as_bytes());
+        let mut values = map.get_all(name).iter();
+        let Some(first) = values.next() else {
+            continue;
+        };
+        if n == "set-cookie" {
+            for v in std::iter::once(first).chain(values) {
+                size += n.len() + v.len() + 4;
+                list.push((key.clone(), Bytes::copy_from_slice(v.as_bytes())));
+            }
+            continue;
+        }
+        let mut value = first.as_bytes().to_vec();
+        let sep: &[u8] = match n {
+            "cookie" => b"; ",
+            _ if SINGLE_VALUE.contains(&n) => b"",
+            _ => b", ",
+        };
+        if !sep.is_empty() {
+            for v in values {
+                value.extend_from_slice(sep);
+                value.extend_from_slice(v.as_bytes());
+            }
+        }
+        size += n.len() + value.len() + 4;
+        list.push((key, Bytes::from(value)));
+    }
+    (list, size)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::request::{encode_head, BodyInfo, HeadInput};
+
+    fn request(method: &str, path: &str, headers: &[&str], body: RequestBody) -> Request {
+        let headers: Vec<String> = headers.iter().map(|s| s.to_string()).collect();
+        let info = match &body {
+            RequestBody::None => BodyInfo::None,
+            RequestBody::Bytes(b) => BodyInfo::Bytes(b.len() as u64),
+            RequestBody::Stream => BodyInfo::Stream,
+        };
+        let head = encode_head(&HeadInput {
+            method,
+            path,
+            headers: &headers,
+            default_host: "example.test:8080",
+            body: info,
+            reset: false,
+            upgrade: None,
+            strict_content_length: true,
+        })
+        .unwrap();
+        Request::new(1, method, head, body)
+    }
+
+    #[test]
+    fn pseudo_headers_and_fields_as_undici_sends_them() {
+        let r = request(
+            "GET",
+            "/a?b=1",
+            &["X-One", "1", "x-one", "2", "cookie", "a=1", "Cookie", "b=2"],
+            RequestBody::None,
+        );
+        let out = outgoing(&r, "https").unwrap();
+        let h = &out.head;
+        assert_eq!(h.method(), Method::GET);
+        assert_eq!(h.uri().to_string(), "https://example.test:8080/a?b=1");
+        assert_eq!(h.headers()["x-one"], "1, 2");
+        let cookies: Vec<_> = h.headers().get_all("cookie").iter().collect();
+        assert_eq!(cookies, ["a=1", "b=2"]);
+        assert!(h.headers().get("connection").is_none());
+        assert!(h.headers().get("host").is_none());
+        assert!(out.body.is_none() && !out.streamed);
+    }
+
+    #[test]
+    fn host_header_is_the_authority() {
+        let r = request("GET", "/", &["Host", "other:1"], RequestBody::None);
+        let out = outgoing(&r, "http").unwrap();
+        assert_eq!(out.head.uri().to_string(), "http://other:1/");
+    }
+
+    #[test]
+    fn content_length_only_for_put_post_patch() {
+        let r = request("POST", "/", &[], RequestBody::None);
+        assert_eq!(
+            outgoing(&r, "http").unwrap().head.headers()["content-length"],
+            "0"
+        );
+        let r = request(
+            "DELETE",
+            "/",
+            &[],
+            RequestBody::Bytes(Bytes::from_static(b"abc")),
+        );
+        let out = outgoing(&r, "http").unwrap();
+        assert!(out.head.headers().get("content-length").is_none());
+        assert_eq!(out.body.as_deref(), Some(&b"abc"[..]));
+        let r = request("PUT", "/", &[], RequestBody::Stream);
+        let out = outgoing(&r, "http").unwrap();
+        assert!(out.head.headers().get("content-length").is_none());
+        assert!(out.streamed);
+    }
+
+    #[test]
+    fn an_ended_chunked_stream_is_sent_unframed() {
+        let mut r = request("POST", "/", &[], RequestBody::Stream);
+        assert!(r.end_stream(&[Bytes::from_static(b"hello "), Bytes::from_static(b"world")]));
+        let out = outgoing(&r, "http").unwrap();
+        assert_eq!(out.body.as_deref(), Some(&b"hello world"[..]));
+        assert!(!out.streamed);
+        // As a stream: no length (undici sends one only if the stream had ended when the
+        // request went out, which depends on timing).
+        assert!(!out.head.headers().contains_key("content-length"));
+    }
+
+    #[test]
+    fn expect_continue_adds_the_header() {
+        let mut r = request(
+            "PUT",
+            "/",
+            &[],
+            RequestBody::Bytes(Bytes::from_static(b"x")),
+        );
+        r.expect_continue = true;
+        assert_eq!(
+            outgoing(&r, "http").unwrap().head.headers()["expect"],
+            "100-continue"
+        );
+    }
+
+    #[test]
+    fn upgrades_are_refused_as_undici_refuses_them() {
+        let headers: Vec<String> = Vec::new();
+        for (proto, kind) in [("websocket", "Info"), ("foo", "InvalidArgument")] {
+            let head = encode_head(&HeadInput {
+                method: "GET",
+                path: "/",
+                headers: &headers,
+                default_host: "h",
+                body: BodyInfo::None,
+                reset: false,
+                upgrade: Some(proto),
+                strict_content_length: true,
+            })
+            .unwrap();
+            let mut r = Request::new(1, "GET", head, RequestBody::None);
+            r.upgrade = true;
+            let Err(e) = outgoing(&r, "http") else {
+                panic!("accepted")
+            };
+            assert_eq!(e.kind(), kind);
+        }
+    }
+
+    #[test]
+    fn raw_headers_are_merged_as_node_merges_them() {
+        let mut m = HeaderMap::new();
+        for (n, v) in [
+            ("set-cookie", "a=1"),
+            ("x", "1"),
+            ("set-cookie", "b=2"),
+            ("x", "2"),
+            ("content-type", "text/plain"),
+            ("content-type", "text/html"),
+            ("cookie", "c=1"),
+            ("cookie", "d=2"),
+        ] {
+            m.append(n, HeaderValue::from_static(v));
+        }
+        let (list, size) = raw_headers(&m);
+        let text: Vec<(&[u8], &[u8])> = list.iter().map(|(n, v)| (&n[..], &v[..])).collect();
+        assert_eq!(
+            text,
+            [
+                (&b"set-cookie"[..], &b"a=1"[..]),
+                (b"set-cookie", b"b=2"),
+                (b"x", b"1, 2"),
+                (b"content-type", b"text/plain"),
+                (b"cookie", b"c=1; d=2"),
+            ]
+        );
+        assert_eq!(
+            size,
+            list.iter()
+                .map(|(n, v)| n.len() + v.len() + 4)
+                .sum::<usize>()
+        );
+    }
+}

@@ -1,0 +1,127 @@
+//! The engine as an HTTP/2 connection's [`Host`]: its origin's queue and its event sink.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::task::Context;
+
+use super::{Host, Settings};
+use crate::engine::{Ctx, ReqCtl};
+use crate::error::Error;
+use crate::event::Event;
+use crate::origin::{ConnShared, Origin, Queued};
+use crate::request::{OriginConfig, Request};
+
+pub(crate) struct OriginHost {
+    pub ctx: Rc<Ctx>,
+    pub origin: Rc<RefCell<Origin>>,
+    pub shared: Rc<ConnShared>,
+    /// The origin's `pipelining` (which `set_pipelining` changes).
+    pub pipelining: Rc<Cell<usize>>,
+}
+
+impl OriginHost {
+    pub fn new(ctx: Rc<Ctx>, origin: Rc<RefCell<Origin>>, shared: Rc<ConnShared>) -> OriginHost {
+        let pipelining = origin.borrow().pipelining.clone();
+        OriginHost {
+            ctx,
+            origin,
+            shared,
+            pipelining,
+        }
+    }
+}
+
+impl Host for OriginHost {
+    fn origin_id(&self) -> u64 {
+        self.origin.borrow().id
+    }
+
+    fn conn_id(&self) -> u64 {
+        self.shared.id
+    }
+
+    fn register(&self, cx: &Context<'_>) {
+        self.shared.register(cx);
+    }
+
+    fn report(&self, inflight: usize, room: usize) {
+        self.shared.report(inflight, room > 0);
+        self.shared.set_room(room);
+    }
+
+    fn max_streams(&self) -> usize {
+        self.pipelining.get().max(1)
+    }
+
+    fn take_destroy(&self) -> Option<Error> {
+        self.shared.take_destroy()
+    }
+
+    fn attach(&self, ctl: &ReqCtl) {
+        *ctl.conn.borrow_mut() = Some(self.shared.clone());
+    }
+
+    fn take(&self, fits: impl FnOnce(&Request) -> bool) -> Option<Queued> {
+        self.origin.try_borrow_mut().ok()?.next_request(fits)
+    }
+
+    fn give_back(&self, requests: Vec<Queued>) {
+        {
+            let Ok(mut o) = self.origin.try_borrow_mut() else {
+                // Only while unwinding from a panic: nothing can take them, they fail.
+                for q in requests {
+                    if self.ctx.settle(q.req.id) {
+                        self.ctx.emit(Event::Error {
+                            id: q.req.id,
+                            error: Error::socket("other side closed"),
+                            shared: crate::event::Shared::No,
+                        });
+                    }
+                }
+                return;
+            };
+            for q in requests.into_iter().rev() {
+                o.requeue(q);
+            }
+        }
+        // Another connection takes them (or this one, if it still can).
+        Origin::schedule(&self.origin, &self.ctx);
+    }
+
+    fn settle(&self, id: u64) -> bool {
+        self.ctx.settle(id)
+    }
+
+    fn publish(&self, events: &mut Vec<Event>) {
+        self.ctx.publish(events);
+    }
+
+    fn idle_close(&self) -> bool {
+        self.origin.try_borrow().is_ok_and(|o| o.idle_conns_close())
+    }
+
+    fn detach(&self) {
+        Origin::detach(&self.origin, &self.ctx, self.shared.id);
+    }
+
+    fn gone(&self) {
+        Origin::conn_gone(&self.origin, &self.ctx, self.shared.id);
+    }
+}
+
+impl Settings {
+    /// An origin's HTTP/2 settings; `tls`: the connection is encrypted (`https`).
+    pub(crate) fn new(cfg: &OriginConfig, tls: bool) -> Settings {
+        // HTTP/2 windows are at most 2^31 - 1 (h2 refuses more).
+        const MAX_WINDOW: u32 = (1 << 31) - 1;
+        Settings {
+            max_concurrent_streams: cfg.max_concurrent_streams,
+            initial_window_size: cfg.initial_window_size.min(MAX_WINDOW),
+            connection_window_size: cfg.connection_window_size.min(MAX_WINDOW),
+            ping_interval: cfg.ping_interval.filter(|d| !d.is_zero()),
+            max_header_size: cfg.max_header_size,
+            max_response_size: cfg.max_response_size,
+            scheme: if tls { "https" } else { "http" },
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! HTTP/2 connections over the `h2` crate: many streams on one connection, each a
+//! [`crate::Request`] of the request model, reporting the same events as HTTP/1.1.
+//!
+//! The connection is one hand-written future (as the HTTP/1.1 one): it drives the `h2`
+//! connection, opens, feeds and reads its streams, and runs their timers and its PINGs, all
+//! in one task, so no lock is held across I/O and every event of a poll goes out in one batch.
+
+mod conn;
+mod head;
+mod host;
+
+use std::task::Context;
+use std::time::Duration;
+
+pub(crate) use conn::run;
+pub(crate) use host::OriginHost;
+
+use crate::engine::ReqCtl;
+use crate::error::Error;
+use crate::event::Event;
+use crate::origin::Queued;
+use crate::request::Request;
+
+/// What an HTTP/2 connection needs of the engine: its origin's queue, the event sink, and
+/// how the origin reaches it.
+pub(crate) trait Host: Unpin {
+    fn origin_id(&self) -> u64;
+    fn conn_id(&self) -> u64;
+    /// Wake the connection through `cx` (on news from the origin or a request's command).
+    fn register(&self, cx: &Context<'_>);
+    /// It carries `inflight` requests and would take `room` more now.
+    fn report(&self, inflight: usize, room: usize);
+    /// The most requests the origin lets one connection carry (its `pipelining`, as undici
+    /// bounds HTTP/2 streams by it too).
+    fn max_streams(&self) -> usize;
+    /// The error to fail everything with and close, once the origin is destroyed.
+    fn take_destroy(&self) -> Option<Error>;
+    /// Commands about the request of `ctl` (body, pause, abort) wake this connection.
+    fn attach(&self, ctl: &ReqCtl);
+    /// The next request waiting at the origin, if it `fits` (those aborted while queued are
+    /// dropped).
+    fn take(&self, fits: impl FnOnce(&Request) -> bool) -> Option<Queued>;
+    /// Puts requests back at the front of the origin's queue, in order: they are retried on
+    /// another connection (or on this one, if it still takes requests).
+    fn give_back(&self, requests: Vec<Queued>);
+    /// Marks request `id` settled: `true` the first time only.
+    fn settle(&self, id: u64) -> bool;
+    fn publish(&self, events: &mut Vec<Event>);
+    /// The origin is closing and has nothing queued: an idle connection goes.
+    fn idle_close(&self) -> bool;
+    /// The connection takes no new request (GOAWAY): the origin may open another meanwhile.
+    fn detach(&self);
+    /// The connection is gone; nothing of it is called after this.
+    fn gone(&self);
+}
+
+/// An origin's HTTP/2 settings (undici's option names in brackets).
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    /// Most streams at once (`maxConcurrentStreams`), lowered by the server's SETTINGS.
+    pub max_concurrent_streams: u32,
+    /// Each stream's receive window (`initialWindowSize`).
+    pub initial_window_size: u32,
+    /// The connection's receive window (`connectionWindowSize`).
+    pub connection_window_size: u32,
+    /// PING this often; an unanswered one closes the connection (`pingInterval`).
+    pub ping_interval: Option<Duration>,
+    /// Largest response head (`maxHeaderSize`).
+    pub max_header_size: usize,
+    /// Largest response body (`maxResponseSize`).
+    pub max_response_size: Option<u64>,
+    /// `:scheme` of every request: `https` over TLS, `http` over cleartext (h2c).
+    pub scheme: &'static str,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            max_concurrent_streams: 100,
+            initial_window_size: 262_144,
+            connection_window_size: 524_288,
+            ping_interval: None,
+            max_header_size: 16 * 1024,
+            max_response_size: None,
+            scheme: "https",
+        }
+    }
+}
+
+/// The message of the error a GOAWAY gives the connection's `disconnect` (the spec's).
+pub(crate) const GOAWAY_MESSAGE: &str = "HTTP/2: \"GOAWAY\" frame received";
+
+#[cfg(test)]
+mod tests;

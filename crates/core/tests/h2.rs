@@ -1,0 +1,179 @@
+//! HTTP/2 through the engine and its origins (h2c, prior knowledge), against the `h2` crate's
+//! server on a thread of its own: the origin picks HTTP/2 for the connection, and one
+//! connection carries many requests at once.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use bytes::Bytes;
+use saetta_core::codec::request::{encode_head, BodyInfo, HeadInput};
+use saetta_core::{Engine, Event, EventSink, OriginConfig, Request, RequestBody};
+
+struct ChannelSink(Mutex<Sender<Event>>);
+
+impl EventSink for ChannelSink {
+    fn push(&self, events: &mut Vec<Event>) {
+        let tx = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        for ev in events.drain(..) {
+            let _ = tx.send(ev);
+        }
+    }
+}
+
+/// Streams open at once on the server, and the most seen.
+#[derive(Default)]
+struct Load {
+    open: AtomicUsize,
+    max: AtomicUsize,
+    connections: AtomicUsize,
+}
+
+/// An h2c server answering each request after `delay` with its path; returns its port.
+fn server(delay: Duration, load: Arc<Load>) -> u16 {
+    let (tx, rx) = channel();
+    thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&rt, async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            tx.send(listener.local_addr().unwrap().port()).unwrap();
+            while let Ok((sock, _)) = listener.accept().await {
+                load.connections.fetch_add(1, Ordering::SeqCst);
+                let load = load.clone();
+                tokio::task::spawn_local(async move {
+                    let Ok(mut conn) = h2::server::handshake(sock).await else {
+                        return;
+                    };
+                    while let Some(Ok((req, mut respond))) = conn.accept().await {
+                        let load = load.clone();
+                        tokio::task::spawn_local(async move {
+                            let now = load.open.fetch_add(1, Ordering::SeqCst) + 1;
+                            load.max.fetch_max(now, Ordering::SeqCst);
+                            tokio::time::sleep(delay).await;
+                            load.open.fetch_sub(1, Ordering::SeqCst);
+                            let path = Bytes::from(req.uri().path().to_string());
+                            let resp = http::Response::builder().status(200).body(()).unwrap();
+                            if let Ok(mut send) = respond.send_response(resp, false) {
+                                let _ = send.send_data(path, true);
+                            }
+                        });
+                    }
+                });
+            }
+        });
+    });
+    rx.recv().unwrap()
+}
+
+fn get(id: u64, path: &str) -> Request {
+    let head = encode_head(&HeadInput {
+        method: "GET",
+        path,
+        headers: &[],
+        default_host: "test",
+        body: BodyInfo::None,
+        reset: false,
+        upgrade: None,
+        strict_content_length: true,
+    })
+    .unwrap();
+    Request::new(id, "GET", head, RequestBody::None)
+}
+
+/// Collects events until `n` requests settled; returns them all.
+fn until_settled(rx: &Receiver<Event>, n: usize) -> Vec<Event> {
+    let mut seen = Vec::new();
+    let mut settled = 0;
+    while settled < n {
+        let ev = rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("engine went quiet");
+        if matches!(ev, Event::Complete { .. } | Event::Error { .. }) {
+            settled += 1;
+        }
+        seen.push(ev);
+    }
+    seen
+}
+
+#[test]
+fn one_h2c_connection_carries_the_requests_side_by_side() {
+    let load = Arc::new(Load::default());
+    let port = server(Duration::from_millis(50), load.clone());
+    let (tx, rx) = channel();
+    let engine = Engine::start(Arc::new(ChannelSink(Mutex::new(tx)))).unwrap();
+    engine.open(
+        1,
+        OriginConfig {
+            host: "127.0.0.1".into(),
+            port,
+            h2c: true,
+            connections: 1,
+            pipelining: 10,
+            ..OriginConfig::default()
+        },
+    );
+    for id in 1..=30 {
+        engine.submit(1, get(id, &format!("/r{id}")));
+    }
+    let events = until_settled(&rx, 30);
+    let connected: Vec<bool> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Connected { http2, .. } => Some(*http2),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(connected, [true]);
+    for id in 1..=30u64 {
+        let body: Vec<u8> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Data { id: i, chunk } if *i == id => Some(chunk.to_vec()),
+                _ => None,
+            })
+            .flatten()
+            .collect();
+        assert_eq!(body, format!("/r{id}").into_bytes());
+        assert!(events
+            .iter()
+            .any(|e| matches!(e, Event::Complete { id: i, .. } if *i == id)));
+    }
+    assert_eq!(load.connections.load(Ordering::SeqCst), 1);
+    // Multiplexed, and bounded by `pipelining` (as undici bounds HTTP/2 streams).
+    let max = load.max.load(Ordering::SeqCst);
+    assert!(max > 1 && max <= 10, "{max} streams at once");
+}
+
+#[test]
+fn a_pool_opens_no_second_connection_while_the_first_has_room() {
+    let load = Arc::new(Load::default());
+    let port = server(Duration::from_millis(20), load.clone());
+    let (tx, rx) = channel();
+    let engine = Engine::start(Arc::new(ChannelSink(Mutex::new(tx)))).unwrap();
+    engine.open(
+        1,
+        OriginConfig {
+            host: "127.0.0.1".into(),
+            port,
+            h2c: true,
+            connections: usize::MAX,
+            pipelining: 100,
+            ..OriginConfig::default()
+        },
+    );
+    engine.submit(1, get(1, "/first"));
+    until_settled(&rx, 1);
+    for id in 2..=21 {
+        engine.submit(1, get(id, "/more"));
+    }
+    let events = until_settled(&rx, 20);
+    assert!(!events.iter().any(|e| matches!(e, Event::Connecting { .. })));
+    assert_eq!(load.connections.load(Ordering::SeqCst), 1);
+}

@@ -1,0 +1,54 @@
+// MockClient: a Client whose requests meet the interceptors first.
+
+import { Client } from '../dispatcher/client'
+import type { ClientOptions, DispatchHandler, DispatchOptions } from '../dispatcher/types'
+import { checked, kMocks, MockHost, type MockDispatcherOptions } from './mock-host'
+import { MockList, type MockInterceptor, type MockInterceptorOptions } from './mock-interceptor'
+import type { MockAgent } from './mock-agent'
+
+export interface MockClientOptions extends ClientOptions {
+  /** The agent to associate this MockClient with. */
+  agent: MockAgent
+}
+
+export class MockClient extends Client {
+  #host: MockHost
+
+  constructor(origin: string, options: MockClientOptions) {
+    super(origin, checked(options))
+    this.#host = new MockHost(origin, options as unknown as MockDispatcherOptions)
+  }
+
+  /** Intercepts the matching requests to this origin. */
+  intercept(options: MockInterceptorOptions): MockInterceptor {
+    return this.#host.intercept(options)
+  }
+
+  override dispatch(opts: DispatchOptions, handler: DispatchHandler): boolean {
+    return this.#host.dispatch(opts, handler, () => super.dispatch(opts, handler))
+  }
+
+  override close(callback: (err?: Error | null, data?: null) => void): void
+  override close(): Promise<void>
+  override close(callback?: (err?: Error | null, data?: null) => void): Promise<void> | void {
+    return this.#host.close(this, () => new Promise<void>((resolve, reject) => super.close((err) => (err ? reject(err) : resolve()))), callback)
+  }
+
+  /** Forgets every interceptor. */
+  cleanMocks(): void {
+    this.#host.list = new MockList()
+  }
+
+  get [kMocks](): MockList {
+    return this.#host.list
+  }
+
+  set [kMocks](list: MockList) {
+    this.#host.list = list
+  }
+}
+
+// eslint-disable-next-line @typescript-eslint/no-namespace
+export declare namespace MockClient {
+  export type Options = MockClientOptions
+}
