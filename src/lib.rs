@@ -419,6 +419,19 @@ impl NativeOrigin {
         Ok(())
     }
 
+    /// Later TLS connections send and verify `name` (a request's own `servername`); those
+    /// open close, and none is written to from now on. JS calls it with nothing in flight.
+    #[napi(catch_unwind)]
+    pub fn set_servername(&self, name: String) -> Result<()> {
+        let name = saetta_core::transport::tls::server_name(&name)
+            .map_err(|e| Error::from_reason(e.to_string()))?;
+        if let Some(o) = ORIGINS.with(|m| m.borrow().get(&self.id).cloned()) {
+            o.lanes.retire();
+        }
+        bridge()?.engine.set_server_name(self.id, name);
+        Ok(())
+    }
+
     /// Graceful close: queued requests still run, then the connections close.
     #[napi(catch_unwind)]
     pub fn close(&mut self) -> Result<()> {

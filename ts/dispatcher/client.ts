@@ -31,7 +31,7 @@ import { fromNative } from '../native/native-error'
 import { DispatcherBase, kBusy, kClose, kDestroy, kDispatch } from './base'
 import { TunnelSocket, WRITE_WINDOW } from '../native/tunnel'
 import { openSocket, refuseSocket, type Connector, type ConnectorOptions } from '../native/js-socket'
-import { buildConnector } from './connector'
+import { buildConnector, serverName } from './connector'
 import { tunnelOf, type Tunnel } from './proxy-tunnel'
 import tls from 'node:tls'
 import { holdsForConnect, InternalHandler } from '../handlers/internal'
@@ -456,6 +456,19 @@ export class Client extends DispatcherBase {
   #js: JsRoute | null = null
   /** The HTTP version a connection starts with: h2 with prior knowledge (h2c), else h1 until ALPN says h2. */
   #version: 'h1' | 'h2' = 'h1'
+  /**
+   * A request's own TLS server name (its `servername`, else its host header's), as undici's
+   * Client follows it on an `https:` origin: `#servername` is the one connections are made
+   * for now (null: the origin's own); a request naming another waits in `#held`, with those
+   * after it, until nothing is in flight, and then the connections are made anew.
+   */
+  #https = false
+  #servername: unknown = null
+  #held: Held[] = []
+  #releasing = false
+  /** `connect.servername`, else the host: the name when no request names one. */
+  #ownServername = ''
+  #params: ReturnType<typeof connectParams> | null = null
 
   constructor(url: string | URL | UrlObject, opts: ClientOptions & { [kConnections]?: ConnectionLimits } = {}) {
     super()
@@ -504,6 +517,7 @@ export class Client extends DispatcherBase {
       this.#url.protocol === 'https:' ? ((connect as { servername?: string }).servername ?? host) : null,
       options.localAddress ?? null,
     )
+    this.#params = params
     const versionOf = (): 'h1' | 'h2' => {
       const c = self.deref()
       return c === undefined ? 'h1' : c.#version
@@ -548,6 +562,11 @@ export class Client extends DispatcherBase {
         const c = self.deref()
         if (!c) return
         const scope = c.#opening.shift() ?? c.#scope
+        // As undici: a failure to connect fails what waits for another server name too,
+        // but a certificate that does not name this one fails only the requests naming it.
+        if (c.#held.length > 0 && (err as { code?: unknown }).code !== 'ERR_TLS_CERT_ALTNAME_INVALID') {
+          queueMicrotask(() => failAll(c.#held.splice(0).map((h) => h.run), err))
+        }
         const emit = (): boolean => c.emit('connectionError', c.#url, [c], err)
         // As undici: after the requests this failure fails (they come next in the batch).
         queueMicrotask(() => (scope === null ? emit() : scope.runInAsyncScope(emit)))
@@ -574,6 +593,8 @@ export class Client extends DispatcherBase {
       },
     }
     const https = this.#url.protocol === 'https:'
+    this.#https = https
+    this.#ownServername = (typeof given.servername === 'string' && given.servername) || host
     const maxCachedSessions = own('maxCachedSessions') ? given.maxCachedSessions : options.maxCachedSessions
     if (custom === null && maxCachedSessions != null && (!Number.isInteger(maxCachedSessions) || maxCachedSessions < 0)) {
       throw new InvalidArgumentError('maxCachedSessions must be a positive integer or zero')
@@ -684,7 +705,7 @@ export class Client extends DispatcherBase {
 
   /** Of those, the ones that may be on the wire (the rest wait in the queue). */
   get running(): number {
-    return Math.min(this.#runs.size, this.#capacity())
+    return Math.min(this.#runs.size - this.#held.length, this.#capacity())
   }
 
   get pending(): number {
@@ -710,6 +731,26 @@ export class Client extends DispatcherBase {
     const head = checkRequest(opts, handler)
     if (opts.throwOnError === true) handler = new ResponseErrorHandler(handler)
     const run = new Run(this, opts, handler)
+    if (this.#https) {
+      const name = requestServername((opts as { servername?: unknown }).servername, head.headers)
+      // With nothing in flight it switches now, and the request starts as any (its bad
+      // input throws); else it waits its turn.
+      if ((name !== this.#servername || this.#held.length > 0) && (this.#held.length > 0 || this.#runs.size > 0 || this.#rename(name) !== null)) {
+        // Bad input throws now, as it does for a request that starts at once.
+        if (!knownBody(opts.body)) throw new InvalidArgumentError(BAD_BODY)
+        this.#runs.add(run)
+        this.#held.push({ run, head, name })
+        this.#release()
+        if (this.#busy()) this.#needDrain = true
+        return !this.#needDrain
+      }
+    }
+    this.#start(run, head)
+    if (this.#busy()) this.#needDrain = true
+    return !this.#needDrain
+  }
+
+  #start(run: Run, head: RequestHead): void {
     const opens = this.#opens()
     this.#runs.add(run)
     try {
@@ -719,14 +760,76 @@ export class Client extends DispatcherBase {
       throw err
     }
     run.scope = this.#scopeFor(opens)
-    if (this.#busy()) this.#needDrain = true
-    return !this.#needDrain
+  }
+
+  /**
+   * With nothing in flight, starts the requests held for another server name: connections
+   * are made for that name from now on (those open close with 'servername changed').
+   */
+  #release(): void {
+    const first = this.#held[0]
+    if (first === undefined || this.#runs.size > this.#held.length || this.destroyed || this.#releasing) return
+    this.#releasing = true
+    try {
+      this.#releaseFirst(first.name)
+    } finally {
+      this.#releasing = false
+    }
+    // Those failed may leave the next name's turn.
+    if (this.#runs.size === this.#held.length) this.#release()
+  }
+
+  #releaseFirst(name: unknown): void {
+    if (name !== this.#servername) {
+      const refused = this.#rename(name)
+      if (refused !== null) {
+        // As undici's connector (Node's TLS) fails them: one failed connection each.
+        for (let h = this.#held[0]; h !== undefined && h.name === name; h = this.#held[0]) {
+          this.#held.shift()
+          failAll([h.run], refused)
+          this.emit('connectionError', this.#url, [this], refused)
+        }
+        return
+      }
+    }
+    while (this.#held.length > 0 && this.#held[0].name === name) {
+      const { run, head } = this.#held.shift()!
+      this.#runs.delete(run)
+      if (run.isSettled) continue
+      try {
+        this.#start(run, head)
+      } catch (err) {
+        failAll([run], err as Error)
+      }
+    }
+  }
+
+  /** Connections are made for `name` from now on; an error if it cannot name a server. */
+  #rename(name: unknown): Error | null {
+    if (name !== null && typeof name !== 'string') {
+      try {
+        // Node's own TypeError for it, as its TLS gives undici's connector.
+        (tls.TLSSocket.prototype as unknown as { setServername(n: string): void }).setServername.call(null, name as string)
+      } catch (err) {
+        return err as Error
+      }
+    }
+    const effective = (name as string | null) ?? this.#ownServername
+    try {
+      this.#native.setServername(effective)
+    } catch (err) {
+      return new InvalidArgumentError((err as Error).message)
+    }
+    this.#servername = name
+    if (this.#js !== null) this.#js.options.servername = name as string | null
+    if (this.#params !== null) this.#params.servername = effective
+    return null
   }
 
   /** Whether a request dispatched now makes the origin open a connection (as JS can tell). */
   #opens(): boolean {
     const open = this.#connections + this.#opening.length
-    return open < this.#maxConnections && this.#runs.size >= open * Math.max(this.#pipelining, 1)
+    return open < this.#maxConnections && this.#runs.size - this.#held.length >= open * Math.max(this.#pipelining, 1)
   }
 
   /**
@@ -745,6 +848,7 @@ export class Client extends DispatcherBase {
   /** @internal a request settled. */
   settled(run: Run): void {
     if (!this.#runs.delete(run)) return
+    if (this.#held.length > 0) this.#release()
     if (this.#needDrain && !this.#busy()) {
       this.#needDrain = false
       queueMicrotask(() => this.emit('drain', this.#url, [this]))
@@ -802,6 +906,8 @@ export class Client extends DispatcherBase {
   }
 
   protected [kClose](): Promise<void> {
+    // Requests held for another server name go to the engine before it closes.
+    if (this.#held.length > 0) return this.#idle().then(() => this.#shutDown(false))
     // The engine finishes what is queued, then closes the connections.
     const closed = this.#shutDown(false)
     return this.#idle().then(() => closed)
@@ -809,12 +915,45 @@ export class Client extends DispatcherBase {
 
   protected [kDestroy](err: Error): Promise<void> {
     this.#destroyError = err
+    this.#held = []
     // As undici: the requests still queued fail now, in order; the ones on a connection as
     // the engine takes it down (and any left once it is down).
     failAll([...this.#runs].filter((run) => !run.connected), err)
     // (Returned as is: destroy's callbacks then come right after the last failure, as undici's.)
     return this.#shutDown(true)
   }
+}
+
+const BAD_BODY = 'body must be a string, a Buffer, a Readable stream, an iterable, or an async iterable'
+
+/** Whether Run.start takes `body` (the kinds it sends, in its order). */
+function knownBody(body: unknown): boolean {
+  return (
+    body == null ||
+    typeof body === 'string' ||
+    ArrayBuffer.isView(body) ||
+    body instanceof ArrayBuffer ||
+    body instanceof Readable ||
+    body instanceof Blob ||
+    isFormData(body) ||
+    isStreamLike(body)
+  )
+}
+
+/** A request held for another server name (see Client's `#held`). */
+interface Held {
+  run: Run
+  head: RequestHead
+  name: unknown
+}
+
+/** undici's rule: a request's `servername`, else its host header's name, else none (null). */
+function requestServername(given: unknown, headers: string[]): unknown {
+  if (given) return given
+  for (let i = 0; i < headers.length; i += 2) {
+    if (headers[i].length === 4 && headers[i].toLowerCase() === 'host') return serverName(headers[i + 1]) || null
+  }
+  return null
 }
 
 /** Fails `runs` with `err`; a handler's onError that throws is uncaught, not the caller's. */
@@ -927,7 +1066,7 @@ class Run implements RequestSink {
       if (!(body instanceof Readable) || (body as unknown as ReadableInternals)._readableState.objectMode) flags |= UNSIZED
       this.#source = body
     } else {
-      throw new InvalidArgumentError('body must be a string, a Buffer, a Readable stream, an iterable, or an async iterable')
+      throw new InvalidArgumentError(BAD_BODY)
     }
     const method = opts.method
     if (this.#info !== null) this.#length = bytes !== undefined ? Buffer.byteLength(bytes) : this.#source === null ? 0 : null
@@ -1139,6 +1278,11 @@ class Run implements RequestSink {
       this.#creditWaiter = null
       w()
     }
+  }
+
+  /** It ended (completed, failed or aborted). */
+  get isSettled(): boolean {
+    return this.#settled
   }
 
   /** onConnect ran: the request is on a connection (or goes on one as it is submitted). */

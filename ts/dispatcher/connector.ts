@@ -46,7 +46,7 @@ class SessionCache {
 }
 
 /** A host header's name, if it is not an IP address ('' for one, as undici gives it). */
-function serverName(host: string | undefined): string | null {
+export function serverName(host: string | undefined): string | null {
   if (!host) return null
   const name = host[0] === '[' ? host.slice(1, host.indexOf(']')) : host.split(':')[0]
   return net.isIP(name) ? '' : name

@@ -8,6 +8,11 @@
 export declare class NativeOrigin {
   constructor(id: number, o: OriginOptions)
   setPipelining(pipelining: number): void
+  /**
+   * Later TLS connections send and verify `name` (a request's own `servername`); those
+   * open close, and none is written to from now on. JS calls it with nothing in flight.
+   */
+  setServername(name: string): void
   /** Graceful close: queued requests still run, then the connections close. */
   close(): void
   /** Fails everything queued or running (with `Destroyed` events) and closes. */

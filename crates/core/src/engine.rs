@@ -17,6 +17,7 @@ use crate::h1::direct::{self, Alarm, Lanes, Written};
 use crate::origin::{ConnShared, Origin, Queued};
 use crate::request::{OriginConfig, Request};
 use crate::transport::js::{self, Registry};
+use rustls::pki_types::ServerName;
 
 enum Command {
     Open {
@@ -57,6 +58,10 @@ enum Command {
     Destroy {
         origin: u64,
         error: Error,
+    },
+    SetServerName {
+        origin: u64,
+        name: ServerName<'static>,
     },
     /// A request of `origin` was written by the caller and must be adopted now, as its headers
     /// timeout ends before its connection would run again (see [`Engine::submit_now`]).
@@ -254,6 +259,13 @@ impl Engine {
     /// Changes how many requests may be in flight on each connection of `origin`.
     pub fn set_pipelining(&self, origin: u64, pipelining: usize) {
         self.send(Command::SetPipelining { origin, pipelining });
+    }
+
+    /// Later connections of TLS origin `origin` send and verify `name` (a request's own
+    /// `servername`); those open close, with `servername changed`. The caller has retired
+    /// the origin's lanes ([`Lanes::retire`]) and waits until nothing is in flight.
+    pub fn set_server_name(&self, origin: u64, name: ServerName<'static>) {
+        self.send(Command::SetServerName { origin, name });
     }
 
     /// Graceful: queued requests still run; connections close once idle.
@@ -496,6 +508,11 @@ impl Ctx {
                 if let Some(o) = self.origin(origin) {
                     o.borrow().pipelining.set(pipelining);
                     Origin::schedule(&o, self);
+                }
+            }
+            Command::SetServerName { origin, name } => {
+                if let Some(o) = self.origin(origin) {
+                    Origin::set_server_name(&o, name);
                 }
             }
             Command::Close { origin } => {

@@ -17,6 +17,7 @@ use crate::h2;
 use crate::request::{OriginConfig, Request};
 use crate::transport::js::{Opener, Registry};
 use crate::transport::{self, Transport};
+use rustls::pki_types::ServerName;
 
 pub(crate) struct Queued {
     pub req: Request,
@@ -360,6 +361,26 @@ impl Origin {
             Origin::schedule(this, ctx);
         }
         Origin::check_finished(this, ctx);
+    }
+
+    /// Later connections send and verify `name`; the open ones close (as undici's Client
+    /// leaves its socket when a request names another server).
+    pub fn set_server_name(this: &Rc<RefCell<Origin>>, name: ServerName<'static>) {
+        let mut o = this.borrow_mut();
+        // (Sockets from JS: their connector is given the name there.)
+        if o.cfg.tls.is_some() {
+            let mut cfg = (*o.cfg).clone();
+            if let Some(tls) = cfg.tls.as_mut() {
+                tls.rename(name);
+            }
+            o.cfg = Rc::new(cfg);
+        }
+        o.lanes.retire();
+        let error = Error::Info("servername changed".into());
+        for c in &o.conns {
+            *c.destroy.borrow_mut() = Some(error.clone());
+            c.wake();
+        }
     }
 
     pub fn destroy(this: &Rc<RefCell<Origin>>, ctx: &Rc<Ctx>, error: Error) {

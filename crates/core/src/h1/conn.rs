@@ -104,6 +104,8 @@ pub(crate) struct Conn {
     /// It is on its origin's list of idle connections (or was, until a caller wrote to it).
     listed: bool,
     lanes: Arc<Lanes>,
+    /// The lanes' generation it was made in (see [`Lanes::retire`]).
+    generation: u64,
 }
 
 impl Conn {
@@ -145,6 +147,7 @@ impl Conn {
             addresses,
             fd,
             listed: false,
+            generation: lanes.generation(),
             lanes,
         }
     }
@@ -769,7 +772,8 @@ impl Future for Conn {
             }
         }
         if let Some(fd) = this.listable() {
-            this.lanes.list(this.shared.id, fd, this.idle_end());
+            this.lanes
+                .list_from(this.generation, this.shared.id, fd, this.idle_end());
             this.listed = true;
         }
         this.publish();

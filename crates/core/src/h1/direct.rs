@@ -76,6 +76,8 @@ struct Inner {
     idle: Vec<(u64, Fd, Instant)>,
     mail: Vec<Mail>,
     writes: u64,
+    /// Bumped by [`Lanes::retire`]: connections made before it are never listed again.
+    generation: u64,
 }
 
 /// A request written to connection `conn` by the caller: `sent` bytes of it went out.
@@ -136,8 +138,31 @@ impl Lanes {
 
     /// Connection `conn` is idle until `until`, when its timer fires: the caller may write to
     /// `fd` until [`Lanes::withdraw`].
+    #[cfg(test)]
     pub(crate) fn list(&self, conn: u64, fd: Fd, until: Instant) {
-        self.lock().idle.push((conn, fd, until));
+        let generation = self.generation();
+        self.list_from(generation, conn, fd, until);
+    }
+
+    /// [`Lanes::list`] for a connection made in `generation`: not once it is retired.
+    pub(crate) fn list_from(&self, generation: u64, conn: u64, fd: Fd, until: Instant) {
+        let mut inner = self.lock();
+        if inner.generation == generation {
+            inner.idle.push((conn, fd, until));
+        }
+    }
+
+    /// The generation a connection made now belongs to.
+    pub(crate) fn generation(&self) -> u64 {
+        self.lock().generation
+    }
+
+    /// The caller's side of a change every open connection must leave for (the origin's TLS
+    /// server name): none is written to from now on, before the engine hears of it.
+    pub fn retire(&self) {
+        let mut inner = self.lock();
+        inner.generation += 1;
+        inner.idle.clear();
     }
 
     /// Takes `conn` off the list. Returns what was written to it meanwhile (at most one
@@ -491,6 +516,21 @@ mod tests {
         lanes.list(7, -1, Instant::now());
         lanes.clear();
         assert!(matches!(lanes.try_write(req(b"")), Written::No(_)));
+    }
+
+    #[test]
+    fn a_retired_connection_is_never_listed_again() {
+        let lanes = Arc::new(Lanes::default());
+        let old = lanes.generation();
+        lanes.list_from(old, 7, -1, Instant::now());
+        lanes.retire();
+        assert!(matches!(lanes.try_write(req(b"")), Written::No(_)));
+        // It goes idle again after the caller retired it: still not written to.
+        lanes.list_from(old, 7, -1, Instant::now());
+        assert!(matches!(lanes.try_write(req(b"")), Written::No(_)));
+        // One made since is.
+        lanes.list_from(lanes.generation(), 8, -1, Instant::now());
+        assert!(matches!(lanes.try_write(req(b"")), Written::Yes { .. }));
     }
 
     #[test]

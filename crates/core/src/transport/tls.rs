@@ -58,6 +58,12 @@ impl fmt::Debug for TlsConfig {
     }
 }
 
+/// A TLS server name from a host or `servername` (an IPv6 literal may keep its brackets).
+pub fn server_name(host: &str) -> Result<ServerName<'static>> {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    ServerName::try_from(host.to_owned()).map_err(|e| invalid("servername", e))
+}
+
 fn invalid(what: &str, e: impl fmt::Display) -> Error {
     Error::InvalidArgument(format!("invalid {what}: {e}"))
 }
@@ -159,16 +165,16 @@ impl TlsConfig {
             Some(n) => config.resumption = rustls::client::Resumption::in_memory_sessions(n),
             None => {}
         }
-        let host = opts
-            .server_name
-            .trim_start_matches('[')
-            .trim_end_matches(']');
-        let server_name =
-            ServerName::try_from(host.to_owned()).map_err(|e| invalid("servername", e))?;
         Ok(TlsConfig {
             config: Arc::new(config),
-            server_name,
+            server_name: server_name(&opts.server_name)?,
         })
+    }
+
+    /// The name later handshakes send and verify (a request's own `servername`); sessions
+    /// stay shared, rustls keys them by name.
+    pub fn rename(&mut self, name: ServerName<'static>) {
+        self.server_name = name;
     }
 
     /// Offers ALPN `h2` before `http/1.1` (undici's `allowH2`): the server chooses. Sessions
@@ -933,5 +939,25 @@ THjWKTupPB8zQ4cSY1UokqfhGV5pZgHoKMaehz7TO08YtZ4=
         };
         let cfg = TlsConfig::new(&opts).unwrap();
         assert_eq!(cfg.config.alpn_protocols, vec![b"http/1.1".to_vec()]);
+    }
+
+    #[test]
+    fn a_request_servername_renames_the_config() {
+        let opts = TlsOptions {
+            server_name: "[::1]".into(),
+            reject_unauthorized: true,
+            ..Default::default()
+        };
+        let mut cfg = TlsConfig::new(&opts).unwrap();
+        assert!(matches!(cfg.server_name, ServerName::IpAddress(_)));
+        cfg.rename(server_name("example.test").unwrap());
+        assert_eq!(
+            cfg.server_name,
+            ServerName::try_from("example.test").unwrap()
+        );
+        assert!(matches!(
+            server_name("not a name"),
+            Err(Error::InvalidArgument(_))
+        ));
     }
 }
