@@ -839,6 +839,11 @@ fn pump_body(
 
 /// Reads what came for a stream; `Ok(Some(trailers))` when its response ended just now (the
 /// caller reports it complete).
+/// The server reset the stream with NO_ERROR ("stop sending, the response is whole").
+fn remote_no_error(e: &h2::Error) -> bool {
+    e.is_reset() && e.is_remote() && e.reason() == Some(Reason::NO_ERROR)
+}
+
 fn read_response(
     o: &mut Open,
     req: &Request,
@@ -941,6 +946,13 @@ fn read_response(
                                 (None, None) => first = Some(chunk),
                             }
                         }
+                        // RST_STREAM(NO_ERROR) after the head ends the body as END_STREAM
+                        // would: node:http2 servers (Node 24) may close a whole response so,
+                        // and Node's client, hence undici, takes it as the end.
+                        Poll::Ready(Some(Err(e))) if remote_no_error(&e) => {
+                            ended = true;
+                            break;
+                        }
                         Poll::Ready(Some(Err(e))) => {
                             failed = Some(e);
                             break;
@@ -976,6 +988,7 @@ fn read_response(
             Recv::Trailers(body) => {
                 let trailers = match body.poll_trailers(cx) {
                     Poll::Ready(Ok(t)) => t.map(|t| raw_headers(&t).0).unwrap_or_default(),
+                    Poll::Ready(Err(e)) if remote_no_error(&e) => Vec::new(),
                     Poll::Ready(Err(e)) => return Err(stream_failure(&e, false)),
                     Poll::Pending => return Ok(None),
                 };

@@ -1196,6 +1196,31 @@ fn a_response_before_the_whole_body_completes_the_request() {
 }
 
 #[test]
+fn a_reset_with_no_error_after_the_body_ends_it() {
+    rt(async {
+        let addr = server(
+            |_| {},
+            handler(|_req, mut res| async move {
+                // The whole body without END_STREAM, then RST_STREAM(NO_ERROR): what a
+                // node:http2 server (Node 24) may send, and Node's client takes as the end.
+                let resp = http::Response::builder().status(200).body(()).unwrap();
+                let mut send = res.send_response(resp, false).unwrap();
+                send.send_data(Bytes::from_static(b"whole"), false).unwrap();
+                tokio::task::yield_now().await;
+                send.send_reset(h2::Reason::NO_ERROR);
+            }),
+        )
+        .await;
+        let host = connect(addr, h2c()).await;
+        host.submit(get(1, "/"));
+        host.settled(1).await;
+        assert_eq!(host.of(1), ["connect", "headers 200", "data", "complete 0"]);
+        assert_eq!(host.body(1), b"whole");
+        assert!(host.disconnected().is_none());
+    });
+}
+
+#[test]
 fn a_connect_stream_is_a_tunnel() {
     rt(async {
         let addr = server(
