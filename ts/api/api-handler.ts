@@ -80,6 +80,11 @@ export abstract class ApiHandler<TOpaque> extends InternalHandler {
     this.#abort?.(err)
   }
 
+  /** The request settled: from now on the signal only cleans up (onAbortBeforeConnect), as undici's. */
+  protected settledForSignal(): void {
+    this.#abort = null
+  }
+
   /** Stops listening to the signal. */
   protected detach(): void {
     this.#detachSignal()

@@ -26,7 +26,8 @@ class RequestHandler<TOpaque> extends ApiHandler<TOpaque> {
   }
 
   protected onAbortBeforeConnect(reason: Error): void {
-    this.#body?.destroy(reason)
+    // (Only after the request completed is there a body: as undici, its failure is the reader's.)
+    this.#body?.on('error', noop).destroy(reason)
   }
 
   onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void, statusText: string): boolean {
@@ -48,7 +49,11 @@ class RequestHandler<TOpaque> extends ApiHandler<TOpaque> {
       highWaterMark: this.opts.highWaterMark,
     })
     this.#body = body
-    body.once('close', () => this.detach())
+    // Closed, the body is done with (see onComplete for why it is let go).
+    body.once('close', () => {
+      if (this.#body === body) this.#body = null
+      this.detach()
+    })
     const callback = this.#callback!
     this.#callback = null
     const data = { statusCode, statusText, headers, trailers: this.#trailers, opaque: this.opaque, body, context: this.context }
@@ -72,7 +77,13 @@ class RequestHandler<TOpaque> extends ApiHandler<TOpaque> {
 
   onComplete(trailers: Buffer[] | string[] | null): void {
     if (trailers) parseHeaders(trailers, this.#trailers)
-    this.#body?.push(null)
+    const body = this.#body
+    // Settled: only an abort signal may still need the body (it destroys it, as undici's).
+    // Dropped otherwise, so that a handler promoted to V8's old generation does not keep the
+    // body's graph alive through young-generation collections (each request's was promoted).
+    if (this.opts.signal) this.settledForSignal()
+    else this.#body = null
+    body?.push(null)
   }
 
   onError(err: Error): void {
