@@ -14,7 +14,7 @@ import { afterEach, describe, expect, test } from 'vitest'
 import { cleanup, onCleanup, sleep, waitFor, pairs } from './helpers'
 import { describeError, settled, stableObject, undici, saetta, type Lib } from './differential-support'
 import { isUndici } from './target'
-import { CODE, goawayFrame, h2App, h2Certs, h2Client, h2Options, h2Server, MODES, rawH2Server, type H2Server, type Mode } from './h2-support'
+import { CODE, goawayFrame, h2App, h2Certs, h2Client, h2Options, h2Server, MODES, rawH2Server, StreamGauge, type H2Server, type Mode } from './h2-support'
 
 afterEach(cleanup)
 
@@ -324,62 +324,36 @@ describe.each(MODES)('over %s', (mode) => {
   })
 
   test('many concurrent streams on one connection (pipelining 100)', async () => {
-    let open = 0
-    let max = 0
+    let gauge = new StreamGauge()
     await sameH2(
       () => {
-        open = 0
-        max = 0
-        return h2Server(
-          (stream, headers) => {
-            open++
-            max = Math.max(max, open)
-            setTimeout(() => {
-              open--
-              stream.respond({ ':status': 200 })
-              stream.end(String(headers[':path']))
-            }, 20)
-          },
-          { mode },
-        )
+        gauge = new StreamGauge()
+        return h2Server(gauge.handler(20), { mode })
       },
       async (lib, origin, srv) => {
         const c = h2Client(lib, origin, { pipelining: 100 })
         const paths = Array.from({ length: 200 }, (_, i) => `/r${i}`)
         const bodies = await Promise.all(paths.map((path) => c.request({ path, method: 'GET' }).then((r) => r.body.text())))
-        return { ok: bodies.every((b, i) => b === paths[i]), sessions: srv.sessions, concurrent: max > 10 && max <= 100 }
+        return { ok: bodies.every((b, i) => b === paths[i]), sessions: srv.sessions, concurrent: gauge.max > 10 && gauge.max <= 100 }
       },
     )
   })
 
   test('pipelining bounds the streams in flight (1 by default, as undici)', async () => {
-    let open = 0
-    let max = 0
+    let gauge = new StreamGauge()
     await sameH2(
       () => {
-        open = 0
-        max = 0
-        return h2Server(
-          (stream) => {
-            open++
-            max = Math.max(max, open)
-            setTimeout(() => {
-              open--
-              stream.respond({ ':status': 200 })
-              stream.end('x')
-            }, 10)
-          },
-          { mode },
-        )
+        gauge = new StreamGauge()
+        return h2Server(gauge.handler(10, 'x'), { mode })
       },
       async (lib, origin, srv) => {
         const one = h2Client(lib, origin)
         await Promise.all(Array.from({ length: 6 }, () => one.request({ path: '/', method: 'GET' }).then((r) => r.body.text())))
-        const first = max
-        max = 0
+        const first = gauge.max
+        gauge.max = 0
         const three = h2Client(lib, origin, { pipelining: 3 })
         await Promise.all(Array.from({ length: 12 }, () => three.request({ path: '/', method: 'GET' }).then((r) => r.body.text())))
-        return { first, then: max, sessions: srv.sessions }
+        return { first, then: gauge.max, sessions: srv.sessions }
       },
     )
   })
@@ -869,54 +843,28 @@ describe('where saetta behaves otherwise (the spec, or undici 7 misbehaves)', ()
   })
 
   test("the server's SETTINGS_MAX_CONCURRENT_STREAMS bounds the streams in flight (undici 7 overruns it)", async () => {
-    let open = 0
-    let max = 0
+    const gauge = new StreamGauge()
     await ours(
-      () =>
-        h2Server(
-          (stream, headers) => {
-            open++
-            max = Math.max(max, open)
-            setTimeout(() => {
-              open--
-              stream.respond({ ':status': 200 })
-              stream.end(String(headers[':path']))
-            }, 20)
-          },
-          { mode: 'h2c', settings: { maxConcurrentStreams: 3 } },
-        ),
+      () => h2Server(gauge.handler(20), { mode: 'h2c', settings: { maxConcurrentStreams: 3 } }),
       async (lib, origin, srv) => {
         const c = h2Client(lib, origin, { pipelining: 50 })
         const paths = Array.from({ length: 30 }, (_, i) => `/${i}`)
         const bodies = await Promise.all(paths.map((path) => c.request({ path, method: 'GET' }).then((r) => r.body.text())))
         expect(bodies).toEqual(paths)
-        expect(max).toBeLessThanOrEqual(3)
+        expect(gauge.max).toBeLessThanOrEqual(3)
         expect(srv.sessions).toBe(1)
       },
     )
   })
 
   test('maxConcurrentStreams bounds the streams in flight below pipelining', async () => {
-    let open = 0
-    let max = 0
+    const gauge = new StreamGauge()
     await ours(
-      () =>
-        h2Server(
-          (stream) => {
-            open++
-            max = Math.max(max, open)
-            setTimeout(() => {
-              open--
-              stream.respond({ ':status': 200 })
-              stream.end('x')
-            }, 20)
-          },
-          { mode: 'h2c' },
-        ),
+      () => h2Server(gauge.handler(20, 'x'), { mode: 'h2c' }),
       async (lib, origin, srv) => {
         const c = h2Client(lib, origin, { pipelining: 50, maxConcurrentStreams: 2 })
         await Promise.all(Array.from({ length: 12 }, () => c.request({ path: '/', method: 'GET' }).then((r) => r.body.text())))
-        expect(max).toBe(2)
+        expect(gauge.max).toBe(2)
         expect(srv.sessions).toBe(1)
       },
     )

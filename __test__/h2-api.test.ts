@@ -6,7 +6,7 @@ import { afterEach, describe, expect, test } from 'vitest'
 import { cleanup, onCleanup, runNode, waitFor } from './helpers'
 import { describeError, settled, undici, saetta, type Lib } from './differential-support'
 import { childRequire, isUndici } from './target'
-import { h2Certs, h2Options, h2Server, type H2Server, type Mode } from './h2-support'
+import { h2Certs, h2Options, h2Server, StreamGauge, type H2Server, type Mode } from './h2-support'
 
 afterEach(cleanup)
 
@@ -127,27 +127,18 @@ describe('H2CClient', () => {
   })
 
   test('it speaks HTTP/2 even when told otherwise, and runs streams side by side', async () => {
-    let max = 0
-    let open = 0
+    let gauge = new StreamGauge()
     await both(
       () => {
-        max = 0
-        return h2Server((stream, headers) => {
-          open++
-          max = Math.max(max, open)
-          setTimeout(() => {
-            open--
-            stream.respond({ ':status': 200 })
-            stream.end(String(headers[':path']))
-          }, 20)
-        })
+        gauge = new StreamGauge()
+        return h2Server(gauge.handler(20))
       },
       async (lib, origin) => {
         const c = new lib.H2CClient(origin, { allowH2: false, useH2c: false } as never)
         onCleanup(() => c.destroy())
         const paths = Array.from({ length: 20 }, (_, i) => `/${i}`)
         const bodies = await Promise.all(paths.map((path) => c.request({ path, method: 'GET' }).then((r) => r.body.text())))
-        return { same: bodies.join() === paths.join(), sideBySide: max > 1 }
+        return { same: bodies.join() === paths.join(), sideBySide: gauge.max > 1 }
       },
     )
   })

@@ -59,6 +59,25 @@ export function h2Server(onStream: StreamHandler, options: H2ServerOptions = {})
   })
 }
 
+/** Counts the streams a server has open at once, for tests of how many a client runs side by side. */
+export class StreamGauge {
+  open = 0
+  max = 0
+
+  /** A stream handler answering each stream `delay` ms after it opened, with `body` or else its path. */
+  handler(delay: number, body?: string): StreamHandler {
+    return (stream, headers) => {
+      this.open++
+      this.max = Math.max(this.max, this.open)
+      setTimeout(() => {
+        this.open--
+        stream.respond({ ':status': 200 })
+        stream.end(body ?? String(headers[':path']))
+      }, delay)
+    }
+  }
+}
+
 /** A node:http2 server with the compatibility API (`req`, `res`), as http.createServer's. */
 export function h2App(onRequest: RequestHandler, options: H2ServerOptions = {}): Promise<H2Server> {
   return listen(options, (server, srv) => {
