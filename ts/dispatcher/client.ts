@@ -55,8 +55,6 @@ const CONNECTED = 64
 const LONE = 128
 const BODY_CLOSES = 16
 const EXPECT_CONTINUE = 256
-/** A streamed body whose length undici never tells (an iterable, an object-mode stream). */
-const UNSIZED = 512
 
 
 /**
@@ -1062,8 +1060,6 @@ class Run implements RequestSink {
       }
     } else if (isStreamLike(body)) {
       flags |= STREAM
-      // As undici: only a byte stream's length can be known (once it has ended, over HTTP/2).
-      if (!(body instanceof Readable) || (body as unknown as ReadableInternals)._readableState.objectMode) flags |= UNSIZED
       this.#source = body
     } else {
       throw new InvalidArgumentError(BAD_BODY)

@@ -184,6 +184,15 @@ export function toBuffers(raw: string[]): Buffer[] {
   return out
 }
 
+/** Header or trailer fields of an object as raw pairs (UTF-8); an array value gives a pair per element. */
+export function rawFields(fields: Record<string, unknown> | undefined): Buffer[] {
+  const out: Buffer[] = []
+  for (const [name, value] of Object.entries(fields ?? {})) {
+    for (const v of Array.isArray(value) ? value : [value]) out.push(Buffer.from(`${name}`), Buffer.from(`${v}`))
+  }
+  return out
+}
+
 /**
  * `path` with `query` appended as node:querystring encodes it (as undici does: nested objects
  * and null become empty values). A path that has a query or fragment already is refused

@@ -5,6 +5,7 @@
 import { STATUS_CODES } from 'node:http'
 import { types } from 'node:util'
 import type { DispatchHandler, DispatchOptions } from '../dispatcher/types'
+import { rawFields } from '../dispatcher/headers'
 import { unwrap } from '../handlers/unwrap'
 import { findMock, matchesKey, netConnectAllowed, pairsToObject, type MatchKey, type NetConnect } from './matching'
 import { responseBytes, type MockEntry, type MockList } from './mock-interceptor'
@@ -14,15 +15,6 @@ import { MockNotMatchedError } from './mock-errors'
 export interface MockAgentState {
   readonly isMockActive: boolean
   readonly netConnect: NetConnect
-}
-
-/** Response header or trailer fields as raw pairs; an array value gives a field per element. */
-export function rawFields(fields: Record<string, unknown> | undefined): Buffer[] {
-  const out: Buffer[] = []
-  for (const [name, value] of Object.entries(fields ?? {})) {
-    for (const v of Array.isArray(value) ? value : [value]) out.push(Buffer.from(`${name}`), Buffer.from(`${v}`))
-  }
-  return out
 }
 
 function keyOf(opts: DispatchOptions): MatchKey {

@@ -9,7 +9,7 @@ import { InvalidArgumentError, UndiciError } from '../errors'
 import { wrap } from '../handlers/wrap'
 import type { NewStyleHandler } from '../handlers/unwrap'
 import { MockAgent, type MockAgentOptions } from './mock-agent'
-import { rawFields } from './mock-reply'
+import { rawFields } from '../dispatcher/headers'
 import {
   SnapshotRecorder,
   validateSnapshotMode,

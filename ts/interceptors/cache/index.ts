@@ -6,6 +6,7 @@
 import { Readable } from 'node:stream'
 import type { Dispatch, DispatcherComposeInterceptor } from '../../dispatcher/dispatcher'
 import type { DispatchHandler, DispatchOptions, IncomingHttpHeaders } from '../../dispatcher/types'
+import { rawFields } from '../../dispatcher/headers'
 import { RequestAbortedError } from '../../errors'
 import type { DispatchController, NewStyleHandler } from '../../handlers/unwrap'
 import { CacheHandler, deleteQuietly, type CacheType } from './cache-handler'
@@ -151,13 +152,6 @@ const destroyBody = (result: GetResult): void => {
   if (isStream(result.body)) result.body.on('error', nop).destroy()
 }
 
-function rawHeaders(headers: HeaderRecord): Buffer[] {
-  const out: Buffer[] = []
-  for (const [name, value] of Object.entries(headers)) {
-    for (const v of Array.isArray(value) ? value : [value]) out.push(Buffer.from(name), Buffer.from(String(v)))
-  }
-  return out
-}
 
 /** Answers the caller from the stored response, with its Age (and a warning when stale). */
 function sendCached(handler: NewStyleHandler, opts: DispatchOptions, result: GetResult, age: number, context: unknown, stale: boolean): void {
@@ -200,7 +194,7 @@ function sendCached(handler: NewStyleHandler, opts: DispatchOptions, result: Get
   if (stream.destroyed) return
   const headers: HeaderRecord = { ...result.headers, age: String(age) }
   if (stale) headers.warning = '110 - "response is stale"'
-  ;(controller as unknown as { rawHeaders: Buffer[] }).rawHeaders = rawHeaders(headers)
+  ;(controller as unknown as { rawHeaders: Buffer[] }).rawHeaders = rawFields(headers)
   try {
     handler.onResponseStart?.(controller, result.statusCode, headers, result.statusMessage)
   } catch (err) {
