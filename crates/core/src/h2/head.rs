@@ -265,27 +265,9 @@ pub(crate) fn raw_headers(map: &HeaderMap) -> (Vec<RawHeader>, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codec::request::{encode_head, BodyInfo, HeadInput};
 
     fn request(method: &str, path: &str, headers: &[&str], body: RequestBody) -> Request {
-        let headers: Vec<String> = headers.iter().map(|s| s.to_string()).collect();
-        let info = match &body {
-            RequestBody::None => BodyInfo::None,
-            RequestBody::Bytes(b) => BodyInfo::Bytes(b.len() as u64),
-            RequestBody::Stream => BodyInfo::Stream,
-        };
-        let head = encode_head(&HeadInput {
-            method,
-            path,
-            headers: &headers,
-            default_host: "example.test:8080",
-            body: info,
-            reset: false,
-            upgrade: None,
-            strict_content_length: true,
-        })
-        .unwrap();
-        Request::new(1, method, head, body)
+        crate::h2::tests::request_to("example.test:8080", 1, method, path, headers, body)
     }
 
     #[test]
@@ -366,6 +348,7 @@ mod tests {
 
     #[test]
     fn upgrades_are_refused_as_undici_refuses_them() {
+        use crate::codec::request::{encode_head, BodyInfo, HeadInput};
         let headers: Vec<String> = Vec::new();
         for (proto, kind) in [("websocket", "Info"), ("foo", "InvalidArgument")] {
             let head = encode_head(&HeadInput {

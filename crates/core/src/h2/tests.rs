@@ -199,6 +199,18 @@ fn describe(e: &Event) -> String {
 }
 
 fn request(id: u64, method: &str, path: &str, headers: &[&str], body: RequestBody) -> Request {
+    request_to("localhost", id, method, path, headers, body)
+}
+
+/// A request as the binding submits it, its head encoded for `host` when it names none.
+pub(super) fn request_to(
+    host: &str,
+    id: u64,
+    method: &str,
+    path: &str,
+    headers: &[&str],
+    body: RequestBody,
+) -> Request {
     let headers: Vec<String> = headers.iter().map(|s| s.to_string()).collect();
     let info = match &body {
         RequestBody::None => BodyInfo::None,
@@ -209,7 +221,7 @@ fn request(id: u64, method: &str, path: &str, headers: &[&str], body: RequestBod
         method,
         path,
         headers: &headers,
-        default_host: "localhost",
+        default_host: host,
         body: info,
         reset: false,
         upgrade: None,
