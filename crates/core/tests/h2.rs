@@ -102,10 +102,8 @@ fn until_settled(rx: &Receiver<Event>, n: usize) -> Vec<Event> {
     seen
 }
 
-#[test]
-fn one_h2c_connection_carries_the_requests_side_by_side() {
-    let load = Arc::new(Load::default());
-    let port = server(Duration::from_millis(50), load.clone());
+/// An engine with origin 1 at `port`, h2c, and the events it reports.
+fn h2c_origin(port: u16, connections: usize, pipelining: usize) -> (Engine, Receiver<Event>) {
     let (tx, rx) = channel();
     let engine = Engine::start(Arc::new(ChannelSink(Mutex::new(tx)))).unwrap();
     engine.open(
@@ -114,11 +112,19 @@ fn one_h2c_connection_carries_the_requests_side_by_side() {
             host: "127.0.0.1".into(),
             port,
             h2c: true,
-            connections: 1,
-            pipelining: 10,
+            connections,
+            pipelining,
             ..OriginConfig::default()
         },
     );
+    (engine, rx)
+}
+
+#[test]
+fn one_h2c_connection_carries_the_requests_side_by_side() {
+    let load = Arc::new(Load::default());
+    let port = server(Duration::from_millis(50), load.clone());
+    let (engine, rx) = h2c_origin(port, 1, 10);
     for id in 1..=30 {
         engine.submit(1, get(id, &format!("/r{id}")));
     }
@@ -155,19 +161,7 @@ fn one_h2c_connection_carries_the_requests_side_by_side() {
 fn a_pool_opens_no_second_connection_while_the_first_has_room() {
     let load = Arc::new(Load::default());
     let port = server(Duration::from_millis(20), load.clone());
-    let (tx, rx) = channel();
-    let engine = Engine::start(Arc::new(ChannelSink(Mutex::new(tx)))).unwrap();
-    engine.open(
-        1,
-        OriginConfig {
-            host: "127.0.0.1".into(),
-            port,
-            h2c: true,
-            connections: usize::MAX,
-            pipelining: 100,
-            ..OriginConfig::default()
-        },
-    );
+    let (engine, rx) = h2c_origin(port, usize::MAX, 100);
     engine.submit(1, get(1, "/first"));
     until_settled(&rx, 1);
     for id in 2..=21 {
