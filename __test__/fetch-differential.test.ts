@@ -385,6 +385,21 @@ describe('fetch: what users do wrong', () => {
     })
   })
 
+
+  // The head and the malformed bytes arrive in one read: saetta has the whole story in one
+  // batch. Node's fetch (saetta's is Node's), told of the error before it has taken the head in,
+  // would leave the body hanging: the error reaches the handler after the head, as in undici.
+  test('a malformed body right behind the head: the body read fails, with the parser error as cause, also on Node\'s own fetch', async () => {
+    const server = () => netServer((socket) => socket.once('data', () => socket.end('HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\nZZZ\r\n')))
+    await same(server, async (lib, origin) => {
+      const out: unknown[] = []
+      for (const f of [lib.fetch, globalThis.fetch as unknown as Lib['fetch']]) {
+        const res = await f(origin, { dispatcher: agent(lib) })
+        out.push(res.status, await failure(res.text()))
+      }
+      return out
+    })
+  })
   test('a dispatcher that throws, or fails the request through onError: fetch failed with its error', async () => {
     await same(mirror, async (lib, origin) => {
       class Throwing extends lib.Dispatcher {

@@ -15,6 +15,7 @@ use napi::sys;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
 use saetta_core::codec::request::{encode_head, BodyInfo, HeadInput};
+use saetta_core::decode::DecodeSpec;
 use saetta_core::direct::Lanes;
 use saetta_core::transport::js::Command as SocketCommand;
 use saetta_core::transport::proxy::{Proxy, Tunnel};
@@ -478,6 +479,7 @@ pub fn submit(
     headers_timeout: f64,
     body_timeout: f64,
     upgrade: Option<String>,
+    decode: Option<Vec<f64>>,
 ) -> Result<Option<Vec<String>>> {
     let body = match body {
         Some(Either::A(b)) => RequestBody::Bytes(Bytes::copy_from_slice(&b)),
@@ -520,6 +522,14 @@ pub fn submit(
     req.upgrade |= upgrade.is_some();
     req.headers_timeout = (headers_timeout > 0.0).then(|| ms(headers_timeout));
     req.body_timeout = (body_timeout > 0.0).then(|| ms(body_timeout));
+    // `[maxSize, skipErrorResponses (0 or 1), ...skipStatusCodes]`: decompress's options.
+    req.decode = decode.map(|d| {
+        Box::new(DecodeSpec {
+            max_size: d.first().copied().unwrap_or(0.0) as u64,
+            skip_error_responses: d.get(1).is_some_and(|&v| v != 0.0),
+            skip_status_codes: d.iter().skip(2).map(|&c| c as u16).collect(),
+        })
+    });
     let engine = &bridge()?.engine;
     if flags & LONE != 0 {
         engine.submit_now(origin as u64, &o.lanes, req);

@@ -10,6 +10,7 @@ import { addon } from '../native/addon-handle'
 import {
   newOriginId,
   afterBatch,
+  batchNumber,
   bodyEnd,
   bodyWrite,
   flushAfter,
@@ -36,6 +37,7 @@ import { tunnelOf, type Tunnel } from './proxy-tunnel'
 import tls from 'node:tls'
 import { holdsForConnect, InternalHandler } from '../handlers/internal'
 import { ResponseErrorHandler } from '../handlers/response-error'
+import { given } from '../handlers/unwrap'
 import { isHeaderValue, toBuffers } from './headers'
 import { encodeFormData, type FormEntries } from './form-data'
 import { checkRequest, type RequestHead } from './validate'
@@ -57,6 +59,12 @@ const BODY_CLOSES = 16
 const EXPECT_CONTINUE = 256
 
 
+/** The decoding the core does for a request (see {@link kDecode}), if any. */
+function decodeSpec(opts: DispatchOptions, handler: DispatchHandler): number[] | undefined {
+  const decode = (opts as { [kDecode]?: DecodeRequest })[kDecode]
+  return decode !== undefined && decode.handler === given(handler) ? decode.spec : undefined
+}
+
 /**
  * Internal Client option (used by Pool): how many connections the origin may open (0: no
  * limit), and how long each may live in milliseconds.
@@ -65,6 +73,18 @@ export const kConnections = Symbol('connections')
 export interface ConnectionLimits {
   connections: number
   clientTtl?: number | null
+}
+
+/**
+ * Internal dispatch option (set by the decompress interceptor): the core decodes the response
+ * with these options (`[maxSize, skipErrorResponses ? 1 : 0, ...skipStatusCodes]`), provided
+ * the handler is the interceptor's own, nothing between (a handler in between would see the
+ * decoded body where it expects the encoded one).
+ */
+export const kDecode = Symbol('decode')
+export interface DecodeRequest {
+  handler: object
+  spec: number[]
 }
 
 const isNonNegativeInteger = (v: number): boolean => Number.isInteger(v) && v >= 0
@@ -981,6 +1001,8 @@ class Run implements RequestSink {
   /** The engine was told to pause (see #pause); `#ended`: the response's end is in the backlog. */
   #enginePaused = false
   #ended = false
+  /** The batch its final response head came in (see onError). */
+  #headBatch = 0
   /** Events that arrived while the handler had paused, delivered on resume. */
   #backlog: Array<() => void> = []
   #source: Readable | Iterable<unknown> | AsyncIterable<unknown> | null = null
@@ -1106,6 +1128,7 @@ class Run implements RequestSink {
       opts.bodyTimeout ?? defaults.bodyTimeout,
       // As undici: an empty upgrade is none.
       opts.upgrade ? (opts.upgrade as string) : undefined,
+      decodeSpec(opts, this.#handler),
     )
     if (refused) throw fromNative(refused[0], refused[1], undefined)
     if (!(this.#source instanceof Readable)) flushSoon(connecting)
@@ -1322,6 +1345,7 @@ class Run implements RequestSink {
   }
 
   onHeaders(statusCode: number, statusText: string, headers: string[], at: number): void {
+    this.#headBatch = batchNumber
     if (this.#info !== null && statusCode >= 200) this.#publish(channels.headers, { response: { statusCode, statusText, headers: headerBuffers(headers, at) } })
     // As undici: at the start of every response message, 1xx included.
     this.#handler.onResponseStarted?.()
@@ -1404,6 +1428,14 @@ class Run implements RequestSink {
     if (this.#tunnel) return void this.#tunnel.destroy(err)
     if (err instanceof ClientDestroyedError) err = this.#client?.destroyError ?? err
     if (!this.#finish()) return
+    // An error in the batch of the head reaches the handler later, as undici's always does (it
+    // comes from a later read, or the socket's close): Node's fetch, told of an error before its
+    // continuation after the head has run, never ends the body it made (its stream hangs).
+    if (this.#headBatch === batchNumber) return void setImmediate(() => this.#failed(err))
+    this.#failed(err)
+  }
+
+  #failed(err: Error): void {
     this.#publish(channels.error, { error: err })
     this.#handler.onError?.(err)
   }

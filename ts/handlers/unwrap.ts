@@ -67,6 +67,11 @@ class UnwrapHandler implements DispatchHandler {
     this.#handler = handler
   }
 
+  /** The handler `h` wraps, if it is one of these; else `h`. */
+  static inner(h: object): object {
+    return #handler in h ? (h as UnwrapHandler).#handler : h
+  }
+
   onConnect(abort: (err?: Error) => void, context?: object): void {
     this.#controller.bind(abort, null)
     this.#handler.onRequestStart?.(this.#controller, context)
@@ -104,6 +109,11 @@ class UnwrapHandler implements DispatchHandler {
  * The handler as the engine drives it: one with `onRequestStart` is controller-style and
  * adapted (as undici decides), others pass as they are (and must have the legacy callbacks).
  */
+/** The handler a dispatcher was given: what {@link unwrap} wrapped, or `handler` itself. */
+export function given(handler: DispatchHandler): object {
+  return UnwrapHandler.inner(handler)
+}
+
 export function unwrap(handler: DispatchHandler | NewStyleHandler): DispatchHandler {
   if (!handler.onRequestStart) return handler as DispatchHandler
   return new UnwrapHandler(handler as NewStyleHandler)

@@ -1,15 +1,20 @@
 // The decompress interceptor: a response whose content-encoding saetta can undo reaches the
-// caller decoded, without content-encoding and content-length. Decoding runs in node:zlib's
-// streams (their work is on libuv's thread pool); backpressure goes both ways: a paused caller
-// pauses the decoder's output and so the socket, a full decoder pauses the socket.
+// caller decoded, without content-encoding and content-length. Put straight on a saetta
+// dispatcher, it has the core decode (crates/core/src/decode.rs: gzip, deflate and br, on the
+// engine thread, the decoded bytes crossing in the body's batches); the response then reaches
+// this handler decoded already. What the core leaves encoded (zstd, another dispatcher's
+// response) is decoded here, in node:zlib's streams (their work is on libuv's thread pool);
+// backpressure goes both ways: a paused caller pauses the decoder's output and so the socket,
+// a full decoder pauses the socket.
 
 import zlib from 'node:zlib'
 import { pipeline, Transform, type Duplex } from 'node:stream'
 import type { Dispatch, DispatcherComposeInterceptor } from '../dispatcher/dispatcher'
-import type { DispatchHandler, IncomingHttpHeaders } from '../dispatcher/types'
+import type { DispatchHandler, DispatchOptions, IncomingHttpHeaders } from '../dispatcher/types'
 import { InvalidArgumentError, ResponseExceededMaxSizeError } from '../errors'
 import { DecoratorHandler } from '../handlers/decorator'
 import { DispatchController } from '../handlers/unwrap'
+import { kDecode, type DecodeRequest } from '../dispatcher/client'
 
 export interface DecompressInterceptorOptions {
   /** Leave responses with a status >= 400 as they are. Default true. */
@@ -129,6 +134,8 @@ class DecompressController extends DispatchController {
 }
 
 class DecompressHandler extends DecoratorHandler {
+  /** What it asks the dispatcher to decode for it (see {@link kDecode}). */
+  decodeRequest: DecodeRequest | undefined
   #skipStatusCodes: readonly number[]
   #skipErrorResponses: boolean
   #max: number
@@ -159,6 +166,11 @@ class DecompressHandler extends DecoratorHandler {
     this.#skipStatusCodes = skipStatusCodes
     this.#skipErrorResponses = skipErrorResponses
     this.#max = maxSize
+    // Options the core cannot take as they are (a status list that is not one) leave it all here.
+    if (Array.isArray(skipStatusCodes)) {
+      const codes = skipStatusCodes.filter((c) => Number.isInteger(c) && c >= 0 && c <= 0xffff)
+      this.decodeRequest = { handler: this, spec: [maxSize, skipErrorResponses ? 1 : 0, ...codes] }
+    }
     this.#ctl = new DecompressController({
       paused: () => this.#pauseUpstream(),
       resumed: () => this.#onCallerResume(),
@@ -338,6 +350,9 @@ export function decompress(options: DecompressInterceptorOptions = {}): Dispatch
     process.emitWarning('DecompressInterceptor is experimental and subject to change', 'ExperimentalWarning')
   }
   return (dispatch: Dispatch): Dispatch =>
-    (opts, handler) =>
-      dispatch(opts, new DecompressHandler(handler, options) as DispatchHandler)
+    (opts, handler) => {
+      const decompress = new DecompressHandler(handler, options)
+      const request = decompress.decodeRequest
+      return dispatch(request ? ({ ...opts, [kDecode]: request } as DispatchOptions) : opts, decompress as DispatchHandler)
+    }
 }

@@ -202,6 +202,8 @@ export function proceed(id: number): void {
 
 // Work that waits for the end of the batch being delivered (run at once outside one).
 let pumping = false
+/** Counts the batches delivered: events with the same count came in one synchronous pass. */
+export let batchNumber = 0
 let deferred: Array<() => void> = []
 
 /**
@@ -219,6 +221,7 @@ let nums: Float64Array = new Float64Array(64)
 
 function pump(): void {
   pumping = true
+  batchNumber++
   try {
     const objs = addon.takeEvents(nums)
     // A batch with more numbers than fit came in a new array: keep it for the next ones.

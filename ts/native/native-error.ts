@@ -1,6 +1,7 @@
 // Errors from the native engine, as the JS classes they map onto (kept out of errors.ts, whose
 // exports are the public `errors` object).
 
+import zlib from 'node:zlib'
 import {
   BodyTimeoutError,
   ClientClosedError,
@@ -46,7 +47,10 @@ export function fromNative(kind: string, message: string, code: string | undefin
     case 'Parser': return new HTTPParserError(`Response does not match the HTTP/1.1 protocol (${message})`)
     case 'ResponseContentLengthMismatch': return new ResponseContentLengthMismatchError()
     case 'RequestContentLengthMismatch': return new RequestContentLengthMismatchError()
-    case 'ResponseExceededMaxSize': return new ResponseExceededMaxSizeError()
+    // The core's own limit, or decompress's maxSize (`Decompressed response size (N) exceeded ...`).
+    case 'ResponseExceededMaxSize': return new ResponseExceededMaxSizeError(message)
+    // A body the core decoded for the decompress interceptor, failed as node:zlib fails it.
+    case 'Decode': return zlibError(message, code!)
     case 'Aborted': return new RequestAbortedError()
     case 'Destroyed': return new ClientDestroyedError()
     case 'Closed': return new ClientClosedError()
@@ -67,6 +71,13 @@ export function fromNative(kind: string, message: string, code: string | undefin
       return new SocketError(message, socketInfo(info))
     default: return new UndiciError(message)
   }
+}
+
+/** node:zlib's error: its errno is the zlib (or brotli decoder) constant its code names. */
+function zlibError(message: string, code: string): Error {
+  const constants = zlib.constants as unknown as Record<string, number>
+  const errno = code.startsWith('ERR_') ? constants[`BROTLI_DECODER${code.slice(4)}`] : constants[code]
+  return Object.assign(new Error(message), { errno, code })
 }
 
 /**

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
+use crate::decode::Decodings;
 use crate::error::Error;
 use crate::event::{Event, EventSink, Shared};
 use crate::h1::direct::{self, Alarm, Lanes, Written};
@@ -349,6 +350,8 @@ pub(crate) struct Ctx {
     silent: RefCell<HashSet<u64>>,
     /// The sockets that live in JS.
     sockets: Rc<Registry>,
+    /// Requests whose responses the engine decodes (see [`crate::decode`]).
+    decodings: RefCell<Decodings>,
 }
 
 impl Ctx {
@@ -374,11 +377,21 @@ impl Ctx {
         if m.delivered {
             self.silent.borrow_mut().insert(m.req.id);
         }
-        self.register(m.req.id)
+        self.register(&m.req)
     }
 
-    /// Hands `events` to the sink, but those of silenced requests.
+    /// Hands `events` to the sink, but those of silenced requests; responses the engine
+    /// decodes are decoded on the way (one that fails to is aborted, as the caller would).
     pub fn publish(&self, events: &mut Vec<Event>) {
+        if !self.decodings.borrow().is_empty() {
+            let failed = self.decodings.borrow_mut().apply(events);
+            for id in failed {
+                if let Some(ctl) = self.reqs.borrow_mut().remove(&id) {
+                    ctl.aborted.set(true);
+                    ctl.wake();
+                }
+            }
+        }
         {
             let mut silent = self.silent.borrow_mut();
             if !silent.is_empty() {
@@ -404,8 +417,12 @@ impl Ctx {
         self.publish(&mut v);
     }
 
-    /// Starts tracking request `id`.
-    pub fn register(&self, id: u64) -> Rc<ReqCtl> {
+    /// Starts tracking request `req`.
+    pub fn register(&self, req: &Request) -> Rc<ReqCtl> {
+        let id = req.id;
+        if let Some(spec) = &req.decode {
+            self.decodings.borrow_mut().add(id, (**spec).clone());
+        }
         let ctl = Rc::new(ReqCtl {
             paused: Cell::new(false),
             aborted: Cell::new(false),
@@ -446,7 +463,7 @@ impl Ctx {
                         shared: Shared::No,
                     });
                 };
-                let ctl = self.register(req.id);
+                let ctl = self.register(&req);
                 o.borrow_mut().enqueue(Queued { req: *req, ctl });
                 if !self.batching.get() {
                     Origin::schedule(&o, self);
@@ -487,6 +504,7 @@ impl Ctx {
                     origins.iter().for_each(|o| Origin::deliver_mail(o, self));
                 }
                 // Nothing to stop where the caller has the whole response (as above).
+                self.decodings.borrow_mut().remove(id);
                 let ctl = match self.silent.borrow().contains(&id) {
                     true => None,
                     false => self.reqs.borrow_mut().remove(&id),
@@ -574,6 +592,7 @@ async fn run(
         batching: Cell::new(false),
         to_schedule: RefCell::new(Vec::new()),
         silent: RefCell::default(),
+        decodings: RefCell::default(),
     });
     let mut batch = Vec::with_capacity(64);
     while rx.recv_many(&mut batch, 256).await > 0 {

@@ -63,6 +63,17 @@ pub enum Error {
         code: &'static str,
         message: String,
     },
+    /// A response body the core was decoding (see [`crate::decode`]) is not valid in its
+    /// encoding: node:zlib's code (`Z_DATA_ERROR`, `ERR__ERROR_FORMAT_PADDING_1`, ...) and words.
+    Decode {
+        code: String,
+        message: String,
+    },
+    /// A decoding stage produced more than the `maxSize` it was given.
+    DecodedTooLarge {
+        size: u64,
+        max: u64,
+    },
 }
 
 /// A handle on an error object kept by JS. When its last clone is gone, JS is told it may
@@ -144,6 +155,8 @@ impl Error {
             Error::SecureProxy(_) => "SecureProxy",
             Error::Socks5 { .. } => "Socks5",
             Error::Http2 { .. } => "Http2",
+            Error::Decode { .. } => "Decode",
+            Error::DecodedTooLarge { .. } => "ResponseExceededMaxSize",
         }
     }
 
@@ -155,6 +168,7 @@ impl Error {
             Error::SecureProxy(cause) => cause.code(),
             Error::Socks5 { code, .. } => code.as_deref(),
             Error::Http2 { code, .. } => Some(code),
+            Error::Decode { code, .. } => Some(code),
             _ => None,
         }
     }
@@ -253,7 +267,15 @@ impl fmt::Display for Error {
             }
             // The cause's words: JS wraps the cause in its class, whose message is fixed.
             Error::SecureProxy(cause) => write!(f, "{cause}"),
-            Error::Socks5 { message, .. } | Error::Http2 { message, .. } => f.write_str(message),
+            Error::Socks5 { message, .. }
+            | Error::Http2 { message, .. }
+            | Error::Decode { message, .. } => f.write_str(message),
+            Error::DecodedTooLarge { size, max } => {
+                write!(
+                    f,
+                    "Decompressed response size ({size}) exceeded maxSize ({max})"
+                )
+            }
         }
     }
 }

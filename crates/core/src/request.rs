@@ -140,6 +140,8 @@ pub struct Request {
     pub expect_continue: bool,
     /// Times HTTP/2 servers refused it (REFUSED_STREAM): it is retried a few times.
     pub refused: u8,
+    /// Decode the response's content-encoding (the decompress interceptor's options).
+    pub decode: Option<Box<crate::decode::DecodeSpec>>,
 }
 
 impl Request {
@@ -166,6 +168,7 @@ impl Request {
             body_closes: false,
             expect_continue: false,
             refused: 0,
+            decode: None,
         }
     }
 

@@ -354,7 +354,8 @@ const READ_AHEAD: usize = 16 * 1024;
 fn whole_response(buf: &mut BytesMut, req: &Request, limits: &Limits) -> Option<Vec<Event>> {
     let opts = req.head_options(limits.max_header_size);
     let head = read_response_head(buf, &opts).ok()??;
-    let plain = head.status >= 200 && !head.upgrade;
+    // A response the engine decodes is decoded on the engine thread.
+    let plain = head.status >= 200 && !head.upgrade && req.decode.is_none();
     let size_ok = |n: u64| limits.max_response_size.is_none_or(|m| n <= m);
     match head.body {
         BodyKind::Empty | BodyKind::Chunked => {}
