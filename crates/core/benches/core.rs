@@ -16,6 +16,7 @@ use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughpu
 use saetta_core::codec::body::{BodyDecoder, Decoded};
 use saetta_core::codec::request::{encode_head, BodyInfo, HeadInput};
 use saetta_core::codec::response::{parse_response_head, BodyKind, HeadOptions};
+use saetta_core::ws::{self, Incoming, Opcode};
 use saetta_core::{Engine, Event, EventSink, OriginConfig, Request, RequestBody};
 
 /// A head as a typical server sends it: status line and nine headers.
@@ -276,11 +277,67 @@ fn h2_loop(c: &mut Criterion) {
     g.finish();
 }
 
+/// `count` unmasked text frames of `size` ASCII bytes, as a server sends them.
+fn ws_server_frames(count: usize, size: usize) -> Vec<u8> {
+    let mut head = vec![0x81u8];
+    match size {
+        0..=125 => head.push(size as u8),
+        126..=0xFFFF => {
+            head.push(126);
+            head.extend_from_slice(&(size as u16).to_be_bytes());
+        }
+        _ => {
+            head.push(127);
+            head.extend_from_slice(&(size as u64).to_be_bytes());
+        }
+    }
+    let payload = vec![b'x'; size];
+    let mut out = Vec::with_capacity(count * (head.len() + size));
+    for _ in 0..count {
+        out.extend_from_slice(&head);
+        out.extend_from_slice(&payload);
+    }
+    out
+}
+
+fn ws_framing(c: &mut Criterion) {
+    let mut g = c.benchmark_group("ws");
+    for (count, size) in [(1000usize, 64usize), (100, 65536)] {
+        let wire = ws_server_frames(count, size);
+        g.throughput(Throughput::Bytes((count * size) as u64));
+        g.bench_function(format!("parse {count} {size}-byte messages"), |b| {
+            b.iter_batched_ref(
+                || (BytesMut::from(&wire[..]), Vec::with_capacity(count)),
+                |(buf, out)| {
+                    ws::Receiver::new(None, Some(128 << 20)).read(buf, out);
+                    assert!(matches!(out.last(), Some(Incoming::Text(_))));
+                    assert_eq!(out.len(), count);
+                },
+                BatchSize::LargeInput,
+            )
+        });
+        let payload = vec![b'x'; size];
+        let mut sender = ws::Sender::new(None);
+        let mut out = BytesMut::with_capacity(count * (size + 14));
+        g.bench_function(format!("frame {count} {size}-byte messages"), |b| {
+            b.iter(|| {
+                out.clear();
+                for _ in 0..count {
+                    sender.frame(Opcode::Text, &payload, &mut out);
+                }
+                assert!(out.len() > count * size);
+            })
+        });
+    }
+    g.finish();
+}
+
 criterion_group!(
     benches,
     head_parsing,
     chunked_decoding,
     pipelined_loop,
-    h2_loop
+    h2_loop,
+    ws_framing
 );
 criterion_main!(benches);

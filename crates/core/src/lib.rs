@@ -10,6 +10,7 @@ mod h2;
 mod origin;
 pub mod request;
 pub mod transport;
+pub mod ws;
 
 pub use engine::Engine;
 pub use error::{Error, Result};
