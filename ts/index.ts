@@ -63,4 +63,5 @@ export { MockAgent, MockPool, MockClient, MockCallHistory, MockCallHistoryLog, S
 export type { Interceptable } from './mock'
 // The fetch surface (ts/fetch/) and undici's `util`.
 export * from './fetch'
+export * from './eventsource'
 export { util } from './util/headers'

@@ -159,6 +159,22 @@ function fields(err: unknown): void {
 }
 void fields
 
+// EventSource: an instance is undici's EventSource, handlers typed as undici's fit both ways.
+const es: Undici.EventSource = new saetta.EventSource('http://localhost:3000/', { withCredentials: false, node: { reconnectionTime: 10, dispatcher: new saetta.Agent() } })
+const esInit: Undici.EventSourceInit = { withCredentials: true, node: { reconnectionTime: 1 } }
+const onEsMessage: Undici.EventSource['onmessage'] = function (ev) {
+  const data: string = ev.data
+  void [data, ev.lastEventId, ev.origin, this.readyState]
+}
+const saettaEs = new saetta.EventSource(new URL('http://localhost:3000/'), { withCredentials: esInit.withCredentials })
+saettaEs.onmessage = onEsMessage
+const onEsError: Undici.EventSource['onerror'] = saettaEs.onerror
+saettaEs.addEventListener('message', (ev) => void ev.data)
+const esState: 0 | 1 | 2 = saettaEs.readyState
+const esClosed: 2 = saetta.EventSource.CLOSED
+es.close()
+void [onEsError, esState, esClosed]
+
 // The check is real: wrong types do not compile.
 // @ts-expect-error pipelining must be a number
 new saetta.Client('http://localhost:3000', { pipelining: 'ten' })

@@ -4,6 +4,7 @@ import { expectAssignable, expectError, expectType } from 'tsd'
 import {
   Agent,
   Client,
+  EventSource,
   FormData,
   Headers,
   Request,
@@ -26,6 +27,7 @@ import {
   type CacheQueryOptions,
   type CacheStorage,
   type Cookie,
+  type EventSourceInit,
   type HeadersInit,
   type MultiCacheQueryOptions,
   type RequestInfo,
@@ -110,6 +112,23 @@ expectType<Promise<undefined>>(cache.addAll(['http://localhost/', req]))
 expectType<Promise<readonly Response[]>>(cache.matchAll())
 expectType<Promise<readonly Request[]>>(cache.keys())
 expectType<Promise<boolean>>(cache.delete(req, { ignoreMethod: true }))
+
+// EventSource: the constructor's init, the constants, the attributes and typed handlers.
+const es = new EventSource('http://localhost/', { withCredentials: true, dispatcher: new Agent(), node: { dispatcher: new Agent(), reconnectionTime: 10 } })
+expectType<EventSource>(new EventSource(new URL('http://localhost/')))
+expectAssignable<EventSourceInit>({ node: { reconnectionTime: 1 } })
+expectType<0 | 1 | 2>(es.readyState)
+expectType<2>(EventSource.CLOSED)
+expectType<1>(es.OPEN)
+expectType<string>(es.url)
+expectType<boolean>(es.withCredentials)
+es.onmessage = (ev) => expectType<string>(ev.lastEventId)
+es.onopen = null
+es.addEventListener('error', (ev) => expectType<string>(ev.type))
+expectType<void>(es.close())
+expectError(new EventSource())
+expectError(new EventSource('http://localhost/', { node: { reconnectionTime: '1' } }))
+expectError((es.readyState = 2))
 
 // install() and util.
 expectType<void>(install())

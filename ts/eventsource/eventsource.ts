@@ -1,0 +1,247 @@
+// EventSource (HTML standard §9.2) as undici 7 implements it, over saetta's fetch: the request
+// goes through `fetch` with the `dispatcher` option, as undici's goes through its own fetch.
+import * as workerThreads from 'node:worker_threads'
+import type { Dispatcher } from '../dispatcher/dispatcher'
+import { fetch } from '../fetch/fetch'
+import { getGlobalOrigin } from '../fetch/global-origin'
+import { parseMIMEType } from '../fetch/mime'
+import { brandCheck, requireArguments, toDictionary, toUSVString } from '../fetch/webidl'
+import { getGlobalDispatcher } from '../global'
+import { EventSizeError, EventStreamParser, type StreamState } from './parser'
+import type { EventSourceEventMap, EventSourceHandler, EventSourceInit } from './types'
+
+const CONNECTING = 0
+const OPEN = 1
+const CLOSED = 2
+
+/** undici's reconnection time when neither `node.reconnectionTime` nor the stream sets one. */
+const DEFAULT_RECONNECTION_TIME = 3000
+
+type Handlers = { [K in keyof EventSourceEventMap]: EventSourceHandler<EventSourceEventMap[K]> }
+
+// Older Node versions have no markAsUncloneable (nor its type); undici skips it there too.
+const uncloneable: (value: object) => void = (workerThreads as { markAsUncloneable?: (value: object) => void }).markAsUncloneable ?? (() => {})
+
+let warned = false
+
+/** Web IDL `unsigned long` without [EnforceRange], computed as undici does (a negative stays negative). */
+function toUnsignedLong(value: unknown): number {
+  const x = Number(value)
+  if (Number.isNaN(x) || x === 0 || !Number.isFinite(x)) return 0
+  return Math.trunc(x) % 2 ** 32
+}
+
+/** An attribute handler as Web IDL converts it: a non-object is null, a non-callable object a no-op. */
+function toHandler(value: unknown): EventListener | null {
+  if (value === null || (typeof value !== 'object' && typeof value !== 'function')) return null
+  return typeof value === 'function' ? (value as EventListener) : () => {}
+}
+
+/** The implementation; ./index.ts exports it typed as ./types.ts describes it. */
+export class EventSource extends EventTarget {
+  declare readonly CONNECTING: 0
+  declare readonly OPEN: 1
+  declare readonly CLOSED: 2
+  declare static readonly CONNECTING: 0
+  declare static readonly OPEN: 1
+  declare static readonly CLOSED: 2
+
+  #events: Handlers = { open: null, message: null, error: null }
+  #listeners: Record<keyof EventSourceEventMap, EventListener | null> = { open: null, message: null, error: null }
+  #url: string
+  #withCredentials = false
+  #readyState: 0 | 1 | 2 = CONNECTING
+  #dispatcher: Dispatcher | undefined
+  #state: StreamState
+  // The URL the next connection goes to: a redirect followed moves it, as undici's request list.
+  #target: string
+  #lastEventIdHeader: string | undefined
+  #abort: AbortController | undefined
+  #timer: NodeJS.Timeout | undefined
+
+  constructor(url: string | URL, eventSourceInitDict: EventSourceInit = {}) {
+    super()
+    uncloneable(this)
+    const prefix = 'EventSource constructor'
+    requireArguments(arguments.length, 1, prefix)
+    if (!warned) {
+      warned = true
+      process.emitWarning('EventSource is experimental, expect them to change at any time.', { code: 'SAETTA-ES' })
+    }
+    const href = toUSVString(url)
+    // Members are read in the dictionary's (sorted) order, as Web IDL reads them.
+    const init = toDictionary(eventSourceInitDict, prefix)
+    let dispatcher = init.dispatcher as Dispatcher | undefined
+    if (dispatcher === undefined) dispatcher = getGlobalDispatcher()
+    const node = toDictionary(init.node, prefix)
+    const nodeDispatcher = node.dispatcher as Dispatcher | undefined
+    const reconnectionTime = node.reconnectionTime === undefined ? DEFAULT_RECONNECTION_TIME : toUnsignedLong(node.reconnectionTime)
+    const withCredentials = Boolean(init.withCredentials)
+
+    this.#dispatcher = nodeDispatcher || dispatcher
+    let record: URL
+    try {
+      record = new URL(href, getGlobalOrigin())
+    } catch (err) {
+      throw new DOMException(String(err), 'SyntaxError')
+    }
+    this.#state = { lastEventId: '', reconnectionTime, origin: record.origin }
+    this.#url = record.href
+    this.#target = record.href
+    this.#withCredentials = withCredentials
+    this.#connect()
+  }
+
+  get readyState(): 0 | 1 | 2 {
+    return this.#readyState
+  }
+
+  get url(): string {
+    return this.#url
+  }
+
+  get withCredentials(): boolean {
+    return this.#withCredentials
+  }
+
+  #connect(): void {
+    if (this.#readyState === CLOSED) return
+    this.#readyState = CONNECTING
+    const abort = new AbortController()
+    this.#abort = abort
+    const headers: Record<string, string> = { accept: 'text/event-stream' }
+    if (this.#lastEventIdHeader !== undefined) headers['last-event-id'] = this.#lastEventIdHeader
+    fetch(this.#target, {
+      headers,
+      dispatcher: this.#dispatcher,
+      signal: abort.signal,
+      cache: 'no-store',
+      mode: 'cors',
+      // undici's mapping of the CORS attribute state, kept as it is.
+      credentials: this.#withCredentials ? 'omit' : 'same-origin',
+      redirect: 'follow',
+      referrer: '',
+      keepalive: true,
+    }).then(
+      (res) => this.#announce(res, abort.signal),
+      () => {
+        // Aborted by close(): undici fails the connection, which fires `error` once more.
+        if (abort.signal.aborted) this.dispatchEvent(new Event('error'))
+        else this.#reconnect()
+      },
+    )
+  }
+
+  #announce(res: Response, signal: AbortSignal): void {
+    // close() came between the response and this task: as an aborted fetch.
+    if (signal.aborted) return void this.dispatchEvent(new Event('error'))
+    const type = res.headers.get('content-type')
+    const mime = type === null ? 'failure' : parseMIMEType(type)
+    if (res.status !== 200 || mime === 'failure' || mime.essence !== 'text/event-stream') {
+      this.#fail()
+      return
+    }
+    if (res.redirected) this.#target = res.url
+    this.#readyState = OPEN
+    this.dispatchEvent(new Event('open'))
+    this.#state.origin = new URL(res.url).origin
+    const limits = (this.#dispatcher as { eventSourceOptions?: { maxEventSize?: number } } | undefined)?.eventSourceOptions
+    const parser = new EventStreamParser(
+      this.#state,
+      (e) => this.dispatchEvent(new MessageEvent(e.type, { data: e.data, lastEventId: e.lastEventId, origin: e.origin })),
+      limits?.maxEventSize,
+    )
+    if (res.body === null) return this.#reconnect()
+    void this.#read(res.body.getReader(), parser, signal)
+  }
+
+  async #read(reader: ReadableStreamDefaultReader<Uint8Array>, parser: EventStreamParser, signal: AbortSignal): Promise<void> {
+    try {
+      // Every event of a chunk is dispatched, even after close() in a listener (as undici's);
+      // no chunk is read after it.
+      while (!signal.aborted) {
+        const { done, value } = await reader.read()
+        if (done) break
+        parser.push(value)
+      }
+    } catch (err) {
+      if (err instanceof EventSizeError) return this.#fail()
+      // A body cut short ends the connection as one that ended: undici reconnects after either.
+    }
+    this.#reconnect()
+  }
+
+  /** Fails the connection: CLOSED, no reconnection, and an `error` event. */
+  #fail(): void {
+    this.close()
+    this.dispatchEvent(new Event('error'))
+  }
+
+  #reconnect(): void {
+    if (this.#readyState === CLOSED) return
+    this.#readyState = CONNECTING
+    this.dispatchEvent(new Event('error'))
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined
+      if (this.#readyState !== CONNECTING) return
+      // Set once an ID is known and kept after (undici never removes it).
+      if (this.#state.lastEventId.length > 0) this.#lastEventIdHeader = this.#state.lastEventId
+      this.#connect()
+    }, this.#state.reconnectionTime)
+    // A pending reconnection does not keep the process alive (as undici's).
+    this.#timer.unref()
+  }
+
+  close(): void {
+    brandCheck(this, EventSource)
+    if (this.#readyState === CLOSED) return
+    this.#readyState = CLOSED
+    clearTimeout(this.#timer)
+    this.#abort?.abort()
+  }
+
+  get onopen(): Handlers['open'] {
+    return this.#events.open
+  }
+
+  set onopen(fn: Handlers['open']) {
+    this.#setHandler('open', fn)
+  }
+
+  get onmessage(): Handlers['message'] {
+    return this.#events.message
+  }
+
+  set onmessage(fn: Handlers['message']) {
+    this.#setHandler('message', fn)
+  }
+
+  get onerror(): Handlers['error'] {
+    return this.#events.error
+  }
+
+  set onerror(fn: Handlers['error']) {
+    this.#setHandler('error', fn)
+  }
+
+  #setHandler<K extends keyof EventSourceEventMap>(type: K, fn: Handlers[K]): void {
+    const previous = this.#listeners[type]
+    if (previous !== null) this.removeEventListener(type, previous)
+    const listener = toHandler(fn)
+    this.#events[type] = listener === null ? null : fn
+    this.#listeners[type] = listener
+    if (listener !== null) this.addEventListener(type, listener)
+  }
+}
+
+const constants = {
+  CONNECTING: { value: CONNECTING, enumerable: true, writable: false, configurable: false },
+  OPEN: { value: OPEN, enumerable: true, writable: false, configurable: false },
+  CLOSED: { value: CLOSED, enumerable: true, writable: false, configurable: false },
+}
+Object.defineProperties(EventSource, constants)
+Object.defineProperties(EventSource.prototype, constants)
+// The IDL attributes and operation are enumerable, as Web IDL (and undici) define them.
+for (const name of ['close', 'onerror', 'onmessage', 'onopen', 'readyState', 'url', 'withCredentials']) {
+  Object.defineProperty(EventSource.prototype, name, { enumerable: true })
+}
