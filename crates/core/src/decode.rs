@@ -1,8 +1,10 @@
-//! Undoing a response's content-encoding on the engine thread: undici's `decompress`
-//! interceptor asks for it (through [`crate::Request::decode`]) when nothing stands between it
-//! and the dispatcher, and the caller's thread gets the decoded bytes in the batches it gets
-//! any body in. What the core cannot decode (zstd, unknown or too many encodings) it leaves as
-//! it is, headers and all: the interceptor then does what it does with any other dispatcher.
+//! Undoing a response's content-encoding in the core: undici's `decompress` interceptor asks
+//! for it (through [`crate::Request::decode`]) when nothing stands between it and the
+//! dispatcher. The engine thread looks at the head (and takes the encoding lines out); the body
+//! is decoded on decoding threads of the core's own (one per core, a request's work all on
+//! one), which hand the caller's thread the response's events in batches as the engine does.
+//! What the core cannot decode (zstd, unknown or too many encodings) it leaves as it is, headers
+//! and all: the interceptor then does what it does with any other dispatcher.
 //!
 //! Failures are node:zlib's, in its words and codes (`incorrect header check`/`Z_DATA_ERROR`,
 //! `unexpected end of file`/`Z_BUF_ERROR`, brotli's `Decompression failed` with its
@@ -206,7 +208,7 @@ fn too_large(size: u64, max: u64) -> Error {
 }
 
 /// The decoders of one response, first to undo first.
-struct Chain {
+pub(crate) struct Chain {
     stages: Vec<Stage>,
     /// Bytes each stage has produced.
     produced: Vec<u64>,
@@ -234,160 +236,306 @@ impl Chain {
     }
 }
 
-/// A request whose response the core is to decode.
+/// What the engine thread hands the decoding thread, in order per request.
+pub(crate) enum Job {
+    /// Decode the response whose head is `head` with `chain`; its body's events follow. The
+    /// head goes with them: the caller's thread gets a whole response in one batch.
+    Start { head: Event, chain: Chain },
+    /// A `Data`, `Complete` or `Error` event of a response being decoded.
+    Event(Event),
+    /// The request was aborted: nothing more of it comes.
+    Forget(u64),
+}
+
+/// Where decoding happens: a thread of its own, or (tests) the caller's.
+type Offload = Box<dyn FnMut(Job)>;
+
+/// A request whose response the engine is to decode.
 struct Decoding {
     spec: DecodeSpec,
-    /// The final response's decoders; none while there is no final head, or it is not ours.
-    chain: Option<Chain>,
+    /// Its final response is being decoded (its body goes to the decoding thread).
+    active: bool,
 }
 
-impl Decoding {
-    /// Looks at a head: decoders for it when it is ours, and its content-encoding and
-    /// content-length lines then go, as the interceptor takes them out.
-    fn head(&mut self, status: u16, headers: &mut Vec<RawHeader>) {
-        self.chain = None;
-        let spec = &self.spec;
-        if status < 200
-            || spec.skip_status_codes.contains(&status)
-            || (spec.skip_error_responses && status >= 400)
-        {
-            return;
-        }
-        let is = |h: &RawHeader, name: &str| h.0.eq_ignore_ascii_case(name.as_bytes());
-        // Repeated field lines join with commas (RFC 9110 5.3), the same list as one line.
-        let mut list = Vec::new();
-        for h in headers.iter().filter(|h| is(h, "content-encoding")) {
-            if !list.is_empty() {
-                list.push(b',');
-            }
-            list.extend_from_slice(&h.1);
-        }
-        let Ok(list) = std::str::from_utf8(&list) else {
-            return;
-        };
-        let list = list.to_ascii_lowercase();
-        if list.split(',').count() > MAX_ENCODINGS {
-            return;
-        }
-        let names: Vec<&str> = list
-            .split(',')
-            .map(str::trim)
-            .filter(|n| !n.is_empty())
-            .collect();
-        let stages: Option<Vec<Stage>> = names.iter().rev().map(|n| Stage::new(n)).collect();
-        let Some(stages) = stages.filter(|s| !s.is_empty()) else {
-            return;
-        };
-        headers.retain(|h| !is(h, "content-encoding") && !is(h, "content-length"));
-        self.chain = Some(Chain {
-            produced: vec![0; stages.len()],
-            stages,
-            max: self.spec.max_size,
-        });
+/// The decoders for a head, when it is a response to decode (see [`DecodeSpec`]); its
+/// content-encoding and content-length lines then go, as the interceptor takes them out.
+fn chain_for(spec: &DecodeSpec, status: u16, headers: &mut Vec<RawHeader>) -> Option<Chain> {
+    if status < 200
+        || spec.skip_status_codes.contains(&status)
+        || (spec.skip_error_responses && status >= 400)
+    {
+        return None;
     }
+    let is = |h: &RawHeader, name: &str| h.0.eq_ignore_ascii_case(name.as_bytes());
+    // Repeated field lines join with commas (RFC 9110 5.3), the same list as one line.
+    let mut list = Vec::new();
+    for h in headers.iter().filter(|h| is(h, "content-encoding")) {
+        if !list.is_empty() {
+            list.push(b',');
+        }
+        list.extend_from_slice(&h.1);
+    }
+    let list = std::str::from_utf8(&list).ok()?.to_ascii_lowercase();
+    if list.split(',').count() > MAX_ENCODINGS {
+        return None;
+    }
+    let names: Vec<&str> = list
+        .split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .collect();
+    let stages: Vec<Stage> = names
+        .iter()
+        .rev()
+        .map(|n| Stage::new(n))
+        .collect::<Option<_>>()?;
+    if stages.is_empty() {
+        return None;
+    }
+    headers.retain(|h| !is(h, "content-encoding") && !is(h, "content-length"));
+    Some(Chain {
+        produced: vec![0; stages.len()],
+        stages,
+        max: spec.max_size,
+    })
 }
 
-/// The requests of an engine whose responses it decodes.
+/// The requests of an engine whose responses it decodes, on the engine thread: heads are
+/// looked at here, bodies go to the decoding thread, which reports their events itself.
+/// Decoding is CPU work of the size of the body (a 64 KiB gzip body is ~50 us): on the I/O
+/// thread it would hold up every connection's reads.
 #[derive(Default)]
 pub(crate) struct Decodings {
     of: HashMap<u64, Decoding>,
+    offload: Option<Offload>,
+    /// Jobs of the batch being published: sent once it is (see [`Decodings::send_jobs`]).
+    jobs: Vec<Job>,
 }
 
 impl Decodings {
-    pub fn add(&mut self, id: u64, spec: DecodeSpec) {
-        self.of.insert(id, Decoding { spec, chain: None });
+    /// Decoding in the caller's thread (tests).
+    #[cfg(test)]
+    fn with(offload: Offload) -> Decodings {
+        Decodings {
+            offload: Some(offload),
+            ..Default::default()
+        }
+    }
+
+    /// `id`'s response is to be decoded; `start` makes the decoding thread, the first time.
+    pub fn add(&mut self, id: u64, spec: DecodeSpec, start: impl FnOnce() -> Offload) {
+        self.offload.get_or_insert_with(start);
+        self.of.insert(
+            id,
+            Decoding {
+                spec,
+                active: false,
+            },
+        );
     }
 
     /// The request was aborted: no final event of it is coming.
     pub fn remove(&mut self, id: u64) {
-        self.of.remove(&id);
+        if self.of.remove(&id).is_some_and(|d| d.active) {
+            self.send(Job::Forget(id));
+        }
     }
 
     pub fn is_empty(&self) -> bool {
         self.of.is_empty()
     }
 
-    /// Decodes the bodies in `events` of the requests it has. Returns those whose decoding
-    /// failed while their connection still reads them: each has its error event in `events`
-    /// now, and is to be aborted.
-    pub fn apply(&mut self, events: &mut Vec<Event>) -> Vec<u64> {
-        let mut failed = Vec::new();
+    fn send(&mut self, job: Job) {
+        if let Some(offload) = self.offload.as_mut() {
+            offload(job)
+        }
+    }
+
+    /// Sends what [`Decodings::apply`] took out of a batch, once the batch is on its way: the
+    /// decoding thread's events of a request come after those the batch has of it.
+    pub fn send_jobs(&mut self) {
+        for job in std::mem::take(&mut self.jobs) {
+            self.send(job);
+        }
+    }
+
+    /// Takes the body events of responses being decoded out of `events` (jobs for the
+    /// decoding thread, see [`Decodings::send_jobs`]), and the encoding lines out of their heads.
+    pub fn apply(&mut self, events: &mut Vec<Event>) {
         let ours = |e: &Event| e.request_id().is_some_and(|id| self.of.contains_key(&id));
         if !events.iter().any(ours) {
-            return failed;
+            return;
         }
-        for ev in std::mem::take(events) {
-            let Some(id) = ev.request_id() else {
+        for mut ev in std::mem::take(events) {
+            let Some(d) = ev.request_id().and_then(|id| self.of.get_mut(&id)) else {
                 events.push(ev);
                 continue;
             };
-            // What a failed request's connection still reported in this batch is not the caller's.
-            if failed.contains(&id) {
+            let last = matches!(
+                ev,
+                Event::Complete { .. } | Event::Error { .. } | Event::Upgrade { .. }
+            );
+            if d.active {
+                let id = ev.request_id().unwrap_or_default();
+                // An error shared with its connection's event goes its own way now.
+                if let Event::Error { shared, .. } = &mut ev {
+                    *shared = Shared::No;
+                }
+                if last {
+                    self.of.remove(&id);
+                }
+                self.jobs.push(Job::Event(ev));
                 continue;
             }
-            let Some(d) = self.of.get_mut(&id) else {
-                events.push(ev);
-                continue;
-            };
-            // A failure at the end needs no abort: the connection is done with the request.
-            let at_end = matches!(ev, Event::Complete { .. });
-            let result = match ev {
-                Event::Headers {
-                    id,
-                    status,
-                    reason,
-                    mut headers,
-                } => {
-                    d.head(status, &mut headers);
-                    events.push(Event::Headers {
+            if let Event::Headers {
+                status, headers, ..
+            } = &mut ev
+            {
+                if let Some(chain) = chain_for(&d.spec, *status, headers) {
+                    d.active = true;
+                    self.jobs.push(Job::Start { head: ev, chain });
+                    continue;
+                }
+            }
+            if last {
+                self.of.remove(&ev.request_id().unwrap_or_default());
+            }
+            events.push(ev);
+        }
+    }
+}
+
+/// The decoding thread's side: the responses it decodes, and the events it reports.
+#[derive(Default)]
+pub(crate) struct Worker {
+    chains: HashMap<u64, Chain>,
+    /// Requests whose decoding failed: what their connection still reported is dropped.
+    failed: std::collections::HashSet<u64>,
+}
+
+impl Worker {
+    /// Handles `job`, adding the events it makes to `out`; `abort` stops a request whose body
+    /// failed to decode while its connection still reads it.
+    pub fn handle(&mut self, job: Job, out: &mut Vec<Event>, abort: &mut dyn FnMut(u64)) {
+        let ev = match job {
+            Job::Start { head, chain } => {
+                self.chains
+                    .insert(head.request_id().unwrap_or_default(), chain);
+                return out.push(head);
+            }
+            Job::Forget(id) => {
+                self.chains.remove(&id);
+                self.failed.remove(&id);
+                return;
+            }
+            Job::Event(ev) => ev,
+        };
+        let id = ev.request_id().unwrap_or_default();
+        if self.failed.contains(&id) {
+            if matches!(ev, Event::Complete { .. } | Event::Error { .. }) {
+                self.failed.remove(&id);
+            }
+            return;
+        }
+        let result = match (ev, self.chains.get_mut(&id)) {
+            (Event::Data { chunk, .. }, Some(chain)) => chain.push(&chunk).map(|decoded| {
+                // Views of one buffer, each no larger than a socket read's.
+                let mut decoded = Bytes::from(decoded);
+                while !decoded.is_empty() {
+                    let chunk = decoded.split_to(decoded.len().min(CHUNK));
+                    out.push(Event::Data { id, chunk });
+                }
+            }),
+            (Event::Complete { trailers, .. }, Some(chain)) => {
+                let end = chain.finish();
+                self.chains.remove(&id);
+                // A failure at the end needs no abort: the connection is done with it.
+                return out.push(match end {
+                    Ok(()) => Event::Complete { id, trailers },
+                    Err(error) => Event::Error {
                         id,
-                        status,
-                        reason,
-                        headers,
-                    });
-                    Ok(())
-                }
-                Event::Data { id, chunk } => match d.chain.as_mut() {
-                    None => {
-                        events.push(Event::Data { id, chunk });
-                        Ok(())
-                    }
-                    Some(chain) => chain.push(&chunk).map(|out| {
-                        // Views of one buffer, each no larger than a socket read's.
-                        let mut out = Bytes::from(out);
-                        while !out.is_empty() {
-                            let chunk = out.split_to(out.len().min(CHUNK));
-                            events.push(Event::Data { id, chunk });
-                        }
-                    }),
-                },
-                Event::Complete { id, trailers } => {
-                    let end = d.chain.as_ref().map_or(Ok(()), Chain::finish);
-                    self.of.remove(&id);
-                    end.map(|()| events.push(Event::Complete { id, trailers }))
-                }
-                ev => {
-                    if matches!(ev, Event::Error { .. } | Event::Upgrade { .. }) {
-                        self.of.remove(&id);
-                    }
-                    events.push(ev);
-                    Ok(())
-                }
-            };
-            if let Err(error) = result {
-                self.of.remove(&id);
-                if !at_end {
-                    failed.push(id);
-                }
-                events.push(Event::Error {
-                    id,
-                    error,
-                    shared: Shared::No,
+                        error,
+                        shared: Shared::No,
+                    },
                 });
             }
+            (ev, _) => {
+                self.chains.remove(&id);
+                return out.push(ev);
+            }
+        };
+        if let Err(error) = result {
+            self.chains.remove(&id);
+            self.failed.insert(id);
+            out.push(Event::Error {
+                id,
+                error,
+                shared: Shared::No,
+            });
+            abort(id);
         }
-        failed
     }
+}
+
+impl Job {
+    fn request_id(&self) -> u64 {
+        match self {
+            Job::Start { head, .. } => head.request_id(),
+            Job::Event(ev) => ev.request_id(),
+            Job::Forget(id) => Some(*id),
+        }
+        .unwrap_or_default()
+    }
+}
+
+/// Most jobs a decoding thread handles before it reports what they made.
+const JOBS_PER_BATCH: usize = 64;
+
+/// Starts the decoding threads, one per core (a request's jobs all go to the same one): they
+/// report to `sink`, and abort through `abort`. They end when the returned offload is dropped.
+pub(crate) fn spawn(
+    sink: std::sync::Arc<dyn crate::event::EventSink>,
+    abort: impl Fn(u64) + Clone + Send + 'static,
+) -> Offload {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+    let mut senders = Vec::with_capacity(threads);
+    for _ in 0..threads {
+        let (tx, rx) = std::sync::mpsc::channel::<Job>();
+        let (sink, abort) = (sink.clone(), abort.clone());
+        let spawned = std::thread::Builder::new()
+            .name("saetta-decode".into())
+            .spawn(move || {
+                let mut worker = Worker::default();
+                let mut out = Vec::new();
+                while let Ok(job) = rx.recv() {
+                    worker.handle(job, &mut out, &mut |id| abort(id));
+                    // What else is waiting goes in the same batch: fewer wakeups of the caller's thread.
+                    for job in rx.try_iter().take(JOBS_PER_BATCH) {
+                        worker.handle(job, &mut out, &mut |id| abort(id));
+                    }
+                    if !out.is_empty() {
+                        sink.push(&mut out);
+                    }
+                }
+            });
+        if spawned.is_ok() {
+            senders.push(tx);
+        }
+    }
+    if senders.is_empty() {
+        // No thread to be had: decoding on the engine thread holds up its reads, but decodes.
+        let mut inline = Worker::default();
+        return Box::new(move |job| {
+            let mut out = Vec::new();
+            inline.handle(job, &mut out, &mut |id| abort(id));
+            if !out.is_empty() {
+                sink.push(&mut out);
+            }
+        });
+    }
+    Box::new(move |job| {
+        let _ = senders[job.request_id() as usize % senders.len()].send(job);
+    })
 }
 
 #[cfg(test)]
@@ -395,7 +543,9 @@ mod tests {
     use super::*;
     use flate2::write::{GzEncoder, ZlibEncoder};
     use flate2::Compression;
+    use std::cell::RefCell;
     use std::io::Write;
+    use std::rc::Rc;
 
     const BROTLI_HELLO: &[u8] = &[
         27, 24, 0, 248, 29, 169, 83, 159, 187, 112, 45, 86, 134, 38, 39, 65, 216, 232, 146, 45,
@@ -429,18 +579,36 @@ mod tests {
         failed: Vec<u64>,
     }
 
+    /// What reaches the caller's thread, in order, and the requests the decoding aborted.
+    type Seen = Rc<RefCell<(Vec<Event>, Vec<u64>)>>;
+
+    /// Decodings whose decoding thread is the caller's: what it reports goes to `seen`.
+    fn decodings(seen: &Seen) -> Decodings {
+        let mut worker = Worker::default();
+        let seen = seen.clone();
+        Decodings::with(Box::new(move |job| {
+            let mut out = Vec::new();
+            let mut aborted = Vec::new();
+            worker.handle(job, &mut out, &mut |id| aborted.push(id));
+            let mut seen = seen.borrow_mut();
+            seen.0.extend(out);
+            seen.1.extend(aborted);
+        }))
+    }
+
+    /// Publishes `batch` as the engine does: its own events first, then the decoding's.
+    fn publish(d: &mut Decodings, seen: &Seen, mut batch: Vec<Event>) {
+        d.apply(&mut batch);
+        seen.borrow_mut().0.extend(batch);
+        d.send_jobs();
+    }
+
     /// A response of `status` with `headers` whose body arrives in `chunks`, through a decoding
     /// with `spec` (1 batch per chunk, the head in the first).
     fn run(spec: DecodeSpec, status: u16, headers: Vec<RawHeader>, chunks: &[&[u8]]) -> Outcome {
-        let mut d = Decodings::default();
-        d.add(1, spec);
-        let mut out = Outcome {
-            headers: Vec::new(),
-            body: Vec::new(),
-            data_events: 0,
-            end: Err(Error::Closed),
-            failed: Vec::new(),
-        };
+        let seen = Seen::default();
+        let mut d = decodings(&seen);
+        d.add(1, spec, || unreachable!());
         let mut batches: Vec<Vec<Event>> = vec![vec![Event::Headers {
             id: 1,
             status,
@@ -457,26 +625,35 @@ mod tests {
             id: 1,
             trailers: vec![],
         }]);
-        for mut batch in batches {
+        for batch in batches {
             // The engine aborts a failed request: its connection reports nothing final of it.
-            if !out.failed.is_empty() {
+            if !seen.borrow().1.is_empty() {
+                d.remove(1);
                 break;
             }
-            out.failed.extend(d.apply(&mut batch));
-            for ev in batch {
-                match ev {
-                    Event::Headers { headers, .. } => out.headers = headers,
-                    Event::Data { chunk, .. } => {
-                        out.data_events += 1;
-                        out.body.extend_from_slice(&chunk)
-                    }
-                    Event::Complete { .. } => out.end = Ok(()),
-                    Event::Error { error, .. } => out.end = Err(error),
-                    other => panic!("{other:?}"),
-                }
-            }
+            publish(&mut d, &seen, batch);
         }
         assert!(d.is_empty(), "settled and failed requests are forgotten");
+        let (events, failed) = seen.take();
+        let mut out = Outcome {
+            headers: Vec::new(),
+            body: Vec::new(),
+            data_events: 0,
+            end: Err(Error::Closed),
+            failed,
+        };
+        for ev in events {
+            match ev {
+                Event::Headers { headers, .. } => out.headers = headers,
+                Event::Data { chunk, .. } => {
+                    out.data_events += 1;
+                    out.body.extend_from_slice(&chunk)
+                }
+                Event::Complete { .. } => out.end = Ok(()),
+                Event::Error { error, .. } => out.end = Err(error),
+                other => panic!("{other:?}"),
+            }
+        }
         out
     }
 
@@ -657,11 +834,12 @@ mod tests {
     }
 
     #[test]
-    fn informational_heads_pass_and_the_final_one_decodes() {
-        let mut d = Decodings::default();
-        d.add(1, spec());
+    fn informational_heads_pass_the_final_one_goes_with_its_body_after_the_batch() {
+        let seen = Seen::default();
+        let mut d = decodings(&seen);
+        d.add(1, spec(), || unreachable!());
         let body = gzip(b"after 103");
-        let mut batch = vec![
+        let batch = vec![
             Event::Headers {
                 id: 1,
                 status: 103,
@@ -687,11 +865,42 @@ mod tests {
                 trailers: vec![],
             },
         ];
-        assert!(d.apply(&mut batch).is_empty());
-        assert!(matches!(&batch[0], Event::Headers { headers, .. } if headers.len() == 1));
-        assert!(matches!(&batch[1], Event::Headers { headers, .. } if headers.is_empty()));
-        assert!(matches!(&batch[2], Event::Data { chunk, .. } if chunk[..] == b"after 103"[..]));
-        assert!(matches!(&batch[3], Event::Data { id: 2, chunk } if chunk[..] == b"not ours"[..]));
+        publish(&mut d, &seen, batch);
+        let events = seen.take().0;
+        assert!(matches!(&events[0], Event::Headers { headers, .. } if headers.len() == 1));
+        assert!(matches!(&events[1], Event::Data { id: 2, chunk } if chunk[..] == b"not ours"[..]));
+        assert!(matches!(&events[2], Event::Headers { headers, .. } if headers.is_empty()));
+        assert!(
+            matches!(&events[3], Event::Data { id: 1, chunk } if chunk[..] == b"after 103"[..])
+        );
+        assert!(matches!(&events[4], Event::Complete { id: 1, .. }));
+        assert!(d.is_empty());
+    }
+
+    #[test]
+    fn what_a_failed_request_still_reports_is_dropped_and_an_abort_forgets_it() {
+        let seen = Seen::default();
+        let mut d = decodings(&seen);
+        d.add(1, spec(), || unreachable!());
+        let head = Event::Headers {
+            id: 1,
+            status: 200,
+            reason: Bytes::new(),
+            headers: vec![h("content-encoding", "gzip")],
+        };
+        let data = |b: &'static [u8]| Event::Data {
+            id: 1,
+            chunk: Bytes::from_static(b),
+        };
+        publish(&mut d, &seen, vec![head, data(b"not gzip"), data(b"more")]);
+        let (events, failed) = seen.take();
+        assert_eq!(failed, vec![1]);
+        assert_eq!(events.len(), 2, "{events:?}");
+        assert!(
+            matches!(&events[1], Event::Error { error: Error::Decode { code, .. }, .. } if code == "Z_DATA_ERROR")
+        );
+        // The engine's abort: the request is forgotten; nothing of it passes any more.
+        d.remove(1);
         assert!(d.is_empty());
     }
 }

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
-use crate::decode::Decodings;
+use crate::decode::{self, Decodings};
 use crate::error::Error;
 use crate::event::{Event, EventSink, Shared};
 use crate::h1::direct::{self, Alarm, Lanes, Written};
@@ -99,6 +99,7 @@ impl Engine {
         let (tx, rx) = mpsc::unbounded_channel();
         let pending = Arc::new(AtomicUsize::new(0));
         let handled = pending.clone();
+        let weak = tx.downgrade();
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_io()
             .enable_time()
@@ -107,7 +108,7 @@ impl Engine {
             .name("saetta-core".into())
             .spawn(move || {
                 let local = tokio::task::LocalSet::new();
-                local.block_on(&rt, run(rx, sink, handled));
+                local.block_on(&rt, run(rx, weak, sink, handled));
             })?;
         Ok(Engine {
             tx,
@@ -352,6 +353,25 @@ pub(crate) struct Ctx {
     sockets: Rc<Registry>,
     /// Requests whose responses the engine decodes (see [`crate::decode`]).
     decodings: RefCell<Decodings>,
+    aborter: Aborter,
+}
+
+/// Aborts requests from another thread (the decoding thread, for a body that fails to decode)
+/// as the caller would.
+#[derive(Clone)]
+struct Aborter {
+    tx: mpsc::WeakUnboundedSender<Command>,
+    pending: Arc<AtomicUsize>,
+}
+
+impl Aborter {
+    fn abort(&self, id: u64) {
+        // None once the engine is stopping: nothing left to abort then.
+        if let Some(tx) = self.tx.upgrade() {
+            self.pending.fetch_add(1, Ordering::AcqRel);
+            let _ = tx.send(Command::Abort { id });
+        }
+    }
 }
 
 impl Ctx {
@@ -380,17 +400,12 @@ impl Ctx {
         self.register(&m.req)
     }
 
-    /// Hands `events` to the sink, but those of silenced requests; responses the engine
-    /// decodes are decoded on the way (one that fails to is aborted, as the caller would).
+    /// Hands `events` to the sink, but those of silenced requests and the bodies of responses
+    /// the engine decodes (those go to its decoding thread, see [`crate::decode`]).
     pub fn publish(&self, events: &mut Vec<Event>) {
-        if !self.decodings.borrow().is_empty() {
-            let failed = self.decodings.borrow_mut().apply(events);
-            for id in failed {
-                if let Some(ctl) = self.reqs.borrow_mut().remove(&id) {
-                    ctl.aborted.set(true);
-                    ctl.wake();
-                }
-            }
+        let decoding = !self.decodings.borrow().is_empty();
+        if decoding {
+            self.decodings.borrow_mut().apply(events);
         }
         {
             let mut silent = self.silent.borrow_mut();
@@ -409,6 +424,9 @@ impl Ctx {
         if !events.is_empty() {
             self.sink.push(events);
         }
+        if decoding {
+            self.decodings.borrow_mut().send_jobs();
+        }
     }
 
     /// Emits a single event now (outside a connection's batch).
@@ -421,7 +439,9 @@ impl Ctx {
     pub fn register(&self, req: &Request) -> Rc<ReqCtl> {
         let id = req.id;
         if let Some(spec) = &req.decode {
-            self.decodings.borrow_mut().add(id, (**spec).clone());
+            let aborter = self.aborter.clone();
+            let start = || decode::spawn(self.sink.clone(), move |id| aborter.abort(id));
+            self.decodings.borrow_mut().add(id, (**spec).clone(), start);
         }
         let ctl = Rc::new(ReqCtl {
             paused: Cell::new(false),
@@ -580,6 +600,7 @@ impl Ctx {
 
 async fn run(
     mut rx: mpsc::UnboundedReceiver<Command>,
+    tx: mpsc::WeakUnboundedSender<Command>,
     sink: Arc<dyn EventSink>,
     pending: Arc<AtomicUsize>,
 ) {
@@ -593,6 +614,10 @@ async fn run(
         to_schedule: RefCell::new(Vec::new()),
         silent: RefCell::default(),
         decodings: RefCell::default(),
+        aborter: Aborter {
+            tx,
+            pending: pending.clone(),
+        },
     });
     let mut batch = Vec::with_capacity(64);
     while rx.recv_many(&mut batch, 256).await > 0 {
