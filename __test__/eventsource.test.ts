@@ -1,6 +1,7 @@
 // EventSource against real node:http servers streaming text/event-stream. The behaviour tests
 // run on undici's EventSource and on saetta's alike (so each check is known to hold on undici);
 // the differential tests run one scenario on each and compare every event observed, in order.
+import buffer from 'node:buffer'
 import type http from 'node:http'
 import { afterEach, describe, expect, test } from 'vitest'
 import { cleanup, closedPort, httpServer, onCleanup, sleep, waitFor, withTimeout, type HttpServer } from './helpers'
@@ -519,21 +520,30 @@ describe('EventSource: undici and saetta observe the same events', () => {
     })
   })
 
-  test('maxEventSize from the dispatcher: an event over it fails the connection', async () => {
-    // saetta's dispatchers take no `eventSource` option (yet): the getter undici reads is given here.
-    class Limited extends saettaTyped.Agent {
-      get eventSourceOptions(): { maxEventSize: number } {
-        return { maxEventSize: 16 }
-      }
-    }
+  test.each(['Agent', 'Pool', 'Client'] as const)('maxEventSize from the dispatcher (%s option eventSource): an event over it fails the connection', async (kind) => {
     await differential(
       () => sse((_req, res) => stream(res, 'data: short\n\ndata: 0123456789abcdef0\n\ndata: never\n\n')),
       async (lib, srv) => {
-        const dispatcher = lib === undici ? new undici.Agent({ eventSource: { maxEventSize: 16 } }) : (new Limited() as never)
+        const options = { eventSource: { maxEventSize: 16 } }
+        const dispatcher = kind === 'Agent' ? new lib.Agent(options) : new lib[kind](srv.origin, options)
+        expect(dispatcher.eventSourceOptions).toEqual({ maxEventSize: 16 })
         onCleanup(() => dispatcher.close())
-        return run(lib, srv, '/', { init: { dispatcher }, until: closedAfterError, grace: 60 })
+        return run(lib, srv, '/', { init: { dispatcher: dispatcher as never }, until: closedAfterError, grace: 60 })
       },
     )
+  })
+
+  test('webSocketOptions and eventSourceOptions: the defaults, and what each dispatcher takes', () => {
+    for (const lib of [undici, saettaTyped] as const) {
+      const options = { webSocket: { maxFragments: 3 }, eventSource: { maxEventSize: 5 } }
+      const seen = [new lib.Agent(), new lib.Client('http://a'), new lib.RoundRobinPool('http://a', options), new lib.BalancedPool([], options)].map((d) => [d.webSocketOptions, d.eventSourceOptions])
+      expect(seen).toEqual([
+        [{ maxFragments: 131072, maxPayloadSize: 128 * 1024 * 1024 }, { maxEventSize: buffer.kStringMaxLength }],
+        [{ maxFragments: 131072, maxPayloadSize: 128 * 1024 * 1024 }, { maxEventSize: buffer.kStringMaxLength }],
+        [{ maxFragments: 131072, maxPayloadSize: 128 * 1024 * 1024 }, { maxEventSize: buffer.kStringMaxLength }],
+        [{ maxFragments: 3, maxPayloadSize: 128 * 1024 * 1024 }, { maxEventSize: 5 }],
+      ])
+    }
   })
 
   test('the constructor: arguments, validation errors and properties', async () => {

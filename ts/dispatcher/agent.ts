@@ -34,7 +34,7 @@ export class Agent extends DispatcherBase {
   #origins = new Set<string>()
 
   constructor(options: AgentOptions = {}) {
-    super()
+    super(options)
     // As undici: null fails as the property read does there; other primitives are no options.
     void (options as AgentOptions | null)!.factory
     const { factory = defaultFactory as AgentFactory, maxOrigins = Infinity, connect, tls, ...rest } = Object(options) as AgentOptions & { tls?: object }

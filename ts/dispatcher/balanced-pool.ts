@@ -31,7 +31,7 @@ export class BalancedPool extends PoolBase {
   #gcd = 0
 
   constructor(upstreams: string | URL | Array<string | URL> = [], options: BalancedPoolOptions = {}) {
-    super()
+    super(options)
     // As undici: null fails as the property read does there; other primitives are no options.
     void (options as BalancedPoolOptions | null)!.factory
     const { factory, connect, tls, ...rest } = Object(options) as BalancedPoolOptions & { tls?: object; interceptors?: object }

@@ -5,7 +5,8 @@
 import { Dispatcher } from './dispatcher'
 import { ClientClosedError, ClientDestroyedError, InvalidArgumentError } from '../errors'
 import { unwrap } from '../handlers/unwrap'
-import type { DispatchHandler, DispatchOptions } from './types'
+import { kStringMaxLength } from 'node:buffer'
+import type { DispatchHandler, DispatchOptions, EventSourceOptions, WebSocketOptions } from './types'
 
 export const kDispatch = Symbol('dispatch')
 export const kClose = Symbol('close')
@@ -29,6 +30,25 @@ export abstract class DispatcherBase extends Dispatcher {
   #onClosed: Callback[] | null = []
   /** Callbacks waiting for destroy() to finish; null before destroy() and once it has finished. */
   #onDestroyed: Callback[] | null = null
+  #webSocket: WebSocketOptions
+  #eventSource: EventSourceOptions
+
+  /** As undici: a Client takes `webSocket` and `eventSource` options; the others keep the defaults. */
+  constructor(opts?: { webSocket?: WebSocketOptions | null; eventSource?: EventSourceOptions | null }) {
+    super()
+    this.#webSocket = opts?.webSocket ?? {}
+    this.#eventSource = opts?.eventSource ?? {}
+  }
+
+  /** The limits a WebSocket on this dispatcher applies. */
+  get webSocketOptions(): Required<WebSocketOptions> {
+    return { maxFragments: this.#webSocket.maxFragments ?? 131072, maxPayloadSize: this.#webSocket.maxPayloadSize ?? 128 * 1024 * 1024 }
+  }
+
+  /** The limits an EventSource on this dispatcher applies. */
+  get eventSourceOptions(): Required<EventSourceOptions> {
+    return { maxEventSize: this.#eventSource.maxEventSize ?? kStringMaxLength }
+  }
 
   /** Takes a request that passed the common checks; the handler is unwrapped already. */
   protected abstract [kDispatch](opts: DispatchOptions, handler: DispatchHandler): boolean

@@ -489,7 +489,7 @@ export class Client extends DispatcherBase {
   #params: ReturnType<typeof connectParams> | null = null
 
   constructor(url: string | URL | UrlObject, opts: ClientOptions & { [kConnections]?: ConnectionLimits } = {}) {
-    super()
+    super(opts)
     const options = constructorOptions(opts, 'maxHeaderSize')
     validateOptions(options)
     const connect = options.connect ?? {}
@@ -1474,4 +1474,6 @@ class Run implements RequestSink {
 export declare namespace Client {
   export type Options = ClientOptions
   export type SocketInfo = import('../errors').SocketInfo
+  export type WebSocketOptions = import('./types').WebSocketOptions
+  export type EventSourceOptions = import('./types').EventSourceOptions
 }

@@ -29,7 +29,7 @@ export class Pool extends PoolBase {
   #born = new WeakMap<Member, number>()
 
   constructor(origin: string | URL, options: PoolOptions = {}) {
-    super()
+    super(options)
     const { connections, factory, clientTtl, ...rest } = constructorOptions(options, 'connections')
     if (connections != null && (!Number.isFinite(connections) || connections < 0)) {
       throw new InvalidArgumentError('invalid connections')

@@ -109,6 +109,18 @@ export interface ResponseData<TOpaque = null> {
 /** undici's connect options: what Node's `net.connect` and `tls.connect` take, and its own. */
 export type ConnectOptions = Partial<import('./connector').buildConnector.BuildOptions>
 
+export interface WebSocketOptions {
+  /** Most fragments in a message; 0: no limit. Default 131072. */
+  maxFragments?: number
+  /** Most bytes of a message (and of an inflated one); 0: no limit. Default 128 MiB. */
+  maxPayloadSize?: number
+}
+
+export interface EventSourceOptions {
+  /** Most bytes of field values kept for a pending event; 0: no limit. Default buffer.kStringMaxLength. */
+  maxEventSize?: number
+}
+
 export interface ClientOptions {
   pipelining?: number | null
   headersTimeout?: number | null
@@ -142,4 +154,8 @@ export interface ClientOptions {
   connectionWindowSize?: number
   /** Milliseconds between PING frames on an HTTP/2 connection (the `ping` event); 0: none. Default 60000. */
   pingInterval?: number
+  /** WebSocket limits: undici's `webSocketOptions` of the dispatcher. */
+  webSocket?: WebSocketOptions
+  /** EventSource limits: undici's `eventSourceOptions` of the dispatcher. */
+  eventSource?: EventSourceOptions
 }
