@@ -22,6 +22,7 @@ use saetta_core::transport::proxy::{Proxy, Tunnel};
 use saetta_core::transport::socks5;
 use saetta_core::transport::tls::{TlsConfig, TlsOptions};
 use saetta_core::transport::Connector;
+use saetta_core::ws::{Opcode, WsLimits};
 use saetta_core::{
     Engine, Error as CoreError, Event, EventSink, OriginConfig, Request, RequestBody,
 };
@@ -480,6 +481,7 @@ pub fn submit(
     body_timeout: f64,
     upgrade: Option<String>,
     decode: Option<Vec<f64>>,
+    websocket: Option<Vec<f64>>,
 ) -> Result<Option<Vec<String>>> {
     let body = match body {
         Some(Either::A(b)) => RequestBody::Bytes(Bytes::copy_from_slice(&b)),
@@ -530,6 +532,11 @@ pub fn submit(
             skip_status_codes: d.iter().skip(2).map(|&c| c as u16).collect(),
         })
     });
+    // `[maxPayloadSize, maxFragments]` (0: no limit): a WebSocket handshake (see `ws_send`).
+    req.websocket = websocket.map(|w| WsLimits {
+        max_payload_size: w.first().copied().unwrap_or(0.0) as u64,
+        max_fragments: w.get(1).copied().unwrap_or(0.0) as usize,
+    });
     let engine = &bridge()?.engine;
     if flags & LONE != 0 {
         engine.submit_now(origin as u64, &o.lanes, req);
@@ -555,6 +562,30 @@ pub fn body_write(id: u32, chunk: Either<Buffer, String>) -> Result<()> {
         Either::B(s) => Bytes::from(s),
     };
     bridge()?.engine.body_write_later(id as u64, bytes);
+    Ok(())
+}
+
+/// A frame for the open WebSocket connection of request `id`, framed (and masked) by the engine,
+/// held until the next `flush()`: opcode 1 text, 2 binary, 8 close (`code`, and `data` as its
+/// reason), 9 ping, 10 pong.
+#[napi(catch_unwind)]
+pub fn ws_send(id: u32, opcode: u32, code: Option<u32>, data: Buffer) -> Result<()> {
+    let opcode = match opcode {
+        1 => Opcode::Text,
+        2 => Opcode::Binary,
+        8 => Opcode::Close,
+        9 => Opcode::Ping,
+        10 => Opcode::Pong,
+        _ => {
+            return Err(Error::from_reason(format!(
+                "saetta: no WebSocket opcode {opcode}"
+            )))
+        }
+    };
+    let code = code.map(|c| c as u16);
+    bridge()?
+        .engine
+        .ws_send_later(id as u64, opcode, code, Bytes::copy_from_slice(&data));
     Ok(())
 }
 
@@ -693,6 +724,8 @@ mod tag {
     pub const SOCKET_DESTROY: u32 = 17;
     pub const ERROR_RELEASED: u32 = 18;
     pub const PING: u32 = 19;
+    pub const WEBSOCKET: u32 = 20;
+    pub const WEBSOCKET_SMALL: u32 = 21;
 }
 
 /// Below this size a chunk is copied into the batch's shared ArrayBuffer: cheaper than an
@@ -831,6 +864,27 @@ impl Out {
         self.bytes(chunk)
     }
 
+    /// A WebSocket message or control frame: `[tag, id, kind, code (-1: none)]` and its data,
+    /// as `data` passes a body chunk (a small one in the shared memory: offset and length).
+    fn websocket(&mut self, id: u64, kind: u8, code: Option<u16>, data: Bytes) -> Result<()> {
+        let small = data.len() < COPY_BELOW && self.small.len() + data.len() <= SHARED_MAX;
+        self.num(if small {
+            tag::WEBSOCKET_SMALL
+        } else {
+            tag::WEBSOCKET
+        } as f64);
+        self.num(id as f64);
+        self.num(kind as f64);
+        self.num(code.map_or(-1.0, f64::from));
+        if !small {
+            return self.bytes(data);
+        }
+        self.num(self.small.len() as f64);
+        self.num(data.len() as f64);
+        self.small.extend_from_slice(&data);
+        Ok(())
+    }
+
     /// An ArrayBuffer of `chunk`: over the engine's own bytes when large (see `data`).
     fn bytes(&mut self, chunk: Bytes) -> Result<()> {
         let mut chunk = chunk;
@@ -922,6 +976,12 @@ impl ToNapiValue for EventBatch<'_> {
                     out.headers(&headers, Some(&reason));
                 }
                 Event::Data { id, chunk } => out.data(id, chunk)?,
+                Event::WebSocket {
+                    id,
+                    kind,
+                    code,
+                    data,
+                } => out.websocket(id, kind as u8, code, data)?,
                 Event::Complete { id, trailers } => {
                     out.num(tag::COMPLETE as f64);
                     out.num(id as f64);

@@ -38,6 +38,8 @@ import tls from 'node:tls'
 import { holdsForConnect, InternalHandler } from '../handlers/internal'
 import { ResponseErrorHandler } from '../handlers/response-error'
 import { given } from '../handlers/unwrap'
+import { NativeWsTransport } from '../native/ws-transport'
+import { kWebSocket, type WebSocketDispatchOption } from '../websocket/transport'
 import { isHeaderValue, toBuffers } from './headers'
 import { encodeFormData, type FormEntries } from './form-data'
 import { checkRequest, type RequestHead } from './validate'
@@ -1020,6 +1022,9 @@ class Run implements RequestSink {
   #opts: DispatchOptions
   /** After an upgrade: the socket the engine's events for this request now go to. */
   #tunnel: TunnelSocket | null = null
+  /** A WebSocket handshake ([kWebSocket]): upgraded, its frames are the core's, through `#ws`. */
+  #websocket = false
+  #ws: NativeWsTransport | null = null
   /** The request as diagnostics channels see it, while any has a subscriber. */
   #info: RequestInfo | null = null
 
@@ -1129,6 +1134,7 @@ class Run implements RequestSink {
       // As undici: an empty upgrade is none.
       opts.upgrade ? (opts.upgrade as string) : undefined,
       decodeSpec(opts, this.#handler),
+      this.#websocketSpec(opts),
     )
     if (refused) throw fromNative(refused[0], refused[1], undefined)
     if (!(this.#source instanceof Readable)) flushSoon(connecting)
@@ -1291,6 +1297,7 @@ class Run implements RequestSink {
 
   onBodyConsumed(bytes: number): void {
     if (this.#tunnel) return this.#tunnel.credit(bytes)
+    if (this.#ws) return this.#ws.written(bytes)
     this.#window -= bytes
     if (this.#window < WRITE_WINDOW / 2 && this.#creditWaiter) {
       const w = this.#creditWaiter
@@ -1366,8 +1373,10 @@ class Run implements RequestSink {
 
   onUpgrade(statusCode: number, _statusText: string, headers: string[], at: number): void {
     if (this.#settled) return
-    const socket = new TunnelSocket(this.#id)
-    this.#tunnel = socket
+    const ws = this.#websocket && statusCode === 101 ? new NativeWsTransport(this.#id) : null
+    const socket = ws ?? new TunnelSocket(this.#id)
+    if (ws) this.#ws = ws
+    else this.#tunnel = socket as TunnelSocket
     // Settled for the handler and the client; the bridge keeps routing to the socket.
     this.#finish(false)
     this.#publish(channels.headers, { response: { statusCode, statusText: _statusText, headers: headerBuffers(headers, at) } })
@@ -1376,11 +1385,25 @@ class Run implements RequestSink {
       socket.destroy()
       throw new InvalidArgumentError('invalid onUpgrade method')
     }
-    this.#handler.onUpgrade(statusCode, this.#raw(headers, at), socket)
+    this.#handler.onUpgrade(statusCode, this.#raw(headers, at), socket as TunnelSocket)
+  }
+
+  /** `[maxPayloadSize, maxFragments]` of a WebSocket handshake (see {@link kWebSocket}). */
+  #websocketSpec(opts: DispatchOptions): number[] | undefined {
+    const ws = (opts as { [kWebSocket]?: WebSocketDispatchOption })[kWebSocket]
+    if (ws === undefined || !opts.upgrade) return undefined
+    this.#websocket = true
+    return [ws.maxPayloadSize, ws.maxFragments]
+  }
+
+  /** A message or control frame of the WebSocket connection it became. */
+  onWebSocket(kind: number, code: number, data: Buffer): void {
+    this.#ws?.deliver(kind, code, data)
   }
 
   onData(chunk: Buffer): void {
     if (this.#tunnel) return this.#tunnel.deliver(chunk)
+    if (this.#ws) return
     if (this.#info !== null) this.#publish(channels.bodyChunkReceived, { chunk })
     if (this.#paused) this.#backlog.push(() => this.onData(chunk))
     else if (this.#handler.onData!(chunk) === false) this.#pause()
@@ -1414,6 +1437,7 @@ class Run implements RequestSink {
 
   onComplete(trailers: string[]): void {
     if (this.#tunnel) return void this.#tunnel.push(null)
+    if (this.#ws) return this.#ws.ended(null)
     if (this.#paused) {
       this.#ended = true
       return void this.#backlog.push(() => this.onComplete(trailers))
@@ -1426,6 +1450,7 @@ class Run implements RequestSink {
 
   onError(err: Error): void {
     if (this.#tunnel) return void this.#tunnel.destroy(err)
+    if (this.#ws) return this.#ws.ended(err)
     if (err instanceof ClientDestroyedError) err = this.#client?.destroyError ?? err
     if (!this.#finish()) return
     // An error in the batch of the head reaches the handler later, as undici's always does (it
@@ -1443,6 +1468,7 @@ class Run implements RequestSink {
   /** A handler callback threw, or the body source failed: the request fails with `err`. */
   fail(err: unknown): boolean {
     if (this.#tunnel) return (this.#tunnel.destroy(err as Error), true)
+    if (this.#ws) return (this.#ws.destroy(), true)
     return this.failWith(err instanceof Error ? err : new Error(String(err)))
   }
 

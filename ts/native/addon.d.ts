@@ -138,7 +138,7 @@ export declare function socketWritten(id: number, bytes: number): void
  * instead be written at once, from this thread, to an idle connection. Returns
  * `[kind, message]` when the request is refused (nothing is sent), `null` otherwise.
  */
-export declare function submit(origin: number, id: number, method: string, path: string, headers: Array<string>, body: Buffer | string | undefined | null, flags: number, headersTimeout: number, bodyTimeout: number, upgrade?: string | undefined | null, decode?: Array<number> | undefined | null): Array<string> | null
+export declare function submit(origin: number, id: number, method: string, path: string, headers: Array<string>, body: Buffer | string | undefined | null, flags: number, headersTimeout: number, bodyTimeout: number, upgrade?: string | undefined | null, decode?: Array<number> | undefined | null, websocket?: Array<number> | undefined | null): Array<string> | null
 
 /**
  * Takes the events waiting. `nums[0]` is set to the count of numbers written after it; when
@@ -160,3 +160,10 @@ export interface TlsOriginOptions {
   minVersion?: string
   maxVersion?: string
 }
+
+/**
+ * A frame for the open WebSocket connection of request `id`, framed (and masked) by the engine,
+ * held until the next `flush()`: opcode 1 text, 2 binary, 8 close (`code`, and `data` as its
+ * reason), 9 ping, 10 pong.
+ */
+export declare function wsSend(id: number, opcode: number, code: number | undefined | null, data: Buffer): void

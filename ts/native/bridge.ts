@@ -19,6 +19,8 @@ export interface RequestSink {
   onComplete(trailers: string[]): void
   onError(err: Error): void
   onBodyConsumed(bytes: number): void
+  /** A message or control frame of the WebSocket connection the request became (kind: WsKind). */
+  onWebSocket(kind: number, code: number, data: Buffer): void
   /** A callback of the sink threw: the request must fail with `err` (false: it had settled). */
   fail(err: unknown): boolean
 }
@@ -57,6 +59,8 @@ const SOCKET_END = 16
 const SOCKET_DESTROY = 17
 const ERROR_RELEASED = 18
 const PING = 19
+const WEBSOCKET = 20
+const WEBSOCKET_SMALL = 21
 
 // Values of an ERROR event's last slot (Shared in crates/core/src/event.rs).
 const SHARES_NEXT = 1
@@ -305,6 +309,23 @@ function dispatchEvents(n: Float64Array, o: unknown[]): void {
         const chunk = Buffer.from(o[1] as ArrayBuffer, n[i + 2], n[i + 3])
         deliver(id, (s) => s.onData(chunk))
         i += 4
+        break
+      }
+      case WEBSOCKET: {
+        const data = Buffer.from(o[k] as ArrayBuffer)
+        const kind = n[i + 2]
+        const code = n[i + 3]
+        deliver(id, (s) => s.onWebSocket(kind, code, data))
+        i += 4
+        k += 1
+        break
+      }
+      case WEBSOCKET_SMALL: {
+        const data = Buffer.from(o[1] as ArrayBuffer, n[i + 4], n[i + 5])
+        const kind = n[i + 2]
+        const code = n[i + 3]
+        deliver(id, (s) => s.onWebSocket(kind, code, data))
+        i += 6
         break
       }
       case COMPLETE: {

@@ -43,6 +43,13 @@ enum Command {
     Resume {
         id: u64,
     },
+    /// A frame for an open WebSocket connection (see [`crate::ws`]).
+    WsSend {
+        id: u64,
+        opcode: crate::ws::Opcode,
+        code: Option<u16>,
+        payload: Bytes,
+    },
     Abort {
         id: u64,
     },
@@ -173,6 +180,24 @@ impl Engine {
     /// As [`Engine::body_write`], held until the next [`Engine::flush`].
     pub fn body_write_later(&self, id: u64, chunk: Bytes) {
         self.hold(Command::BodyWrite { id, chunk });
+    }
+
+    /// A frame for the open WebSocket connection of request `id` (a close frame's `code` and,
+    /// as `payload`, its reason), framed on the engine thread; held until the next
+    /// [`Engine::flush`].
+    pub fn ws_send_later(
+        &self,
+        id: u64,
+        opcode: crate::ws::Opcode,
+        code: Option<u16>,
+        payload: Bytes,
+    ) {
+        self.hold(Command::WsSend {
+            id,
+            opcode,
+            code,
+            payload,
+        });
     }
 
     /// What JS says about one of its sockets (see [`crate::transport::js`]), held until the
@@ -354,6 +379,8 @@ pub(crate) struct Ctx {
     /// Requests whose responses the engine decodes (see [`crate::decode`]).
     decodings: RefCell<Decodings>,
     aborter: Aborter,
+    /// WebSocket handshakes and connections (see [`crate::ws`]).
+    websockets: RefCell<crate::ws::Sessions>,
 }
 
 /// Aborts requests from another thread (the decoding thread, for a body that fails to decode)
@@ -407,6 +434,10 @@ impl Ctx {
         if decoding {
             self.decodings.borrow_mut().apply(events);
         }
+        if !self.websockets.borrow().is_empty() {
+            let mut ws = self.websockets.borrow_mut();
+            ws.apply(events, &mut |id, frame| self.tunnel_write(id, frame));
+        }
         {
             let mut silent = self.silent.borrow_mut();
             if !silent.is_empty() {
@@ -435,9 +466,20 @@ impl Ctx {
         self.publish(&mut v);
     }
 
+    /// Writes `bytes` to the tunnel of upgraded request `id`, as the caller's writes go.
+    fn tunnel_write(&self, id: u64, bytes: Bytes) {
+        if let Some(ctl) = self.ctl(id) {
+            ctl.body.borrow_mut().chunks.push_back(bytes);
+            ctl.wake();
+        }
+    }
+
     /// Starts tracking request `req`.
     pub fn register(&self, req: &Request) -> Rc<ReqCtl> {
         let id = req.id;
+        if let Some(limits) = req.websocket {
+            self.websockets.borrow_mut().add(id, limits);
+        }
         if let Some(spec) = &req.decode {
             let aborter = self.aborter.clone();
             let start = || decode::spawn(self.sink.clone(), move |id| aborter.abort(id));
@@ -497,6 +539,20 @@ impl Ctx {
                     ctl.wake();
                 }
             }
+            Command::WsSend {
+                id,
+                opcode,
+                code,
+                payload,
+            } => {
+                let frame = self
+                    .websockets
+                    .borrow_mut()
+                    .send(id, opcode, code, &payload);
+                if let Some(frame) = frame {
+                    self.tunnel_write(id, frame);
+                }
+            }
             Command::BodyEnd { id } => {
                 if let Some(ctl) = self.ctl(id) {
                     ctl.body.borrow_mut().ended = true;
@@ -525,6 +581,7 @@ impl Ctx {
                 }
                 // Nothing to stop where the caller has the whole response (as above).
                 self.decodings.borrow_mut().remove(id);
+                self.websockets.borrow_mut().remove(id);
                 let ctl = match self.silent.borrow().contains(&id) {
                     true => None,
                     false => self.reqs.borrow_mut().remove(&id),
@@ -592,6 +649,7 @@ impl Ctx {
             | Command::BodyEnd { id }
             | Command::Pause { id }
             | Command::Resume { id }
+            | Command::WsSend { id, .. }
             | Command::Abort { id } => Some(*id),
             _ => None,
         }
@@ -614,6 +672,7 @@ async fn run(
         to_schedule: RefCell::new(Vec::new()),
         silent: RefCell::default(),
         decodings: RefCell::default(),
+        websockets: RefCell::default(),
         aborter: Aborter {
             tx,
             pending: pending.clone(),

@@ -113,6 +113,14 @@ pub enum Event {
     ErrorReleased {
         handle: u64,
     },
+    /// A message or control frame of an upgraded WebSocket connection (see [`crate::ws`]).
+    WebSocket {
+        id: u64,
+        kind: crate::ws::WsKind,
+        /// A close frame's code (none: no body), or a failure's.
+        code: Option<u16>,
+        data: Bytes,
+    },
     /// An HTTP/2 connection of `origin` got the answer to its PING (`pingInterval`) after
     /// `duration` (undici's `ping` event).
     Ping {
@@ -132,7 +140,8 @@ impl Event {
             | Event::Upgrade { id, .. }
             | Event::Complete { id, .. }
             | Event::Error { id, .. }
-            | Event::BodyConsumed { id, .. } => Some(*id),
+            | Event::BodyConsumed { id, .. }
+            | Event::WebSocket { id, .. } => Some(*id),
             _ => None,
         }
     }

@@ -142,6 +142,8 @@ pub struct Request {
     pub refused: u8,
     /// Decode the response's content-encoding (the decompress interceptor's options).
     pub decode: Option<Box<crate::decode::DecodeSpec>>,
+    /// A WebSocket handshake: once upgraded, the core handles its frames (see [`crate::ws`]).
+    pub websocket: Option<crate::ws::WsLimits>,
 }
 
 impl Request {
@@ -169,6 +171,7 @@ impl Request {
             expect_continue: false,
             refused: 0,
             decode: None,
+            websocket: None,
         }
     }
 

@@ -7,6 +7,7 @@
 
 mod deflate;
 mod frame;
+mod session;
 #[cfg(test)]
 mod tests;
 
@@ -14,6 +15,8 @@ use bytes::Bytes;
 
 pub use deflate::{DeflateParams, ExtensionMismatch, WindowBits};
 pub use frame::{Receiver, Sender};
+pub(crate) use session::Sessions;
+pub use session::{WsKind, WsLimits};
 
 /// A frame's opcode (RFC 6455 section 5.2); the others are reserved and fail the connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

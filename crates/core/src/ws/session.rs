@@ -1,0 +1,176 @@
+//! WebSocket connections on the engine thread: a request submitted as a WebSocket handshake
+//! (see [`crate::Request::websocket`]) whose upgrade succeeds has its tunnel's bytes parsed
+//! here into messages ([`crate::Event::WebSocket`]), which cross to the caller's thread in the
+//! engine's batches, and what the caller sends framed here ([`Sessions::send`]) before it goes
+//! down the tunnel like any tunnel write. Pings are answered here, as undici answers them.
+
+use std::collections::HashMap;
+
+use bytes::{Bytes, BytesMut};
+
+use super::{DeflateParams, Incoming, Opcode, Receiver, Sender};
+use crate::codec::RawHeader;
+use crate::event::Event;
+
+/// undici's `webSocketOptions` for a connection (0: no limit).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WsLimits {
+    pub max_payload_size: u64,
+    pub max_fragments: usize,
+}
+
+/// What a [`crate::Event::WebSocket`] carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum WsKind {
+    Text = 0,
+    Binary = 1,
+    /// Answered with a pong already.
+    Ping = 2,
+    Pong = 3,
+    /// The server's close frame: the event's `code` (none: no body) and its reason.
+    Close = 4,
+    /// The server broke the protocol: close with `code`; the data is undici's reason.
+    Fail = 5,
+}
+
+struct Session {
+    limits: WsLimits,
+    /// Once upgraded: the parser of what the server sends, and the framer of what we send.
+    open: Option<(Receiver, Sender, BytesMut)>,
+}
+
+/// The WebSocket connections of an engine.
+#[derive(Default)]
+pub(crate) struct Sessions {
+    of: HashMap<u64, Session>,
+}
+
+impl Sessions {
+    pub fn add(&mut self, id: u64, limits: WsLimits) {
+        self.of.insert(id, Session { limits, open: None });
+    }
+
+    pub fn remove(&mut self, id: u64) {
+        self.of.remove(&id);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.of.is_empty()
+    }
+
+    /// Frames a message (or control frame) of the caller's for connection `id`: the bytes to
+    /// write to its tunnel, none if it is not an open WebSocket. A close frame has `code`
+    /// (none: an empty one) and `payload` as its reason.
+    pub fn send(
+        &mut self,
+        id: u64,
+        opcode: Opcode,
+        code: Option<u16>,
+        payload: &[u8],
+    ) -> Option<Bytes> {
+        let (_, sender, _) = self.of.get_mut(&id)?.open.as_mut()?;
+        let mut out = BytesMut::new();
+        match opcode {
+            Opcode::Close => sender.close(code, payload, &mut out),
+            _ => sender.frame(opcode, payload, &mut out),
+        }
+        Some(out.freeze())
+    }
+
+    /// Turns the tunnel bytes of open WebSockets in `events` into their messages; `reply` gets
+    /// the frames to write back (pongs) for a connection.
+    pub fn apply(&mut self, events: &mut Vec<Event>, reply: &mut dyn FnMut(u64, Bytes)) {
+        let ours = |e: &Event| e.request_id().is_some_and(|id| self.of.contains_key(&id));
+        if !events.iter().any(ours) {
+            return;
+        }
+        for ev in std::mem::take(events) {
+            let Some(id) = ev.request_id().filter(|id| self.of.contains_key(id)) else {
+                events.push(ev);
+                continue;
+            };
+            match ev {
+                Event::Upgrade {
+                    status: 101,
+                    ref headers,
+                    ..
+                } => {
+                    let s = self.of.get_mut(&id).expect("checked");
+                    s.open = Some(open(s.limits, headers));
+                    events.push(ev);
+                }
+                Event::Data { chunk, .. } => {
+                    let Some((receiver, sender, buf)) =
+                        self.of.get_mut(&id).and_then(|s| s.open.as_mut())
+                    else {
+                        events.push(Event::Data { id, chunk });
+                        continue;
+                    };
+                    if receiver.is_done() {
+                        continue;
+                    }
+                    buf.extend_from_slice(&chunk);
+                    let mut incoming = Vec::new();
+                    receiver.read(buf, &mut incoming);
+                    let needed = receiver.needed(buf);
+                    buf.reserve(needed);
+                    for msg in incoming {
+                        if let Incoming::Ping(data) = &msg {
+                            let mut pong = BytesMut::new();
+                            sender.frame(Opcode::Pong, data, &mut pong);
+                            reply(id, pong.freeze());
+                        }
+                        events.push(message(id, msg));
+                    }
+                }
+                ev => {
+                    // The tunnel's end, or a failure, or a handshake that was not upgraded.
+                    if matches!(
+                        ev,
+                        Event::Complete { .. } | Event::Error { .. } | Event::Upgrade { .. }
+                    ) {
+                        self.of.remove(&id);
+                    }
+                    events.push(ev);
+                }
+            }
+        }
+    }
+}
+
+/// The session of an upgraded connection: permessage-deflate as the server accepted it (the
+/// caller fails the connection if its answer does not match the offer).
+fn open(limits: WsLimits, headers: &[RawHeader]) -> (Receiver, Sender, BytesMut) {
+    let deflate = headers
+        .iter()
+        .filter(|h| h.0.eq_ignore_ascii_case(b"sec-websocket-extensions"))
+        .filter_map(|h| std::str::from_utf8(&h.1).ok())
+        .find_map(|v| DeflateParams::parse(v).ok());
+    let max_payload = (limits.max_payload_size > 0).then_some(limits.max_payload_size);
+    let max_fragments = (limits.max_fragments > 0).then_some(limits.max_fragments);
+    let receiver = Receiver::new(deflate, max_payload).with_max_fragments(max_fragments);
+    // As undici: what it sends is never compressed.
+    (receiver, Sender::new(None), BytesMut::new())
+}
+
+fn message(id: u64, msg: Incoming) -> Event {
+    let (kind, code, data) = match msg {
+        Incoming::Text(d) => (WsKind::Text, None, d),
+        Incoming::Binary(d) => (WsKind::Binary, None, d),
+        Incoming::Ping(d) => (WsKind::Ping, None, d),
+        Incoming::Pong(d) => (WsKind::Pong, None, d),
+        Incoming::Close { code, reason } => (WsKind::Close, code, reason),
+        Incoming::Fail { code, reason } => (
+            WsKind::Fail,
+            Some(code),
+            Bytes::from_static(reason.as_bytes()),
+        ),
+    };
+    Event::WebSocket {
+        id,
+        kind,
+        code,
+        data,
+    }
+}

@@ -1,0 +1,108 @@
+// An upgraded WebSocket connection whose frames the core handles (crates/core/src/ws/): what
+// the server sends arrives as whole messages in the engine's batches; what is sent is framed
+// and masked on the engine thread, and goes down the connection as a tunnel's writes do.
+
+import { addon } from './load'
+import { bodyEnd, flushSoon, untrack } from './bridge'
+import type { WsTransport, WsTransportEvents } from '../websocket/transport'
+
+// Kinds of the engine's WebSocket events (WsKind in crates/core/src/ws/session.rs).
+const TEXT = 0
+const BINARY = 1
+const PING = 2
+const PONG = 3
+const CLOSE = 4
+const FAIL = 5
+
+const CLOSE_OPCODE = 8
+
+/** Bytes of a client frame with `payload` bytes on the wire: header, length and masking key. */
+function frameSize(payload: number): number {
+  return payload + 6 + (payload > 0xffff ? 8 : payload > 125 ? 2 : 0)
+}
+
+export class NativeWsTransport implements WsTransport {
+  readonly remoteAddress: string | undefined = undefined
+  #id: number
+  #events: WsTransportEvents | null = null
+  /** What arrived before `bind`. */
+  #backlog: Array<(events: WsTransportEvents) => void> = []
+  #over = false
+  /** Bytes of the pongs the core sent for pings (its own writes, credited with the caller's). */
+  #pongs = 0
+
+  constructor(id: number) {
+    this.#id = id
+  }
+
+  bind(events: WsTransportEvents): void {
+    this.#events = events
+    const backlog = this.#backlog
+    this.#backlog = []
+    for (const deliver of backlog) deliver(events)
+  }
+
+  send(opcode: 1 | 2 | 9 | 10, data: Buffer): number {
+    if (!this.#over) {
+      addon.wsSend(this.#id, opcode, null, data)
+      flushSoon()
+    }
+    return frameSize(data.length)
+  }
+
+  close(code: number | undefined, reason: Buffer): number {
+    if (!this.#over) {
+      addon.wsSend(this.#id, CLOSE_OPCODE, code ?? null, reason)
+      flushSoon()
+    }
+    return frameSize(code === undefined ? 0 : 2 + reason.length)
+  }
+
+  end(): void {
+    if (!this.#over) bodyEnd(this.#id)
+  }
+
+  destroy(): void {
+    if (untrack(this.#id)) addon.abort(this.#id)
+    this.ended(null)
+  }
+
+  /** A message or control frame from the engine. */
+  deliver(kind: number, code: number, data: Buffer): void {
+    this.#emit((e) => {
+      switch (kind) {
+        case TEXT:
+        case BINARY:
+          return e.onMessage(kind === BINARY, data)
+        case PING:
+          this.#pongs += frameSize(data.length)
+          return e.onPing(data)
+        case PONG:
+          return e.onPong(data)
+        case CLOSE:
+          return e.onCloseFrame(code < 0 ? undefined : code, data)
+        case FAIL:
+          return e.onFail(code, data.toString())
+      }
+    })
+  }
+
+  /** The engine wrote `bytes` of what was sent (and of its own pongs, which are left out). */
+  written(bytes: number): void {
+    const own = Math.min(bytes, this.#pongs)
+    this.#pongs -= own
+    if (bytes > own) this.#emit((e) => e.onWritten(bytes - own))
+  }
+
+  /** The connection is over: the server ended it, it failed (`err`), or it was destroyed. */
+  ended(err: Error | null): void {
+    if (this.#over) return
+    this.#over = true
+    this.#emit((e) => e.onEnd(err))
+  }
+
+  #emit(deliver: (events: WsTransportEvents) => void): void {
+    if (this.#events) deliver(this.#events)
+    else this.#backlog.push(deliver)
+  }
+}
