@@ -4,7 +4,8 @@ import { EventEmitter } from 'node:events'
 import { Duplex } from 'node:stream'
 import { afterEach, describe, expect, test } from 'vitest'
 import { code, errors } from './target'
-import { cleanup, httpServer, newClient, withTimeout } from './helpers'
+import { cleanup, httpServer, netServer, newClient, withTimeout } from './helpers'
+import { client as diffClient, same } from './differential-support'
 import { readAll, rejection, tunnelServer } from './support'
 
 afterEach(cleanup)
@@ -215,5 +216,23 @@ describe('upgrade()', () => {
     expect(err).toBeInstanceOf(errors.SocketError)
     expect(seen.upgrade).toBe('x-proto')
     expect(seen.connection).toBe('upgrade')
+  })
+})
+
+describe('upgrade(): the peer ends the tunnel', () => {
+  // As undici's socket (a net.Socket, not half-open): when the server ends its side, the
+  // client's side ends too and the socket closes. undici's WebSocket waits for that close.
+  test('the socket ends its own side and closes, as undici\'s', async () => {
+    const server = () => netServer((socket) => socket.once('data', () => socket.end(SWITCH + 'bye')))
+    await same(server, async (lib, origin) => {
+      const c = diffClient(lib, origin)
+      const { socket } = await c.upgrade({ path: '/', protocol: 'foo' })
+      const seen: string[] = []
+      socket.on('data', (d: Buffer) => seen.push(`data ${d}`))
+      socket.on('end', () => seen.push('end'))
+      socket.on('finish', () => seen.push('finish'))
+      await withTimeout(new Promise((resolve) => socket.on('close', resolve)), 3000, 'close')
+      return seen
+    })
   })
 })

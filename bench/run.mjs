@@ -16,7 +16,7 @@
 // threads, so saetta's I/O thread counts too).
 //
 // Knobs (flags win over env):
-//   --mode=all|throughput|latency|proxy|h2|decompress  BENCH_MODE  what to run (default all)
+//   --mode=all|throughput|latency|proxy|h2|decompress|websocket  BENCH_MODE  what to run (default all)
 //   --workloads=64k-1ms,64b     BENCH_WORKLOADS    throughput workloads (default both)
 //   --only=saetta,undici,node   BENCH_TARGETS      which libraries to run (default: all three)
 //   --rounds=N                  BENCH_ROUNDS       measured rounds per row (default 5)
@@ -38,7 +38,7 @@ import path from 'node:path'
 import os from 'node:os'
 import v8 from 'node:v8'
 import vm from 'node:vm'
-import { makeRows, proxyRows, h2Rows, decompressRows, baselineOf, API_NAMES } from './targets.mjs'
+import { makeRows, proxyRows, h2Rows, decompressRows, webSocketRows, baselineOf, API_NAMES } from './targets.mjs'
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 const require = createRequire(import.meta.url)
@@ -53,7 +53,10 @@ const PROXY = { label: 'requests through an HTTP proxy, 64-byte responses', path
 const H2 = { apis: ['request', 'dispatch'], streams: 100, poolConnections: 4 }
 // The decompress interceptor over gzip: a text body of 64 KiB, about 18 KiB on the wire.
 const DECOMPRESS = { label: 'gzip responses of 64 KiB of text through the decompress interceptor', path: '/?size=65536&gzip=1', apis: ['request', 'dispatch'] }
-const MODES = ['all', 'throughput', 'latency', 'proxy', 'h2', 'decompress']
+const MODES = ['all', 'throughput', 'latency', 'proxy', 'h2', 'decompress', 'websocket']
+// Messages per row and round: ten times the requests of a request row for small ones (each is
+// cheap), at most 1000 of 64 KiB.
+const WEBSOCKET = { sizes: [64, 64 * 1024], smallFactor: 10, largeMessages: 1000 }
 
 function listOpt (flags, flag, env, all) {
   const raw = flags[flag] ?? process.env[env]
@@ -138,7 +141,11 @@ function loadLibs (cfg) {
     if (typeof libs.saetta.Pool !== 'function') fail(`${dist} does not export Pool`)
   }
   if (cfg.targets.includes('undici')) libs.undici = require('undici')
-  if (cfg.targets.includes('node')) libs.node = true
+  if (cfg.targets.includes('node')) {
+    libs.node = true
+    // The WebSocket rows' third column: the `ws` client (a devDependency, as undici).
+    libs.ws = require('ws')
+  }
   return libs
 }
 
@@ -352,6 +359,7 @@ async function main () {
   let server
   let proxy
   let h2server
+  let wsserver
   let live = []
   const closeRows = async (graceful) => {
     for (const row of live) {
@@ -371,6 +379,7 @@ async function main () {
       stopServer(server?.child)
       stopServer(proxy?.child)
       stopServer(h2server?.child)
+      stopServer(wsserver?.child)
       process.exit(130)
     })
   })
@@ -379,11 +388,11 @@ async function main () {
   try {
     server = await startServer()
     const origin = `http://127.0.0.1:${server.port}`
-    const phase = async (title, rows, run, at = origin) => {
+    const phase = async (title, rows, run, at = origin, config = cfg) => {
       live = rows
       console.log('')
       console.log(title)
-      await run(rows, at, cfg)
+      await run(rows, at, config)
       await closeRows(true)
     }
     if (cfg.mode === 'all' || cfg.mode === 'throughput') {
@@ -418,12 +427,25 @@ async function main () {
         h2Rows(libs, cfg, { path: w.path, apis: h2apis, ...H2 }), throughput, `http://127.0.0.1:${h2server.port}`)
       }
     }
+    if (cfg.mode === 'all' || cfg.mode === 'websocket') {
+      wsserver = await startServer('wsserver.mjs')
+      const url = `ws://127.0.0.1:${wsserver.port}`
+      for (const size of WEBSOCKET.sizes) {
+        const messages = size >= 64 * 1024 ? Math.min(cfg.requests, WEBSOCKET.largeMessages) : cfg.requests * WEBSOCKET.smallFactor
+        const rows = webSocketRows(libs, { size })
+        for (const row of rows) await withTimeout(row.open(url), cfg.timeoutMs, `${row.name} open`)
+        await phase(`WebSocket: binary messages of ${size} bytes echoed by a \`ws\` server (no compression), one connection each, ` +
+          `${cfg.parallel} in flight; ${cfg.rounds} rounds × ${messages} messages per row (req/s: messages echoed per second)`,
+        rows, throughput, url, { ...cfg, requests: messages, warmup: Math.min(cfg.warmup, messages) })
+      }
+    }
     ok = true
   } finally {
     await closeRows(ok)
     stopServer(server?.child)
     stopServer(proxy?.child)
     stopServer(h2server?.child)
+    stopServer(wsserver?.child)
   }
 
   // Everything is closed; if the process does not exit by itself now, something leaked a handle.

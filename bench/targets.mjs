@@ -265,3 +265,59 @@ export function baselineOf (row) {
   if (row.lib === 'undici') return null
   return `undici ${row.api}${row.variant ?? ''}`
 }
+
+/**
+ * The WebSocket rows: one connection each, echoing binary messages of `size` bytes through the
+ * bench's `ws` server (the batches keep as many in flight); `once()` sends a message and
+ * resolves with the size of its echo. saetta's and undici's `WebSocket` beside the `ws` client.
+ */
+export function webSocketRows (libs, { size }) {
+  const rows = []
+  const clients = []
+  // Each on its own library's Agent (loading saetta fills the shared global dispatcher slot).
+  for (const lib of ['saetta', 'undici']) {
+    const L = libs[lib]
+    if (L?.WebSocket) clients.push([lib, (url) => new L.WebSocket(url, { dispatcher: new L.Agent() })])
+  }
+  if (libs.ws) clients.push(['ws', (url) => new libs.ws(url, { perMessageDeflate: false })])
+  const payload = new Uint8Array(size).fill(0x61)
+  for (const [lib, open] of clients) {
+    let socket
+    let waiting = []
+    const variant = `, ${size < 1024 ? `${size} B` : `${size / 1024} KiB`} echo`
+    const row = {
+      name: `${lib} websocket${variant}`,
+      lib,
+      api: 'websocket',
+      variant,
+      async open (url) {
+        socket = open(url)
+        socket.binaryType = 'arraybuffer'
+        await new Promise((resolve, reject) => {
+          socket.onopen = resolve
+          socket.onerror = (e) => reject(e.error ?? new Error('WebSocket failed'))
+        })
+        socket.onmessage = (e) => waiting.shift()?.(e.data.byteLength)
+      },
+      setup () {
+        return () => new Promise((resolve) => {
+          waiting.push(resolve)
+          socket.send(payload)
+        })
+      },
+      close () {
+        waiting = []
+        if (socket.readyState === 3) return Promise.resolve()
+        return new Promise((resolve) => {
+          socket.onclose = resolve
+          socket.close()
+        })
+      },
+      destroy () {
+        socket?.close()
+      }
+    }
+    rows.push(row)
+  }
+  return rows
+}

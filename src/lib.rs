@@ -867,7 +867,10 @@ impl Out {
     /// A WebSocket message or control frame: `[tag, id, kind, code (-1: none)]` and its data,
     /// as `data` passes a body chunk (a small one in the shared memory: offset and length).
     fn websocket(&mut self, id: u64, kind: u8, code: Option<u16>, data: Bytes) -> Result<()> {
-        let small = data.len() < COPY_BELOW && self.small.len() + data.len() <= SHARED_MAX;
+        // Not an empty one: the shared memory exists only if something is in it.
+        let small = !data.is_empty()
+            && data.len() < COPY_BELOW
+            && self.small.len() + data.len() <= SHARED_MAX;
         self.num(if small {
             tag::WEBSOCKET_SMALL
         } else {

@@ -14,7 +14,8 @@ export class TunnelSocket extends Duplex {
   #paused = false
 
   constructor(id: number) {
-    super({ allowHalfOpen: true, autoDestroy: true })
+    // Not half-open, as undici's net.Socket: the peer's end ends this side too, and it closes.
+    super({ allowHalfOpen: false, autoDestroy: true })
     this.#id = id
     // As undici's sockets, which its connector listens to for good: a failure of a socket
     // handed over that nobody listens to is not an uncaught error.
