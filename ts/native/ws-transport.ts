@@ -13,6 +13,7 @@ const PING = 2
 const PONG = 3
 const CLOSE = 4
 const FAIL = 5
+const OPEN = 6
 
 const CLOSE_OPCODE = 8
 
@@ -21,8 +22,16 @@ function frameSize(payload: number): number {
   return payload + 6 + (payload > 0xffff ? 8 : payload > 125 ? 2 : 0)
 }
 
+/** A socket's `address()`, as undici's `websocket:open` channel gives it. */
+export interface SocketAddress {
+  address: string
+  family: string
+  port: number
+}
+
 export class NativeWsTransport implements WsTransport {
-  readonly remoteAddress: string | undefined = undefined
+  /** The connection's local address, as undici's socket.address() (known once open). */
+  address: SocketAddress | undefined = undefined
   #id: number
   #events: WsTransportEvents | null = null
   /** What arrived before `bind`. */
@@ -33,6 +42,11 @@ export class NativeWsTransport implements WsTransport {
 
   constructor(id: number) {
     this.#id = id
+  }
+
+  /** `address:port` of the connection's local end, as undici's debug line shows it. */
+  get remoteAddress(): string | undefined {
+    return this.address && `${this.address.address}:${this.address.port}`
   }
 
   bind(events: WsTransportEvents): void {
@@ -69,6 +83,11 @@ export class NativeWsTransport implements WsTransport {
 
   /** A message or control frame from the engine. */
   deliver(kind: number, code: number, data: Buffer): void {
+    if (kind === OPEN) {
+      const [address, port, family] = data.toString().split(' ')
+      if (address) this.address = { address, family, port: Number(port) }
+      return
+    }
     this.#emit((e) => {
       switch (kind) {
         case TEXT:

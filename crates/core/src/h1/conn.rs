@@ -365,6 +365,19 @@ impl Conn {
             reason,
             headers,
         });
+        if status == 101 && r.req.websocket.is_some() {
+            let local = self.addresses.0;
+            let data = local.map_or(String::new(), |a| {
+                let family = if a.is_ipv4() { "IPv4" } else { "IPv6" };
+                format!("{} {} {family}", a.ip(), a.port())
+            });
+            self.out.push(Event::WebSocket {
+                id,
+                kind: crate::ws::WsKind::Open,
+                code: None,
+                data: data.into(),
+            });
+        }
         self.tunnel = Some(Tunnel {
             id,
             ctl: r.ctl,

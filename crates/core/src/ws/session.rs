@@ -32,6 +32,9 @@ pub enum WsKind {
     Close = 4,
     /// The server broke the protocol: close with `code`; the data is undici's reason.
     Fail = 5,
+    /// The connection is a WebSocket now: the data is its local address, `ip port family`
+    /// (what undici's `websocket:open` channel and debug line show), empty if unknown.
+    Open = 6,
 }
 
 struct Session {
