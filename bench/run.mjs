@@ -16,7 +16,7 @@
 // threads, so saetta's I/O thread counts too).
 //
 // Knobs (flags win over env):
-//   --mode=all|throughput|latency|proxy|h2|decompress|websocket  BENCH_MODE  what to run (default all)
+//   --mode=all|throughput|latency|proxy|h2|decompress|websocket|raw  BENCH_MODE  what to run (default all)
 //   --workloads=64k-1ms,64b     BENCH_WORKLOADS    throughput workloads (default both)
 //   --only=saetta,undici,node   BENCH_TARGETS      which libraries to run (default: all three)
 //   --rounds=N                  BENCH_ROUNDS       measured rounds per row (default 5)
@@ -38,7 +38,7 @@ import path from 'node:path'
 import os from 'node:os'
 import v8 from 'node:v8'
 import vm from 'node:vm'
-import { makeRows, proxyRows, h2Rows, decompressRows, webSocketRows, baselineOf, API_NAMES } from './targets.mjs'
+import { makeRows, proxyRows, h2Rows, decompressRows, webSocketRows, rawRows, baselineOf, API_NAMES } from './targets.mjs'
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 const require = createRequire(import.meta.url)
@@ -53,7 +53,17 @@ const PROXY = { label: 'requests through an HTTP proxy, 64-byte responses', path
 const H2 = { apis: ['request', 'dispatch'], streams: 100, poolConnections: 4 }
 // The decompress interceptor over gzip: a text body of 64 KiB, about 18 KiB on the wire.
 const DECOMPRESS = { label: 'gzip responses of 64 KiB of text through the decompress interceptor', path: '/?size=65536&gzip=1', apis: ['request', 'dispatch'] }
-const MODES = ['all', 'throughput', 'latency', 'proxy', 'h2', 'decompress', 'websocket']
+const MODES = ['all', 'throughput', 'latency', 'proxy', 'h2', 'decompress', 'websocket', 'raw']
+// The raw origin's workloads (bench/rawserver.mjs): requests per row and round capped for the
+// large bodies (1 MiB x 4000 is 4 GiB a row).
+const RAW = {
+  apis: ['request', 'stream', 'dispatch'],
+  workloads: [
+    { label: '64-byte responses', path: '/?size=64' },
+    { label: '64 KiB responses', path: '/?size=65536' },
+    { label: '1 MiB responses', path: '/?size=1048576', requests: 400 }
+  ]
+}
 // Messages per row and round: ten times the requests of a request row for small ones (each is
 // cheap), at most 1000 of 64 KiB.
 const WEBSOCKET = { sizes: [64, 64 * 1024], smallFactor: 10, largeMessages: 1000 }
@@ -165,7 +175,7 @@ function startServer (script = 'server.mjs') {
     child.once('exit', onExit)
     child.once('message', (msg) => {
       child.off('exit', onExit)
-      resolve({ child, port: msg.port })
+      resolve({ child, ...msg })
     })
   })
 }
@@ -360,6 +370,7 @@ async function main () {
   let proxy
   let h2server
   let wsserver
+  let rawserver
   let live = []
   const closeRows = async (graceful) => {
     for (const row of live) {
@@ -380,6 +391,7 @@ async function main () {
       stopServer(proxy?.child)
       stopServer(h2server?.child)
       stopServer(wsserver?.child)
+      stopServer(rawserver?.child)
       process.exit(130)
     })
   })
@@ -427,6 +439,22 @@ async function main () {
         h2Rows(libs, cfg, { path: w.path, apis: h2apis, ...H2 }), throughput, `http://127.0.0.1:${h2server.port}`)
       }
     }
+    const rawApis = RAW.apis.filter((a) => cfg.apis.includes(a))
+    if ((cfg.mode === 'all' || cfg.mode === 'raw') && rawApis.length > 0) {
+      rawserver = await startServer('rawserver.mjs')
+      const at = `http://127.0.0.1:${rawserver.port}`
+      for (const w of RAW.workloads) {
+        const requests = Math.min(cfg.requests, w.requests ?? cfg.requests)
+        await phase(`raw origin: ${w.label} (GET ${w.path}) from node:net answering each head with a precomputed response, setNoDelay(true); ` +
+          `Pool of ${cfg.connections} connections, pipelining ${cfg.pipelining}; batches of ${cfg.parallel}; ${cfg.rounds} rounds × ${requests} requests per row; ` +
+          'node:net read loop: the same requests on as many plain sockets, responses counted by length (the copy floor)',
+        rawRows(libs, cfg, { path: w.path, apis: rawApis }), throughput, at, { ...cfg, requests, warmup: Math.min(cfg.warmup, requests) })
+      }
+      const nagle = RAW.workloads[0]
+      await phase(`raw origin without setNoDelay (Nagle's algorithm on at the origin): ${nagle.label}, dispatch; as above`,
+        rawRows(libs, cfg, { path: nagle.path, apis: ['dispatch'], variant: ', origin without nodelay', floor: false }), throughput,
+        `http://127.0.0.1:${rawserver.nagle}`)
+    }
     if (cfg.mode === 'all' || cfg.mode === 'websocket') {
       wsserver = await startServer('wsserver.mjs')
       const url = `ws://127.0.0.1:${wsserver.port}`
@@ -446,6 +474,7 @@ async function main () {
     stopServer(proxy?.child)
     stopServer(h2server?.child)
     stopServer(wsserver?.child)
+    stopServer(rawserver?.child)
   }
 
   // Everything is closed; if the process does not exit by itself now, something leaked a handle.

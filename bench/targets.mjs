@@ -4,6 +4,7 @@
 // or on one Client for the latency mode.
 import http from 'node:http'
 import http2 from 'node:http2'
+import net from 'node:net'
 import { Writable } from 'node:stream'
 
 function fail (name, status) {
@@ -319,5 +320,79 @@ export function webSocketRows (libs, { size }) {
     }
     rows.push(row)
   }
+  return rows
+}
+
+/**
+ * The copy floor of the raw origin's rows: node:net sockets (as many as the Pools have
+ * connections), each request written as a fixed GET and its response counted by its length
+ * alone (learnt from the first one's head), nothing parsed or copied: what reading the bytes
+ * costs in this process, the least any client could spend.
+ */
+export function socketFloorRow ({ path, connections }) {
+  let sockets = []
+  let next = 0
+  let total = 0
+  let body = 0
+  return {
+    name: 'node:net read loop',
+    lib: 'node',
+    api: 'floor',
+    setup (origin) {
+      const { hostname, port } = new URL(origin)
+      const request = Buffer.from(`GET ${path} HTTP/1.1\r\nhost: ${hostname}:${port}\r\n\r\n`, 'latin1')
+      sockets = Array.from({ length: connections }, () => {
+        const socket = net.connect({ host: hostname, port: Number(port), noDelay: true })
+        const waiting = []
+        let seen = 0
+        let head = ''
+        socket.on('data', (chunk) => {
+          if (total === 0) {
+            // The first response: its head says how long each is.
+            head += chunk.toString('latin1')
+            const end = head.indexOf('\r\n\r\n')
+            if (end === -1) return
+            body = Number(/content-length: *(\d+)/i.exec(head.slice(0, end))[1])
+            total = end + 4 + body
+            seen = head.length
+          } else {
+            seen += chunk.length
+          }
+          while (total > 0 && seen >= total) {
+            seen -= total
+            waiting.shift()(body)
+          }
+        })
+        return { socket, waiting, request }
+      })
+      return () => new Promise((resolve, reject) => {
+        const s = sockets[next++ % sockets.length]
+        s.waiting.push(resolve)
+        s.socket.write(s.request, (err) => err && reject(err))
+      })
+    },
+    async close () {
+      for (const { socket } of sockets) socket.destroy()
+      sockets = []
+    },
+    destroy () {
+      for (const { socket } of sockets) socket.destroy()
+    }
+  }
+}
+
+/**
+ * The raw origin's rows: `apis` of saetta and undici on the configured Pool, and the socket
+ * read loop that bounds them all (see socketFloorRow).
+ */
+export function rawRows (libs, cfg, { path, apis, variant = '', floor = true }) {
+  const rows = []
+  const make = (lib) => (origin) => new lib.Pool(origin, { connections: cfg.connections, pipelining: cfg.pipelining })
+  for (const api of apis) {
+    for (const lib of ['saetta', 'undici']) {
+      if (libs[lib]) rows.push(libRow(lib, api, make(libs[lib]), path, variant, libs[lib]))
+    }
+  }
+  if (floor && libs.node) rows.push(socketFloorRow({ path, connections: cfg.connections }))
   return rows
 }

@@ -133,6 +133,9 @@ impl Buffered {
                 // SAFETY: `n` bytes of the spare capacity were initialised by the read.
                 unsafe { self.rbuf.set_len(self.rbuf.len() + n) };
                 self.bytes_read += n as u64;
+                if n > 0 {
+                    self.io.quick_ack();
+                }
                 Ok(Some(n))
             }
             // A TLS peer that closes without close_notify: Node (and so undici) sees an end.

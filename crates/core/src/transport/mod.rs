@@ -148,6 +148,36 @@ impl Transport {
         }
     }
 
+    /// Has the kernel acknowledge what was read at once (Linux's TCP_QUICKACK, which lasts
+    /// until the kernel decides otherwise, so it is set after every read). Else it may hold
+    /// the ACK back for up to 40 ms, hoping to carry it on a write of ours; a server that
+    /// does not set TCP_NODELAY holds its next small response until that ACK comes: a
+    /// pipelined connection's responses then arrive 40 ms apart (measured: 2,300 req/s
+    /// against 82,000 for undici on such an origin; undici's libuv reads do not run into it).
+    pub(crate) fn quick_ack(&self) {
+        #[cfg(target_os = "linux")]
+        {
+            let fd = match self {
+                Transport::Tcp(_) => self.raw_fd(),
+                Transport::Tls(s) => s.get_ref().0.raw_fd(),
+                _ => None,
+            };
+            if let Some(fd) = fd {
+                let one: libc::c_int = 1;
+                // SAFETY: a live socket of ours, and an int option of the size given.
+                unsafe {
+                    libc::setsockopt(
+                        fd,
+                        libc::IPPROTO_TCP,
+                        libc::TCP_QUICKACK,
+                        (&one as *const libc::c_int).cast(),
+                        std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                    );
+                }
+            }
+        }
+    }
+
     /// The local and remote addresses of a TCP transport (`None` for Unix sockets).
     pub fn addresses(&self) -> (Option<SocketAddr>, Option<SocketAddr>) {
         match self {
