@@ -17,6 +17,12 @@ export const channels = {
   connected: dc.channel('saetta:client:connected'),
   connectError: dc.channel('saetta:client:connectError'),
   proxyConnected: dc.channel('saetta:proxy:connected'),
+  // WebSocket (ts/websocket/): the payloads of undici's `undici:websocket:*` channels.
+  wsOpen: dc.channel('saetta:websocket:open'),
+  wsClose: dc.channel('saetta:websocket:close'),
+  wsSocketError: dc.channel('saetta:websocket:socket_error'),
+  wsPing: dc.channel('saetta:websocket:ping'),
+  wsPong: dc.channel('saetta:websocket:pong'),
 }
 
 /** Whether any request channel has a subscriber (then requests carry a RequestInfo). */

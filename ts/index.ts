@@ -64,4 +64,5 @@ export type { Interceptable } from './mock'
 // The fetch surface (ts/fetch/) and undici's `util`.
 export * from './fetch'
 export * from './eventsource'
+export * from './websocket'
 export { util } from './util/headers'

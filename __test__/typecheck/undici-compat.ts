@@ -175,6 +175,25 @@ const esClosed: 2 = saetta.EventSource.CLOSED
 es.close()
 void [onEsError, esState, esClosed]
 
+// WebSocket: instances and handlers typed as undici's fit both ways; the event classes too.
+const uws: Undici.WebSocket = new saetta.WebSocket('ws://localhost:3000/', { protocols: ['chat'], dispatcher: new saetta.Agent(), headers: { a: 'b' } })
+const wsInit: Undici.WebSocketInit = { protocols: 'chat' }
+const saettaWs = new saetta.WebSocket(new URL('ws://localhost:3000/'), { protocols: wsInit.protocols })
+const onWsMessage: Undici.WebSocket['onmessage'] = function (ev) {
+  void [ev.data, ev.origin, this.readyState]
+}
+saettaWs.onmessage = onWsMessage
+const onWsClose: Undici.WebSocket['onclose'] = saettaWs.onclose
+saettaWs.addEventListener('close', (ev) => void [ev.code, ev.reason, ev.wasClean])
+saetta.ping(uws, Buffer.from('x'))
+const uClose: Undici.CloseEvent = new saetta.CloseEvent('close', { code: 1000 })
+const uMessage: Undici.MessageEvent<string> = new saetta.MessageEvent('message', { data: 'x' })
+const uError: Undici.ErrorEvent = new saetta.ErrorEvent('error', { error: new Error('x') })
+const uStream: Undici.WebSocketStream = new saetta.WebSocketStream('ws://localhost:3000/', { protocols: ['chat'] })
+const closeInfo: Undici.WebSocketCloseInfo = { closeCode: 1000, reason: '' }
+uStream.close(closeInfo)
+void [onWsClose, uClose, uMessage, uError]
+
 // The check is real: wrong types do not compile.
 // @ts-expect-error pipelining must be a number
 new saetta.Client('http://localhost:3000', { pipelining: 'ten' })

@@ -8,6 +8,7 @@ import { parseMIMEType } from '../fetch/mime'
 import { brandCheck, requireArguments, toDictionary, toUSVString } from '../fetch/webidl'
 import { getGlobalDispatcher } from '../global'
 import { EventSizeError, EventStreamParser, type StreamState } from './parser'
+import { createMessageEvent } from '../websocket/events'
 import type { EventSourceEventMap, EventSourceHandler, EventSourceInit } from './types'
 
 const CONNECTING = 0
@@ -148,7 +149,8 @@ export class EventSource extends EventTarget {
     const limits = (this.#dispatcher as { eventSourceOptions?: { maxEventSize?: number } } | undefined)?.eventSourceOptions
     const parser = new EventStreamParser(
       this.#state,
-      (e) => this.dispatchEvent(new MessageEvent(e.type, { data: e.data, lastEventId: e.lastEventId, origin: e.origin })),
+      // undici's own MessageEvent class (the one it exports), as undici's EventSource fires.
+      (e) => this.dispatchEvent(createMessageEvent(e.type, { data: e.data, lastEventId: e.lastEventId, origin: e.origin })),
       limits?.maxEventSize,
     )
     if (res.body === null) return this.#reconnect()

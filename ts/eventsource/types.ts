@@ -16,7 +16,7 @@ export interface EventSourceInit {
 
 // The event types as undici declares them (types/websocket.d.ts): the DOM's differ in their
 // MessagePort, which would make undici's EventSource and saetta's unassignable to each other.
-// At run time a message is Node's MessageEvent and an error a plain Event (as undici's is).
+// At run time a message is saetta's MessageEvent (ts/websocket/events.ts) and an error a plain Event (as undici's are).
 
 export interface MessageEvent<T = any> extends Event {
   readonly data: T

@@ -78,7 +78,7 @@ export class NativeWsTransport implements WsTransport {
 
   destroy(): void {
     if (untrack(this.#id)) addon.abort(this.#id)
-    this.ended(null)
+    this.#end(null)
   }
 
   /** A message or control frame from the engine. */
@@ -115,6 +115,13 @@ export class NativeWsTransport implements WsTransport {
 
   /** The connection is over: the server ended it, it failed (`err`), or it was destroyed. */
   ended(err: Error | null): void {
+    if (this.#over) return
+    // As undici's socket (not half-open): the server's end ends this side too.
+    if (err === null) bodyEnd(this.#id)
+    this.#end(err)
+  }
+
+  #end(err: Error | null): void {
     if (this.#over) return
     this.#over = true
     this.#emit((e) => e.onEnd(err))

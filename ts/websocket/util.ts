@@ -1,0 +1,50 @@
+// What WebSocket and WebSocketStream share before and around a connection: the URL record, the
+// subprotocol and close checks of the standards, with undici's DOMException messages.
+import { getGlobalOrigin } from '../fetch/global-origin'
+
+export const CONNECTING = 0
+export const OPEN = 1
+export const CLOSING = 2
+export const CLOSED = 3
+export type ReadyState = 0 | 1 | 2 | 3
+
+/** The URL a WebSocket connects to: http(s) read as ws(s), anything else but ws(s) refused, no fragment. */
+export function urlRecord(url: string): URL {
+  let record: URL
+  try {
+    record = new URL(url, getGlobalOrigin())
+  } catch (err) {
+    throw new DOMException(String(err), 'SyntaxError')
+  }
+  if (record.protocol === 'http:') record.protocol = 'ws:'
+  else if (record.protocol === 'https:') record.protocol = 'wss:'
+  if (record.protocol !== 'ws:' && record.protocol !== 'wss:') throw new DOMException('expected a ws: or wss: url', 'SyntaxError')
+  if (record.hash.length > 0 || record.href.endsWith('#')) throw new DOMException('hash', 'SyntaxError')
+  return record
+}
+
+/** A token of RFC 2616: visible ASCII but its separators. */
+function isSubprotocol(protocol: string): boolean {
+  if (protocol.length === 0) return false
+  for (let i = 0; i < protocol.length; i++) {
+    const c = protocol.charCodeAt(i)
+    if (c < 0x21 || c > 0x7e || '"(),/:;<=>?@[\\]{}'.includes(protocol[i])) return false
+  }
+  return true
+}
+
+/** Refuses repeated (case-insensitively) or malformed subprotocols, as the constructors must. */
+export function checkProtocols(protocols: string[]): void {
+  if (protocols.length !== new Set(protocols.map((p) => p.toLowerCase())).size || !protocols.every(isSubprotocol)) {
+    throw new DOMException('Invalid Sec-WebSocket-Protocol value', 'SyntaxError')
+  }
+}
+
+/** The standard's "validate close code and reason". */
+export function checkCloseCodeAndReason(code: number | null, reason: string | null): void {
+  if (code !== null && code !== 1000 && (code < 3000 || code > 4999)) throw new DOMException('invalid code', 'InvalidAccessError')
+  if (reason !== null) {
+    const length = Buffer.byteLength(reason)
+    if (length > 123) throw new DOMException(`Reason must be less than 123 bytes; received ${length}`, 'SyntaxError')
+  }
+}
