@@ -1,8 +1,9 @@
 // EventSource's public types, shaped as undici's (types/eventsource.d.ts) so that code typed
 // against undici compiles unchanged: an interface and a constructor type, structural, where the
 // class (with its #private state) would be nominal.
-import type { MessagePort } from 'node:worker_threads'
 import type { Dispatcher } from '../dispatcher/dispatcher'
+// As undici's types/eventsource.d.ts: its event types are the WebSocket family's.
+import type { AddEventListenerOptions, ErrorEvent, EventListenerOptions, EventListenerOrEventListenerObject, MessageEvent } from '../websocket/types'
 
 export interface EventSourceInit {
   withCredentials?: boolean
@@ -14,53 +15,12 @@ export interface EventSourceInit {
   }
 }
 
-// The event types as undici declares them (types/websocket.d.ts): the DOM's differ in their
-// MessagePort, which would make undici's EventSource and saetta's unassignable to each other.
-// At run time a message is saetta's MessageEvent (ts/websocket/events.ts) and an error a plain Event (as undici's are).
-
-export interface MessageEvent<T = any> extends Event {
-  readonly data: T
-  readonly lastEventId: string
-  readonly origin: string
-  readonly ports: readonly MessagePort[]
-  readonly source: MessagePort | null
-  initMessageEvent(
-    type: string,
-    bubbles?: boolean,
-    cancelable?: boolean,
-    data?: unknown,
-    origin?: string,
-    lastEventId?: string,
-    source?: MessagePort | null,
-    ports?: MessagePort[],
-  ): void
-}
-
-export interface ErrorEvent extends Event {
-  readonly message: string
-  readonly filename: string
-  readonly lineno: number
-  readonly colno: number
-  readonly error: Error
-}
-
 /** The events an EventSource fires (named events from the stream are MessageEvents too). */
 export interface EventSourceEventMap {
   error: ErrorEvent
   message: MessageEvent
   open: Event
 }
-
-// As undici's types/patch.d.ts: these exist in the DOM library only, which Node projects may lack.
-interface EventListenerOptions {
-  capture?: boolean
-}
-interface AddEventListenerOptions extends EventListenerOptions {
-  once?: boolean
-  passive?: boolean
-  signal?: AbortSignal
-}
-type EventListenerOrEventListenerObject = ((evt: Event) => void) | { handleEvent(object: Event): void }
 
 export type EventSourceHandler<E extends Event> = ((this: EventSource, ev: E) => unknown) | null
 

@@ -10,15 +10,15 @@ import type { HeadersInit } from '../fetch/fetch'
 export type BinaryType = 'blob' | 'arraybuffer'
 
 // As undici's types/patch.d.ts: these exist in the DOM library only, which Node projects may lack.
-interface EventListenerOptions {
+export interface EventListenerOptions {
   capture?: boolean
 }
-interface AddEventListenerOptions extends EventListenerOptions {
+export interface AddEventListenerOptions extends EventListenerOptions {
   once?: boolean
   passive?: boolean
   signal?: AbortSignal
 }
-type EventListenerOrEventListenerObject = ((evt: Event) => void) | { handleEvent(object: Event): void }
+export type EventListenerOrEventListenerObject = ((evt: Event) => void) | { handleEvent(object: Event): void }
 
 export interface WebSocketEventMap {
   close: CloseEvent
