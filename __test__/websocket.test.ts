@@ -1182,6 +1182,19 @@ describe('WebSocket: saetta only', () => {
     ])
   })
 
+  // The global dispatcher slot is shared with undici (and Node's bundled undici): whichever
+  // loads first fills it. A WebSocket given no dispatcher then still connects, on saetta's own.
+  test("no dispatcher given, undici's Agent in the global slot: the WebSocket opens on saetta's own", async () => {
+    const previous = undici.getGlobalDispatcher()
+    const theirs = new undici.Agent()
+    undici.setGlobalDispatcher(theirs)
+    onCleanup(() => (undici.setGlobalDispatcher(previous), theirs.close()))
+    expect(saetta.getGlobalDispatcher()).toBe(theirs)
+    const srv = await echoServer()
+    const w = await watch(saetta, srv.url, { init: [], onOpen: (ws) => ws.send('hi'), onMessage: closeAfter(1, 1000) })
+    expect(w.events.map((e) => e.type)).toEqual(['open', 'message', 'close'])
+  })
+
   test('install() puts the WebSocket family and EventSource on globalThis, as undici’s install() does', () => {
     const names = ['fetch', 'Headers', 'Response', 'Request', 'FormData', 'WebSocket', 'CloseEvent', 'ErrorEvent', 'MessageEvent', 'EventSource', 'WebSocketStream'] as const
     const g = globalThis as unknown as Record<string, unknown>

@@ -2,10 +2,9 @@
 // same Session as WebSocket's, exposed as a readable and a writable stream.
 import { isArrayBuffer, isSharedArrayBuffer } from 'node:util/types'
 import { describe, idlError, requireArguments, toDictionary, toDOMString, toSequence, toUSVString } from '../fetch/webidl'
-import { getGlobalDispatcher } from '../global'
 import { Session, type SessionOwner } from './connection'
 import type * as Types from './types'
-import { CLOSED, CLOSING, OPEN, checkCloseCodeAndReason, checkProtocols, urlRecord } from './util'
+import { CLOSED, CLOSING, OPEN, checkCloseCodeAndReason, checkProtocols, urlRecord, defaultDispatcher } from './util'
 import { toInterface, toUnsigned, webClass } from './webidl'
 
 /** WebSocketCloseInfo as undici converts it (its closeCode without [EnforceRange]: undici's converter drops the flag). */
@@ -141,7 +140,7 @@ export class WebSocketStream {
         { once: true },
       )
     }
-    this.#session = new Session(this.#owner(), record, { protocols, dispatcher: getGlobalDispatcher() })
+    this.#session = new Session(this.#owner(), record, { protocols, dispatcher: defaultDispatcher() })
   }
 
   get url(): string {

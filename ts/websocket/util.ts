@@ -1,6 +1,9 @@
 // What WebSocket and WebSocketStream share before and around a connection: the URL record, the
 // subprotocol and close checks of the standards, with undici's DOMException messages.
 import { getGlobalOrigin } from '../fetch/global-origin'
+import { Agent } from '../dispatcher/agent'
+import { Dispatcher } from '../dispatcher/dispatcher'
+import { getGlobalDispatcher } from '../global'
 
 export const CONNECTING = 0
 export const OPEN = 1
@@ -47,4 +50,18 @@ export function checkCloseCodeAndReason(code: number | null, reason: string | nu
     const length = Buffer.byteLength(reason)
     if (length > 123) throw new DOMException(`Reason must be less than 123 bytes; received ${length}`, 'SyntaxError')
   }
+}
+
+let ownAgent: Agent | null = null
+
+/**
+ * The dispatcher a WebSocket without one of its own connects with: the global one, when it is
+ * saetta's. The global slot is shared with undici (and Node's bundled undici), whichever loaded
+ * first: when it holds theirs, whose upgrades hand over plain sockets the core does not read,
+ * saetta's own Agent serves.
+ */
+export function defaultDispatcher(): Dispatcher {
+  const global = getGlobalDispatcher()
+  if (global instanceof Dispatcher) return global
+  return (ownAgent ??= new Agent())
 }

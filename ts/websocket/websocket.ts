@@ -3,12 +3,11 @@
 import type { Dispatcher } from '../dispatcher/dispatcher'
 import { brandCheck, requireArguments, toDictionary, toDOMString, toSequence, toUSVString } from '../fetch/webidl'
 import { channels } from '../diagnostics'
-import { getGlobalDispatcher } from '../global'
 import { isArrayBuffer } from 'node:util/types'
 import { Session, type HandshakeResponse, type SessionOwner } from './connection'
 import { CloseEvent, ErrorEvent, createMessageEvent } from './events'
 import type * as Types from './types'
-import { CLOSED, CLOSING, CONNECTING, OPEN, checkCloseCodeAndReason, checkProtocols, urlRecord, type ReadyState } from './util'
+import { CLOSED, CLOSING, CONNECTING, OPEN, checkCloseCodeAndReason, checkProtocols, urlRecord, type ReadyState, defaultDispatcher } from './util'
 import { Clamp, toHandler, toUnsigned, uncloneable, webClass } from './webidl'
 import type { HeadersInit } from '../fetch/fetch'
 
@@ -32,12 +31,12 @@ function toOptions(value: unknown): { protocols: string | string[]; dispatcher: 
   if (value !== null && (typeof value === 'object' || typeof value === 'function') && !(Symbol.iterator in value)) {
     const dict = toDictionary(value, undefined)
     return {
-      dispatcher: (dict.dispatcher === undefined ? getGlobalDispatcher() : dict.dispatcher) as Dispatcher,
+      dispatcher: (dict.dispatcher === undefined ? defaultDispatcher() : dict.dispatcher) as Dispatcher,
       headers: dict.headers as HeadersInit | null | undefined,
       protocols: dict.protocols === undefined ? [] : toProtocols(dict.protocols, 'undefined.protocols'),
     }
   }
-  return { protocols: toProtocols(value), dispatcher: getGlobalDispatcher() }
+  return { protocols: toProtocols(value), dispatcher: defaultDispatcher() }
 }
 
 /** `send`'s argument: a Blob or a BufferSource as it is, anything else a USVString. */
