@@ -1,11 +1,13 @@
 //! Benchmarks of the core (criterion): response-head parsing, chunked decoding, a pipelined
-//! HTTP/1.1 request loop through the engine against an in-process loopback server, and the
-//! HTTP/2 path (h2c, many streams on one connection) against the `h2` crate's server.
+//! HTTP/1.1 request loop through the engine against an in-process loopback server, the
+//! HTTP/2 path (h2c, many streams on one connection) against the `h2` crate's server, and the
+//! response body path (the decoder alone, then bytes through the engine to its sink).
 //!
 //! `cargo bench -p saetta-core` (add `-- <filter>` to run one group).
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -102,13 +104,13 @@ impl EventSink for ChannelSink {
 }
 
 /// A loopback server answering every request (a head ending in a blank line, no body) with
-/// a fixed 64-byte response, on as many connections as come.
-fn loopback_server() -> u16 {
+/// a fixed response of `size` body bytes, on as many connections as come.
+fn loopback_server(size: usize) -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
-    let body = [b'x'; 64];
-    let mut response = b"HTTP/1.1 200 OK\r\ncontent-length: 64\r\n\r\n".to_vec();
-    response.extend_from_slice(&body);
+    let mut response = format!("HTTP/1.1 200 OK\r\ncontent-length: {size}\r\n\r\n").into_bytes();
+    response.resize(response.len() + size, b'x');
+    let response: Arc<[u8]> = response.into();
     thread::spawn(move || {
         for stream in listener.incoming() {
             let mut stream = stream.unwrap();
@@ -126,7 +128,14 @@ fn loopback_server() -> u16 {
                     let mut start = 0;
                     while let Some(at) = pending[start..].windows(4).position(|w| w == b"\r\n\r\n")
                     {
-                        out.extend_from_slice(&response);
+                        // Small responses go out together; large ones without a copy.
+                        if response.len() > READ {
+                            if stream.write_all(&response).is_err() {
+                                return;
+                            }
+                        } else {
+                            out.extend_from_slice(&response);
+                        }
                         start += at + 4;
                     }
                     pending.drain(..start);
@@ -176,7 +185,7 @@ fn run_batch(engine: &Engine, rx: &Receiver<Event>, next: &mut u64, n: u64) {
 
 fn pipelined_loop(c: &mut Criterion) {
     const BATCH: u64 = 1000;
-    let port = loopback_server();
+    let port = loopback_server(64);
     let (tx, rx) = channel();
     let engine = Engine::start(Arc::new(ChannelSink(Mutex::new(tx)))).unwrap();
     engine.open(
@@ -332,12 +341,117 @@ fn ws_framing(c: &mut Criterion) {
     g.finish();
 }
 
+/// Bytes of a read from the socket as the `body` group feeds them (what one read returns when
+/// the peer sends faster than we read).
+const READ: usize = 64 * 1024;
+
+/// Decodes `wire` as `kind`, appending it to `buf` in reads of [`READ`] bytes and draining
+/// the decoder after each, as the connection does; returns the body bytes handed out.
+fn decode_in_reads(kind: BodyKind, wire: &[u8], buf: &mut BytesMut) -> usize {
+    let mut dec = BodyDecoder::new(kind, 16 * 1024);
+    let mut n = 0;
+    for read in wire.chunks(READ) {
+        buf.extend_from_slice(read);
+        loop {
+            match dec.decode(buf).unwrap() {
+                Decoded::Data(d) => n += d.len(),
+                Decoded::Done { .. } => return n,
+                Decoded::NeedMore => break,
+            }
+        }
+    }
+    unreachable!("the body ended early")
+}
+
+/// Counts the body bytes handed off and reports completions (only those) to the bench thread.
+struct CountingSink {
+    bytes: AtomicU64,
+    done: Mutex<Sender<Event>>,
+}
+
+impl EventSink for CountingSink {
+    fn push(&self, events: &mut Vec<Event>) {
+        for ev in events.drain(..) {
+            match ev {
+                // Counted before a later Complete of the batch wakes the bench thread.
+                Event::Data { chunk, .. } => {
+                    self.bytes.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+                }
+                Event::Complete { .. } | Event::Error { .. } => {
+                    let _ = self.done.lock().unwrap().send(ev);
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+fn body_path(c: &mut Criterion) {
+    let mut g = c.benchmark_group("body");
+    for size in [64usize << 10, 1 << 20] {
+        let label = if size < 1 << 20 { "64 KiB" } else { "1 MiB" };
+        g.throughput(Throughput::Bytes(size as u64));
+        let body = vec![b'x'; size];
+        let chunked = chunked(size, 16 * 1024);
+        for (name, kind, wire) in [
+            ("content-length", BodyKind::Length(size as u64), &body),
+            ("chunked 16 KiB", BodyKind::Chunked, &chunked),
+        ] {
+            // One buffer for all iterations: a connection reuses its read buffer once the
+            // data handed out of it is dropped.
+            let mut buf = BytesMut::new();
+            g.bench_function(format!("decode {label}, {name}, 64 KiB reads"), |b| {
+                b.iter(|| assert_eq!(decode_in_reads(kind, wire, &mut buf), size))
+            });
+        }
+    }
+
+    // The whole path: socket reads, head and body decoding, events to the sink.
+    for (size, batch) in [(64usize << 10, 200u64), (1 << 20, 20)] {
+        let label = if size < 1 << 20 { "64 KiB" } else { "1 MiB" };
+        let port = loopback_server(size);
+        let (tx, rx) = channel();
+        let sink = Arc::new(CountingSink {
+            bytes: AtomicU64::new(0),
+            done: Mutex::new(tx),
+        });
+        let engine = Engine::start(sink.clone()).unwrap();
+        engine.open(
+            1,
+            OriginConfig {
+                host: "127.0.0.1".into(),
+                port,
+                connections: 1,
+                pipelining: 10,
+                ..OriginConfig::default()
+            },
+        );
+        let mut next = 0;
+        run_batch(&engine, &rx, &mut next, batch);
+        g.throughput(Throughput::Bytes(size as u64 * batch));
+        g.bench_function(
+            format!("engine {batch} GETs of {label}, 1 connection, pipelining 10"),
+            |b| {
+                b.iter(|| {
+                    let before = sink.bytes.load(Ordering::Relaxed);
+                    run_batch(&engine, &rx, &mut next, batch);
+                    // Data is pushed before its Complete, on the same thread.
+                    let got = sink.bytes.load(Ordering::Relaxed) - before;
+                    assert_eq!(got, size as u64 * batch);
+                })
+            },
+        );
+    }
+    g.finish();
+}
+
 criterion_group!(
     benches,
     head_parsing,
     chunked_decoding,
     pipelined_loop,
     h2_loop,
-    ws_framing
+    ws_framing,
+    body_path
 );
 criterion_main!(benches);
