@@ -665,6 +665,10 @@ impl Conn {
                     return Ok(false);
                 }
                 Some(_) => {
+                    // With more responses to come, none of them may wait on our ACK.
+                    if self.pipe.len() > 1 {
+                        self.io.quick_ack();
+                    }
                     self.last_data = Instant::now();
                     progress = true;
                     got_data = true;

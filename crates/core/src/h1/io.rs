@@ -120,6 +120,11 @@ impl Buffered {
         Ok(progress)
     }
 
+    /// See [`crate::transport::Transport::quick_ack`].
+    pub fn quick_ack(&self) {
+        self.io.quick_ack()
+    }
+
     /// Reads once from the socket. `Ok(None)` when nothing was ready, `Ok(Some(0))` at EOF.
     pub fn poll_read(&mut self, cx: &mut Context<'_>) -> Result<Option<usize>, Error> {
         if self.rbuf.capacity() - self.rbuf.len() < 4096 {
@@ -133,9 +138,6 @@ impl Buffered {
                 // SAFETY: `n` bytes of the spare capacity were initialised by the read.
                 unsafe { self.rbuf.set_len(self.rbuf.len() + n) };
                 self.bytes_read += n as u64;
-                if n > 0 {
-                    self.io.quick_ack();
-                }
                 Ok(Some(n))
             }
             // A TLS peer that closes without close_notify: Node (and so undici) sees an end.
