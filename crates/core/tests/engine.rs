@@ -615,9 +615,17 @@ mod direct {
 
     /// Answers each request on a connection with `<connection>:<index>:<body length>:<body sum>`.
     fn numbering_server() -> u16 {
-        server(|mut s, n| {
+        slow_numbering_server(None)
+    }
+
+    /// As `numbering_server`; the first connection's `late`th response comes 300 ms late.
+    fn slow_numbering_server(late: Option<usize>) -> u16 {
+        server(move |mut s, n| {
             let mut i = 0;
             while let Some((_, body)) = read_request(&mut s) {
+                if n == 0 && Some(i) == late {
+                    thread::sleep(Duration::from_millis(300));
+                }
                 let sum: u64 = body.iter().map(|b| u64::from(*b)).sum();
                 let text = format!("{n}:{i}:{}:{sum}", body.len());
                 // One write: a response in one segment, as most servers send a small one.
@@ -723,7 +731,9 @@ mod direct {
 
     #[test]
     fn an_aborted_direct_request_reports_nothing_and_the_next_one_succeeds() {
-        let (e, rx, lanes) = warmed(numbering_server());
+        // Its response comes late: the abort is the engine's before the response is (else the
+        // request completed, and the abort has nothing left to stop).
+        let (e, rx, lanes) = warmed(slow_numbering_server(Some(1)));
         e.submit_now(1, &lanes, get(2, "GET", RequestBody::None));
         e.abort(2);
         assert_eq!(lanes.writes(), 1);
