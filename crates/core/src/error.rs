@@ -118,6 +118,15 @@ impl fmt::Debug for ExternalError {
     }
 }
 
+/// Node's name of an address's family (`IPv4`, `IPv6`).
+pub fn family(addr: &std::net::SocketAddr) -> &'static str {
+    if addr.is_ipv4() {
+        "IPv4"
+    } else {
+        "IPv6"
+    }
+}
+
 /// What a socket error tells of its connection (undici's `SocketError.socket`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SocketInfo {
@@ -129,6 +138,25 @@ pub struct SocketInfo {
     pub remote_family: Option<&'static str>,
     pub bytes_written: u64,
     pub bytes_read: u64,
+}
+
+impl SocketInfo {
+    /// A connection's, from its local and remote addresses and its byte counts.
+    pub fn of(
+        (local, remote): (Option<std::net::SocketAddr>, Option<std::net::SocketAddr>),
+        bytes_written: u64,
+        bytes_read: u64,
+    ) -> SocketInfo {
+        SocketInfo {
+            local_address: local.map(|a| a.ip().to_string()),
+            local_port: local.map(|a| a.port()),
+            remote_address: remote.map(|a| a.ip().to_string()),
+            remote_port: remote.map(|a| a.port()),
+            remote_family: remote.as_ref().map(family),
+            bytes_written,
+            bytes_read,
+        }
+    }
 }
 
 impl Error {
@@ -185,6 +213,22 @@ impl Error {
             code: None,
             message: message.into(),
             socket: None,
+        }
+    }
+
+    /// A failed read, named as Node names one (`read ECONNRESET`).
+    pub fn from_read(err: &std::io::Error) -> Self {
+        match Error::from_io(err) {
+            Error::Socket {
+                code: Some(code),
+                socket,
+                ..
+            } => Error::Socket {
+                message: format!("read {code}"),
+                code: Some(code),
+                socket,
+            },
+            other => other,
         }
     }
 

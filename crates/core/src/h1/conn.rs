@@ -368,8 +368,7 @@ impl Conn {
         if status == 101 && r.req.websocket.is_some() {
             let local = self.addresses.0;
             let data = local.map_or(String::new(), |a| {
-                let family = if a.is_ipv4() { "IPv4" } else { "IPv6" };
-                format!("{} {} {family}", a.ip(), a.port())
+                format!("{} {} {}", a.ip(), a.port(), crate::error::family(&a))
             });
             self.out.push(Event::WebSocket {
                 id,
@@ -510,16 +509,11 @@ impl Conn {
 
     fn with_socket_info(&self, error: Error) -> Error {
         error.on_socket(|| {
-            let (local, remote) = self.addresses;
-            SocketInfo {
-                local_address: local.map(|a| a.ip().to_string()),
-                local_port: local.map(|a| a.port()),
-                remote_address: remote.map(|a| a.ip().to_string()),
-                remote_port: remote.map(|a| a.port()),
-                remote_family: remote.map(|a| if a.is_ipv4() { "IPv4" } else { "IPv6" }),
-                bytes_written: self.io.bytes_written(),
-                bytes_read: self.io.bytes_read(),
-            }
+            SocketInfo::of(
+                self.addresses,
+                self.io.bytes_written(),
+                self.io.bytes_read(),
+            )
         })
     }
 

@@ -142,19 +142,7 @@ impl Buffered {
             }
             // A TLS peer that closes without close_notify: Node (and so undici) sees an end.
             Poll::Ready(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(Some(0)),
-            // Named as Node names a failed read (`read ECONNRESET`).
-            Poll::Ready(Err(e)) => Err(match Error::from_io(&e) {
-                Error::Socket {
-                    code: Some(code),
-                    socket,
-                    ..
-                } => Error::Socket {
-                    message: format!("read {code}"),
-                    code: Some(code),
-                    socket,
-                },
-                other => other,
-            }),
+            Poll::Ready(Err(e)) => Err(Error::from_read(&e)),
             Poll::Pending => Ok(None),
         }
     }

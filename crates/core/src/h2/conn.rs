@@ -169,18 +169,7 @@ fn connection_error(e: &h2::Error) -> Error {
                 Error::socket("other side closed")
             }
             // Named as Node names a failed read (`read ECONNRESET`), as HTTP/1.1 does.
-            _ => match Error::from_io(io) {
-                Error::Socket {
-                    code: Some(code),
-                    socket,
-                    ..
-                } => Error::Socket {
-                    message: format!("read {code}"),
-                    code: Some(code),
-                    socket,
-                },
-                other => other,
-            },
+            _ => Error::from_read(io),
         };
     }
     if e.is_go_away() && e.is_remote() {
@@ -270,18 +259,7 @@ impl<H: Host> H2Conn<H> {
     }
 
     fn with_socket_info(&self, error: Error) -> Error {
-        error.on_socket(|| {
-            let (local, remote) = self.addresses;
-            SocketInfo {
-                local_address: local.map(|a| a.ip().to_string()),
-                local_port: local.map(|a| a.port()),
-                remote_address: remote.map(|a| a.ip().to_string()),
-                remote_port: remote.map(|a| a.port()),
-                remote_family: remote.map(|a| if a.is_ipv4() { "IPv4" } else { "IPv6" }),
-                bytes_written: 0,
-                bytes_read: 0,
-            }
-        })
+        error.on_socket(|| SocketInfo::of(self.addresses, 0, 0))
     }
 
     /// The most streams at once: ours (`maxConcurrentStreams`, and `pipelining` as undici),

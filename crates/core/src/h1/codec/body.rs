@@ -316,31 +316,11 @@ fn next_step(step: Chunk, b: u8) -> Result<Chunk> {
             if !digits {
                 return Err(chunk_size_error("Invalid character in chunk size"));
             }
-            match b {
-                b' ' | b'\t' => Chunk::SizeWs { size, len },
-                b';' => Chunk::Ext {
-                    size,
-                    len,
-                    value: false,
-                },
-                b'\r' => Chunk::SizeLf { size },
-                b'\n' => return Err(strict("Missing expected CR after chunk size")),
-                _ => return Err(chunk_size_error("Invalid character in chunk size")),
-            }
+            after_size(b, size, len)?
         }
         Chunk::SizeWs { size, len } => {
             let len = line_len(len)?;
-            match b {
-                b' ' | b'\t' => Chunk::SizeWs { size, len },
-                b';' => Chunk::Ext {
-                    size,
-                    len,
-                    value: false,
-                },
-                b'\r' => Chunk::SizeLf { size },
-                b'\n' => return Err(strict("Missing expected CR after chunk size")),
-                _ => return Err(chunk_size_error("Invalid character in chunk size")),
-            }
+            after_size(b, size, len)?
         }
         Chunk::Ext { size, len, value } => {
             let len = line_len(len)?;
@@ -392,6 +372,22 @@ fn next_step(step: Chunk, b: u8) -> Result<Chunk> {
         },
         // Data and trailers never come byte by byte; `decode_chunked` handles them itself.
         Chunk::Data { .. } | Chunk::Trailers { .. } => step,
+    })
+}
+
+/// The state after byte `b` that follows a chunk's size digits (or whitespace after them).
+#[inline]
+fn after_size(b: u8, size: u64, len: usize) -> Result<Chunk, Error> {
+    Ok(match b {
+        b' ' | b'\t' => Chunk::SizeWs { size, len },
+        b';' => Chunk::Ext {
+            size,
+            len,
+            value: false,
+        },
+        b'\r' => Chunk::SizeLf { size },
+        b'\n' => return Err(strict("Missing expected CR after chunk size")),
+        _ => return Err(chunk_size_error("Invalid character in chunk size")),
     })
 }
 
