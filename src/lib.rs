@@ -846,45 +846,36 @@ impl Out {
         self.num((headers.len() * 2) as f64);
     }
 
-    /// A body chunk for JS to wrap in a Buffer (cheaper there than a Buffer made through
-    /// N-API). A small one is copied into the batch's shared memory: `DATA_SMALL`, with its
-    /// offset and length. A large one is an ArrayBuffer over the engine's own bytes, released by
-    /// a finalizer (copied where external memory is not allowed): `DATA`.
+    /// A body chunk for JS to wrap in a Buffer: `[DATA or DATA_SMALL, id]` and its bytes (see
+    /// `payload`).
     fn data(&mut self, id: u64, chunk: Bytes) -> Result<()> {
-        if chunk.len() < COPY_BELOW && self.small.len() + chunk.len() <= SHARED_MAX {
-            self.num(tag::DATA_SMALL as f64);
-            self.num(id as f64);
-            self.num(self.small.len() as f64);
-            self.num(chunk.len() as f64);
-            self.small.extend_from_slice(&chunk);
-            return Ok(());
-        }
-        self.num(tag::DATA as f64);
-        self.num(id as f64);
-        self.bytes(chunk)
+        self.payload([tag::DATA, tag::DATA_SMALL], &[id as f64], chunk)
     }
 
-    /// A WebSocket message or control frame: `[tag, id, kind, code (-1: none)]` and its data,
-    /// as `data` passes a body chunk (a small one in the shared memory: offset and length).
+    /// A WebSocket message or control frame: `[WEBSOCKET or WEBSOCKET_SMALL, id, kind, code
+    /// (-1: none)]` and its bytes (see `payload`).
     fn websocket(&mut self, id: u64, kind: u8, code: Option<u16>, data: Bytes) -> Result<()> {
-        // Not an empty one: the shared memory exists only if something is in it.
-        let small = !data.is_empty()
-            && data.len() < COPY_BELOW
-            && self.small.len() + data.len() <= SHARED_MAX;
-        self.num(if small {
-            tag::WEBSOCKET_SMALL
-        } else {
-            tag::WEBSOCKET
-        } as f64);
-        self.num(id as f64);
-        self.num(kind as f64);
-        self.num(code.map_or(-1.0, f64::from));
+        let head = [id as f64, kind as f64, code.map_or(-1.0, f64::from)];
+        self.payload([tag::WEBSOCKET, tag::WEBSOCKET_SMALL], &head, data)
+    }
+
+    /// An event carrying bytes (cheaper to wrap in a Buffer in JS than to make one through
+    /// N-API): its tag (`tags[1]` for a small one), the numbers `head`, then the bytes. A small
+    /// one is copied into the batch's shared memory (its offset and length follow `head`); a
+    /// large (or empty: the shared memory exists only if something is in it) one is an
+    /// ArrayBuffer of its own (see `bytes`).
+    fn payload(&mut self, tags: [u32; 2], head: &[f64], chunk: Bytes) -> Result<()> {
+        let small = !chunk.is_empty()
+            && chunk.len() < COPY_BELOW
+            && self.small.len() + chunk.len() <= SHARED_MAX;
+        self.num(tags[usize::from(small)] as f64);
+        head.iter().for_each(|&n| self.num(n));
         if !small {
-            return self.bytes(data);
+            return self.bytes(chunk);
         }
         self.num(self.small.len() as f64);
-        self.num(data.len() as f64);
-        self.small.extend_from_slice(&data);
+        self.num(chunk.len() as f64);
+        self.small.extend_from_slice(&chunk);
         Ok(())
     }
 

@@ -311,21 +311,15 @@ function dispatchEvents(n: Float64Array, o: unknown[]): void {
         i += 4
         break
       }
-      case WEBSOCKET: {
-        const data = Buffer.from(o[k] as ArrayBuffer)
-        const kind = n[i + 2]
-        const code = n[i + 3]
-        deliver(id, (s) => s.onWebSocket(kind, code, data))
-        i += 4
-        k += 1
-        break
-      }
+      case WEBSOCKET:
       case WEBSOCKET_SMALL: {
-        const data = Buffer.from(o[1] as ArrayBuffer, n[i + 4], n[i + 5])
+        // As DATA and DATA_SMALL: its own ArrayBuffer, or a view of the batch's shared memory.
+        const small = tag === WEBSOCKET_SMALL
+        const data = small ? Buffer.from(o[1] as ArrayBuffer, n[i + 4], n[i + 5]) : Buffer.from(o[k++] as ArrayBuffer)
         const kind = n[i + 2]
         const code = n[i + 3]
         deliver(id, (s) => s.onWebSocket(kind, code, data))
-        i += 6
+        i += small ? 6 : 4
         break
       }
       case COMPLETE: {

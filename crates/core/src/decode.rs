@@ -38,10 +38,12 @@ const MAX_ENCODINGS: usize = 5;
 /// The most decoded bytes in one `Data` event.
 const CHUNK: usize = 64 * 1024;
 
-/// The first output buffer of a stage for `input` bytes: room for them decoded at a usual
-/// ratio, grown as needed.
-fn room_for(input: usize) -> usize {
-    (input * 4).clamp(8 * 1024, 256 * 1024)
+/// Room in `out` for the next decoding step of `input` bytes, when it has little left: for
+/// them decoded at a usual ratio, grown as needed.
+fn make_room(out: &mut Vec<u8>, input: usize) {
+    if out.capacity() - out.len() < 1024 {
+        out.reserve((input * 4).clamp(8 * 1024, 256 * 1024));
+    }
 }
 
 fn unexpected_end() -> Error {
@@ -117,9 +119,7 @@ impl Stage {
                 if input.is_empty() {
                     return Ok(());
                 }
-                if out.capacity() - out.len() < 1024 {
-                    out.reserve(room_for(input.len()));
-                }
+                make_room(out, input.len());
                 let before = z.total_in();
                 let status = z
                     .decompress_vec(input, out, FlushDecompress::None)
@@ -138,9 +138,7 @@ impl Stage {
             Stage::Brotli { state, ended } => {
                 let (mut available_in, mut input_offset, mut total) = (input.len(), 0, 0);
                 while !*ended {
-                    if out.capacity() - out.len() < 1024 {
-                        out.reserve(room_for(input.len()));
-                    }
+                    make_room(out, input.len());
                     let len = out.len();
                     out.resize(out.capacity(), 0);
                     let (mut available_out, mut output_offset) = (out.len() - len, len);

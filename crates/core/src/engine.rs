@@ -436,7 +436,7 @@ impl Ctx {
         }
         if !self.websockets.borrow().is_empty() {
             let mut ws = self.websockets.borrow_mut();
-            ws.apply(events, &mut |id, frame| self.tunnel_write(id, frame));
+            ws.apply(events, &mut |id, frame| self.queue_write(id, frame));
         }
         {
             let mut silent = self.silent.borrow_mut();
@@ -466,8 +466,9 @@ impl Ctx {
         self.publish(&mut v);
     }
 
-    /// Writes `bytes` to the tunnel of upgraded request `id`, as the caller's writes go.
-    fn tunnel_write(&self, id: u64, bytes: Bytes) {
+    /// Queues `bytes` to write for request `id`: a chunk of its streamed body, or of its
+    /// tunnel once upgraded (the caller's, or a WebSocket frame of the engine's).
+    fn queue_write(&self, id: u64, bytes: Bytes) {
         if let Some(ctl) = self.ctl(id) {
             ctl.body.borrow_mut().chunks.push_back(bytes);
             ctl.wake();
@@ -533,12 +534,7 @@ impl Ctx {
                     self.to_schedule.borrow_mut().push(o);
                 }
             }
-            Command::BodyWrite { id, chunk } => {
-                if let Some(ctl) = self.ctl(id) {
-                    ctl.body.borrow_mut().chunks.push_back(chunk);
-                    ctl.wake();
-                }
-            }
+            Command::BodyWrite { id, chunk } => self.queue_write(id, chunk),
             Command::WsSend {
                 id,
                 opcode,
@@ -550,7 +546,7 @@ impl Ctx {
                     .borrow_mut()
                     .send(id, opcode, code, &payload);
                 if let Some(frame) = frame {
-                    self.tunnel_write(id, frame);
+                    self.queue_write(id, frame);
                 }
             }
             Command::BodyEnd { id } => {
