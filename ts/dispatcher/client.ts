@@ -61,6 +61,12 @@ const BODY_CLOSES = 16
 const EXPECT_CONTINUE = 256
 
 
+/** `[maxPayloadSize, maxFragments]` of a WebSocket handshake (see {@link kWebSocket}), if it is one. */
+function websocketSpec(opts: DispatchOptions): number[] | undefined {
+  const ws = (opts as { [kWebSocket]?: WebSocketDispatchOption })[kWebSocket]
+  return ws === undefined || !opts.upgrade ? undefined : [ws.maxPayloadSize, ws.maxFragments]
+}
+
 /** The decoding the core does for a request (see {@link kDecode}), if any. */
 function decodeSpec(opts: DispatchOptions, handler: DispatchHandler): number[] | undefined {
   const decode = (opts as { [kDecode]?: DecodeRequest })[kDecode]
@@ -1022,8 +1028,7 @@ class Run implements RequestSink {
   #opts: DispatchOptions
   /** After an upgrade: the socket the engine's events for this request now go to. */
   #tunnel: TunnelSocket | null = null
-  /** A WebSocket handshake ([kWebSocket]): upgraded, its frames are the core's, through `#ws`. */
-  #websocket = false
+  /** After a WebSocket handshake's upgrade ([kWebSocket]): its frames are the core's, through this. */
   #ws: NativeWsTransport | null = null
   /** The request as diagnostics channels see it, while any has a subscriber. */
   #info: RequestInfo | null = null
@@ -1134,7 +1139,7 @@ class Run implements RequestSink {
       // As undici: an empty upgrade is none.
       opts.upgrade ? (opts.upgrade as string) : undefined,
       decodeSpec(opts, this.#handler),
-      this.#websocketSpec(opts),
+      websocketSpec(opts),
     )
     if (refused) throw fromNative(refused[0], refused[1], undefined)
     if (!(this.#source instanceof Readable)) flushSoon(connecting)
@@ -1373,7 +1378,7 @@ class Run implements RequestSink {
 
   onUpgrade(statusCode: number, _statusText: string, headers: string[], at: number): void {
     if (this.#settled) return
-    const ws = this.#websocket && statusCode === 101 ? new NativeWsTransport(this.#id) : null
+    const ws = statusCode === 101 && websocketSpec(this.#opts) ? new NativeWsTransport(this.#id) : null
     const socket = ws ?? new TunnelSocket(this.#id)
     if (ws) this.#ws = ws
     else this.#tunnel = socket as TunnelSocket
@@ -1386,14 +1391,6 @@ class Run implements RequestSink {
       throw new InvalidArgumentError('invalid onUpgrade method')
     }
     this.#handler.onUpgrade(statusCode, this.#raw(headers, at), socket as TunnelSocket)
-  }
-
-  /** `[maxPayloadSize, maxFragments]` of a WebSocket handshake (see {@link kWebSocket}). */
-  #websocketSpec(opts: DispatchOptions): number[] | undefined {
-    const ws = (opts as { [kWebSocket]?: WebSocketDispatchOption })[kWebSocket]
-    if (ws === undefined || !opts.upgrade) return undefined
-    this.#websocket = true
-    return [ws.maxPayloadSize, ws.maxFragments]
   }
 
   /** A message or control frame of the WebSocket connection it became. */

@@ -109,12 +109,12 @@ class UnwrapHandler implements DispatchHandler {
  * The handler as the engine drives it: one with `onRequestStart` is controller-style and
  * adapted (as undici decides), others pass as they are (and must have the legacy callbacks).
  */
-/** The handler a dispatcher was given: what {@link unwrap} wrapped, or `handler` itself. */
-export function given(handler: DispatchHandler): object {
-  return UnwrapHandler.inner(handler)
-}
-
 export function unwrap(handler: DispatchHandler | NewStyleHandler): DispatchHandler {
   if (!handler.onRequestStart) return handler as DispatchHandler
   return new UnwrapHandler(handler as NewStyleHandler)
+}
+
+/** The handler a dispatcher was given: what {@link unwrap} wrapped, or `handler` itself. */
+export function given(handler: DispatchHandler): object {
+  return UnwrapHandler.inner(handler)
 }

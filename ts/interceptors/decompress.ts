@@ -1,8 +1,8 @@
 // The decompress interceptor: a response whose content-encoding saetta can undo reaches the
 // caller decoded, without content-encoding and content-length. Put straight on a saetta
 // dispatcher, it has the core decode (crates/core/src/decode.rs: gzip, deflate and br, on the
-// engine thread, the decoded bytes crossing in the body's batches); the response then reaches
-// this handler decoded already. What the core leaves encoded (zstd, another dispatcher's
+// core's decoding threads, the decoded bytes crossing in batches as bodies do); the response
+// then reaches this handler decoded already. What the core leaves encoded (zstd, another dispatcher's
 // response) is decoded here, in node:zlib's streams (their work is on libuv's thread pool);
 // backpressure goes both ways: a paused caller pauses the decoder's output and so the socket,
 // a full decoder pauses the socket.
