@@ -10,7 +10,7 @@ import path from 'node:path'
 import { once } from 'node:events'
 import { spawnSync } from 'node:child_process'
 import { makeCerts, type Certs } from './certs'
-import { onCleanup, run } from './helpers'
+import { closer, onCleanup, run } from './helpers'
 import type { Lib, Client } from './differential-support'
 
 let certs: Certs | null = null
@@ -113,7 +113,6 @@ async function listen(options: H2ServerOptions, attach: (server: http2.Http2Serv
   server.listen(0, '127.0.0.1')
   await once(server, 'listening')
   const port = (server.address() as net.AddressInfo).port
-  let closing: Promise<void> | undefined
   const srv: H2Server = {
     origin: tls ? `https://localhost:${port}` : `http://127.0.0.1:${port}`,
     port,
@@ -126,13 +125,7 @@ async function listen(options: H2ServerOptions, attach: (server: http2.Http2Serv
     },
     open,
     versions,
-    close() {
-      closing ??= new Promise<void>((resolve) => {
-        server.close(() => resolve())
-        for (const s of open) s.destroy()
-      })
-      return closing
-    },
+    close: closer(server, open),
   }
   attach(server, srv)
   onCleanup(() => srv.close())
@@ -345,18 +338,11 @@ export async function rawH2Server(options: RawH2Options = {}): Promise<RawH2Serv
   server.listen(0, '127.0.0.1')
   await once(server, 'listening')
   const port = (server.address() as net.AddressInfo).port
-  let closing: Promise<void> | undefined
   const result: RawH2Server = {
     origin: `http://127.0.0.1:${port}`,
     port,
     connections,
-    close() {
-      closing ??= new Promise<void>((resolve) => {
-        server.close(() => resolve())
-        for (const s of sockets) s.destroy()
-      })
-      return closing
-    },
+    close: closer(server, sockets),
   }
   onCleanup(() => result.close())
   return result

@@ -54,6 +54,20 @@ export function withTimeout<T>(p: Promise<T>, ms: number, what = 'operation'): P
   return Promise.race([p, t]).finally(() => clearTimeout(timer))
 }
 
+/**
+ * A server's `close()`: stops listening and destroys the sockets still open (`also` first, if
+ * given), once; later calls get the same promise.
+ */
+export function closer(server: { close(cb: () => void): unknown }, sockets: Iterable<{ destroy(): void }>, also?: () => void): () => Promise<void> {
+  let closing: Promise<void> | undefined
+  return () =>
+    (closing ??= new Promise<void>((resolve) => {
+      server.close(() => resolve())
+      also?.()
+      for (const s of sockets) s.destroy()
+    }))
+}
+
 /** Polls `predicate` every 10 ms; resolves true as soon as it holds, false after `ms`. */
 export async function waitFor(predicate: () => boolean, ms: number): Promise<boolean> {
   const end = Date.now() + ms
@@ -126,7 +140,6 @@ export async function httpServer(
   const addr = server.address()
   const port = typeof addr === 'object' && addr ? addr.port : 0
   const origin = `http://${host.includes(':') ? `[${host}]` : host}:${port}`
-  let closing: Promise<void> | undefined
   const result: HttpServer = {
     server,
     port,
@@ -138,14 +151,7 @@ export async function httpServer(
       return closedConnections
     },
     sockets,
-    close() {
-      closing ??= new Promise<void>((resolve) => {
-        server.close(() => resolve())
-        server.closeAllConnections()
-        for (const s of sockets) s.destroy()
-      })
-      return closing
-    },
+    close: closer(server, sockets, () => server.closeAllConnections()),
   }
   onCleanup(() => result.close())
   return result
@@ -231,7 +237,6 @@ export async function rawServer(
   server.listen(0, host)
   await once(server, 'listening')
   const port = (server.address() as net.AddressInfo).port
-  let closing: Promise<void> | undefined
   const result: RawServer = {
     server,
     port,
@@ -245,13 +250,7 @@ export async function rawServer(
     },
     sockets,
     waitForRequests: (n, ms) => waitFor(() => requests.length >= n, ms),
-    close() {
-      closing ??= new Promise<void>((resolve) => {
-        server.close(() => resolve())
-        for (const s of sockets) s.destroy()
-      })
-      return closing
-    },
+    close: closer(server, sockets),
   }
   onCleanup(() => result.close())
   return result
