@@ -156,7 +156,7 @@ pub struct EventBatch<'a> {
 
 /// Takes the events waiting. `nums[0]` is set to the count of numbers written after it; when
 /// they do not fit, they go into a new array, returned as the first object (else empty). The
-/// second object is the ArrayBuffer the batch's small body chunks share, the third the text of
+/// second object is the Buffer the batch's small body chunks share, the third the text of
 /// its heads and trailers (each empty when there is none).
 #[napi(catch_unwind, ts_return_type = "unknown[]")]
 pub fn take_events(nums: Float64ArraySlice<'_>) -> Result<EventBatch<'_>> {
@@ -728,8 +728,8 @@ mod tag {
     pub const WEBSOCKET_SMALL: u32 = 21;
 }
 
-/// Below this size a chunk is copied into the batch's shared ArrayBuffer: cheaper than an
-/// ArrayBuffer of its own.
+/// Below this size a chunk is copied into the batch's shared Buffer: cheaper than a Buffer of
+/// its own.
 const COPY_BELOW: usize = 4096;
 /// At most this much is shared, so that a small chunk kept by a caller keeps little else alive
 /// (Node's own Buffer pool is 8 KiB, a socket read up to 64 KiB).
@@ -741,7 +741,7 @@ struct Out {
     len: u32,
     /// Numbers, from index 1 (index 0 holds their count).
     nums: Vec<f64>,
-    /// The batch's small body chunks, end to end: one ArrayBuffer (object slot 1) for all.
+    /// The batch's small body chunks, end to end: one Buffer (object slot 1) for all.
     small: Vec<u8>,
     /// The batch's header names and values, reasons and trailers, each followed by `\n`
     /// (which none contains): one latin1 string (object slot 2) for all.
@@ -859,11 +859,11 @@ impl Out {
         self.payload([tag::WEBSOCKET, tag::WEBSOCKET_SMALL], &head, data)
     }
 
-    /// An event carrying bytes (cheaper to wrap in a Buffer in JS than to make one through
-    /// N-API): its tag (`tags[1]` for a small one), the numbers `head`, then the bytes. A small
-    /// one is copied into the batch's shared memory (its offset and length follow `head`); a
-    /// large (or empty: the shared memory exists only if something is in it) one is an
-    /// ArrayBuffer of its own (see `bytes`).
+    /// An event carrying bytes: its tag (`tags[1]` for a small one), the numbers `head`, then
+    /// the bytes. A small one is copied into the batch's shared memory (its offset and length
+    /// follow `head`: a view in JS is cheaper than a Buffer from N-API); a large (or empty: the
+    /// shared memory exists only if something is in it) one is a Buffer of its own (see
+    /// `bytes`).
     fn payload(&mut self, tags: [u32; 2], head: &[f64], chunk: Bytes) -> Result<()> {
         let small = !chunk.is_empty()
             && chunk.len() < COPY_BELOW
@@ -879,7 +879,9 @@ impl Out {
         Ok(())
     }
 
-    /// An ArrayBuffer of `chunk`: over the engine's own bytes when large (see `data`).
+    /// A Buffer of `chunk`: over the engine's own bytes when large (see `data`), else a copy.
+    /// A Buffer straight from N-API (an external ArrayBuffer is made as one, then unwrapped:
+    /// JS would wrap it again).
     fn bytes(&mut self, chunk: Bytes) -> Result<()> {
         let mut chunk = chunk;
         if chunk.len() >= COPY_BELOW {
@@ -887,10 +889,10 @@ impl Out {
             let (data, len) = (chunk.as_ptr(), chunk.len());
             let hint = Box::into_raw(Box::new(chunk));
             let status = unsafe {
-                sys::napi_create_external_arraybuffer(
+                sys::napi_create_external_buffer(
                     self.env,
-                    data as *mut _,
                     len,
+                    data as *mut _,
                     Some(free_bytes),
                     hint.cast(),
                     &mut v,
@@ -906,13 +908,19 @@ impl Out {
         self.push(v)
     }
 
-    /// A new ArrayBuffer holding a copy of `bytes`.
+    /// A new Buffer holding a copy of `bytes`.
     fn copied(&self, bytes: &[u8]) -> Result<sys::napi_value> {
         let mut v = ptr::null_mut();
         let mut data = ptr::null_mut();
-        check(unsafe { sys::napi_create_arraybuffer(self.env, bytes.len(), &mut data, &mut v) })?;
-        // SAFETY: `data` points at `bytes.len()` fresh bytes owned by the new ArrayBuffer.
-        unsafe { ptr::copy_nonoverlapping(bytes.as_ptr(), data.cast::<u8>(), bytes.len()) };
+        check(unsafe {
+            sys::napi_create_buffer_copy(
+                self.env,
+                bytes.len(),
+                bytes.as_ptr().cast(),
+                &mut data,
+                &mut v,
+            )
+        })?;
         Ok(v)
     }
 

@@ -46,6 +46,7 @@ import { checkRequest, type RequestHead } from './validate'
 import type { ClientOptions, DispatchHandler, DispatchOptions } from './types'
 import { constructorOptions } from './options'
 import { channels, connectParams, RequestInfo, tracingRequests } from '../diagnostics'
+import { Numbered } from '../util/numbered'
 import type { Channel } from 'node:diagnostics_channel'
 import '../debug'
 
@@ -452,7 +453,8 @@ export class Client extends DispatcherBase {
   #headersTimeout: number
   #bodyTimeout: number
   #strictContentLength: boolean
-  #runs = new Set<Run>()
+  /** Its requests not yet settled, by `Run.seq` (so in the order they came). */
+  #runs = new Numbered<Run>()
   #destroyError: Error | null = null
   #waiters: Array<() => void> = []
   #needDrain = false
@@ -764,7 +766,7 @@ export class Client extends DispatcherBase {
       if ((name !== this.#servername || this.#held.length > 0) && (this.#held.length > 0 || this.#runs.size > 0 || this.#rename(name) !== null)) {
         // Bad input throws now, as it does for a request that starts at once.
         if (!knownBody(opts.body)) throw new InvalidArgumentError(BAD_BODY)
-        this.#runs.add(run)
+        this.#runs.set(run.seq, run)
         this.#held.push({ run, head, name })
         this.#release()
         if (this.#busy()) this.#needDrain = true
@@ -778,11 +780,11 @@ export class Client extends DispatcherBase {
 
   #start(run: Run, head: RequestHead): void {
     const opens = this.#opens()
-    this.#runs.add(run)
+    this.#runs.set(run.seq, run)
     try {
       run.start(this.#originId, head)
     } catch (err) {
-      this.#runs.delete(run)
+      this.#runs.delete(run.seq)
       throw err
     }
     run.scope = this.#scopeFor(opens)
@@ -820,7 +822,7 @@ export class Client extends DispatcherBase {
     }
     while (this.#held.length > 0 && this.#held[0].name === name) {
       const { run, head } = this.#held.shift()!
-      this.#runs.delete(run)
+      this.#runs.delete(run.seq)
       if (run.isSettled) continue
       try {
         this.#start(run, head)
@@ -873,7 +875,7 @@ export class Client extends DispatcherBase {
 
   /** @internal a request settled. */
   settled(run: Run): void {
-    if (!this.#runs.delete(run)) return
+    if (!this.#runs.delete(run.seq)) return
     if (this.#held.length > 0) this.#release()
     if (this.#needDrain && !this.#busy()) {
       this.#needDrain = false
@@ -924,7 +926,7 @@ export class Client extends DispatcherBase {
   #shutDown(destroy: boolean): Promise<void> {
     // After a destroy, a request the engine did not fail (there should be none) fails now.
     this.#nativeClosed ??= whenClosed(this.#originId, () => {
-      if (this.#destroyError) failAll([...this.#runs], this.#destroyError)
+      if (this.#destroyError) failAll(this.#runs.values(), this.#destroyError)
     })
     if (destroy) this.#native.destroy()
     else this.#native.close()
@@ -944,7 +946,7 @@ export class Client extends DispatcherBase {
     this.#held = []
     // As undici: the requests still queued fail now, in order; the ones on a connection as
     // the engine takes it down (and any left once it is down).
-    failAll([...this.#runs].filter((run) => !run.connected), err)
+    failAll(this.#runs.values().filter((run) => !run.connected), err)
     // (Returned as is: destroy's callbacks then come right after the last failure, as undici's.)
     return this.#shutDown(true)
   }
@@ -996,7 +998,11 @@ function failAll(runs: Run[], err: Error): void {
 }
 
 /** One dispatched request: its handler, and the engine's events for it. */
+let runs = 0
+
 class Run implements RequestSink {
+  /** Its place among all requests made (see Client's #runs). */
+  readonly seq = ++runs
   /** The async context its engine events run in (set once submitted; see Client's #scopeFor). */
   scope: AsyncResource | null = null
   // Dropped once settled: a response body that outlives its request must not keep the

@@ -143,7 +143,7 @@ export declare function submit(origin: number, id: number, method: string, path:
 /**
  * Takes the events waiting. `nums[0]` is set to the count of numbers written after it; when
  * they do not fit, they go into a new array, returned as the first object (else empty). The
- * second object is the ArrayBuffer the batch's small body chunks share, the third the text of
+ * second object is the Buffer the batch's small body chunks share, the third the text of
  * its heads and trailers (each empty when there is none).
  */
 export declare function takeEvents(nums: Float64Array): unknown[]

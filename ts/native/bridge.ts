@@ -4,6 +4,7 @@
 
 import type { AsyncResource } from 'node:async_hooks'
 import { addon } from './load'
+import { Numbered } from '../util/numbered'
 import { fromNative, type NativeSocketInfo } from './native-error'
 import { externalError, refuseSocket, releaseError, socketCredit, socketDestroy, socketEnd, socketWrite } from './js-socket'
 
@@ -66,7 +67,7 @@ const WEBSOCKET_SMALL = 21
 const SHARES_NEXT = 1
 const SHARES_PREVIOUS = 2
 
-const requests = new Map<number, RequestSink>()
+const requests = new Numbered<RequestSink>()
 // Weak: a Client that is collected must not be kept alive by the bridge.
 const origins = new Map<number, WeakRef<OriginListener>>()
 const forget = new FinalizationRegistry<number>((id) => {
@@ -299,23 +300,23 @@ function dispatchEvents(n: Float64Array, o: unknown[]): void {
         break
       }
       case DATA: {
-        const chunk = Buffer.from(o[k] as ArrayBuffer)
+        const chunk = o[k] as Buffer
         deliver(id, (s) => s.onData(chunk))
         i += 2
         k += 1
         break
       }
       case DATA_SMALL: {
-        const chunk = Buffer.from(o[1] as ArrayBuffer, n[i + 2], n[i + 3])
+        const chunk = Buffer.from((o[1] as Buffer).buffer, n[i + 2], n[i + 3])
         deliver(id, (s) => s.onData(chunk))
         i += 4
         break
       }
       case WEBSOCKET:
       case WEBSOCKET_SMALL: {
-        // As DATA and DATA_SMALL: its own ArrayBuffer, or a view of the batch's shared memory.
+        // As DATA and DATA_SMALL: its own Buffer, or a view of the batch's shared memory.
         const small = tag === WEBSOCKET_SMALL
-        const data = small ? Buffer.from(o[1] as ArrayBuffer, n[i + 4], n[i + 5]) : Buffer.from(o[k++] as ArrayBuffer)
+        const data = small ? Buffer.from((o[1] as Buffer).buffer, n[i + 4], n[i + 5]) : o[k++] as Buffer
         const kind = n[i + 2]
         const code = n[i + 3]
         deliver(id, (s) => s.onWebSocket(kind, code, data))
@@ -375,7 +376,7 @@ function dispatchEvents(n: Float64Array, o: unknown[]): void {
         break
       }
       case SOCKET_WRITE:
-        socketWrite(id, Buffer.from(o[k] as ArrayBuffer))
+        socketWrite(id, o[k] as Buffer)
         i += 2
         k += 1
         break
