@@ -2,6 +2,7 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -593,6 +594,39 @@ fn part_of_a_body_goes_out_at_once_when_the_rest_is_not_there_yet() {
     assert_eq!(&first[..], b"hello");
     let rest = settle(&rx, &[1]);
     assert_eq!(rest[0].body, b"world");
+}
+
+/// Bodies of known length around `WHOLE_BODY_MAX` (read whole into one buffer below it), each
+/// written in two parts with a pause between, one after the other on one connection: each
+/// arrives whole and the connection goes on with the next response.
+#[test]
+fn large_bodies_of_known_length_arrive_whole_and_the_connection_goes_on() {
+    const SIZES: [usize; 4] = [1024 * 1024, 700 * 1024 + 3, 3 * 1024 * 1024, 10];
+    let body = |i: usize| -> Vec<u8> { (0..SIZES[i]).map(|k| (k * 7 + i) as u8).collect() };
+    static CONNECTIONS: AtomicUsize = AtomicUsize::new(0);
+    let port = server(move |mut s, _| {
+        CONNECTIONS.fetch_add(1, Ordering::SeqCst);
+        let mut i = 0;
+        while read_head(&mut s).is_some() {
+            let mut wire =
+                format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n", SIZES[i]).into_bytes();
+            wire.extend(body(i));
+            let (first, rest) = wire.split_at(wire.len() / 3);
+            s.write_all(first).unwrap();
+            thread::sleep(Duration::from_millis(50));
+            s.write_all(rest).unwrap();
+            i += 1;
+        }
+    });
+    let (e, rx) = engine();
+    origin(&e, 1, port, |_| {});
+    for (i, id) in (1..=SIZES.len() as u64).enumerate() {
+        e.submit(1, get(id, "GET", RequestBody::None));
+        let out = settle(&rx, &[id]);
+        assert!(out[0].error.is_none(), "{:?}", out[0].error);
+        assert!(out[0].body == body(i), "body {i} differs");
+    }
+    assert_eq!(CONNECTIONS.load(Ordering::SeqCst), 1);
 }
 
 /// Requests written from the caller's thread (`saetta_core::direct`): Linux only, as elsewhere

@@ -20,7 +20,7 @@ use tokio::time::{Instant, Sleep};
 use super::codec::{read_response_head, BodyDecoder, Decoded, RawHeader};
 use super::direct::{Fd, Lanes};
 use super::dispatch::{Outbox, Pipeline};
-use super::io::{Buffered, READ_CHUNK, WRITE_HIGH_WATER};
+use super::io::{Buffered, READ_CHUNK, WHOLE_BODY_MAX, WRITE_HIGH_WATER};
 use crate::engine::{Ctx, ReqCtl};
 use crate::error::{Error, SocketInfo};
 use crate::event::{Event, Shared};
@@ -313,8 +313,16 @@ impl Conn {
                         reason: head.reason,
                         headers: head.headers,
                     });
+                    let decoder = BodyDecoder::new(head.body, cfg.max_header_size);
+                    // A body up to WHOLE_BODY_MAX is read whole into one buffer (rbuf starts
+                    // with it now), to go out as one chunk.
+                    self.io.want = decoder
+                        .remaining_length()
+                        .and_then(|r| usize::try_from(r).ok())
+                        .filter(|&r| r > READ_CHUNK && r <= WHOLE_BODY_MAX)
+                        .unwrap_or(0);
                     self.read = ReadState::Body {
-                        decoder: BodyDecoder::new(head.body, cfg.max_header_size),
+                        decoder,
                         received: 0,
                         closes: !head.keep_alive,
                     };
@@ -327,7 +335,7 @@ impl Conn {
                         return Ok(());
                     }
                     if hold_partial
-                        && rbuf.len() < READ_CHUNK
+                        && rbuf.len() < READ_CHUNK.max(self.io.want)
                         && decoder
                             .remaining_length()
                             .is_some_and(|r| (rbuf.len() as u64) < r)
@@ -460,6 +468,7 @@ impl Conn {
     /// The response at the front is whole: it is reported once its request is all sent.
     fn complete(&mut self, trailers: Vec<RawHeader>) {
         self.read = ReadState::Head;
+        self.io.want = 0;
         let front = self.pipe.front_mut().unwrap();
         if !front.body_done {
             front.early = Some((trailers, Instant::now() + EARLY_RESPONSE_GRACE));

@@ -16,6 +16,8 @@ use crate::transport::Transport;
 /// Most bytes of streamed request bodies moved into the write queue before the socket takes them.
 pub(super) const WRITE_HIGH_WATER: usize = 64 * 1024;
 pub(super) const READ_CHUNK: usize = 128 * 1024;
+/// A body of known length up to this size is read into one buffer, to go out as one chunk.
+pub(super) const WHOLE_BODY_MAX: usize = 1024 * 1024;
 
 pub(super) struct Buffered {
     io: Transport,
@@ -23,6 +25,9 @@ pub(super) struct Buffered {
     wq_bytes: usize,
     /// What was read and not yet parsed.
     pub rbuf: BytesMut,
+    /// Bytes the parser wants in one piece (a body of known length), from the start of `rbuf`;
+    /// reads make room for them at once. 0: none.
+    pub want: usize,
     bytes_read: u64,
     bytes_written: u64,
     /// The transport holds written bytes back (TLS records) until flushed.
@@ -36,6 +41,7 @@ impl Buffered {
             wq: VecDeque::new(),
             wq_bytes: 0,
             rbuf: BytesMut::with_capacity(READ_CHUNK),
+            want: 0,
             bytes_read: 0,
             bytes_written: 0,
             unflushed: false,
@@ -127,7 +133,10 @@ impl Buffered {
 
     /// Reads once from the socket. `Ok(None)` when nothing was ready, `Ok(Some(0))` at EOF.
     pub fn poll_read(&mut self, cx: &mut Context<'_>) -> Result<Option<usize>, Error> {
-        if self.rbuf.capacity() - self.rbuf.len() < 4096 {
+        let len = self.rbuf.len();
+        if self.want > len + 4096 && self.rbuf.capacity() < self.want {
+            self.rbuf.reserve(self.want - len);
+        } else if self.rbuf.capacity() - len < 4096 {
             self.rbuf.reserve(READ_CHUNK);
         }
         let spare = self.rbuf.spare_capacity_mut();
