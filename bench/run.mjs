@@ -1,8 +1,10 @@
 // `npm run bench`: saetta vs undici vs node:http against a local origin in a child process.
 //
-// Rows are measured in the same process, interleaved (each round in a new order), and
-// summarised by the median req/s across rounds. Quote the ratios, not the absolute numbers:
-// on a shared 2-core machine the latter are noise.
+// Rows are measured interleaved (each round in a new order) and summarised by the median req/s
+// across rounds. The throughput rows of each library run in a process of their own
+// (bench/host.mjs), so that none is charged for collecting another library's garbage; the
+// latency and WebSocket rows share this one. Quote the ratios, not the absolute numbers: on a
+// shared 2-core machine the latter are noise.
 //
 // Two throughput workloads (64 KiB responses after a 1 ms server delay; 64-byte responses at
 // once), each on a Pool of 50 connections with pipelining 10 in batches of 100 parallel
@@ -12,8 +14,8 @@
 // node:http2 server in its own process, bench/h2server.mjs): the same two workloads on one
 // connection carrying 100 streams at once and on a Pool of 4, saetta and undici (`allowH2`,
 // `useH2c`) beside node:http2's client.
-// Every throughput row also reports the client's CPU time per request (process.cpuUsage, all
-// threads, so saetta's I/O thread counts too).
+// Every throughput row also reports the client's CPU time per request (process.cpuUsage of the
+// process running it, all threads, so saetta's I/O thread counts too).
 //
 // Knobs (flags win over env):
 //   --mode=all|throughput|latency|proxy|h2|decompress|websocket|raw  BENCH_MODE  what to run (default all)
@@ -38,7 +40,8 @@ import path from 'node:path'
 import os from 'node:os'
 import v8 from 'node:v8'
 import vm from 'node:vm'
-import { makeRows, proxyRows, h2Rows, decompressRows, webSocketRows, rawRows, baselineOf, API_NAMES } from './targets.mjs'
+import * as targets from './targets.mjs'
+import { makeRows, webSocketRows, baselineOf, API_NAMES } from './targets.mjs'
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 const require = createRequire(import.meta.url)
@@ -180,6 +183,44 @@ function startServer (script = 'server.mjs') {
   })
 }
 
+/**
+ * The rows `targets[factory](libs, cfg, opts)` makes, in their order, each library's in a
+ * process of its own (bench/host.mjs) that runs them on request: a library's rows never share
+ * a heap with another's, so none is charged for collecting another's garbage.
+ */
+function hosted (factory, opts, cfg) {
+  const names = { saetta: {}, undici: {}, node: true }
+  const libs = Object.fromEntries(cfg.targets.map((t) => [t, names[t]]))
+  const rows = targets[factory](libs, cfg, opts)
+  const hosts = new Map()
+  for (const lib of new Set(rows.map((r) => r.lib))) hosts.set(lib, startHost({ factory, opts, cfg, lib }))
+  return rows.map((r) => {
+    const host = hosts.get(r.lib)
+    return { name: r.name, lib: r.lib, api: r.api, variant: r.variant, host, close: host.close, destroy: host.kill }
+  })
+}
+
+function startHost (spec) {
+  const child = fork(path.join(here, 'host.mjs'), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
+  child.send(spec)
+  let closing = null
+  const ask = (msg) => new Promise((resolve, reject) => {
+    const onExit = (code, signal) => reject(new Error(`bench host for ${spec.lib} exited (code ${code}, signal ${signal})`))
+    child.once('exit', onExit)
+    child.once('message', (reply) => {
+      child.off('exit', onExit)
+      if (reply.ok) resolve(reply)
+      else reject(new Error(reply.error))
+    })
+    child.send(msg)
+  })
+  return {
+    ask,
+    close: () => (closing ??= ask({ op: 'close' }).then(() => {})),
+    kill: () => stopServer(child)
+  }
+}
+
 function stopServer (child) {
   if (!child || child.exitCode !== null || child.signalCode !== null) return
   child.kill('SIGTERM')
@@ -221,6 +262,7 @@ function withTimeout (promise, ms, what) {
 }
 
 async function measure (row, n, cfg, expectBytes) {
+  if (row.host) return withTimeout(row.host.ask({ op: 'run', name: row.name, n, expect: expectBytes }), cfg.timeoutMs, row.name)
   minorGc()
   const cpu0 = process.cpuUsage()
   const t0 = process.hrtime.bigint()
@@ -295,11 +337,16 @@ function printLatency (rows) {
 /** Sets rows up on `origin`, checks every body has the same size, warms them up. */
 async function prepare (rows, origin, cfg, warmup) {
   let bodySize
+  const probes = new Map()
+  for (const host of new Set(rows.map((r) => r.host).filter(Boolean))) {
+    const { rows: set } = await withTimeout(host.ask({ op: 'setup', origin }), cfg.timeoutMs, 'setting up the rows')
+    for (const { name, probe } of set) probes.set(name, probe)
+  }
   for (const row of rows) {
-    row.once = row.setup(origin)
+    if (!row.host) row.once = row.setup(origin)
     row.results = []
     row.samples = []
-    const probe = await withTimeout(row.once(), cfg.timeoutMs, `${row.name} first request`)
+    const probe = row.host ? probes.get(row.name) : await withTimeout(row.once(), cfg.timeoutMs, `${row.name} first request`)
     if (bodySize === undefined) bodySize = probe
     else if (probe !== bodySize) throw new Error(`${row.name}: body of ${probe} bytes, others got ${bodySize}`)
     await warmup(row, bodySize)
@@ -411,7 +458,7 @@ async function main () {
       for (const w of cfg.workloads) {
         await phase(`throughput: ${w.label} (GET ${w.path}); Pool of ${cfg.connections} connections, pipelining ${cfg.pipelining} ` +
           `(node:http maxSockets ${cfg.connections}); batches of ${cfg.parallel}; ${cfg.rounds} rounds × ${cfg.requests} requests per row`,
-        makeRows(libs, cfg, { path: w.path }), throughput)
+        hosted('makeRows', { path: w.path }, cfg), throughput)
       }
     }
     if (cfg.mode === 'all' || cfg.mode === 'latency') {
@@ -422,13 +469,13 @@ async function main () {
       proxy = await startServer('proxy.mjs')
       await phase(`proxy: ${PROXY.label} (GET ${PROXY.path}); ProxyAgent, the CONNECT rows with a Pool of ${cfg.connections} connections, pipelining ${cfg.pipelining} ` +
         `per origin; batches of ${cfg.parallel}; ${cfg.rounds} rounds × ${cfg.requests} requests per row`,
-      proxyRows(libs, cfg, { path: PROXY.path, proxy: `http://127.0.0.1:${proxy.port}` }), throughput)
+      hosted('proxyRows', { path: PROXY.path, proxy: `http://127.0.0.1:${proxy.port}` }, cfg), throughput)
     }
     const zapis = DECOMPRESS.apis.filter((a) => cfg.apis.includes(a))
     if ((cfg.mode === 'all' || cfg.mode === 'decompress') && zapis.length > 0 && (libs.saetta || libs.undici)) {
       await phase(`decompress: ${DECOMPRESS.label} (GET ${DECOMPRESS.path}); Pool of ${cfg.connections} connections, pipelining ${cfg.pipelining} ` +
         `composed with interceptors.decompress(); batches of ${cfg.parallel}; ${cfg.rounds} rounds × ${cfg.requests} requests per row`,
-      decompressRows(libs, cfg, { path: DECOMPRESS.path, apis: zapis }), throughput)
+      hosted('decompressRows', { path: DECOMPRESS.path, apis: zapis }, cfg), throughput)
     }
     const h2apis = H2.apis.filter((a) => cfg.apis.includes(a))
     if ((cfg.mode === 'all' || cfg.mode === 'h2') && h2apis.length > 0) {
@@ -436,7 +483,7 @@ async function main () {
       for (const w of cfg.workloads) {
         await phase(`HTTP/2 (h2c): ${w.label} (GET ${w.path}); one connection with ${H2.streams} streams in flight, then a Pool of ` +
           `${H2.poolConnections} (node:http2: as many sessions); batches of ${cfg.parallel}; ${cfg.rounds} rounds × ${cfg.requests} requests per row`,
-        h2Rows(libs, cfg, { path: w.path, apis: h2apis, ...H2 }), throughput, `http://127.0.0.1:${h2server.port}`)
+        hosted('h2Rows', { path: w.path, apis: h2apis, ...H2 }, cfg), throughput, `http://127.0.0.1:${h2server.port}`)
       }
     }
     const rawApis = RAW.apis.filter((a) => cfg.apis.includes(a))
@@ -448,11 +495,11 @@ async function main () {
         await phase(`raw origin: ${w.label} (GET ${w.path}) from node:net answering each head with a precomputed response, setNoDelay(true); ` +
           `Pool of ${cfg.connections} connections, pipelining ${cfg.pipelining}; batches of ${cfg.parallel}; ${cfg.rounds} rounds × ${requests} requests per row; ` +
           'node:net read loop: the same requests on as many plain sockets, responses counted by length (the copy floor)',
-        rawRows(libs, cfg, { path: w.path, apis: rawApis }), throughput, at, { ...cfg, requests, warmup: Math.min(cfg.warmup, requests) })
+        hosted('rawRows', { path: w.path, apis: rawApis }, cfg), throughput, at, { ...cfg, requests, warmup: Math.min(cfg.warmup, requests) })
       }
       const nagle = RAW.workloads[0]
       await phase(`raw origin without setNoDelay (Nagle's algorithm on at the origin): ${nagle.label}, dispatch; as above`,
-        rawRows(libs, cfg, { path: nagle.path, apis: ['dispatch'], variant: ', origin without nodelay', floor: false }), throughput,
+        hosted('rawRows', { path: nagle.path, apis: ['dispatch'], variant: ', origin without nodelay', floor: false }, cfg), throughput,
         `http://127.0.0.1:${rawserver.nagle}`)
     }
     if (cfg.mode === 'all' || cfg.mode === 'websocket') {

@@ -1,0 +1,92 @@
+// One library's rows of a bench phase, in a process of their own (forked by run.mjs): a
+// library's rows never share a V8 heap with another's, so none pays for the garbage another
+// left (each collects its own; in one shared process, what undici's rows left old was
+// collected during saetta's and the other way round, and the CPU columns moved with it).
+//
+// The parent sends { factory, opts, cfg, lib } once, then requests, each answered in turn:
+//   { op: 'setup', origin }        -> { rows: [{ name, probe }] }   (set up, one request each)
+//   { op: 'run', name, n, expect } -> { rps, cpuUs }                 (see measure in run.mjs)
+//   { op: 'close' }                -> {}                            (then the process exits)
+import { createRequire } from 'node:module'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import v8 from 'node:v8'
+import vm from 'node:vm'
+import * as targets from './targets.mjs'
+
+const here = path.dirname(fileURLToPath(import.meta.url))
+const require = createRequire(import.meta.url)
+
+// Before each measured run, a young-generation collection clears what the row's previous run
+// (or another row of the same library) left. Not a full collection: right after one, V8 runs
+// with a small young generation and the next few thousand requests cost up to twice the CPU.
+v8.setFlagsFromString('--expose-gc')
+const gc = vm.runInNewContext('gc')
+
+/** Issues `n` requests in batches of `parallel`, each batch all in flight at once; the body bytes. */
+async function drive (once, n, parallel) {
+  let bytes = 0
+  for (let done = 0; done < n; done += parallel) {
+    const batch = []
+    for (let i = 0; i < Math.min(parallel, n - done); i++) batch.push(once())
+    for (const b of await Promise.all(batch)) bytes += b
+  }
+  return bytes
+}
+
+function load (lib) {
+  if (lib === 'saetta') return { saetta: require(path.join(here, '..', 'dist', 'index.js')) }
+  if (lib === 'undici') return { undici: require('undici') }
+  return { node: true }
+}
+
+let rows = []
+const byName = new Map()
+
+async function handle (msg, spec) {
+  switch (msg.op) {
+    case 'setup': {
+      const out = []
+      for (const row of rows) {
+        row.once = row.setup(msg.origin)
+        byName.set(row.name, row)
+        out.push({ name: row.name, probe: await row.once() })
+      }
+      return { rows: out }
+    }
+    case 'run': {
+      const row = byName.get(msg.name)
+      gc({ type: 'minor' })
+      const cpu0 = process.cpuUsage()
+      const t0 = process.hrtime.bigint()
+      const bytes = await drive(row.once, msg.n, spec.cfg.parallel)
+      const seconds = Number(process.hrtime.bigint() - t0) / 1e9
+      const cpu = process.cpuUsage(cpu0)
+      if (msg.expect !== undefined && bytes !== msg.n * msg.expect) {
+        throw new Error(`${row.name}: consumed ${bytes} body bytes, expected ${msg.n} × ${msg.expect}`)
+      }
+      return { rps: msg.n / seconds, cpuUs: (cpu.user + cpu.system) / msg.n }
+    }
+    case 'close':
+      for (const row of rows) await row.close()
+      setImmediate(() => process.disconnect())
+      return {}
+  }
+}
+
+let spec = null
+process.on('message', (msg) => {
+  if (spec === null) {
+    spec = msg
+    rows = targets[spec.factory](load(spec.lib), spec.cfg, spec.opts).filter((r) => r.lib === spec.lib)
+    return
+  }
+  handle(msg, spec).then(
+    (reply) => process.send({ ok: true, ...reply }),
+    (err) => process.send({ ok: false, error: String(err?.stack ?? err) })
+  )
+})
+process.on('disconnect', () => {
+  for (const row of rows) row.destroy()
+  setTimeout(() => process.exit(0), 5000).unref()
+})
