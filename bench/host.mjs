@@ -23,17 +23,6 @@ const require = createRequire(import.meta.url)
 v8.setFlagsFromString('--expose-gc')
 const gc = vm.runInNewContext('gc')
 
-/** Issues `n` requests in batches of `parallel`, each batch all in flight at once; the body bytes. */
-async function drive (once, n, parallel) {
-  let bytes = 0
-  for (let done = 0; done < n; done += parallel) {
-    const batch = []
-    for (let i = 0; i < Math.min(parallel, n - done); i++) batch.push(once())
-    for (const b of await Promise.all(batch)) bytes += b
-  }
-  return bytes
-}
-
 function load (lib) {
   if (lib === 'saetta') return { saetta: require(path.join(here, '..', 'dist', 'index.js')) }
   if (lib === 'undici') return { undici: require('undici') }
@@ -59,7 +48,7 @@ async function handle (msg, spec) {
       gc({ type: 'minor' })
       const cpu0 = process.cpuUsage()
       const t0 = process.hrtime.bigint()
-      const bytes = await drive(row.once, msg.n, spec.cfg.parallel)
+      const bytes = await targets.drive(row.once, msg.n, spec.cfg.parallel)
       const seconds = Number(process.hrtime.bigint() - t0) / 1e9
       const cpu = process.cpuUsage(cpu0)
       if (msg.expect !== undefined && bytes !== msg.n * msg.expect) {

@@ -41,7 +41,7 @@ import os from 'node:os'
 import v8 from 'node:v8'
 import vm from 'node:vm'
 import * as targets from './targets.mjs'
-import { makeRows, webSocketRows, baselineOf, API_NAMES } from './targets.mjs'
+import { makeRows, webSocketRows, baselineOf, drive, API_NAMES } from './targets.mjs'
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 const require = createRequire(import.meta.url)
@@ -240,18 +240,6 @@ const minorGc = (() => {
     return () => {}
   }
 })()
-
-// Issue `n` requests in batches of `parallel`, each batch all in flight at once (undici's
-// bench shape); resolve with total body bytes.
-async function drive (once, n, parallel) {
-  let bytes = 0
-  for (let done = 0; done < n; done += parallel) {
-    const batch = []
-    for (let i = 0; i < Math.min(parallel, n - done); i++) batch.push(once())
-    for (const b of await Promise.all(batch)) bytes += b
-  }
-  return bytes
-}
 
 function withTimeout (promise, ms, what) {
   let timer

@@ -261,6 +261,20 @@ export function h2Rows (libs, cfg, { path, apis, streams, poolConnections }) {
   return rows
 }
 
+/**
+ * Issues `n` requests through `once` in batches of `parallel`, each batch all in flight at once
+ * (undici's bench shape); resolves with the total body bytes.
+ */
+export async function drive (once, n, parallel) {
+  let bytes = 0
+  for (let done = 0; done < n; done += parallel) {
+    const batch = []
+    for (let i = 0; i < Math.min(parallel, n - done); i++) batch.push(once())
+    for (const b of await Promise.all(batch)) bytes += b
+  }
+  return bytes
+}
+
 // The undici row each row is compared against.
 export function baselineOf (row) {
   if (row.lib === 'undici') return null
