@@ -454,7 +454,7 @@ export class Client extends DispatcherBase {
   #bodyTimeout: number
   #strictContentLength: boolean
   /** Its requests not yet settled, by `Run.seq` (so in the order they came). */
-  #runs = new Numbered<Run>()
+  #runs = new Numbered<Run>(256)
   #destroyError: Error | null = null
   #waiters: Array<() => void> = []
   #needDrain = false

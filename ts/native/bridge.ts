@@ -67,7 +67,7 @@ const WEBSOCKET_SMALL = 21
 const SHARES_NEXT = 1
 const SHARES_PREVIOUS = 2
 
-const requests = new Numbered<RequestSink>()
+const requests = new Numbered<RequestSink>(4096)
 // Weak: a Client that is collected must not be kept alive by the bridge.
 const origins = new Map<number, WeakRef<OriginListener>>()
 const forget = new FinalizationRegistry<number>((id) => {
