@@ -1,9 +1,9 @@
-// One library's rows of a bench phase, in a process of their own (forked by run.mjs): a
-// library's rows never share a V8 heap with another's, so none pays for the garbage another
-// left (each collects its own; in one shared process, what undici's rows left old was
-// collected during saetta's and the other way round, and the CPU columns moved with it).
+// One row of a bench phase in a process of its own (forked by run.mjs): no row shares a V8
+// heap with another, so none pays for the garbage another left (each collects its own; in one
+// shared process, what undici's rows left old was collected during saetta's and the other way
+// round, and the CPU columns moved with it).
 //
-// The parent sends { factory, opts, cfg, lib } once, then requests, each answered in turn:
+// The parent sends { factory, opts, cfg, lib, name } once, then requests, each answered in turn:
 //   { op: 'setup', origin }        -> { rows: [{ name, probe }] }   (set up, one request each)
 //   { op: 'run', name, n, expect } -> { rps, cpuUs }                 (see measure in run.mjs)
 //   { op: 'close' }                -> {}                            (then the process exits)
@@ -18,7 +18,7 @@ const here = path.dirname(fileURLToPath(import.meta.url))
 const require = createRequire(import.meta.url)
 
 // Before each measured run, a young-generation collection clears what the row's previous run
-// (or another row of the same library) left. Not a full collection: right after one, V8 runs
+// left. Not a full collection: right after one, V8 runs
 // with a small young generation and the next few thousand requests cost up to twice the CPU.
 v8.setFlagsFromString('--expose-gc')
 const gc = vm.runInNewContext('gc')
@@ -67,7 +67,7 @@ let spec = null
 process.on('message', (msg) => {
   if (spec === null) {
     spec = msg
-    rows = targets[spec.factory](load(spec.lib), spec.cfg, spec.opts).filter((r) => r.lib === spec.lib)
+    rows = targets[spec.factory](load(spec.lib), spec.cfg, spec.opts).filter((r) => r.name === spec.name)
     return
   }
   handle(msg, spec).then(

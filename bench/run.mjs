@@ -1,9 +1,9 @@
 // `npm run bench`: saetta vs undici vs node:http against a local origin in a child process.
 //
 // Rows are measured interleaved (each round in a new order) and summarised by the median req/s
-// across rounds. The throughput rows of each library run in a process of their own
-// (bench/host.mjs), so that none is charged for collecting another library's garbage; the
-// latency and WebSocket rows share this one. Quote the ratios, not the absolute numbers: on a
+// across rounds. Each throughput row runs in a process of its own (bench/host.mjs), so that
+// none is charged for collecting another's garbage; the latency and WebSocket rows share this
+// one. Quote the ratios, not the absolute numbers: on a
 // shared 2-core machine the latter are noise.
 //
 // Two throughput workloads (64 KiB responses after a 1 ms server delay; 64-byte responses at
@@ -184,18 +184,16 @@ function startServer (script = 'server.mjs') {
 }
 
 /**
- * The rows `targets[factory](libs, cfg, opts)` makes, in their order, each library's in a
- * process of its own (bench/host.mjs) that runs them on request: a library's rows never share
- * a heap with another's, so none is charged for collecting another's garbage.
+ * The rows `targets[factory](libs, cfg, opts)` makes, in their order, each in a process of its
+ * own (bench/host.mjs) that runs it on request: no row shares a heap with another, so none is
+ * charged for collecting another's garbage (a library's heavy `fetch` row made its other rows
+ * cost up to twice as much when they shared one).
  */
 function hosted (factory, opts, cfg) {
   const names = { saetta: {}, undici: {}, node: true }
   const libs = Object.fromEntries(cfg.targets.map((t) => [t, names[t]]))
-  const rows = targets[factory](libs, cfg, opts)
-  const hosts = new Map()
-  for (const lib of new Set(rows.map((r) => r.lib))) hosts.set(lib, startHost({ factory, opts, cfg, lib }))
-  return rows.map((r) => {
-    const host = hosts.get(r.lib)
+  return targets[factory](libs, cfg, opts).map((r) => {
+    const host = startHost({ factory, opts, cfg, lib: r.lib, name: r.name })
     return { name: r.name, lib: r.lib, api: r.api, variant: r.variant, host, close: host.close, destroy: host.kill }
   })
 }
