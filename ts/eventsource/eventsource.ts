@@ -1,6 +1,5 @@
 // EventSource (HTML standard §9.2) as undici 7 implements it, over saetta's fetch: the request
 // goes through `fetch` with the `dispatcher` option, as undici's goes through its own fetch.
-import * as workerThreads from 'node:worker_threads'
 import type { Dispatcher } from '../dispatcher/dispatcher'
 import { fetch } from '../fetch/fetch'
 import { getGlobalOrigin } from '../fetch/global-origin'
@@ -9,6 +8,7 @@ import { brandCheck, requireArguments, toDictionary, toUSVString } from '../fetc
 import { getGlobalDispatcher } from '../global'
 import { EventSizeError, EventStreamParser, type StreamState } from './parser'
 import { createMessageEvent } from '../websocket/events'
+import { HandlerAttributes, toUnsigned, uncloneable } from '../websocket/webidl'
 import type { EventSourceEventMap, EventSourceHandler, EventSourceInit } from './types'
 
 const CONNECTING = 0
@@ -20,23 +20,7 @@ const DEFAULT_RECONNECTION_TIME = 3000
 
 type Handlers = { [K in keyof EventSourceEventMap]: EventSourceHandler<EventSourceEventMap[K]> }
 
-// Older Node versions have no markAsUncloneable (nor its type); undici skips it there too.
-const uncloneable: (value: object) => void = (workerThreads as { markAsUncloneable?: (value: object) => void }).markAsUncloneable ?? (() => {})
-
 let warned = false
-
-/** Web IDL `unsigned long` without [EnforceRange], computed as undici does (a negative stays negative). */
-function toUnsignedLong(value: unknown): number {
-  const x = Number(value)
-  if (Number.isNaN(x) || x === 0 || !Number.isFinite(x)) return 0
-  return Math.trunc(x) % 2 ** 32
-}
-
-/** An attribute handler as Web IDL converts it: a non-object is null, a non-callable object a no-op. */
-function toHandler(value: unknown): EventListener | null {
-  if (value === null || (typeof value !== 'object' && typeof value !== 'function')) return null
-  return typeof value === 'function' ? (value as EventListener) : () => {}
-}
 
 /** The implementation; ./index.ts exports it typed as ./types.ts describes it. */
 export class EventSource extends EventTarget {
@@ -47,8 +31,7 @@ export class EventSource extends EventTarget {
   declare static readonly OPEN: 1
   declare static readonly CLOSED: 2
 
-  #events: Handlers = { open: null, message: null, error: null }
-  #listeners: Record<keyof EventSourceEventMap, EventListener | null> = { open: null, message: null, error: null }
+  #events = new HandlerAttributes<keyof EventSourceEventMap>()
   #url: string
   #withCredentials = false
   #readyState: 0 | 1 | 2 = CONNECTING
@@ -76,7 +59,7 @@ export class EventSource extends EventTarget {
     if (dispatcher === undefined) dispatcher = getGlobalDispatcher()
     const node = toDictionary(init.node, prefix)
     const nodeDispatcher = node.dispatcher as Dispatcher | undefined
-    const reconnectionTime = node.reconnectionTime === undefined ? DEFAULT_RECONNECTION_TIME : toUnsignedLong(node.reconnectionTime)
+    const reconnectionTime = node.reconnectionTime === undefined ? DEFAULT_RECONNECTION_TIME : toUnsigned(node.reconnectionTime, 32)
     const withCredentials = Boolean(init.withCredentials)
 
     this.#dispatcher = nodeDispatcher || dispatcher
@@ -203,36 +186,27 @@ export class EventSource extends EventTarget {
   }
 
   get onopen(): Handlers['open'] {
-    return this.#events.open
+    return this.#events.get('open') as Handlers['open']
   }
 
   set onopen(fn: Handlers['open']) {
-    this.#setHandler('open', fn)
+    this.#events.set(this, 'open', fn)
   }
 
   get onmessage(): Handlers['message'] {
-    return this.#events.message
+    return this.#events.get('message') as Handlers['message']
   }
 
   set onmessage(fn: Handlers['message']) {
-    this.#setHandler('message', fn)
+    this.#events.set(this, 'message', fn)
   }
 
   get onerror(): Handlers['error'] {
-    return this.#events.error
+    return this.#events.get('error') as Handlers['error']
   }
 
   set onerror(fn: Handlers['error']) {
-    this.#setHandler('error', fn)
-  }
-
-  #setHandler<K extends keyof EventSourceEventMap>(type: K, fn: Handlers[K]): void {
-    const previous = this.#listeners[type]
-    if (previous !== null) this.removeEventListener(type, previous)
-    const listener = toHandler(fn)
-    this.#events[type] = listener === null ? null : fn
-    this.#listeners[type] = listener
-    if (listener !== null) this.addEventListener(type, listener)
+    this.#events.set(this, 'error', fn)
   }
 }
 

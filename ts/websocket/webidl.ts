@@ -42,6 +42,27 @@ export function toHandler(value: unknown): EventListener | null {
   return typeof value === 'function' ? (value as EventListener) : () => {}
 }
 
+/**
+ * An EventTarget's `on<type>` attributes, as undici's define them: the getter gives back the
+ * value set (null for a non-object); setting one removes the previous value as a listener and
+ * adds the new one (see toHandler).
+ */
+export class HandlerAttributes<K extends string> {
+  readonly #values: Partial<Record<K, unknown>> = {}
+
+  get(type: K): unknown {
+    return this.#values[type] ?? null
+  }
+
+  set(target: EventTarget, type: K, value: unknown): void {
+    const previous = this.#values[type]
+    if (previous) target.removeEventListener(type, previous as EventListener)
+    const listener = toHandler(value)
+    if (listener !== null) target.addEventListener(type, listener)
+    this.#values[type] = listener === null ? null : value
+  }
+}
+
 // Older Node versions have no markAsUncloneable; undici skips it there too.
 export const uncloneable: (value: object) => void =
   (workerThreads as { markAsUncloneable?: (value: object) => void }).markAsUncloneable ?? (() => {})

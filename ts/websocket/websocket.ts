@@ -8,11 +8,10 @@ import { Session, type HandshakeResponse, type SessionOwner } from './connection
 import { CloseEvent, ErrorEvent, createMessageEvent } from './events'
 import type * as Types from './types'
 import { CLOSED, CLOSING, CONNECTING, OPEN, checkCloseCodeAndReason, checkProtocols, urlRecord, type ReadyState, defaultDispatcher } from './util'
-import { Clamp, toHandler, toUnsigned, uncloneable, webClass } from './webidl'
+import { Clamp, HandlerAttributes, toUnsigned, uncloneable, webClass } from './webidl'
 import type { HeadersInit } from '../fetch/fetch'
 
 type EventName = 'open' | 'error' | 'close' | 'message'
-type Handler = ((this: Types.WebSocket, ev: never) => unknown) | null
 type Frame = { opcode: 1 | 2; data: Buffer }
 
 // Set by WebSocket's static block: what ping() reads of a WebSocket.
@@ -69,7 +68,7 @@ export class WebSocket extends EventTarget {
   #url: URL
   #binaryType: Types.BinaryType = 'blob'
   #bufferedAmount = 0
-  #events: Record<EventName, Handler> = { open: null, error: null, close: null, message: null }
+  #events = new HandlerAttributes<EventName>()
   // Named as undici's field, which a TypeError on a non-WebSocket (ping({})) names.
   #handler: Session
   /** While a Blob is being read, the sends after it wait behind it, in order (undici's send queue). */
@@ -208,22 +207,12 @@ export class WebSocket extends EventTarget {
 
   #getHandler<T>(name: EventName): T {
     brandCheck(this, WebSocket)
-    return this.#events[name] as T
+    return this.#events.get(name) as T
   }
 
-  // As undici's: the previous handler is removed, the new one (converted) added, and the value
-  // given is what the getter returns.
   #setHandler(name: EventName, fn: unknown): void {
     brandCheck(this, WebSocket)
-    const previous = this.#events[name]
-    if (previous) this.removeEventListener(name, previous as EventListener)
-    const listener = toHandler(fn)
-    if (listener !== null) {
-      this.addEventListener(name, listener)
-      this.#events[name] = fn as Handler
-    } else {
-      this.#events[name] = null
-    }
+    this.#events.set(this, name, fn)
   }
 
   /** What the session reports, turned into events. */
