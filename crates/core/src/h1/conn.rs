@@ -37,6 +37,16 @@ const BUDGET: usize = 32;
 /// reported and, as undici does, the connection is closed instead (its framing is unfinished).
 const EARLY_RESPONSE_GRACE: Duration = Duration::from_secs(1);
 
+/// What of the body being read goes whole into one buffer (read buffers start with it), to go
+/// out as one chunk: the rest of a body of known length up to WHOLE_BODY_MAX; 0 for others.
+fn whole_body(decoder: &BodyDecoder) -> usize {
+    decoder
+        .remaining_length()
+        .and_then(|r| usize::try_from(r).ok())
+        .filter(|&r| r > READ_CHUNK && r <= WHOLE_BODY_MAX)
+        .unwrap_or(0)
+}
+
 /// An upgraded connection (101, or a 2xx to CONNECT): raw bytes both ways for request `id`.
 struct Tunnel {
     id: u64,
@@ -313,16 +323,8 @@ impl Conn {
                         reason: head.reason,
                         headers: head.headers,
                     });
-                    let decoder = BodyDecoder::new(head.body, cfg.max_header_size);
-                    // A body up to WHOLE_BODY_MAX is read whole into one buffer (rbuf starts
-                    // with it now), to go out as one chunk.
-                    self.io.want = decoder
-                        .remaining_length()
-                        .and_then(|r| usize::try_from(r).ok())
-                        .filter(|&r| r > READ_CHUNK && r <= WHOLE_BODY_MAX)
-                        .unwrap_or(0);
                     self.read = ReadState::Body {
-                        decoder,
+                        decoder: BodyDecoder::new(head.body, cfg.max_header_size),
                         received: 0,
                         closes: !head.keep_alive,
                     };
@@ -335,7 +337,7 @@ impl Conn {
                         return Ok(());
                     }
                     if hold_partial
-                        && rbuf.len() < READ_CHUNK.max(self.io.want)
+                        && rbuf.len() < READ_CHUNK.max(whole_body(decoder))
                         && decoder
                             .remaining_length()
                             .is_some_and(|r| (rbuf.len() as u64) < r)
@@ -437,7 +439,7 @@ impl Conn {
         let t = self.tunnel.as_ref().unwrap();
         if !ctl.paused.get() && !t.read_eof {
             if self.io.rbuf.is_empty() {
-                match self.io.poll_read(cx)? {
+                match self.io.poll_read(cx, 0)? {
                     Some(0) => {
                         self.tunnel.as_mut().unwrap().read_eof = true;
                         self.out.push(Event::Complete {
@@ -468,7 +470,6 @@ impl Conn {
     /// The response at the front is whole: it is reported once its request is all sent.
     fn complete(&mut self, trailers: Vec<RawHeader>) {
         self.read = ReadState::Head;
-        self.io.want = 0;
         let front = self.pipe.front_mut().unwrap();
         if !front.body_done {
             front.early = Some((trailers, Instant::now() + EARLY_RESPONSE_GRACE));
@@ -662,7 +663,11 @@ impl Conn {
         progress |= self.io.poll_write(cx)?;
         let mut got_data = false;
         if !self.pipe.head_paused() {
-            match self.io.poll_read(cx)? {
+            let want = match &self.read {
+                ReadState::Body { decoder, .. } => whole_body(decoder),
+                _ => 0,
+            };
+            match self.io.poll_read(cx, want)? {
                 Some(0) => {
                     self.on_eof();
                     return Ok(false);

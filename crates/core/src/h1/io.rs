@@ -25,9 +25,6 @@ pub(super) struct Buffered {
     wq_bytes: usize,
     /// What was read and not yet parsed.
     pub rbuf: BytesMut,
-    /// Bytes the parser wants in one piece (a body of known length), from the start of `rbuf`;
-    /// reads make room for them at once. 0: none.
-    pub want: usize,
     bytes_read: u64,
     bytes_written: u64,
     /// The transport holds written bytes back (TLS records) until flushed.
@@ -41,7 +38,6 @@ impl Buffered {
             wq: VecDeque::new(),
             wq_bytes: 0,
             rbuf: BytesMut::with_capacity(READ_CHUNK),
-            want: 0,
             bytes_read: 0,
             bytes_written: 0,
             unflushed: false,
@@ -132,10 +128,12 @@ impl Buffered {
     }
 
     /// Reads once from the socket. `Ok(None)` when nothing was ready, `Ok(Some(0))` at EOF.
-    pub fn poll_read(&mut self, cx: &mut Context<'_>) -> Result<Option<usize>, Error> {
+    /// `want`: bytes the parser wants in one piece from the start of `rbuf` (0: none), room
+    /// for which is made at once.
+    pub fn poll_read(&mut self, cx: &mut Context<'_>, want: usize) -> Result<Option<usize>, Error> {
         let len = self.rbuf.len();
-        if self.want > len + 4096 && self.rbuf.capacity() < self.want {
-            self.rbuf.reserve(self.want - len);
+        if want > len + 4096 && self.rbuf.capacity() < want {
+            self.rbuf.reserve(want - len);
         } else if self.rbuf.capacity() - len < 4096 {
             self.rbuf.reserve(READ_CHUNK);
         }
