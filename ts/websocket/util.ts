@@ -4,6 +4,7 @@ import { getGlobalOrigin } from '../fetch/global-origin'
 import { Agent } from '../dispatcher/agent'
 import { Dispatcher } from '../dispatcher/dispatcher'
 import { getGlobalDispatcher } from '../global'
+import { isToken } from '../dispatcher/headers'
 
 export const CONNECTING = 0
 export const OPEN = 1
@@ -26,19 +27,9 @@ export function urlRecord(url: string): URL {
   return record
 }
 
-/** A token of RFC 2616: visible ASCII but its separators. */
-function isSubprotocol(protocol: string): boolean {
-  if (protocol.length === 0) return false
-  for (let i = 0; i < protocol.length; i++) {
-    const c = protocol.charCodeAt(i)
-    if (c < 0x21 || c > 0x7e || '"(),/:;<=>?@[\\]{}'.includes(protocol[i])) return false
-  }
-  return true
-}
-
-/** Refuses repeated (case-insensitively) or malformed subprotocols, as the constructors must. */
+/** Refuses repeated (case-insensitively) or malformed (not a token) subprotocols, as the constructors must. */
 export function checkProtocols(protocols: string[]): void {
-  if (protocols.length !== new Set(protocols.map((p) => p.toLowerCase())).size || !protocols.every(isSubprotocol)) {
+  if (protocols.length !== new Set(protocols.map((p) => p.toLowerCase())).size || !protocols.every(isToken)) {
     throw new DOMException('Invalid Sec-WebSocket-Protocol value', 'SyntaxError')
   }
 }
