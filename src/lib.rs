@@ -170,6 +170,11 @@ pub fn take_events(nums: Float64ArraySlice<'_>) -> Result<EventBatch<'_>> {
     let sink = &bridge.sink;
     sink.scheduled.store(false, Ordering::Release);
     let events = std::mem::take(&mut *sink.queue.lock().unwrap_or_else(|e| e.into_inner()));
+    // In the caller's hands now: connections held back by the backlog read on.
+    bridge
+        .engine
+        .backlog()
+        .taken(saetta_core::event::payload_len(&events));
     Ok(EventBatch { events, nums })
 }
 

@@ -187,7 +187,7 @@ fn pipelined_loop(c: &mut Criterion) {
     const BATCH: u64 = 1000;
     let port = loopback_server(64);
     let (tx, rx) = channel();
-    let engine = Engine::start(Arc::new(ChannelSink(Mutex::new(tx)))).unwrap();
+    let engine = Engine::start_eager(Arc::new(ChannelSink(Mutex::new(tx)))).unwrap();
     engine.open(
         1,
         OriginConfig {
@@ -262,7 +262,7 @@ fn h2_loop(c: &mut Criterion) {
     for (size, streams) in [(64usize, 100u32), (65536, 100)] {
         let port = h2_server(size);
         let (tx, rx) = channel();
-        let engine = Engine::start(Arc::new(ChannelSink(Mutex::new(tx)))).unwrap();
+        let engine = Engine::start_eager(Arc::new(ChannelSink(Mutex::new(tx)))).unwrap();
         engine.open(
             1,
             OriginConfig {
@@ -415,7 +415,7 @@ fn body_path(c: &mut Criterion) {
             bytes: AtomicU64::new(0),
             done: Mutex::new(tx),
         });
-        let engine = Engine::start(sink.clone()).unwrap();
+        let engine = Engine::start_eager(sink.clone()).unwrap();
         engine.open(
             1,
             OriginConfig {

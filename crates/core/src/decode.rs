@@ -10,12 +10,14 @@
 //! `unexpected end of file`/`Z_BUF_ERROR`, brotli's `Decompression failed` with its
 //! `ERR__ERROR_*` code), so that the caller sees what undici's interceptor shows.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
 
 use brotli_decompressor::{BrotliDecompressStream, BrotliResult, BrotliState, StandardAlloc};
 use bytes::Bytes;
 use flate2::{Decompress, FlushDecompress, Status};
 
+use crate::backlog::Backlog;
 use crate::codec::RawHeader;
 use crate::error::Error;
 use crate::event::{Event, Shared};
@@ -35,16 +37,13 @@ pub struct DecodeSpec {
 /// fails such a response itself, so the core leaves it alone.
 const MAX_ENCODINGS: usize = 5;
 
-/// The most decoded bytes in one `Data` event.
+/// The most decoded bytes in one `Data` event, and what a stage makes in one step: `maxSize`
+/// and the backlog are checked this often, so a bomb stops within a chunk of either.
 const CHUNK: usize = 64 * 1024;
 
-/// Room in `out` for the next decoding step of `input` bytes, when it has little left: for
-/// them decoded at a usual ratio, grown as needed.
-fn make_room(out: &mut Vec<u8>, input: usize) {
-    if out.capacity() - out.len() < 1024 {
-        out.reserve((input * 4).clamp(8 * 1024, 256 * 1024));
-    }
-}
+/// What one response's decoding makes in a round before the thread's other responses have
+/// theirs and the round's events go to the caller.
+const ROUND: usize = 4 * CHUNK;
 
 fn unexpected_end() -> Error {
     Error::Decode {
@@ -103,42 +102,50 @@ impl Stage {
         }
     }
 
-    /// Decodes `input` into `out` (appending).
-    fn push(&mut self, mut input: &[u8], out: &mut Vec<u8>) -> Result<(), Error> {
+    /// Decodes `input` into `out` (appending) until the input is all taken or `out` is at its
+    /// capacity, never past it. Returns how much of `input` it took.
+    fn push(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<usize, Error> {
         match self {
-            Stage::Zlib { z, gzip, ended } => loop {
-                if *ended {
-                    // As node:zlib: after a gzip member, a byte other than zero starts another
-                    // (padding zeros end it all); anything after a zlib stream is ignored.
-                    if !*gzip || input.first().is_none_or(|&b| b == 0) {
-                        return Ok(());
+            Stage::Zlib { z, gzip, ended } => {
+                let mut taken = 0;
+                loop {
+                    let rest = &input[taken..];
+                    if *ended {
+                        // As node:zlib: after a gzip member, a byte other than zero starts
+                        // another (padding zeros end it all); anything after a zlib stream is
+                        // ignored.
+                        if !*gzip || rest.first().is_none_or(|&b| b == 0) {
+                            return Ok(input.len());
+                        }
+                        **z = Decompress::new_gzip(15);
+                        *ended = false;
                     }
-                    **z = Decompress::new_gzip(15);
-                    *ended = false;
+                    if rest.is_empty() || out.len() == out.capacity() {
+                        return Ok(taken);
+                    }
+                    let before = z.total_in();
+                    let status = z
+                        .decompress_vec(rest, out, FlushDecompress::None)
+                        .map_err(zlib_error)?;
+                    taken += (z.total_in() - before) as usize;
+                    match status {
+                        Status::StreamEnd => *ended = true,
+                        // Out of room: the caller comes back for the rest.
+                        _ if out.len() == out.capacity() => {}
+                        // It wants more input than there is.
+                        _ if taken == input.len() => return Ok(taken),
+                        // Neither input taken nor room used: cannot happen with room and input.
+                        Status::BufError => return Err(unexpected_end()),
+                        Status::Ok => {}
+                    }
                 }
-                if input.is_empty() {
-                    return Ok(());
-                }
-                make_room(out, input.len());
-                let before = z.total_in();
-                let status = z
-                    .decompress_vec(input, out, FlushDecompress::None)
-                    .map_err(zlib_error)?;
-                input = &input[(z.total_in() - before) as usize..];
-                match status {
-                    Status::StreamEnd => *ended = true,
-                    // Out of room: more of it; else it wants more input than there is.
-                    _ if out.len() == out.capacity() => {}
-                    _ if input.is_empty() => return Ok(()),
-                    // Neither input taken nor room used: cannot happen with room and input.
-                    Status::BufError => return Err(unexpected_end()),
-                    Status::Ok => {}
-                }
-            },
+            }
             Stage::Brotli { state, ended } => {
                 let (mut available_in, mut input_offset, mut total) = (input.len(), 0, 0);
                 while !*ended {
-                    make_room(out, input.len());
+                    if out.len() == out.capacity() {
+                        return Ok(input_offset);
+                    }
                     let len = out.len();
                     out.resize(out.capacity(), 0);
                     let (mut available_out, mut output_offset) = (out.len() - len, len);
@@ -155,13 +162,13 @@ impl Stage {
                     out.truncate(output_offset);
                     match result {
                         BrotliResult::ResultSuccess => *ended = true,
-                        BrotliResult::NeedsMoreInput => return Ok(()),
+                        BrotliResult::NeedsMoreInput => return Ok(input.len()),
                         BrotliResult::NeedsMoreOutput => {}
                         BrotliResult::ResultFailure => return Err(brotli_error(state.error_code)),
                     }
                 }
                 // Anything after the stream's end is ignored, as node:zlib does.
-                Ok(())
+                Ok(input.len())
             }
         }
     }
@@ -205,28 +212,58 @@ fn too_large(size: u64, max: u64) -> Error {
     Error::DecodedTooLarge { size, max }
 }
 
-/// The decoders of one response, first to undo first.
+/// The decoders of one response, first to undo first, each a chunk at a time: what one stage
+/// made and the next has not taken waits in `between`, so no stage runs ahead of the last.
 pub(crate) struct Chain {
     stages: Vec<Stage>,
     /// Bytes each stage has produced.
     produced: Vec<u64>,
+    /// What stage `i + 1` has still to take of stage `i`'s last chunk.
+    between: Vec<Bytes>,
     max: u64,
 }
 
 impl Chain {
-    /// Runs `input` through every stage; the last one's output is returned.
-    fn push(&mut self, input: &[u8]) -> Result<Vec<u8>, Error> {
-        let mut data = Vec::new();
-        for (i, stage) in self.stages.iter_mut().enumerate() {
-            let mut out = Vec::new();
-            stage.push(if i == 0 { input } else { &data }, &mut out)?;
+    /// Up to [`CHUNK`] decoded bytes out of the last stage, taking input from the front of
+    /// `input` (`taken` counts what it took); empty when it needs more input.
+    fn produce(&mut self, input: &mut VecDeque<Bytes>, taken: &mut usize) -> Result<Bytes, Error> {
+        self.stage_produce(self.stages.len() - 1, input, taken)
+    }
+
+    fn stage_produce(
+        &mut self,
+        i: usize,
+        input: &mut VecDeque<Bytes>,
+        taken: &mut usize,
+    ) -> Result<Bytes, Error> {
+        loop {
+            if i > 0 && self.between[i - 1].is_empty() {
+                self.between[i - 1] = self.stage_produce(i - 1, input, taken)?;
+            }
+            let from = match i {
+                0 => input.front_mut(),
+                _ => Some(&mut self.between[i - 1]).filter(|b| !b.is_empty()),
+            };
+            let Some(from) = from else {
+                return Ok(Bytes::new());
+            };
+            let mut out = Vec::with_capacity(CHUNK);
+            let n = self.stages[i].push(from, &mut out)?;
+            let _ = from.split_to(n);
+            if i == 0 {
+                *taken += n;
+                if from.is_empty() {
+                    input.pop_front();
+                }
+            }
             self.produced[i] += out.len() as u64;
             if self.max > 0 && self.produced[i] > self.max {
                 return Err(too_large(self.produced[i], self.max));
             }
-            data = out;
+            if !out.is_empty() {
+                return Ok(out.into());
+            }
         }
-        Ok(data)
     }
 
     fn finish(&self) -> Result<(), Error> {
@@ -243,6 +280,10 @@ pub(crate) enum Job {
     Event(Event),
     /// The request was aborted: nothing more of it comes.
     Forget(u64),
+    /// The caller paused (`true`) or resumed reading the response.
+    Pause(u64, bool),
+    /// The caller took what was waiting: decoding held back by the backlog goes on.
+    Wake,
 }
 
 /// Where decoding happens: a thread of its own, or (tests) the caller's.
@@ -293,6 +334,7 @@ fn chain_for(spec: &DecodeSpec, status: u16, headers: &mut Vec<RawHeader>) -> Op
     headers.retain(|h| !is(h, "content-encoding") && !is(h, "content-length"));
     Some(Chain {
         produced: vec![0; stages.len()],
+        between: vec![Bytes::new(); stages.len() - 1],
         stages,
         max: spec.max_size,
     })
@@ -320,9 +362,15 @@ impl Decodings {
         }
     }
 
-    /// `id`'s response is to be decoded; `start` makes the decoding thread, the first time.
-    pub fn add(&mut self, id: u64, spec: DecodeSpec, start: impl FnOnce() -> Offload) {
-        self.offload.get_or_insert_with(start);
+    /// `id`'s response is to be decoded; `start` makes the decoding threads, the first time
+    /// (when it cannot, the response is left as it is).
+    pub fn add(&mut self, id: u64, spec: DecodeSpec, start: impl FnOnce() -> Option<Offload>) {
+        if self.offload.is_none() {
+            self.offload = start();
+        }
+        if self.offload.is_none() {
+            return;
+        }
         self.of.insert(
             id,
             Decoding {
@@ -343,6 +391,15 @@ impl Decodings {
         self.of.is_empty()
     }
 
+    /// The caller paused or resumed `id`: its decoding follows. The decoding thread may still
+    /// have a body to decode whose connection is done with it (and so gone from here): it is
+    /// told of every request, and ignores those it does not decode.
+    pub fn pause(&mut self, id: u64, paused: bool) {
+        if self.offload.is_some() {
+            self.send(Job::Pause(id, paused));
+        }
+    }
+
     fn send(&mut self, job: Job) {
         if let Some(offload) = self.offload.as_mut() {
             offload(job)
@@ -359,11 +416,13 @@ impl Decodings {
 
     /// Takes the body events of responses being decoded out of `events` (jobs for the
     /// decoding thread, see [`Decodings::send_jobs`]), and the encoding lines out of their heads.
-    pub fn apply(&mut self, events: &mut Vec<Event>) {
+    /// Returns the body bytes it took (they count in the backlog until decoded).
+    pub fn apply(&mut self, events: &mut Vec<Event>) -> usize {
         let ours = |e: &Event| e.request_id().is_some_and(|id| self.of.contains_key(&id));
         if !events.iter().any(ours) {
-            return;
+            return 0;
         }
+        let mut taken = 0;
         for mut ev in std::mem::take(events) {
             let Some(d) = ev.request_id().and_then(|id| self.of.get_mut(&id)) else {
                 events.push(ev);
@@ -382,6 +441,7 @@ impl Decodings {
                 if last {
                     self.of.remove(&id);
                 }
+                taken += ev.payload_len();
                 self.jobs.push(Job::Event(ev));
                 continue;
             }
@@ -400,77 +460,159 @@ impl Decodings {
             }
             events.push(ev);
         }
+        taken
     }
 }
 
-/// The decoding thread's side: the responses it decodes, and the events it reports.
-#[derive(Default)]
+/// A response the decoding thread decodes.
+struct Decoded {
+    chain: Chain,
+    /// Body bytes not decoded yet, and the response's end behind them.
+    input: VecDeque<Bytes>,
+    end: Option<Vec<RawHeader>>,
+    paused: bool,
+}
+
+/// The decoding thread's side: the responses it decodes, and the events it reports. It decodes
+/// a response only while its reader is not paused and what waits for the caller is within the
+/// backlog's bound (see [`crate::backlog`]).
 pub(crate) struct Worker {
-    chains: HashMap<u64, Chain>,
+    decodings: HashMap<u64, Decoded>,
     /// Requests whose decoding failed: what their connection still reported is dropped.
-    failed: std::collections::HashSet<u64>,
+    failed: HashSet<u64>,
+    backlog: Arc<Backlog>,
 }
 
 impl Worker {
-    /// Handles `job`, adding the events it makes to `out`; `abort` stops a request whose body
-    /// failed to decode while its connection still reads it.
-    pub fn handle(&mut self, job: Job, out: &mut Vec<Event>, abort: &mut dyn FnMut(u64)) {
+    pub fn new(backlog: Arc<Backlog>) -> Worker {
+        Worker {
+            decodings: HashMap::new(),
+            failed: HashSet::new(),
+            backlog,
+        }
+    }
+
+    /// Takes `job` in, adding the events it makes at once to `out` (a head, an error).
+    pub fn handle(&mut self, job: Job, out: &mut Vec<Event>) {
         let ev = match job {
             Job::Start { head, chain } => {
-                self.chains
-                    .insert(head.request_id().unwrap_or_default(), chain);
+                let id = head.request_id().unwrap_or_default();
+                let d = Decoded {
+                    chain,
+                    input: VecDeque::new(),
+                    end: None,
+                    paused: false,
+                };
+                self.decodings.insert(id, d);
                 return out.push(head);
             }
             Job::Forget(id) => {
-                self.chains.remove(&id);
+                self.drop_decoding(id);
                 self.failed.remove(&id);
                 return;
             }
+            Job::Pause(id, paused) => {
+                if let Some(d) = self.decodings.get_mut(&id) {
+                    d.paused = paused;
+                }
+                return;
+            }
+            Job::Wake => return,
             Job::Event(ev) => ev,
         };
         let id = ev.request_id().unwrap_or_default();
         if self.failed.contains(&id) {
+            self.backlog.consumed(ev.payload_len());
             if matches!(ev, Event::Complete { .. } | Event::Error { .. }) {
                 self.failed.remove(&id);
             }
             return;
         }
-        let result = match (ev, self.chains.get_mut(&id)) {
-            (Event::Data { chunk, .. }, Some(chain)) => chain.push(&chunk).map(|decoded| {
-                // Views of one buffer, each no larger than a socket read's.
-                let mut decoded = Bytes::from(decoded);
-                while !decoded.is_empty() {
-                    let chunk = decoded.split_to(decoded.len().min(CHUNK));
-                    out.push(Event::Data { id, chunk });
+        match (ev, self.decodings.get_mut(&id)) {
+            (Event::Data { chunk, .. }, Some(d)) => d.input.push_back(chunk),
+            (Event::Complete { trailers, .. }, Some(d)) => d.end = Some(trailers),
+            // An error goes at once, as the caller would see it while the body waits.
+            (ev, _) => {
+                self.drop_decoding(id);
+                self.backlog.consumed(ev.payload_len());
+                out.push(ev);
+            }
+        }
+    }
+
+    /// Forgets `id`'s decoding; what it had not decoded leaves the backlog.
+    fn drop_decoding(&mut self, id: u64) {
+        if let Some(d) = self.decodings.remove(&id) {
+            let left: usize = d.input.iter().map(Bytes::len).sum();
+            self.backlog.consumed(left);
+        }
+    }
+
+    /// Some response has something to decode and may.
+    pub fn runnable(&self) -> bool {
+        !self.backlog.over()
+            && self
+                .decodings
+                .values()
+                .any(|d| !d.paused && (!d.input.is_empty() || d.end.is_some()))
+    }
+
+    /// One round: each response that may decodes up to [`ROUND`] bytes into `out`; `abort`
+    /// stops a request whose body failed to decode while its connection still reads it.
+    pub fn run(&mut self, out: &mut Vec<Event>, abort: &mut dyn FnMut(u64)) {
+        let ids: Vec<u64> = self.decodings.keys().copied().collect();
+        for id in ids {
+            let Some(d) = self.decodings.get_mut(&id) else {
+                continue;
+            };
+            let mut made = 0;
+            let mut failure = None;
+            while !d.paused && made < ROUND && !self.backlog.over() {
+                let mut taken = 0;
+                let step = d.chain.produce(&mut d.input, &mut taken);
+                self.backlog.consumed(taken);
+                match step {
+                    Ok(chunk) if !chunk.is_empty() => {
+                        made += chunk.len();
+                        self.backlog.add(chunk.len());
+                        out.push(Event::Data { id, chunk });
+                    }
+                    Ok(_) => break,
+                    Err(e) => {
+                        failure = Some(e);
+                        break;
+                    }
                 }
-            }),
-            (Event::Complete { trailers, .. }, Some(chain)) => {
-                let end = chain.finish();
-                self.chains.remove(&id);
-                // A failure at the end needs no abort: the connection is done with it.
-                return out.push(match end {
-                    Ok(()) => Event::Complete { id, trailers },
-                    Err(error) => Event::Error {
+            }
+            let done = match failure {
+                Some(error) => {
+                    self.failed.insert(id);
+                    abort(id);
+                    Some(Event::Error {
                         id,
                         error,
                         shared: Shared::No,
-                    },
-                });
+                    })
+                }
+                // All decoded: the end follows.
+                None if d.input.is_empty() && d.end.is_some() && !d.paused => {
+                    let trailers = d.end.take().unwrap_or_default();
+                    // A failure at the end needs no abort: the connection is done with it.
+                    Some(match d.chain.finish() {
+                        Ok(()) => Event::Complete { id, trailers },
+                        Err(error) => Event::Error {
+                            id,
+                            error,
+                            shared: Shared::No,
+                        },
+                    })
+                }
+                None => None,
+            };
+            if let Some(ev) = done {
+                self.drop_decoding(id);
+                out.push(ev);
             }
-            (ev, _) => {
-                self.chains.remove(&id);
-                return out.push(ev);
-            }
-        };
-        if let Err(error) = result {
-            self.chains.remove(&id);
-            self.failed.insert(id);
-            out.push(Event::Error {
-                id,
-                error,
-                shared: Shared::No,
-            });
-            abort(id);
         }
     }
 }
@@ -480,60 +622,114 @@ impl Job {
         match self {
             Job::Start { head, .. } => head.request_id(),
             Job::Event(ev) => ev.request_id(),
-            Job::Forget(id) => Some(*id),
+            Job::Forget(id) | Job::Pause(id, _) => Some(*id),
+            Job::Wake => None,
         }
         .unwrap_or_default()
     }
 }
 
-/// Most jobs a decoding thread handles before it reports what they made.
+/// Most jobs a decoding thread takes in before it decodes and reports what they made.
 const JOBS_PER_BATCH: usize = 64;
+
+/// Wakes a decoding thread held back by the backlog. Its sender goes with the offload's (see
+/// [`Threads`]): the thread ends when nothing can send it jobs.
+struct WakeWorker(std::sync::Mutex<Option<std::sync::mpsc::Sender<Job>>>);
+
+impl std::task::Wake for WakeWorker {
+    fn wake(self: Arc<Self>) {
+        if let Some(tx) = &*self.0.lock().unwrap_or_else(|e| e.into_inner()) {
+            let _ = tx.send(Job::Wake);
+        }
+    }
+}
+
+/// The decoding threads' senders: dropping them ends the threads.
+struct Threads(Vec<(std::sync::mpsc::Sender<Job>, Arc<WakeWorker>)>);
+
+impl Drop for Threads {
+    fn drop(&mut self) {
+        for (_, wake) in &self.0 {
+            *wake.0.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        }
+    }
+}
+
+/// A decoding thread's life: takes jobs in, decodes what may be decoded, reports, and waits for
+/// jobs when nothing may be (for the caller to take what waits, when the backlog is full).
+fn work(
+    rx: std::sync::mpsc::Receiver<Job>,
+    wake: std::task::Waker,
+    sink: Arc<dyn crate::event::EventSink>,
+    backlog: Arc<Backlog>,
+    abort: impl Fn(u64),
+) {
+    let mut worker = Worker::new(backlog.clone());
+    let mut out = Vec::new();
+    loop {
+        let job = if worker.runnable() {
+            match rx.try_recv() {
+                Ok(job) => Some(job),
+                Err(std::sync::mpsc::TryRecvError::Empty) => None,
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => return,
+            }
+        } else {
+            if backlog.over() {
+                backlog.wait(&wake);
+            }
+            // A take between the look and the wait would not have woken it.
+            match worker.runnable() {
+                true => None,
+                false => match rx.recv() {
+                    Ok(job) => Some(job),
+                    Err(_) => return,
+                },
+            }
+        };
+        if let Some(job) = job {
+            worker.handle(job, &mut out);
+            for job in rx.try_iter().take(JOBS_PER_BATCH) {
+                worker.handle(job, &mut out);
+            }
+        }
+        worker.run(&mut out, &mut |id| abort(id));
+        if !out.is_empty() {
+            sink.push(&mut out);
+        }
+    }
+}
 
 /// Starts the decoding threads, one per core (a request's jobs all go to the same one): they
 /// report to `sink`, and abort through `abort`. They end when the returned offload is dropped.
+/// None when no thread can be had: the core leaves the bodies encoded then.
 pub(crate) fn spawn(
-    sink: std::sync::Arc<dyn crate::event::EventSink>,
+    sink: Arc<dyn crate::event::EventSink>,
+    backlog: Arc<Backlog>,
     abort: impl Fn(u64) + Clone + Send + 'static,
-) -> Offload {
+) -> Option<Offload> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
-    let mut senders = Vec::with_capacity(threads);
+    let mut senders = Threads(Vec::with_capacity(threads));
     for _ in 0..threads {
         let (tx, rx) = std::sync::mpsc::channel::<Job>();
-        let (sink, abort) = (sink.clone(), abort.clone());
+        let wake_worker = Arc::new(WakeWorker(Some(tx.clone()).into()));
+        let wake = std::task::Waker::from(wake_worker.clone());
+        let (sink, backlog, abort) = (sink.clone(), backlog.clone(), abort.clone());
         let spawned = std::thread::Builder::new()
             .name("saetta-decode".into())
-            .spawn(move || {
-                let mut worker = Worker::default();
-                let mut out = Vec::new();
-                while let Ok(job) = rx.recv() {
-                    worker.handle(job, &mut out, &mut |id| abort(id));
-                    // What else is waiting goes in the same batch: fewer wakeups of the caller's thread.
-                    for job in rx.try_iter().take(JOBS_PER_BATCH) {
-                        worker.handle(job, &mut out, &mut |id| abort(id));
-                    }
-                    if !out.is_empty() {
-                        sink.push(&mut out);
-                    }
-                }
-            });
+            .spawn(move || work(rx, wake, sink, backlog, abort));
         if spawned.is_ok() {
-            senders.push(tx);
+            senders.0.push((tx, wake_worker));
         }
     }
-    if senders.is_empty() {
-        // No thread to be had: decoding on the engine thread holds up its reads, but decodes.
-        let mut inline = Worker::default();
-        return Box::new(move |job| {
-            let mut out = Vec::new();
-            inline.handle(job, &mut out, &mut |id| abort(id));
-            if !out.is_empty() {
-                sink.push(&mut out);
-            }
-        });
+    if senders.0.is_empty() {
+        return None;
     }
-    Box::new(move |job| {
-        let _ = senders[job.request_id() as usize % senders.len()].send(job);
-    })
+    Some(Box::new(move |job| {
+        let threads = &senders.0;
+        let _ = threads[job.request_id() as usize % threads.len()]
+            .0
+            .send(job);
+    }))
 }
 
 #[cfg(test)]
@@ -580,17 +776,26 @@ mod tests {
     /// What reaches the caller's thread, in order, and the requests the decoding aborted.
     type Seen = Rc<RefCell<(Vec<Event>, Vec<u64>)>>;
 
-    /// Decodings whose decoding thread is the caller's: what it reports goes to `seen`.
+    /// Decodings whose decoding thread is the caller's: what it reports goes to `seen`, and
+    /// is taken at once.
     fn decodings(seen: &Seen) -> Decodings {
-        let mut worker = Worker::default();
+        let backlog = Arc::new(Backlog::default());
+        let mut worker = Worker::new(backlog.clone());
         let seen = seen.clone();
         Decodings::with(Box::new(move |job| {
             let mut out = Vec::new();
             let mut aborted = Vec::new();
-            worker.handle(job, &mut out, &mut |id| aborted.push(id));
-            let mut seen = seen.borrow_mut();
-            seen.0.extend(out);
-            seen.1.extend(aborted);
+            worker.handle(job, &mut out);
+            loop {
+                worker.run(&mut out, &mut |id| aborted.push(id));
+                backlog.taken(crate::event::payload_len(&out));
+                let mut seen = seen.borrow_mut();
+                seen.0.append(&mut out);
+                seen.1.append(&mut aborted);
+                if !worker.runnable() {
+                    break;
+                }
+            }
         }))
     }
 
@@ -900,5 +1105,115 @@ mod tests {
         // The engine's abort: the request is forgotten; nothing of it passes any more.
         d.remove(1);
         assert!(d.is_empty());
+    }
+
+    /// A worker decoding a gzip bomb (`size` zero bytes) for request 1, its head taken.
+    fn bomb(size: usize, max_size: u64) -> (Worker, Arc<Backlog>, usize) {
+        let backlog = Arc::new(Backlog::default());
+        let mut worker = Worker::new(backlog.clone());
+        let mut headers = vec![h("content-encoding", "gzip")];
+        let spec = DecodeSpec { max_size, ..spec() };
+        let chain = chain_for(&spec, 200, &mut headers).unwrap();
+        let head = Event::Headers {
+            id: 1,
+            status: 200,
+            reason: Bytes::new(),
+            headers,
+        };
+        let mut out = Vec::new();
+        worker.handle(Job::Start { head, chain }, &mut out);
+        let body = Bytes::from(gzip(&vec![0; size]));
+        let len = body.len();
+        // As the engine: the body counts in the backlog until decoded.
+        backlog.add(len);
+        worker.handle(Job::Event(Event::Data { id: 1, chunk: body }), &mut out);
+        (worker, backlog, len)
+    }
+
+    /// Runs `worker` while it may, without the caller taking anything; what it reported.
+    fn run_untaken(worker: &mut Worker) -> Vec<Event> {
+        let mut out = Vec::new();
+        while worker.runnable() {
+            worker.run(&mut out, &mut |_| {});
+        }
+        out
+    }
+
+    #[test]
+    fn max_size_stops_a_bomb_within_a_chunk_of_the_limit() {
+        let (mut worker, _, _) = bomb(64 << 20, 1 << 20);
+        let out = run_untaken(&mut worker);
+        let decoded: usize = out.iter().map(Event::payload_len).sum();
+        assert!(decoded <= 1 << 20, "{decoded}");
+        match out.last() {
+            Some(Event::Error {
+                error: Error::DecodedTooLarge { size, .. },
+                ..
+            }) => assert!(*size <= (1 << 20) + CHUNK as u64, "{size}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn decoding_stops_at_the_backlog_bound_and_while_paused() {
+        let (mut worker, backlog, compressed) = bomb(64 << 20, 0);
+        let out = run_untaken(&mut worker);
+        let decoded: usize = out.iter().map(Event::payload_len).sum();
+        assert!(
+            decoded > crate::backlog::TOTAL_LIMIT - compressed
+                && decoded <= crate::backlog::TOTAL_LIMIT + CHUNK,
+            "{decoded}"
+        );
+        // The caller takes it: decoding goes on, up to the bound again.
+        backlog.taken(decoded);
+        assert!(worker.runnable());
+        // Paused, it waits whatever the backlog.
+        let mut none = Vec::new();
+        worker.handle(Job::Pause(1, true), &mut none);
+        assert!(!worker.runnable());
+        worker.run(&mut none, &mut |_| {});
+        assert!(none.is_empty());
+        worker.handle(Job::Pause(1, false), &mut none);
+        let mut total = decoded;
+        loop {
+            let out = run_untaken(&mut worker);
+            let n = crate::event::payload_len(&out);
+            total += n;
+            backlog.taken(n);
+            if out.iter().any(|e| matches!(e, Event::Complete { .. })) || out.is_empty() {
+                break;
+            }
+        }
+        // Only the end is left, which comes with the connection's Complete.
+        assert_eq!(total, 64 << 20);
+        assert_eq!(
+            backlog.waiting_bytes(),
+            0,
+            "the compressed body left the backlog"
+        );
+    }
+
+    #[test]
+    fn a_pause_reaches_the_decoding_after_the_connection_is_done_with_the_body() {
+        let jobs = Rc::new(RefCell::new(Vec::new()));
+        let seen = jobs.clone();
+        let mut d = Decodings::with(Box::new(move |job| seen.borrow_mut().push(job)));
+        d.add(1, spec(), || unreachable!());
+        let head = Event::Headers {
+            id: 1,
+            status: 200,
+            reason: Bytes::new(),
+            headers: vec![h("content-encoding", "gzip")],
+        };
+        let end = Event::Complete {
+            id: 1,
+            trailers: vec![],
+        };
+        let mut batch = vec![head, end];
+        d.apply(&mut batch);
+        d.send_jobs();
+        assert!(d.is_empty(), "the connection is done with it");
+        d.pause(1, true);
+        assert!(matches!(jobs.borrow().last(), Some(Job::Pause(1, true))));
     }
 }

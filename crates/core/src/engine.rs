@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
+use crate::backlog::Backlog;
 use crate::decode::{self, Decodings};
 use crate::error::Error;
 use crate::event::{Event, EventSink, Shared};
@@ -91,6 +92,7 @@ pub struct Engine {
     pending: Arc<AtomicUsize>,
     /// Where sockets written by callers are armed (none where the platform has no epoll).
     alarm: Option<Arc<Alarm>>,
+    backlog: Arc<Backlog>,
 }
 
 /// Commands waiting for [`Engine::flush`]: one wakeup of the engine thread for many.
@@ -103,10 +105,26 @@ struct Held {
 impl Engine {
     /// Starts the runtime thread. Events of every origin go to `sink`, in batches.
     pub fn start(sink: Arc<dyn EventSink>) -> std::io::Result<Engine> {
+        Engine::with_backlog(sink, Arc::default())
+    }
+
+    /// As [`Engine::start`], for a sink that hands its events over as it is given them (tests,
+    /// benches): the backlog never holds the reading back.
+    pub fn start_eager(sink: Arc<dyn EventSink>) -> std::io::Result<Engine> {
+        let backlog = Arc::new(Backlog::default());
+        let eager = Arc::new(Eager {
+            sink,
+            backlog: backlog.clone(),
+        });
+        Engine::with_backlog(eager, backlog)
+    }
+
+    fn with_backlog(sink: Arc<dyn EventSink>, backlog: Arc<Backlog>) -> std::io::Result<Engine> {
         let (tx, rx) = mpsc::unbounded_channel();
         let pending = Arc::new(AtomicUsize::new(0));
         let handled = pending.clone();
         let weak = tx.downgrade();
+        let shared = backlog.clone();
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_io()
             .enable_time()
@@ -115,14 +133,21 @@ impl Engine {
             .name("saetta-core".into())
             .spawn(move || {
                 let local = tokio::task::LocalSet::new();
-                local.block_on(&rt, run(rx, weak, sink, handled));
+                local.block_on(&rt, run(rx, weak, sink, handled, shared));
             })?;
         Ok(Engine {
             tx,
             held: Arc::default(),
             pending,
             alarm: Alarm::new().ok().map(Arc::new),
+            backlog,
         })
+    }
+
+    /// What the engine has read and the caller has not taken: the caller reports what it takes
+    /// ([`Backlog::taken`]).
+    pub fn backlog(&self) -> &Backlog {
+        &self.backlog
     }
 
     /// The set that reports responses to requests written by callers (see
@@ -306,6 +331,19 @@ impl Engine {
     }
 }
 
+/// A sink whose events are taken as they come (see [`Engine::start_eager`]).
+struct Eager {
+    sink: Arc<dyn EventSink>,
+    backlog: Arc<Backlog>,
+}
+
+impl EventSink for Eager {
+    fn push(&self, events: &mut Vec<Event>) {
+        self.backlog.taken(crate::event::payload_len(events));
+        self.sink.push(events);
+    }
+}
+
 /// Folds the held body chunks of request `id` into its held `Submit`, if there is one and
 /// [`Request::end_stream`] takes them.
 fn end_held_stream(cmds: &mut Vec<Command>, id: u64) -> bool {
@@ -381,6 +419,7 @@ pub(crate) struct Ctx {
     aborter: Aborter,
     /// WebSocket handshakes and connections (see [`crate::ws`]).
     websockets: RefCell<crate::ws::Sessions>,
+    pub backlog: Arc<Backlog>,
 }
 
 /// Aborts requests from another thread (the decoding thread, for a body that fails to decode)
@@ -428,11 +467,13 @@ impl Ctx {
     }
 
     /// Hands `events` to the sink, but those of silenced requests and the bodies of responses
-    /// the engine decodes (those go to its decoding thread, see [`crate::decode`]).
-    pub fn publish(&self, events: &mut Vec<Event>) {
+    /// the engine decodes (those go to its decoding thread, see [`crate::decode`]). Returns the
+    /// response bytes it added to the backlog (see [`crate::backlog`]).
+    pub fn publish(&self, events: &mut Vec<Event>) -> usize {
         let decoding = !self.decodings.borrow().is_empty();
+        let mut read = 0;
         if decoding {
-            self.decodings.borrow_mut().apply(events);
+            read += self.decodings.borrow_mut().apply(events);
         }
         if !self.websockets.borrow().is_empty() {
             let mut ws = self.websockets.borrow_mut();
@@ -452,12 +493,15 @@ impl Ctx {
                 });
             }
         }
+        read += crate::event::payload_len(events);
+        self.backlog.add(read);
         if !events.is_empty() {
             self.sink.push(events);
         }
         if decoding {
             self.decodings.borrow_mut().send_jobs();
         }
+        read
     }
 
     /// Emits a single event now (outside a connection's batch).
@@ -483,7 +527,8 @@ impl Ctx {
         }
         if let Some(spec) = &req.decode {
             let aborter = self.aborter.clone();
-            let start = || decode::spawn(self.sink.clone(), move |id| aborter.abort(id));
+            let backlog = self.backlog.clone();
+            let start = || decode::spawn(self.sink.clone(), backlog, move |id| aborter.abort(id));
             self.decodings.borrow_mut().add(id, (**spec).clone(), start);
         }
         let ctl = Rc::new(ReqCtl {
@@ -562,12 +607,14 @@ impl Ctx {
                 if let Some(ctl) = self.ctl(id) {
                     ctl.paused.set(true);
                 }
+                self.decodings.borrow_mut().pause(id, true);
             }
             Command::Resume { id } => {
                 if let Some(ctl) = self.ctl(id) {
                     ctl.paused.set(false);
                     ctl.wake();
                 }
+                self.decodings.borrow_mut().pause(id, false);
             }
             Command::Abort { id } => {
                 if !self.reqs.borrow().contains_key(&id) {
@@ -657,6 +704,7 @@ async fn run(
     tx: mpsc::WeakUnboundedSender<Command>,
     sink: Arc<dyn EventSink>,
     pending: Arc<AtomicUsize>,
+    backlog: Arc<Backlog>,
 ) {
     let ctx = Rc::new(Ctx {
         sockets: Registry::new(sink.clone()),
@@ -669,6 +717,7 @@ async fn run(
         silent: RefCell::default(),
         decodings: RefCell::default(),
         websockets: RefCell::default(),
+        backlog,
         aborter: Aborter {
             tx,
             pending: pending.clone(),

@@ -145,6 +145,20 @@ impl Event {
             _ => None,
         }
     }
+
+    /// Response bytes it carries: what counts in the [`crate::backlog::Backlog`].
+    pub fn payload_len(&self) -> usize {
+        match self {
+            Event::Data { chunk, .. } => chunk.len(),
+            Event::WebSocket { data, .. } => data.len(),
+            _ => 0,
+        }
+    }
+}
+
+/// Response bytes `events` carry (see [`Event::payload_len`]).
+pub fn payload_len(events: &[Event]) -> usize {
+    events.iter().map(Event::payload_len).sum()
 }
 
 /// Receives batches of events on the engine thread. It must not block: push and wake.

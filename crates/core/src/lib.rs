@@ -1,6 +1,7 @@
 //! saetta's HTTP/1.1 engine. No napi here: it is driven through [`Engine`] and reports
 //! through an [`EventSink`], so it is unit-tested and benchmarked with cargo alone.
 
+pub mod backlog;
 pub mod decode;
 pub mod engine;
 pub mod error;

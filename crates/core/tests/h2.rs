@@ -105,7 +105,7 @@ fn until_settled(rx: &Receiver<Event>, n: usize) -> Vec<Event> {
 /// An engine with origin 1 at `port`, h2c, and the events it reports.
 fn h2c_origin(port: u16, connections: usize, pipelining: usize) -> (Engine, Receiver<Event>) {
     let (tx, rx) = channel();
-    let engine = Engine::start(Arc::new(ChannelSink(Mutex::new(tx)))).unwrap();
+    let engine = Engine::start_eager(Arc::new(ChannelSink(Mutex::new(tx)))).unwrap();
     engine.open(
         1,
         OriginConfig {

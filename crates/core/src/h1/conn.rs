@@ -437,7 +437,7 @@ impl Conn {
         }
         // Reads: what the peer sends (and what came with the upgrade response).
         let t = self.tunnel.as_ref().unwrap();
-        if !ctl.paused.get() && !t.read_eof {
+        if !ctl.paused.get() && !t.read_eof && self.out.may_read(cx) {
             if self.io.rbuf.is_empty() {
                 match self.io.poll_read(cx, 0)? {
                     Some(0) => {
@@ -662,7 +662,7 @@ impl Conn {
         }
         progress |= self.io.poll_write(cx)?;
         let mut got_data = false;
-        if !self.pipe.head_paused() {
+        if !self.pipe.head_paused() && self.out.may_read(cx) {
             let want = match &self.read {
                 ReadState::Body { decoder, .. } => whole_body(decoder),
                 _ => 0,

@@ -7,12 +7,15 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;
 
+use std::task::Context;
+
 use bytes::Bytes;
 use tokio::time::Instant;
 
 use super::codec::request::{chunk_parts, empty_body_head, BodyFraming, LAST_CHUNK};
 use super::codec::RawHeader;
 use super::io::{Buffered, WRITE_HIGH_WATER};
+use crate::backlog::Share;
 use crate::engine::{Ctx, ReqCtl};
 use crate::error::Error;
 use crate::event::{Event, Shared};
@@ -23,6 +26,10 @@ use crate::request::{Request, RequestBody};
 pub(super) struct Outbox {
     ctx: Rc<Ctx>,
     events: Vec<Event>,
+    /// Response bytes in `events`.
+    unpublished: usize,
+    /// The connection's part of the backlog (see [`crate::backlog`]).
+    share: Share,
 }
 
 impl Outbox {
@@ -30,11 +37,20 @@ impl Outbox {
         Outbox {
             ctx,
             events: Vec::new(),
+            unpublished: 0,
+            share: Share::default(),
         }
     }
 
     pub fn push(&mut self, ev: Event) {
+        self.unpublished += ev.payload_len();
         self.events.push(ev);
+    }
+
+    /// Whether the connection may read more of the server's bytes now (see
+    /// [`crate::backlog`]); if not, `cx` is woken when it may.
+    pub fn may_read(&mut self, cx: &Context<'_>) -> bool {
+        self.share.may_read(&self.ctx.backlog, self.unpublished, cx)
     }
 
     /// How many events wait (to tell whether a round reported anything).
@@ -59,7 +75,10 @@ impl Outbox {
 
     pub fn flush(&mut self) {
         if !self.events.is_empty() {
-            self.ctx.publish(&mut self.events);
+            let before = self.ctx.backlog.takes();
+            let read = self.ctx.publish(&mut self.events);
+            self.share.add(&self.ctx.backlog, before, read);
+            self.unpublished = 0;
         }
     }
 }

@@ -207,6 +207,8 @@ struct H2Conn<H: Host> {
     ping: Option<Pinger>,
     streams: Vec<Stream>,
     events: Vec<Event>,
+    /// This round may read response bodies (see [`crate::backlog`]).
+    may_read: bool,
     timer: Pin<Box<Sleep>>,
     armed: Option<Instant>,
     /// A GOAWAY came: no new streams; those in flight below its last stream id go on.
@@ -247,6 +249,7 @@ impl<H: Host> H2Conn<H> {
             ping,
             streams: Vec::new(),
             events: Vec::new(),
+            may_read: true,
             timer: Box::pin(tokio::time::sleep_until(now + Duration::from_secs(3600))),
             armed: None,
             going_away: false,
@@ -367,7 +370,8 @@ impl<H: Host> H2Conn<H> {
         if let Err(o) = pump_body(open, req, ctl, cx, events, progress) {
             return o;
         }
-        match read_response(open, req, ctl, settings, cx, events, progress) {
+        let may_read = self.may_read;
+        match read_response(open, req, ctl, settings, may_read, cx, events, progress) {
             // A tunnel's read side ended: reported, but it is settled once both sides are.
             Ok(Some(trailers)) if open.tunnel => events.push(Event::Complete {
                 id: req.id,
@@ -397,6 +401,11 @@ impl<H: Host> H2Conn<H> {
     /// Works every stream once; `true` when something moved.
     fn step_streams(&mut self, cx: &mut Context<'_>) -> bool {
         let mut progress = false;
+        // A connection that ended reads what its buffers hold (bounded by its windows).
+        self.may_read = self.failing.is_some()
+            || self
+                .host
+                .may_read(crate::event::payload_len(&self.events), cx);
         let mut i = 0;
         let mut retry = Vec::new();
         while i < self.streams.len() {
@@ -822,11 +831,13 @@ fn remote_no_error(e: &h2::Error) -> bool {
     e.is_reset() && e.is_remote() && e.reason() == Some(Reason::NO_ERROR)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn read_response(
     o: &mut Open,
     req: &Request,
     ctl: &ReqCtl,
     settings: &Settings,
+    may_read: bool,
     cx: &mut Context<'_>,
     events: &mut Vec<Event>,
     progress: &mut bool,
@@ -897,7 +908,8 @@ fn read_response(
                 o.recv = Recv::Body(body);
             }
             Recv::Body(body) => {
-                if ctl.paused.get() {
+                // Unread, the data stays in h2's buffers: the windows stay shut.
+                if ctl.paused.get() || !may_read {
                     return Ok(None);
                 }
                 let mut first: Option<Bytes> = None;

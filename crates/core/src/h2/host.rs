@@ -5,6 +5,7 @@ use std::rc::Rc;
 use std::task::Context;
 
 use super::{Host, Settings};
+use crate::backlog::{Share, CONN_LIMIT};
 use crate::engine::{Ctx, ReqCtl};
 use crate::error::Error;
 use crate::event::Event;
@@ -17,6 +18,8 @@ pub(crate) struct OriginHost {
     pub shared: Rc<ConnShared>,
     /// The origin's `pipelining` (which `set_pipelining` changes).
     pub pipelining: Rc<Cell<usize>>,
+    /// The connection's part of the backlog.
+    share: RefCell<Share>,
 }
 
 impl OriginHost {
@@ -27,6 +30,7 @@ impl OriginHost {
             origin,
             shared,
             pipelining,
+            share: RefCell::default(),
         }
     }
 }
@@ -93,7 +97,15 @@ impl Host for OriginHost {
     }
 
     fn publish(&self, events: &mut Vec<Event>) {
-        self.ctx.publish(events);
+        let before = self.ctx.backlog.takes();
+        let read = self.ctx.publish(events);
+        self.share.borrow_mut().add(&self.ctx.backlog, before, read);
+    }
+
+    fn may_read(&self, unpublished: usize, cx: &Context<'_>) -> bool {
+        self.share
+            .borrow_mut()
+            .may_read(&self.ctx.backlog, unpublished, cx)
     }
 
     fn idle_close(&self) -> bool {
@@ -112,8 +124,9 @@ impl Host for OriginHost {
 impl Settings {
     /// An origin's HTTP/2 settings; `tls`: the connection is encrypted (`https`).
     pub(crate) fn new(cfg: &OriginConfig, tls: bool) -> Settings {
-        // HTTP/2 windows are at most 2^31 - 1 (h2 refuses more).
-        const MAX_WINDOW: u32 = (1 << 31) - 1;
+        // Windows no wider than what a connection may read ahead of the caller (see
+        // `crate::backlog`; HTTP/2's own bound, 2^31 - 1, is far above it).
+        const MAX_WINDOW: u32 = CONN_LIMIT as u32;
         Settings {
             max_concurrent_streams: cfg.max_concurrent_streams,
             initial_window_size: cfg.initial_window_size.min(MAX_WINDOW),

@@ -46,6 +46,9 @@ pub(crate) trait Host: Unpin {
     /// Marks request `id` settled: `true` the first time only.
     fn settle(&self, id: u64) -> bool;
     fn publish(&self, events: &mut Vec<Event>);
+    /// Whether the connection may take more of the server's bytes, with `unpublished` taken and
+    /// not published yet (see [`crate::backlog`]); if not, `cx` is woken when it may.
+    fn may_read(&self, unpublished: usize, cx: &Context<'_>) -> bool;
     /// The origin is closing and has nothing queued: an idle connection goes.
     fn idle_close(&self) -> bool;
     /// The connection takes no new request (GOAWAY): the origin may open another meanwhile.

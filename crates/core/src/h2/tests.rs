@@ -86,6 +86,9 @@ impl Host for TestHost {
     fn publish(&self, events: &mut Vec<Event>) {
         self.0.borrow_mut().events.append(events);
     }
+    fn may_read(&self, _unpublished: usize, _cx: &Context<'_>) -> bool {
+        true
+    }
     fn idle_close(&self) -> bool {
         let s = self.0.borrow();
         s.closing && s.queue.is_empty()

@@ -679,7 +679,7 @@ mod tests {
             }
         }
         let (tx, rx) = channel();
-        let engine = Engine::start(Arc::new(Channel(Mutex::new(tx)))).unwrap();
+        let engine = Engine::start_eager(Arc::new(Channel(Mutex::new(tx)))).unwrap();
         engine.open(
             1,
             OriginConfig {
