@@ -6,9 +6,10 @@
 // into a cache outside the clone: $SAETTA_NODE_CACHE, else $XDG_CACHE_HOME/saetta/node, else
 // ~/.cache/saetta/node.
 import { spawnSync } from 'node:child_process'
-import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, realpathSync, renameSync, rmSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { root } from './platforms.mjs'
 
 /** The Node.js releases saetta is tested on, one per supported major. */
@@ -25,8 +26,8 @@ function npm(args, options) {
     : spawnSync('npm', args, { ...options, shell: process.platform === 'win32' })
 }
 
-/** The path of Node `version`'s binary, fetched into the cache unless it is there. */
-function nodeBinary(version) {
+/** The path of Node `version`'s binary, fetched into the cache unless it is there. (bench/soak.mjs imports it.) */
+export function nodeBinary(version) {
   const dir = path.join(cache, version)
   const bin = path.join(dir, 'bin', process.platform === 'win32' ? 'node.exe' : 'node')
   if (existsSync(bin)) return bin
@@ -48,9 +49,11 @@ function nodeBinary(version) {
   return bin
 }
 
+// Imported for nodeBinary, the module runs nothing.
+const isScript = process.argv[1] !== undefined && realpathSync(process.argv[1]) === fileURLToPath(import.meta.url)
 const current = process.versions.node.split('.')[0]
 const failed = []
-for (const version of VERSIONS.filter((v) => v.split('.')[0] !== current)) {
+for (const version of isScript ? VERSIONS.filter((v) => v.split('.')[0] !== current) : []) {
   const node = nodeBinary(version)
   console.log(`\n== vitest on Node.js ${version}\n`)
   const r = spawnSync(node, [path.join(root, 'node_modules', 'vitest', 'vitest.mjs'), 'run', ...process.argv.slice(2)], {
