@@ -171,3 +171,115 @@ fn a_pool_opens_no_second_connection_while_the_first_has_room() {
     assert!(!events.iter().any(|e| matches!(e, Event::Connecting { .. })));
     assert_eq!(load.connections.load(Ordering::SeqCst), 1);
 }
+
+/// An h2c server answering each request with `size` bytes, as fast as the windows let it.
+fn big_server(size: usize) -> u16 {
+    let (tx, rx) = channel();
+    thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&rt, async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            tx.send(listener.local_addr().unwrap().port()).unwrap();
+            while let Ok((sock, _)) = listener.accept().await {
+                tokio::task::spawn_local(async move {
+                    let Ok(mut conn) = h2::server::handshake(sock).await else {
+                        return;
+                    };
+                    while let Some(Ok((_, mut respond))) = conn.accept().await {
+                        tokio::task::spawn_local(async move {
+                            let resp = http::Response::builder().status(200).body(()).unwrap();
+                            let Ok(mut send) = respond.send_response(resp, false) else {
+                                return;
+                            };
+                            let mut left = size;
+                            while left > 0 {
+                                send.reserve_capacity(left.min(1 << 20));
+                                let Some(Ok(n)) =
+                                    std::future::poll_fn(|cx| send.poll_capacity(cx)).await
+                                else {
+                                    return;
+                                };
+                                let n = n.min(left);
+                                left -= n;
+                                if send
+                                    .send_data(Bytes::from(vec![b'x'; n]), left == 0)
+                                    .is_err()
+                                {
+                                    return;
+                                }
+                            }
+                        });
+                    }
+                });
+            }
+        });
+    });
+    rx.recv().unwrap()
+}
+
+/// Holds what the engine reports until the test takes it, as the caller's thread does.
+#[derive(Default)]
+struct HoldingSink(Mutex<Vec<Event>>);
+
+impl EventSink for HoldingSink {
+    fn push(&self, events: &mut Vec<Event>) {
+        self.0.lock().unwrap().append(events);
+    }
+}
+
+#[test]
+fn what_the_caller_has_not_taken_shuts_the_windows() {
+    use saetta_core::backlog::CONN_LIMIT;
+    const BODY: usize = 32 << 20;
+    let port = big_server(BODY);
+    let sink = Arc::new(HoldingSink::default());
+    let engine = Engine::start(sink.clone()).unwrap();
+    engine.open(
+        1,
+        OriginConfig {
+            host: "127.0.0.1".into(),
+            port,
+            h2c: true,
+            // Asked wider than the bound: the bound it is.
+            initial_window_size: 64 << 20,
+            connection_window_size: 64 << 20,
+            ..OriginConfig::default()
+        },
+    );
+    for id in 1..=3 {
+        engine.submit(1, get(id, "/"));
+    }
+    let held = || saetta_core::event::payload_len(&sink.0.lock().unwrap());
+    let mut last = usize::MAX;
+    while held() != last {
+        last = held();
+        thread::sleep(Duration::from_millis(300));
+    }
+    // Its share, and what one round reads past it (each stream's part of one window).
+    assert!(last <= 2 * CONN_LIMIT, "{last}");
+    assert!(last >= CONN_LIMIT, "{last}");
+    let mut bodies = [0usize; 4];
+    let mut done = 0;
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while done < 3 {
+        assert!(std::time::Instant::now() < deadline, "stalled: {bodies:?}");
+        let events = std::mem::take(&mut *sink.0.lock().unwrap());
+        engine
+            .backlog()
+            .taken(saetta_core::event::payload_len(&events));
+        for ev in events {
+            match ev {
+                Event::Data { id, chunk } => bodies[id as usize] += chunk.len(),
+                Event::Complete { .. } => done += 1,
+                Event::Error { error, .. } => panic!("{error:?}"),
+                _ => {}
+            }
+        }
+        thread::sleep(Duration::from_millis(1));
+    }
+    assert!(bodies[1..].iter().all(|b| *b == BODY), "{bodies:?}");
+}
