@@ -918,7 +918,7 @@ describe('where saetta behaves otherwise (the spec, or undici 7 misbehaves)', ()
         expect(disconnects).toHaveLength(1)
         expect(disconnects[0]).toBeInstanceOf(lib.errors.InformationalError)
         expect(disconnects[0].message).toBe('HTTP/2: "GOAWAY" frame received')
-        expect((disconnects[0] as Error & { code: string }).code).toBe('SAETTA_ERR_INFO')
+        expect((disconnects[0] as Error & { code: string }).code).toBe('UND_ERR_INFO')
       },
     )
     // A GOAWAY that takes no stream (last stream id 0), sent by hand: node:http2's

@@ -1,6 +1,6 @@
 // What the differential tests share: both libraries, a scenario run once on each against its own
 // fresh server (same()), and records that compare equal where the libraries agree: errors as
-// data (UND_ERR_X and SAETTA_ERR_X are X), headers without the ones that vary from run to run.
+// data (codes without undici's UND_ERR_ prefix), headers without the ones that vary from run to run.
 import * as undici from 'undici'
 import * as saettaModule from '../ts/index.ts'
 import { httpServer, onCleanup, pairs, readBody, type HttpServer } from './helpers'
@@ -17,7 +17,7 @@ export function describeError(err: unknown): Record<string, unknown> {
   return {
     class: e.constructor.name,
     name: e.name,
-    code: e.code === undefined ? undefined : String(e.code).replace(/^(UND_ERR|SAETTA_ERR)_?/, ''),
+    code: e.code === undefined ? undefined : String(e.code).replace(/^UND_ERR_?/, ''),
     message: e.message,
     ...(e.statusCode !== undefined ? { statusCode: e.statusCode } : {}),
   }

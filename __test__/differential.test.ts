@@ -1,6 +1,6 @@
 // Differential tests: each scenario runs on saetta and on undici in the same process, each
 // against its own fresh server, and the normalised records must be equal: handler callback
-// sequences, result shapes, bodies, error classes and codes (UND_ERR_X and SAETTA_ERR_X are X).
+// sequences, result shapes, bodies, error classes and codes (UND_ERR_X and UND_ERR_X are X).
 import { EventEmitter } from 'node:events'
 import { Readable, Writable, pipeline as pipe } from 'node:stream'
 import { afterEach, describe, expect, test } from 'vitest'

@@ -1,4 +1,4 @@
-// The error classes under `errors`: names, codes (UND_ERR_* in undici, SAETTA_ERR_* in saetta),
+// The error classes under `errors`: names, codes (UND_ERR_* in undici, UND_ERR_* in saetta),
 // default messages, the instanceof chain, and real scenarios that raise each of them.
 import { EventEmitter } from 'node:events'
 import { Readable } from 'node:stream'
@@ -9,7 +9,7 @@ import { rejection } from './support'
 
 afterEach(cleanup)
 
-const baseCode = isUndici ? 'UND_ERR' : 'SAETTA_ERR'
+const baseCode = 'UND_ERR'
 
 /** [export name, instance name, code suffix, default message, direct parent export name] */
 const table: Array<[string, string, string, string, string]> = [

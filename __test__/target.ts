@@ -17,7 +17,7 @@ export type Client = InstanceType<Lib['Client']>
 
 /** The library's error code for `name`, e.g. `code('INVALID_ARG')`. */
 export function code(name: string): string {
-  return `${isUndici ? 'UND_ERR' : 'SAETTA_ERR'}_${name}`
+  return `UND_ERR_${name}`
 }
 
 /** The repository root (/work/main in development). */

@@ -1,5 +1,5 @@
-// Error classes: undici's names, fields, default messages and `instanceof` behaviour, with
-// `SAETTA_ERR_*` codes where undici's are `UND_ERR_*`.
+// Error classes: undici's names, fields, default messages, `UND_ERR_*` codes and `instanceof`
+// behaviour.
 //
 // Fields are set after `super()` in undici's order, so that an error's own properties, what
 // `Object.keys`, JSON and `util.inspect` show, are undici's: a default message is an own
@@ -27,7 +27,7 @@ export class UndiciError extends Error {
   constructor(message?: string, options?: ErrorOptions) {
     super(message, options)
     this.name = 'UndiciError'
-    this.code = 'SAETTA_ERR'
+    this.code = 'UND_ERR'
   }
 }
 
@@ -43,87 +43,87 @@ function init(err: UndiciError, name: string, message: string | undefined, fallb
 
 export class ConnectTimeoutError extends UndiciError {
   declare name: 'ConnectTimeoutError'
-  declare code: 'SAETTA_ERR_CONNECT_TIMEOUT'
+  declare code: 'UND_ERR_CONNECT_TIMEOUT'
   constructor(message?: string, ..._ignored: [options?: ErrorOptions]) {
     super(message)
-    init(this, 'ConnectTimeoutError', message, 'Connect Timeout Error', 'SAETTA_ERR_CONNECT_TIMEOUT')
+    init(this, 'ConnectTimeoutError', message, 'Connect Timeout Error', 'UND_ERR_CONNECT_TIMEOUT')
   }
 }
 
 export class HeadersTimeoutError extends UndiciError {
   declare name: 'HeadersTimeoutError'
-  declare code: 'SAETTA_ERR_HEADERS_TIMEOUT'
+  declare code: 'UND_ERR_HEADERS_TIMEOUT'
   constructor(message?: string, ..._ignored: [options?: ErrorOptions]) {
     super(message)
-    init(this, 'HeadersTimeoutError', message, 'Headers Timeout Error', 'SAETTA_ERR_HEADERS_TIMEOUT')
+    init(this, 'HeadersTimeoutError', message, 'Headers Timeout Error', 'UND_ERR_HEADERS_TIMEOUT')
   }
 }
 
 export class HeadersOverflowError extends UndiciError {
   declare name: 'HeadersOverflowError'
-  declare code: 'SAETTA_ERR_HEADERS_OVERFLOW'
+  declare code: 'UND_ERR_HEADERS_OVERFLOW'
   constructor(message?: string, ..._ignored: [options?: ErrorOptions]) {
     super(message)
-    init(this, 'HeadersOverflowError', message, 'Headers Overflow Error', 'SAETTA_ERR_HEADERS_OVERFLOW')
+    init(this, 'HeadersOverflowError', message, 'Headers Overflow Error', 'UND_ERR_HEADERS_OVERFLOW')
   }
 }
 
 export class BodyTimeoutError extends UndiciError {
   declare name: 'BodyTimeoutError'
-  declare code: 'SAETTA_ERR_BODY_TIMEOUT'
+  declare code: 'UND_ERR_BODY_TIMEOUT'
   constructor(message?: string, ..._ignored: [options?: ErrorOptions]) {
     super(message)
-    init(this, 'BodyTimeoutError', message, 'Body Timeout Error', 'SAETTA_ERR_BODY_TIMEOUT')
+    init(this, 'BodyTimeoutError', message, 'Body Timeout Error', 'UND_ERR_BODY_TIMEOUT')
   }
 }
 
 export class InvalidArgumentError extends UndiciError {
   declare name: 'InvalidArgumentError'
-  declare code: 'SAETTA_ERR_INVALID_ARG'
+  declare code: 'UND_ERR_INVALID_ARG'
   constructor(message?: string, ..._ignored: [options?: ErrorOptions]) {
     super(message)
-    init(this, 'InvalidArgumentError', message, 'Invalid Argument Error', 'SAETTA_ERR_INVALID_ARG')
+    init(this, 'InvalidArgumentError', message, 'Invalid Argument Error', 'UND_ERR_INVALID_ARG')
   }
 }
 
 export class InvalidReturnValueError extends UndiciError {
   declare name: 'InvalidReturnValueError'
-  declare code: 'SAETTA_ERR_INVALID_RETURN_VALUE'
+  declare code: 'UND_ERR_INVALID_RETURN_VALUE'
   constructor(message?: string, ..._ignored: [options?: ErrorOptions]) {
     super(message)
-    init(this, 'InvalidReturnValueError', message, 'Invalid Return Value Error', 'SAETTA_ERR_INVALID_RETURN_VALUE')
+    init(this, 'InvalidReturnValueError', message, 'Invalid Return Value Error', 'UND_ERR_INVALID_RETURN_VALUE')
   }
 }
 
 export class AbortError extends UndiciError {
   declare name: 'AbortError'
-  declare code: 'SAETTA_ERR_ABORT' | 'SAETTA_ERR_ABORTED'
+  declare code: 'UND_ERR_ABORT' | 'UND_ERR_ABORTED'
   constructor(message?: string, ..._ignored: [options?: ErrorOptions]) {
     super(message)
-    init(this, 'AbortError', message, 'The operation was aborted', 'SAETTA_ERR_ABORT')
+    init(this, 'AbortError', message, 'The operation was aborted', 'UND_ERR_ABORT')
   }
 }
 
 export class RequestAbortedError extends AbortError {
-  declare code: 'SAETTA_ERR_ABORTED'
+  declare code: 'UND_ERR_ABORTED'
   constructor(message?: string, ..._ignored: [options?: ErrorOptions]) {
     super(message)
-    init(this, 'AbortError', message, 'Request aborted', 'SAETTA_ERR_ABORTED')
+    init(this, 'AbortError', message, 'Request aborted', 'UND_ERR_ABORTED')
   }
 }
 
 export class InformationalError extends UndiciError {
   declare name: 'InformationalError'
-  declare code: 'SAETTA_ERR_INFO'
+  declare code: 'UND_ERR_INFO'
   constructor(message?: string, ..._ignored: [options?: ErrorOptions]) {
     super(message)
-    init(this, 'InformationalError', message, 'Request information', 'SAETTA_ERR_INFO')
+    init(this, 'InformationalError', message, 'Request information', 'UND_ERR_INFO')
   }
 }
 
 export class RequestContentLengthMismatchError extends UndiciError {
   declare name: 'RequestContentLengthMismatchError'
-  declare code: 'SAETTA_ERR_REQ_CONTENT_LENGTH_MISMATCH'
+  declare code: 'UND_ERR_REQ_CONTENT_LENGTH_MISMATCH'
   constructor(message?: string, ..._ignored: [options?: ErrorOptions]) {
     super(message)
     init(
@@ -131,14 +131,14 @@ export class RequestContentLengthMismatchError extends UndiciError {
       'RequestContentLengthMismatchError',
       message,
       'Request body length does not match content-length header',
-      'SAETTA_ERR_REQ_CONTENT_LENGTH_MISMATCH',
+      'UND_ERR_REQ_CONTENT_LENGTH_MISMATCH',
     )
   }
 }
 
 export class ResponseContentLengthMismatchError extends UndiciError {
   declare name: 'ResponseContentLengthMismatchError'
-  declare code: 'SAETTA_ERR_RES_CONTENT_LENGTH_MISMATCH'
+  declare code: 'UND_ERR_RES_CONTENT_LENGTH_MISMATCH'
   constructor(message?: string, ..._ignored: [options?: ErrorOptions]) {
     super(message)
     init(
@@ -146,26 +146,26 @@ export class ResponseContentLengthMismatchError extends UndiciError {
       'ResponseContentLengthMismatchError',
       message,
       'Response body length does not match content-length header',
-      'SAETTA_ERR_RES_CONTENT_LENGTH_MISMATCH',
+      'UND_ERR_RES_CONTENT_LENGTH_MISMATCH',
     )
   }
 }
 
 export class ClientDestroyedError extends UndiciError {
   declare name: 'ClientDestroyedError'
-  declare code: 'SAETTA_ERR_DESTROYED'
+  declare code: 'UND_ERR_DESTROYED'
   constructor(message?: string, ..._ignored: [options?: ErrorOptions]) {
     super(message)
-    init(this, 'ClientDestroyedError', message, 'The client is destroyed', 'SAETTA_ERR_DESTROYED')
+    init(this, 'ClientDestroyedError', message, 'The client is destroyed', 'UND_ERR_DESTROYED')
   }
 }
 
 export class ClientClosedError extends UndiciError {
   declare name: 'ClientClosedError'
-  declare code: 'SAETTA_ERR_CLOSED'
+  declare code: 'UND_ERR_CLOSED'
   constructor(message?: string, ..._ignored: [options?: ErrorOptions]) {
     super(message)
-    init(this, 'ClientClosedError', message, 'The client is closed', 'SAETTA_ERR_CLOSED')
+    init(this, 'ClientClosedError', message, 'The client is closed', 'UND_ERR_CLOSED')
   }
 }
 
@@ -183,31 +183,31 @@ export interface SocketInfo {
 
 export class SocketError extends UndiciError {
   declare name: 'SocketError'
-  declare code: 'SAETTA_ERR_SOCKET'
+  declare code: 'UND_ERR_SOCKET'
   /** The socket's addresses and counters (undefined when none was given). */
   declare socket: SocketInfo | null
   constructor(message?: string, socket?: SocketInfo | null) {
     super(message)
-    init(this, 'SocketError', message, 'Socket error', 'SAETTA_ERR_SOCKET')
+    init(this, 'SocketError', message, 'Socket error', 'UND_ERR_SOCKET')
     this.socket = socket as SocketInfo | null
   }
 }
 
 export class NotSupportedError extends UndiciError {
   declare name: 'NotSupportedError'
-  declare code: 'SAETTA_ERR_NOT_SUPPORTED'
+  declare code: 'UND_ERR_NOT_SUPPORTED'
   constructor(message?: string, ..._ignored: [options?: ErrorOptions]) {
     super(message)
-    init(this, 'NotSupportedError', message, 'Not supported error', 'SAETTA_ERR_NOT_SUPPORTED')
+    init(this, 'NotSupportedError', message, 'Not supported error', 'UND_ERR_NOT_SUPPORTED')
   }
 }
 
 export class BalancedPoolMissingUpstreamError extends UndiciError {
   declare name: 'MissingUpstreamError'
-  declare code: 'SAETTA_ERR_BPL_MISSING_UPSTREAM'
+  declare code: 'UND_ERR_BPL_MISSING_UPSTREAM'
   constructor(message?: string, ..._ignored: [options?: ErrorOptions]) {
     super(message)
-    init(this, 'MissingUpstreamError', message, 'No upstream has been added to the BalancedPool', 'SAETTA_ERR_BPL_MISSING_UPSTREAM')
+    init(this, 'MissingUpstreamError', message, 'No upstream has been added to the BalancedPool', 'UND_ERR_BPL_MISSING_UPSTREAM')
   }
 }
 
@@ -231,16 +231,16 @@ export class HTTPParserError extends Error {
 
 export class ResponseExceededMaxSizeError extends UndiciError {
   declare name: 'ResponseExceededMaxSizeError'
-  declare code: 'SAETTA_ERR_RES_EXCEEDED_MAX_SIZE'
+  declare code: 'UND_ERR_RES_EXCEEDED_MAX_SIZE'
   constructor(message?: string, ..._ignored: [options?: ErrorOptions]) {
     super(message)
-    init(this, 'ResponseExceededMaxSizeError', message, 'Response content exceeded max size', 'SAETTA_ERR_RES_EXCEEDED_MAX_SIZE')
+    init(this, 'ResponseExceededMaxSizeError', message, 'Response content exceeded max size', 'UND_ERR_RES_EXCEEDED_MAX_SIZE')
   }
 }
 
 export class RequestRetryError extends UndiciError {
   declare name: 'RequestRetryError'
-  declare code: 'SAETTA_ERR_REQ_RETRY'
+  declare code: 'UND_ERR_REQ_RETRY'
   declare statusCode: number
   declare data: { count: number }
   declare headers: Record<string, string | string[]>
@@ -251,7 +251,7 @@ export class RequestRetryError extends UndiciError {
     { headers, data }: { headers?: IncomingHttpHeaders | null; data?: { count: number } },
   ) {
     super(message)
-    init(this, 'RequestRetryError', message, 'Request retry error', 'SAETTA_ERR_REQ_RETRY')
+    init(this, 'RequestRetryError', message, 'Request retry error', 'UND_ERR_REQ_RETRY')
     this.statusCode = statusCode
     this.data = data as { count: number }
     this.headers = headers as Record<string, string | string[]>
@@ -263,7 +263,7 @@ export type ResponseErrorBody = null | Record<string, unknown> | string
 
 export class ResponseError extends UndiciError {
   declare name: 'ResponseError'
-  declare code: 'SAETTA_ERR_RESPONSE'
+  declare code: 'UND_ERR_RESPONSE'
   declare statusCode: number
   declare body: ResponseErrorBody
   /** The decoded body again, under the spec's name (undici 7 names it `body` only). */
@@ -275,7 +275,7 @@ export class ResponseError extends UndiciError {
     { headers, body }: { headers?: IncomingHttpHeaders | string[] | null; body?: unknown },
   ) {
     super(message)
-    init(this, 'ResponseError', message, 'Response error', 'SAETTA_ERR_RESPONSE')
+    init(this, 'ResponseError', message, 'Response error', 'UND_ERR_RESPONSE')
     this.statusCode = statusCode
     this.body = body as ResponseErrorBody
     this.headers = headers as IncomingHttpHeaders | string[] | null
@@ -285,20 +285,20 @@ export class ResponseError extends UndiciError {
 
 export class SecureProxyConnectionError extends UndiciError {
   declare name: 'SecureProxyConnectionError'
-  declare code: 'SAETTA_ERR_PRX_TLS'
+  declare code: 'UND_ERR_PRX_TLS'
   constructor(cause?: Error, message?: string, options: Record<string, unknown> = {}) {
     super(message, { cause, ...options })
-    init(this, 'SecureProxyConnectionError', message, 'Secure Proxy Connection failed', 'SAETTA_ERR_PRX_TLS')
+    init(this, 'SecureProxyConnectionError', message, 'Secure Proxy Connection failed', 'UND_ERR_PRX_TLS')
     this.cause = cause
   }
 }
 
 export class MaxOriginsReachedError extends UndiciError {
   declare name: 'MaxOriginsReachedError'
-  declare code: 'SAETTA_ERR_MAX_ORIGINS_REACHED'
+  declare code: 'UND_ERR_MAX_ORIGINS_REACHED'
   constructor(message?: string, ..._ignored: [options?: ErrorOptions]) {
     super(message)
-    init(this, 'MaxOriginsReachedError', message, 'Maximum allowed origins reached', 'SAETTA_ERR_MAX_ORIGINS_REACHED')
+    init(this, 'MaxOriginsReachedError', message, 'Maximum allowed origins reached', 'UND_ERR_MAX_ORIGINS_REACHED')
   }
 }
 
@@ -307,16 +307,16 @@ export class Socks5ProxyError extends UndiciError {
   declare name: 'Socks5ProxyError'
   constructor(message?: string, code?: string) {
     super(message)
-    init(this, 'Socks5ProxyError', message, 'SOCKS5 proxy error', code || 'SAETTA_ERR_SOCKS5')
+    init(this, 'Socks5ProxyError', message, 'SOCKS5 proxy error', code || 'UND_ERR_SOCKS5')
   }
 }
 
 export class MessageSizeExceededError extends UndiciError {
   declare name: 'MessageSizeExceededError'
-  declare code: 'SAETTA_ERR_WS_MESSAGE_SIZE_EXCEEDED'
+  declare code: 'UND_ERR_WS_MESSAGE_SIZE_EXCEEDED'
   constructor(message?: string, ..._ignored: [options?: ErrorOptions]) {
     super(message)
-    init(this, 'MessageSizeExceededError', message, 'Max decompressed message size exceeded', 'SAETTA_ERR_WS_MESSAGE_SIZE_EXCEEDED')
+    init(this, 'MessageSizeExceededError', message, 'Max decompressed message size exceeded', 'UND_ERR_WS_MESSAGE_SIZE_EXCEEDED')
   }
 }
 

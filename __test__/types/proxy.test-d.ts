@@ -54,4 +54,4 @@ expectError(new Socks5ProxyAgent('socks5://localhost:1080', { username: 1 }))
 // Their errors.
 const prx = new errors.SecureProxyConnectionError(new Error('cause'))
 expectType<'SecureProxyConnectionError'>(prx.name)
-expectAssignable<errors.UndiciError>(new errors.Socks5ProxyError('refused', 'SAETTA_ERR_SOCKS5_REPLY_5'))
+expectAssignable<errors.UndiciError>(new errors.Socks5ProxyError('refused', 'UND_ERR_SOCKS5_REPLY_5'))

@@ -30,7 +30,7 @@ const REPLIES = [
   'Address type not supported',
 ]
 
-const refused = (code: string, message: string): Error => new Socks5ProxyError(message, `SAETTA_ERR_SOCKS5_${code}`)
+const refused = (code: string, message: string): Error => new Socks5ProxyError(message, `UND_ERR_SOCKS5_${code}`)
 
 /** Reads a socket's bytes as they are asked for; what is left goes back to the socket. */
 class Reader {

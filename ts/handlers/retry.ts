@@ -51,13 +51,13 @@ const DEFAULTS: Required<Omit<RetryOptions, 'retry'>> = {
   retryAfter: true,
   methods: ['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE', 'TRACE'],
   statusCodes: [500, 502, 503, 504, 429],
-  // undici's list (its UND_ERR_SOCKET stands for our SAETTA_ERR_SOCKET: see `listed`).
+  // undici's list (its UND_ERR_SOCKET stands for our UND_ERR_SOCKET: see `listed`).
   errorCodes: ['ECONNRESET', 'ECONNREFUSED', 'ENOTFOUND', 'ENETDOWN', 'ENETUNREACH', 'EHOSTDOWN', 'EHOSTUNREACH', 'EPIPE', 'UND_ERR_SOCKET'],
 }
 
-/** Whether `codes` names `code`, a SAETTA_ERR_X code also by undici's name UND_ERR_X (code written for undici runs unchanged). */
+/** Whether `codes` names `code`, a UND_ERR_X code also by undici's name UND_ERR_X (code written for undici runs unchanged). */
 function listed(codes: readonly string[], code: string): boolean {
-  return codes.includes(code) || (code.startsWith('SAETTA_ERR_') && codes.includes(`UND_ERR_${code.slice(11)}`))
+  return codes.includes(code) || (code.startsWith('UND_ERR_') && codes.includes(`UND_ERR_${code.slice(11)}`))
 }
 
 /** Milliseconds a Retry-After value asks for (seconds, or an HTTP date); 0 when unusable. */
@@ -74,7 +74,7 @@ function defaultRetry(err: Error, { state, opts }: RetryContext, callback: Retry
   const { code, statusCode, headers } = err as Error & { code?: string; statusCode?: number; headers?: IncomingHttpHeaders | null }
   const o = { ...DEFAULTS, ...opts.retryOptions }
   const retryable =
-    (!code || code === 'SAETTA_ERR_REQ_RETRY' || listed(o.errorCodes, code)) &&
+    (!code || code === 'UND_ERR_REQ_RETRY' || listed(o.errorCodes, code)) &&
     o.methods.includes(opts.method) &&
     (statusCode == null || o.statusCodes.includes(statusCode)) &&
     state.counter <= o.maxRetries

@@ -58,7 +58,7 @@ export function fromNative(kind: string, message: string, code: string | undefin
     // A proxy's refusals, as undici words them (see crates/core/src/transport/proxy.rs).
     case 'ProxyResponse': return new RequestAbortedError(message)
     case 'SecureProxy': return new SecureProxyConnectionError(fromNative('Socket', message, code))
-    case 'Socks5': return code ? new Socks5ProxyError(message, `SAETTA_ERR_SOCKS5_${code}`) : new Error(message)
+    case 'Socks5': return code ? new Socks5ProxyError(message, `UND_ERR_SOCKS5_${code}`) : new Error(message)
     // An HTTP/2 stream or session failure, as Node reports it to undici (`ERR_HTTP2_STREAM_ERROR` ...).
     case 'Http2': return Object.assign(new Error(message), { code })
     case 'Socket':
