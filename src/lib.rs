@@ -127,9 +127,11 @@ pub fn init(env: Env, on_events: Function<(), ()>) -> Result<()> {
     Ok(())
 }
 
-/// The environment ends (a worker exits): its engine stops, closing its connections.
+/// The environment ends (a worker exits): its engine stops, closing its connections, and its
+/// origins go with it (their ids are the environment's). `try_with`: nothing may panic here.
 unsafe extern "C" fn stop_engine(_arg: *mut std::ffi::c_void) {
-    BRIDGE.with(|b| b.borrow_mut().take());
+    let _ = ORIGINS.try_with(|m| m.borrow_mut().clear());
+    let _ = BRIDGE.try_with(|b| b.borrow_mut().take());
 }
 
 /// Keeps the process alive (true) while requests are in flight, or lets it exit (false).

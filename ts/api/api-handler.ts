@@ -9,6 +9,7 @@ import type { DispatchHandler, DispatchOptions, RequestOptions } from '../dispat
 import type { Dispatcher } from '../dispatcher/dispatcher'
 import { InternalHandler } from '../handlers/internal'
 import { onSignalAbort, throwIfAborted, validateSignal } from './abort-signal'
+import { destroyStream } from '../util/destroy'
 
 /** The API a handler serves, as its async resource names it (undici's say `UNDICI_<kind>`). */
 export type ApiKind = 'REQUEST' | 'STREAM' | 'PIPELINE' | 'UPGRADE' | 'CONNECT'
@@ -95,7 +96,7 @@ export abstract class ApiHandler<TOpaque> extends InternalHandler {
 export function destroyBody(body: unknown, err: Error): void {
   const s = body as Readable | null | undefined
   if (s && typeof s === 'object' && typeof s.pipe === 'function' && typeof s.on === 'function' && !s.destroyed) {
-    s.on('error', () => {}).destroy(err)
+    destroyStream(s.on('error', () => {}), err)
   }
 }
 

@@ -10,6 +10,7 @@ import { ApiHandler } from './api-handler'
 import { BodyReadable } from './readable'
 import { whenDone } from './done'
 import { withOptions } from '../dispatcher/options'
+import { destroyStream } from '../util/destroy'
 
 export interface PipelineOptions<TOpaque = null> extends RequestOptions<TOpaque> {
   objectMode?: boolean
@@ -74,7 +75,7 @@ class PipelineHandler_<TOpaque> extends ApiHandler<TOpaque> {
         if (err) self.abortWith(err)
         self.#req.destroy()
         self.#res?.destroy(err ?? undefined)
-        self.#body?.destroy(err ?? undefined)
+        if (self.#body) destroyStream(self.#body, err ?? undefined)
         callback(err)
       },
     })
@@ -108,9 +109,10 @@ class PipelineHandler_<TOpaque> extends ApiHandler<TOpaque> {
     const duplex = this.duplex
     body
       .on('data', (chunk) => {
-        if (!duplex.push(chunk)) {
+        // As undici: a returned stream without pause/resume is not paused (the Duplex buffers).
+        if (!duplex.push(chunk) && typeof body.pause === 'function') {
           body.pause()
-          this.#onReadable = () => body.resume()
+          this.#onReadable = () => (typeof body.resume === 'function' ? body.resume() : undefined)
         }
       })
       .on('end', () => duplex.push(null))

@@ -8,6 +8,9 @@ import { parseHeaders } from '../dispatcher/headers'
 import type { IncomingHttpHeaders, RequestOptions } from '../dispatcher/types'
 import type { Dispatcher } from '../dispatcher/dispatcher'
 import { ApiHandler, destroyBody, dispatchWith, failed, withCallback } from './api-handler'
+import { destroyStream } from '../util/destroy'
+
+const noop = (): void => {}
 
 export interface StreamFactoryData<TOpaque = null> {
   statusCode: number
@@ -47,7 +50,7 @@ class StreamHandler<TOpaque> extends ApiHandler<TOpaque> {
   }
 
   protected onAbortBeforeConnect(reason: Error): void {
-    this.#res?.destroy(reason)
+    if (this.#res) destroyStream(this.#res, reason)
   }
 
   onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean {
@@ -62,6 +65,9 @@ class StreamHandler<TOpaque> extends ApiHandler<TOpaque> {
     if (!isWritable(res)) throw new InvalidReturnValueError('expected Writable')
     // The callback runs once the Writable has finished (or failed): then the data is really written.
     whenDone({ writable: res }, (err) => {
+      // As undici (whose end-of-stream listener stays): a later error of the destination, its
+      // destroy() with the request's error included, is no one's.
+      res.on('error', noop)
       const callback = this.#callback
       this.#callback = null
       this.detach()
@@ -91,7 +97,7 @@ class StreamHandler<TOpaque> extends ApiHandler<TOpaque> {
     const res = this.#res
     if (res) {
       this.#res = null
-      queueMicrotask(() => res.destroy(err))
+      queueMicrotask(() => destroyStream(res, err))
       return
     }
     const callback = this.#callback

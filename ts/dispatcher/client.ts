@@ -47,6 +47,7 @@ import type { ClientOptions, DispatchHandler, DispatchOptions } from './types'
 import { constructorOptions } from './options'
 import { channels, connectParams, RequestInfo, tracingRequests } from '../diagnostics'
 import { Numbered } from '../util/numbered'
+import { destroyStream } from '../util/destroy'
 import type { Channel } from 'node:diagnostics_channel'
 import '../debug'
 
@@ -433,7 +434,7 @@ function h2Head(info: RequestInfo, origin: string, length: number | null): strin
 }
 
 interface ReadableInternals {
-  _readableState: { ended: boolean; objectMode: boolean }
+  _readableState: { ended: boolean; objectMode: boolean; autoDestroy: boolean }
 }
 
 function isStreamLike(body: unknown): body is Readable | Iterable<unknown> | AsyncIterable<unknown> {
@@ -948,7 +949,13 @@ export class Client extends DispatcherBase {
     // the engine takes it down (and any left once it is down).
     failAll(this.#runs.values().filter((run) => !run.connected), err)
     // (Returned as is: destroy's callbacks then come right after the last failure, as undici's.)
-    return this.#shutDown(true)
+    const closed = this.#shutDown(true)
+    // As undici: with no connection up (none made yet, or one still being made) nothing is left
+    // to wait for, and destroy's callbacks come in the job that failed the requests (a microtask
+    // on, as undici's): a caller that awaits destroy() before their promises still handles
+    // their rejections in time.
+    if (this.#connections === 0 && this.#runs.size === 0) return new Promise((resolve) => queueMicrotask(resolve))
+    return closed
   }
 }
 
@@ -1020,6 +1027,13 @@ class Run implements RequestSink {
   /** Events that arrived while the handler had paused, delivered on resume. */
   #backlog: Array<() => void> = []
   #source: Readable | Iterable<unknown> | AsyncIterable<unknown> | null = null
+  /**
+   * A Readable body, streamed or (ended when submitted) sent as a known one: as undici, its
+   * errors are the request's until the request settles (see #onSourceError).
+   */
+  #watched: Readable | null = null
+  /** The body's error before onConnect: as undici, it fails the request then. */
+  #sourceError: Error | null = null
   /** The body's length where known when submitted (none: 0), for the HTTP/2 head diagnostics show. */
   #length: number | null = null
   /** The body is being read (from onConnect on, or at once when it had ended). */
@@ -1068,12 +1082,16 @@ class Run implements RequestSink {
     } else if (body instanceof ArrayBuffer) {
       bytes = Buffer.from(body)
     } else if (body instanceof Readable) {
+      this.#watched = body
       // As undici: a byte stream that has ended is a known body (sent with its length), and
       // one that has ended empty is not read at all.
       body.read(0)
       const state = (body as unknown as ReadableInternals)._readableState
       if (state.ended && !state.objectMode) {
         bytes = body.readableLength === 0 ? undefined : (body.read() as Buffer | string)
+        // As undici: one that does not destroy itself is destroyed at its 'end' (a destroy(err)
+        // after that is no one's), unless the request settles first.
+        if (!state.autoDestroy) body.once('end', this.#onWatchedEnd)
       } else {
         flags |= STREAM
         this.#source = body
@@ -1153,11 +1171,10 @@ class Run implements RequestSink {
     this.#sentBody = bytes ?? null
     track(id, this)
     if (flags & CONNECTED && bytes !== undefined) this.#handler.onBodySent?.(bytes)
+    // As undici: from now on the body's errors are the request's, never uncaught ones (an
+    // ended body's too: one that emits 'error' after its end fails the request).
+    this.#watched?.on('error', this.#onSourceError)
     const source = this.#source
-    if (source instanceof Readable) {
-      // As undici: from now on the body's errors are the request's, never uncaught ones.
-      source.on('error', this.#onSourceError)
-    }
     if (source === null) return
     if (flags & CONNECTED) return this.#pumpBody(source)
     // As undici, a body is read once its request is on a connection (onConnect); a stream
@@ -1170,9 +1187,15 @@ class Run implements RequestSink {
     }
   }
 
+  #onWatchedEnd = (): void => {
+    if (this.#watched !== null) destroyStream(this.#watched)
+  }
+
   #onSourceError = (err: Error): void => {
-    // Before its turn, the pump finds the stream destroyed.
-    if (this.#pumping) this.fail(err)
+    // Before onConnect it waits for it: the pump would find a stream destroyed with an error,
+    // but not one that only emitted it.
+    if (this.#pumping || this.#connected) this.fail(err)
+    else this.#sourceError ??= err
   }
 
   /** Streams a request body to the engine, within the write window. */
@@ -1189,7 +1212,7 @@ class Run implements RequestSink {
   #pumpReadable(src: Readable, ended = false): void {
     this.#pumping = true
     // Both send the request on their way.
-    if (src.readableEnded) return void (this.#endBody(), src.destroy())
+    if (src.readableEnded) return void (this.#endBody(), destroyStream(src))
     // As undici: a stream closed before its end, without an error, aborts the request.
     if (src.destroyed) return void this.fail(src.errored ?? new RequestAbortedError())
     let reading = true
@@ -1200,7 +1223,7 @@ class Run implements RequestSink {
     const onData = (chunk: unknown): void => {
       if (this.#settled) {
         done()
-        src.destroy()
+        destroyStream(src)
         return
       }
       try {
@@ -1217,7 +1240,7 @@ class Run implements RequestSink {
       done()
       this.#endBody()
       // As undici: all sent, the stream is done with (a later error of it is no request's).
-      src.destroy()
+      destroyStream(src)
     }
     const onError = (err: Error): void => {
       done()
@@ -1329,6 +1352,8 @@ class Run implements RequestSink {
 
   #connectNow(): void {
     this.#connected = true
+    // As undici: a body that failed while the request waited fails it now, instead of onConnect.
+    if (this.#sourceError !== null) return void this.failWith(this.#sourceError)
     try {
       this.#handler.onConnect?.((err?: Error) => this.failWith(err ?? new RequestAbortedError()), undefined)
     } catch (err) {
@@ -1455,17 +1480,31 @@ class Run implements RequestSink {
     if (this.#tunnel) return void this.#tunnel.destroy(err)
     if (this.#ws) return this.#ws.ended(err)
     if (err instanceof ClientDestroyedError) err = this.#client?.destroyError ?? err
+    const client = this.#client
     if (!this.#finish()) return
     // An error in the batch of the head reaches the handler later, as undici's always does (it
     // comes from a later read, or the socket's close): Node's fetch, told of an error before its
     // continuation after the head has run, never ends the body it made (its stream hangs).
-    if (this.#headBatch === batchNumber) return void setImmediate(() => this.#failed(err))
-    this.#failed(err)
+    if (this.#headBatch === batchNumber) return void setImmediate(() => this.#failed(client, err))
+    this.#failed(client, err)
   }
 
-  #failed(err: Error): void {
+  #failed(client: Client | null, err: Error): void {
     this.#publish(channels.error, { error: err })
-    this.#handler.onError?.(err)
+    this.#callOnError(client, err)
+  }
+
+  /**
+   * The handler's onError. As undici's, what it throws is `client`'s 'error' event (uncaught
+   * where nobody listens, as the event is), not the caller's that failed the request.
+   */
+  #callOnError(client: Client | null, err: Error): void {
+    try {
+      this.#handler.onError?.(err)
+    } catch (thrown) {
+      if (client === null) throw thrown
+      client.emit('error', thrown)
+    }
   }
 
   /** A handler callback threw, or the body source failed: the request fails with `err`. */
@@ -1477,11 +1516,13 @@ class Run implements RequestSink {
 
   /** Fails the request with `err`; false when it had settled already. */
   failWith(err: Error): boolean {
+    const client = this.#client
     if (!this.#finish()) return false
     addon.abort(this.#id)
     this.#publish(channels.error, { error: err })
-    if (this.#source instanceof Readable && !this.#source.destroyed) this.#source.on('error', noop).destroy(err)
-    this.#handler.onError?.(err)
+    // (A body without `destroy` hears of it by an 'error' event: #finish left a no-op listening.)
+    if (this.#source instanceof Readable) destroyStream(this.#source, err)
+    this.#callOnError(client, err)
     return true
   }
 
@@ -1491,7 +1532,8 @@ class Run implements RequestSink {
     this.#settled = true
     if (release) untrack(this.#id)
     this.#creditWaiter?.()
-    if (this.#source instanceof Readable) this.#source.off('error', this.#onSourceError)
+    // As undici (whose writer keeps listening): the body's later errors are no one's.
+    this.#watched?.off('error', this.#onSourceError).off('end', this.#onWatchedEnd).on('error', noop)
     this.#client?.settled(this)
     this.#client = null
     return true

@@ -1,7 +1,7 @@
 // The Cache API (Service Workers, "Cache" and "CacheStorage"), in memory: named lists of
 // request/response pairs, matched by URL, method and Vary. Entries keep what a response is made
 // of (status, headers, body bytes) and each match makes a fresh Response from it.
-import { Request, Response, fetch, type RequestInfo } from './fetch'
+import { Headers, Request, Response, fetch, type RequestInfo } from './fetch'
 import { brandCheck, describe, idlError, requireArguments, toDOMString, toDictionary, toUSVString } from './webidl'
 
 export interface CacheQueryOptions {

@@ -22,8 +22,10 @@ const MAX_NAME_VALUE = 4096
 const MAX_ATTRIBUTE_VALUE = 1024
 
 function checkHeaders(headers: unknown): void {
-  // globalThis.Headers too: another library's install() may have put its own there.
-  brandCheck(headers, Headers, globalThis.Headers)
+  // globalThis.Headers too: another library's install() may have put its own there (or none is
+  // there: Node's fetch turned off).
+  const global = (globalThis as { Headers?: typeof Headers }).Headers
+  brandCheck(headers, Headers, ...(global === undefined ? [] : [global]))
 }
 
 /** The `Cookie` header as name → value (values kept as sent, names trimmed). */

@@ -7,16 +7,40 @@ import { getGlobalDispatcher, setGlobalDispatcher } from '../global'
 const slot = Symbol.for('undici.globalDispatcher.1')
 const slotWasEmpty = (globalThis as { [slot]?: unknown })[slot] === undefined
 
-// Taken when this module loads, before install() can put saetta's on globalThis.
-const nodeFetch = globalThis.fetch
+/** Node's fetch and its classes: absent where Node's fetch is turned off (`--no-experimental-fetch`). */
+const node = globalThis as Partial<Pick<typeof globalThis, 'fetch' | 'Headers' | 'Request' | 'Response' | 'FormData'>>
 
-export const Headers = globalThis.Headers
+/** Why fetch and its classes cannot be had here. */
+const noFetch = (name: string): string =>
+  `saetta: ${name} is Node's own, and this process has none (Node's fetch is turned off: --no-experimental-fetch)`
+
+/**
+ * A stand-in for a class Node does not have here: saetta loads all the same (its dispatchers
+ * need no fetch, and undici loads there too), and making one says why it cannot be made.
+ */
+function missing<T>(name: string): T {
+  const stand = class {
+    constructor() {
+      throw new TypeError(noFetch(name))
+    }
+  }
+  Object.defineProperty(stand, 'name', { value: name })
+  return stand as unknown as T
+}
+
+/** Whether Node's fetch is there to run saetta's on (see {@link fetch}). */
+export const hasNodeFetch = typeof node.fetch === 'function'
+
+// Taken when this module loads, before install() can put saetta's on globalThis.
+const nodeFetch = node.fetch
+
+export const Headers: typeof globalThis.Headers = node.Headers ?? missing('Headers')
 export type Headers = globalThis.Headers
-export const Request = globalThis.Request
+export const Request: typeof globalThis.Request = node.Request ?? missing('Request')
 export type Request = globalThis.Request
-export const Response = globalThis.Response
+export const Response: typeof globalThis.Response = node.Response ?? missing('Response')
 export type Response = globalThis.Response
-export const FormData = globalThis.FormData
+export const FormData: typeof globalThis.FormData = node.FormData ?? missing('FormData')
 export type FormData = globalThis.FormData
 
 // Reading Node's classes loads its bundled undici, which puts its own Agent in an empty global
@@ -46,6 +70,7 @@ export interface RequestInit extends globalThis.RequestInit {
 export function fetch(input: RequestInfo, init?: RequestInit): Promise<Response> {
   // Node's fetch takes a dispatcher from init, else from the Request, else from the global slot;
   // filling that slot first (with saetta's Agent unless one is set) makes the default saetta's.
+  if (nodeFetch === undefined) return Promise.reject(new TypeError(noFetch('fetch')))
   getGlobalDispatcher()
   const [i, o] = withDefaults(input, init)
   return nodeFetch(i, o as globalThis.RequestInit)
