@@ -10,8 +10,9 @@ import path from 'node:path'
 import { execFileSync } from 'node:child_process'
 import { once } from 'node:events'
 import { afterEach, beforeAll, describe, expect, test } from 'vitest'
-import { cleanup, netServer, onCleanup } from './helpers'
+import { cleanup, netServer, onCleanup, run } from './helpers'
 import { client, describeError, same, settled, saetta } from './differential-support'
+import { repoRoot } from './target'
 import { makeCerts, type Certs } from './certs'
 
 afterEach(cleanup)
@@ -275,4 +276,21 @@ test('saetta reads connect options it cannot apply itself as a reason to use Nod
   // Node's own forms of key and cert, which the engine's TLS does not take.
   expect(() => new saetta.Client('https://localhost:1', { connect: { key: [{ pem: 'x', passphrase: 'y' }] } as never })).not.toThrow()
   expect(() => new saetta.Client('https://localhost:1', { connect: { ca: 'not a certificate' } })).toThrow(saetta.errors.InvalidArgumentError)
+})
+
+test('NODE_TLS_REJECT_UNAUTHORIZED=0: a self-signed server is accepted unless the options verify, with Node\'s warning once', async () => {
+  const ends: unknown[] = []
+  for (const lib of ['undici', 'saetta']) {
+    const r = await run(process.execPath, [path.join(repoRoot, '__test__', 'fixtures', 'tls-env.cjs'), lib], {
+      env: { ...process.env, NODE_TLS_REJECT_UNAUTHORIZED: '0', CERT: path.join(certs.dir, 'self.pem'), KEY: path.join(certs.dir, 'self.key') },
+    })
+    expect(r.code, r.stderr).toBe(0)
+    ends.push(JSON.parse(r.stdout))
+  }
+  expect(ends[1]).toEqual(ends[0])
+  expect(ends[0]).toEqual({
+    plain: { statusCode: 200, body: 'self-signed' },
+    verifying: { error: 'DEPTH_ZERO_SELF_SIGNED_CERT' },
+    warnings: [expect.stringMatching(/^Warning: Setting the NODE_TLS_REJECT_UNAUTHORIZED environment variable to '0'/)],
+  })
 })

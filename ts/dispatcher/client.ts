@@ -238,6 +238,25 @@ type ConnectOptions = Partial<tls.ConnectionOptions> & {
   [key: string]: unknown
 }
 
+let warnedUnauthorized = false
+
+/**
+ * Whether certificates are verified: as the options say, else as Node's switch for development
+ * against self-signed servers says (`NODE_TLS_REJECT_UNAUTHORIZED=0` turns verification off,
+ * with Node's warning, once), as Node's TLS reads them for undici.
+ */
+function rejectsUnauthorized(given: unknown): boolean {
+  if (given !== undefined) return Boolean(given)
+  if (process.env.NODE_TLS_REJECT_UNAUTHORIZED !== '0') return true
+  if (!warnedUnauthorized) {
+    warnedUnauthorized = true
+    process.emitWarning(
+      "Setting the NODE_TLS_REJECT_UNAUTHORIZED environment variable to '0' makes TLS connections and HTTPS requests insecure by disabling certificate verification.",
+    )
+  }
+  return false
+}
+
 /** The TLS part of the `connect` options, for an `https:` origin on the engine's TLS. */
 function tlsOptions(connect: ConnectOptions, host: string, maxCachedSessions: number | null | undefined) {
   const { ca, cert, key, servername, rejectUnauthorized } = connect as {
@@ -253,7 +272,7 @@ function tlsOptions(connect: ConnectOptions, host: string, maxCachedSessions: nu
     ca: pem(ca, 'ca'),
     cert: pem(cert, 'cert'),
     key: pem(key, 'key'),
-    rejectUnauthorized: rejectUnauthorized !== false,
+    rejectUnauthorized: rejectsUnauthorized(rejectUnauthorized),
     maxCachedSessions: maxCachedSessions ?? undefined,
     // As Node's: its defaults unless given (needsNode leaves only TLSv1.2 and TLSv1.3 here).
     minVersion: connect.minVersion ?? tls.DEFAULT_MIN_VERSION,
