@@ -3,7 +3,7 @@
 // 1. Many small requests: one million (SOAK_REQUESTS) through a Pool with 512 in flight
 //    (SOAK_INFLIGHT); the server kills a connection now and then (one request in
 //    SOAK_KILL_EVERY answers by destroying its socket).
-// 2. Large bodies read slowly: 2000 responses (SOAK_SLOW_RESPONSES) of 1 to 4 MiB, 8 at a time
+// 2. Large bodies read slowly: 100 responses (SOAK_SLOW_RESPONSES) of 16 to 64 MiB, 8 at a time
 //    (SOAK_SLOW_INFLIGHT) over as many connections, each body consumed at ~64 KiB a
 //    millisecond, far slower than loopback delivers it: what the client holds must follow the
 //    reader, not the server.
@@ -12,7 +12,7 @@
 //   - every request settles exactly once, and no response reaches the wrong request;
 //   - RSS after warm-up grows by less than 64 MiB (1.);
 //   - the peak RSS after warm-up (VmHWM, reset at warm-up through /proc/self/clear_refs; on
-//     systems without it, sampled) stays within 64 MiB of it, and no request fails (2.);
+//     systems without it, sampled) stays within 128 MiB of it, and no request fails (2.);
 //   - a Client dropped without close() frees its connection once collected (--expose-gc).
 // Prints the figures per library; the checks hold saetta to them (undici's figures are for
 // comparison); exits non-zero when one fails.
@@ -36,15 +36,17 @@ const TOTAL = env('SOAK_REQUESTS', 1_000_000)
 const INFLIGHT = env('SOAK_INFLIGHT', 512)
 const KILL_EVERY = env('SOAK_KILL_EVERY', 5000)
 const RSS_LIMIT = 64 * MiB
-const SLOW_TOTAL = env('SOAK_SLOW_RESPONSES', 2000)
+const SLOW_TOTAL = env('SOAK_SLOW_RESPONSES', 100)
 const SLOW_INFLIGHT = env('SOAK_SLOW_INFLIGHT', 8)
 // The reader's pace: a pause of SLOW_PAUSE_MS for each SLOW_READ bytes taken.
 const SLOW_READ = 64 * 1024
 const SLOW_PAUSE_MS = 1
 // Eight bodies in flight, each held to a bounded window (socket buffers, a read-ahead, a
-// chunk): a few MiB each. A client that reads ahead of its reader holds up to the 32 MiB in
-// flight and the garbage it makes.
-const SLOW_PEAK_LIMIT = 64 * MiB
+// chunk): a few MiB each, and the chunks read and dropped until a collection frees them (the
+// peak swings by tens of MiB with the collector's timing: undici's 20-67 MiB, saetta's 20-104
+// MiB, whose reads are up to 1 MiB where libuv's are 64 KiB). A client that reads ahead of its
+// reader holds most of the 320 MiB in flight on top.
+const SLOW_PEAK_LIMIT = 128 * MiB
 // No response in this long: the slow soak has stalled, and is ended as a failure.
 const SLOW_STALL_MS = 30_000
 const TARGETS = (process.env.SOAK_TARGETS ?? 'saetta,undici').split(',')
@@ -170,8 +172,8 @@ async function soak (lib, origin) {
 // ---------------------------------------------------------------------------------------------
 // 2. large bodies read slowly
 
-/** Response `id`'s body size: 1 to 4 MiB, spread evenly and the same from run to run. */
-const slowSize = (id) => MiB + ((id * 104_729) % (3 * MiB + 1))
+/** Response `id`'s body size: 16 to 64 MiB, spread evenly and the same from run to run. */
+const slowSize = (id) => 16 * MiB + ((id * 104_729) % (48 * MiB + 1))
 /** Each body is one byte value repeated, its id's: a response that reaches the wrong request shows. */
 const slowByte = (id) => id % 251
 
@@ -290,7 +292,7 @@ async function main () {
   console.log(`soak on Node.js ${process.version}; peak RSS: ${canResetPeak ? 'VmHWM, reset at warm-up' : 'sampled (no /proc/self/clear_refs)'}`)
   console.log(`1. ${TOTAL.toLocaleString('en-US')} requests, ${INFLIGHT} in flight, Pool of 64 connections with pipelining 8; ` +
     `the server destroys the connection of one request in ${KILL_EVERY}`)
-  console.log(`2. ${SLOW_TOTAL.toLocaleString('en-US')} responses of 1-4 MiB, ${SLOW_INFLIGHT} in flight over as many connections, ` +
+  console.log(`2. ${SLOW_TOTAL.toLocaleString('en-US')} responses of 16-64 MiB, ${SLOW_INFLIGHT} in flight over as many connections, ` +
     `each body read at ${SLOW_READ / 1024} KiB per ${SLOW_PAUSE_MS} ms`)
   let failures = 0
   for (const name of TARGETS) {
