@@ -1,7 +1,7 @@
 // Writes the fuzz seeds: real responses of a node:http server, captured off the wire.
 // `node crates/core/fuzz/seed.mjs` (rewrites seeds/). Each seed starts with the target's
 // option bytes (see src/lib.rs): `responses` = config, piece size; `head` = config;
-// `chunked` = piece size.
+// `chunked` = piece size. The WebSocket targets' seeds are seed-ws.mjs's.
 import { createHash } from 'node:crypto'
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs'
 import http from 'node:http'

@@ -13,7 +13,7 @@ export RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4
 --cfg fuzzing -Ccodegen-units=1"
 # --target keeps RUSTFLAGS off build scripts, as cargo-fuzz does.
 cargo build --release --locked --target "$triple" --bins
-for target in head chunked responses; do
+for target in head chunked responses ws_frames ws_deflate; do
   mkdir -p "corpus/$target" artifacts
   echo "fuzz $target: ${seconds}s"
   log="artifacts/$target.log"

@@ -9,7 +9,12 @@
 //!   delivers exactly that many bytes, body data is never empty.
 //!
 //! The response reader below follows `h1/conn.rs`: head (informational heads skipped), body,
-//! next head while the connection may be reused.
+//! next head while the connection may be reused. The WebSocket targets' properties are in
+//! `ws.rs`.
+
+mod ws;
+
+pub use ws::{ws_deflate, ws_frames};
 
 use bytes::{Bytes, BytesMut};
 use saetta_core::codec::{

@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+use bytes::Bytes;
 use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, Status};
 
 /// A `*_max_window_bits` parameter.
@@ -135,6 +136,98 @@ fn zlib_message(e: &flate2::DecompressError) -> &'static str {
         .unwrap_or("invalid deflate data")
 }
 
+/// The largest chunk a message is inflated into.
+const CHUNK: usize = 256 << 10;
+/// What a frame that fails anyway is inflated into, to be counted and dropped.
+const SCRATCH: usize = 16 << 10;
+
+/// A compressed message's inflated bytes, in chunks that are never reallocated: a growing
+/// `Vec` would copy itself (two copies live at once) and reserve up to twice what it holds,
+/// past the limit. The chunks' capacities add up to at most the limit plus one byte, the
+/// byte that shows the limit passed. Past the limit (or once [`Inflated::discard`]ed) the
+/// chunks are dropped and what follows is only counted: the message fails, but its frame is
+/// still inflated to its end, as undici does, for a data error or the frame's own output over
+/// the limit to fail it first.
+pub(super) struct Inflated {
+    chunks: Vec<Vec<u8>>,
+    /// The message's inflated bytes so far, kept or not.
+    len: u64,
+    /// The most bytes kept.
+    max: u64,
+    keep: bool,
+}
+
+impl Inflated {
+    pub(super) fn new(max: u64) -> Inflated {
+        Inflated {
+            chunks: Vec::new(),
+            len: 0,
+            max,
+            keep: true,
+        }
+    }
+
+    pub(super) fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// The message fails whatever it makes: count its bytes, keep none.
+    pub(super) fn discard(&mut self) {
+        self.keep = false;
+        self.chunks = Vec::new();
+    }
+
+    /// The bytes allocated for the message.
+    pub(super) fn capacity(&self) -> usize {
+        self.chunks.iter().map(Vec::capacity).sum()
+    }
+
+    /// The whole message: its one chunk as it is, else the chunks joined in one allocation,
+    /// each freed once copied.
+    pub(super) fn into_bytes(mut self) -> Bytes {
+        // A chunk may have been made for output that did not come.
+        self.chunks.retain(|c| !c.is_empty());
+        if self.chunks.len() <= 1 {
+            let mut one = self.chunks.pop().unwrap_or_default();
+            // The message outlives this call in JS's hands: without the room left for growth.
+            if one.capacity() - one.len() > 1024 {
+                one.shrink_to_fit();
+            }
+            return Bytes::from(one);
+        }
+        let mut joined = Vec::with_capacity(usize::try_from(self.len).unwrap_or(0));
+        for chunk in self.chunks {
+            joined.extend_from_slice(&chunk);
+        }
+        Bytes::from(joined)
+    }
+
+    /// A chunk with room left, for zlib to write to. A new chunk is twice the last one's size
+    /// (the first one's a guess from the input) up to [`CHUNK`], and never more than what is
+    /// left to the limit plus one byte.
+    fn room(&mut self, input_len: usize) -> &mut Vec<u8> {
+        if self.chunks.last().is_none_or(|c| c.len() == c.capacity()) {
+            let size = match self.chunks.last() {
+                Some(last) => last.capacity().saturating_mul(2).min(CHUNK),
+                None => input_len.saturating_mul(4).clamp(1024, CHUNK),
+            };
+            // While kept, len <= max: at least one byte.
+            let left = self.max.saturating_sub(self.len).saturating_add(1);
+            let left = usize::try_from(left).unwrap_or(usize::MAX);
+            self.chunks.push(Vec::with_capacity(size.min(left)));
+        }
+        let last = self.chunks.len() - 1;
+        &mut self.chunks[last]
+    }
+
+    fn made(&mut self, n: u64) {
+        self.len = self.len.saturating_add(n);
+        if self.keep && self.len > self.max {
+            self.discard();
+        }
+    }
+}
+
 /// The server's messages, inflated through one stream: undici keeps its inflater across
 /// messages whatever `server_no_context_takeover` says, which decodes either way.
 pub(super) struct Inflater {
@@ -143,6 +236,8 @@ pub(super) struct Inflater {
     /// rest of the message, tail included, is no data (zlib leaves it), and the next message
     /// starts a new stream.
     ended: bool,
+    /// Where a discarded message's bytes go; allocated on first use.
+    scratch: Vec<u8>,
 }
 
 impl Inflater {
@@ -158,25 +253,27 @@ impl Inflater {
         Some(Inflater {
             z: Decompress::new_with_window_bits(false, bits),
             ended: false,
+            scratch: Vec::new(),
         })
     }
 
-    /// Inflates a frame's `payload` onto `out`, and the tail after the message's last frame,
-    /// failing once `out` holds more than `max_len` bytes.
+    /// Inflates a piece of a frame's payload onto `out`, failing once `out` holds more than
+    /// `max_len` bytes (kept or counted).
     pub(super) fn inflate(
         &mut self,
         payload: &[u8],
-        fin: bool,
-        out: &mut Vec<u8>,
+        out: &mut Inflated,
         max_len: u64,
     ) -> Result<(), InflateError> {
-        self.run(payload, out, max_len)?;
-        if fin {
-            self.run(&TAIL, out, max_len)?;
-            if self.ended {
-                self.z.reset(false);
-                self.ended = false;
-            }
+        self.run(payload, out, max_len)
+    }
+
+    /// The message's last frame is all inflated: inflates the tail.
+    pub(super) fn finish(&mut self, out: &mut Inflated, max_len: u64) -> Result<(), InflateError> {
+        self.run(&TAIL, out, max_len)?;
+        if self.ended {
+            self.z.reset(false);
+            self.ended = false;
         }
         Ok(())
     }
@@ -184,28 +281,45 @@ impl Inflater {
     fn run(
         &mut self,
         mut input: &[u8],
-        out: &mut Vec<u8>,
+        out: &mut Inflated,
         max_len: u64,
     ) -> Result<(), InflateError> {
         while !self.ended {
-            if out.len() == out.capacity() {
-                let room = (input.len() * 4).clamp(1024, 1 << 20);
+            let (in_before, out_before) = (self.z.total_in(), self.z.total_out());
+            let (result, room) = if out.keep {
+                // The chunk's room ends at out.max + 1 <= max_len + 1.
+                let chunk = out.room(input.len());
+                let room = chunk.capacity() - chunk.len();
+                let result = self.z.decompress_vec(input, chunk, FlushDecompress::Sync);
+                (result, room)
+            } else {
+                if self.scratch.capacity() == 0 {
+                    self.scratch.reserve_exact(SCRATCH);
+                }
                 // Room for one byte past the limit, to see it passed.
-                let left = max_len.saturating_sub(out.len() as u64).saturating_add(1);
-                out.reserve(room.min(usize::try_from(left).unwrap_or(usize::MAX)));
-            }
-            let (in_before, out_before) = (self.z.total_in(), out.len());
-            let status = self
-                .z
-                .decompress_vec(input, out, FlushDecompress::Sync)
-                .map_err(|e| InflateError::Data(zlib_message(&e)))?;
-            input = &input[(self.z.total_in() - in_before) as usize..];
-            if out.len() as u64 > max_len {
+                let left = max_len.saturating_sub(out.len).saturating_add(1);
+                let room = usize::try_from(left).unwrap_or(usize::MAX).min(SCRATCH);
+                let spare = &mut self.scratch.spare_capacity_mut()[..room];
+                (
+                    self.z
+                        .decompress_uninit(input, spare, FlushDecompress::Sync),
+                    room,
+                )
+            };
+            let made = self.z.total_out() - out_before;
+            out.made(made);
+            // Output past the limit fails first, whether zlib went on to bad data in the same
+            // call or not: how much input a call had (how the frame was split into reads) must
+            // not decide.
+            if out.len > max_len {
                 return Err(InflateError::TooBig);
             }
+            let status = result.map_err(|e| InflateError::Data(zlib_message(&e)))?;
+            let used = self.z.total_in() - in_before;
+            input = &input[used as usize..];
             self.ended = status == Status::StreamEnd;
-            let progress = self.z.total_in() != in_before || out.len() != out_before;
-            if (input.is_empty() && out.len() < out.capacity()) || !progress {
+            let full = made as usize == room;
+            if (input.is_empty() && !full) || (used == 0 && made == 0) {
                 break;
             }
         }
@@ -261,6 +375,12 @@ impl Deflater {
         }
         if self.out.ends_with(&TAIL) {
             self.out.truncate(self.out.len() - TAIL.len());
+        }
+        if self.out.is_empty() {
+            // An empty message right after a flush: zlib writes nothing (no second flush in a
+            // row), but an empty payload would make the receiver's tail the start of a stored
+            // block. 0x00 and the tail are an empty stored block (RFC 7692 section 7.2.3.6).
+            self.out.push(0x00);
         }
         if self.reset {
             self.z.reset();

@@ -4,7 +4,7 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use ring::rand::{SecureRandom, SystemRandom};
 
 use super::close_code::{INVALID_PAYLOAD, MESSAGE_TOO_BIG, POLICY_VIOLATION, PROTOCOL_ERROR};
-use super::deflate::{Deflater, InflateError, Inflater};
+use super::deflate::{Deflater, InflateError, Inflated, Inflater};
 use super::{DeflateParams, Incoming, Opcode};
 
 const FIN: u8 = 0x80;
@@ -35,22 +35,44 @@ struct Message {
     /// Uncompressed: the frames' payloads, joined at the end.
     parts: Vec<Bytes>,
     /// Compressed: the inflated bytes so far.
-    inflated: Vec<u8>,
-    /// The message's bytes so far (inflated ones when compressed).
+    inflated: Inflated,
+    /// The message's bytes so far (inflated ones when compressed), up to its last whole
+    /// frame.
     len: u64,
     frames: usize,
 }
 
 impl Message {
-    fn new(text: bool, compressed: bool) -> Message {
+    /// `max`: the most inflated bytes kept.
+    fn new(text: bool, compressed: bool, max: u64) -> Message {
         Message {
             text,
             compressed,
             parts: Vec::new(),
-            inflated: Vec::new(),
+            inflated: Inflated::new(max),
             len: 0,
             frames: 0,
         }
+    }
+}
+
+/// A compressed frame whose payload is inflated as it arrives: neither the payload nor a
+/// reservation for it waits in the read buffer beside the inflated bytes.
+struct Inflating {
+    /// The payload's bytes still to come.
+    left: u64,
+    fin: bool,
+    /// The message's inflated bytes when the frame began: the frame's own output is limited.
+    start: u64,
+    /// The frame is one more than the message may have: it fails once inflated.
+    too_many: bool,
+}
+
+impl Inflating {
+    /// The most inflated bytes the message may hold at the frame's end: the frame's own
+    /// output is limited, as undici limits it.
+    fn max(&self, max_payload: Option<u64>) -> u64 {
+        self.start.saturating_add(max_payload.unwrap_or(u64::MAX))
     }
 }
 
@@ -62,6 +84,7 @@ pub struct Receiver {
     max_payload: Option<u64>,
     max_fragments: Option<usize>,
     message: Option<Message>,
+    inflating: Option<Inflating>,
     /// A failure or the server's close frame was reported.
     done: bool,
 }
@@ -78,6 +101,7 @@ impl Receiver {
             max_payload,
             max_fragments: None,
             message: None,
+            inflating: None,
             done: false,
         }
     }
@@ -111,9 +135,10 @@ impl Receiver {
 
     /// How many more bytes `buf` needs to hold the frame it starts (its header, or all of it
     /// once the header is there), so that a reader can reserve them. Call it after
-    /// [`Receiver::read`], which has checked that header.
+    /// [`Receiver::read`], which has checked that header. None while a compressed frame's
+    /// payload is inflated as it comes.
     pub fn needed(&self, buf: &[u8]) -> usize {
-        if self.done {
+        if self.done || self.inflating.is_some() {
             return 0;
         }
         let Some(&b1) = buf.get(1) else {
@@ -138,11 +163,43 @@ impl Receiver {
             .saturating_sub(buf.len())
     }
 
-    /// Takes the frame at the start of `buf` if it is all there; `Ok(false)` if it is not.
+    /// The bytes the receiver holds for the message in progress: its fragments' payloads, or
+    /// the capacity of its inflated chunks (at most the message limit plus one byte). For
+    /// tests and fuzzing.
+    pub fn held(&self) -> usize {
+        self.message.as_ref().map_or(0, |m| {
+            if m.compressed {
+                m.inflated.capacity()
+            } else {
+                m.parts.iter().map(Bytes::len).sum()
+            }
+        })
+    }
+
+    /// Takes the frame at the start of `buf` if it is all there, or what there is of a
+    /// compressed frame's payload; `Ok(false)` when it needs more.
     fn frame(&mut self, buf: &mut BytesMut, out: &mut Vec<Incoming>) -> Result<bool, Fail> {
+        if let Some(frame) = &self.inflating {
+            let n = usize::try_from(frame.left)
+                .unwrap_or(usize::MAX)
+                .min(buf.len());
+            if n == 0 && frame.left > 0 {
+                return Ok(false);
+            }
+            self.inflate(&buf[..n])?;
+            buf.advance(n);
+            return self.after_piece(out);
+        }
         let Some(head) = self.head(buf)? else {
             return Ok(false);
         };
+        if !head.opcode.is_control()
+            && (head.rsv1 || self.message.as_ref().is_some_and(|m| m.compressed))
+        {
+            buf.advance(head.size);
+            self.start_inflating(&head)?;
+            return Ok(true);
+        }
         if (buf.len() as u64) < head.size as u64 + head.len {
             return Ok(false);
         }
@@ -152,13 +209,6 @@ impl Receiver {
         if head.opcode.is_control() {
             let payload = buf.split_to(len).freeze();
             self.control(head.opcode, payload, out)?;
-            return Ok(true);
-        }
-        if head.rsv1 || self.message.as_ref().is_some_and(|m| m.compressed) {
-            let fin = head.fin;
-            let text = head.opcode == Opcode::Text;
-            self.inflate(text, fin, &buf[..len], out)?;
-            buf.advance(len);
             return Ok(true);
         }
         // The payload is handed on where it lies in the read buffer: no copy.
@@ -267,7 +317,7 @@ impl Receiver {
                 // A whole message in one frame, its bytes where they were read.
                 out.push(message(head.opcode == Opcode::Text, payload)?);
             } else {
-                let mut m = Message::new(head.opcode == Opcode::Text, false);
+                let mut m = Message::new(head.opcode == Opcode::Text, false, 0);
                 m.len = payload.len() as u64;
                 m.frames = 1;
                 m.parts.push(payload);
@@ -285,61 +335,94 @@ impl Receiver {
             let m = self
                 .message
                 .take()
-                .unwrap_or_else(|| Message::new(false, false));
+                .unwrap_or_else(|| Message::new(false, false, 0));
             out.push(message(m.text, join(m.parts, m.len))?);
         }
         Ok(())
     }
 
-    /// A frame of a compressed message, inflated onto the message so far.
-    fn inflate(
-        &mut self,
-        text: bool,
-        fin: bool,
-        payload: &[u8],
-        out: &mut Vec<Incoming>,
-    ) -> Result<(), Fail> {
-        let inflater = match &mut self.inflater {
-            Some(inflater) => inflater,
-            empty => {
-                let params = self.deflate.unwrap_or_default();
-                let made = Inflater::new(&params)
-                    .ok_or((INVALID_PAYLOAD, "Invalid server_max_window_bits"))?;
-                empty.insert(made)
-            }
-        };
-        let m = self.message.get_or_insert_with(|| Message::new(text, true));
-        // Undici's order: this frame's output over the limit, too many frames, the message's
-        // output over the limit.
-        let too_big = (MESSAGE_TOO_BIG, "Max decompressed message size exceeded");
-        let limit = self.max_payload.unwrap_or(u64::MAX);
-        let frame_limit = (m.inflated.len() as u64).saturating_add(limit);
-        match inflater.inflate(payload, fin, &mut m.inflated, frame_limit) {
-            Ok(()) => {}
-            Err(InflateError::TooBig) => return Err(too_big),
-            Err(InflateError::Data(reason)) => return Err((INVALID_PAYLOAD, reason)),
+    /// A compressed frame's header is taken: its payload is inflated as it comes.
+    fn start_inflating(&mut self, head: &Head) -> Result<(), Fail> {
+        if self.inflater.is_none() {
+            let params = self.deflate.unwrap_or_default();
+            let made = Inflater::new(&params)
+                .ok_or((INVALID_PAYLOAD, "Invalid server_max_window_bits"))?;
+            self.inflater = Some(made);
         }
-        if self.max_fragments == Some(m.frames) {
+        let limit = self.max_payload.unwrap_or(u64::MAX);
+        let text = head.opcode == Opcode::Text;
+        let m = self
+            .message
+            .get_or_insert_with(|| Message::new(text, true, limit));
+        let too_many = self.max_fragments == Some(m.frames);
+        if too_many {
+            // It fails whatever it makes: counted, not kept.
+            m.inflated.discard();
+        }
+        self.inflating = Some(Inflating {
+            left: head.len,
+            fin: head.fin,
+            start: m.inflated.len(),
+            too_many,
+        });
+        Ok(())
+    }
+
+    /// Inflates a piece of a compressed frame's payload onto the message so far.
+    fn inflate(&mut self, piece: &[u8]) -> Result<(), Fail> {
+        let Some(frame) = self.inflating.as_mut() else {
+            return Ok(());
+        };
+        frame.left -= piece.len() as u64;
+        let max = frame.max(self.max_payload);
+        let (Some(inflater), Some(m)) = (self.inflater.as_mut(), self.message.as_mut()) else {
+            return Ok(());
+        };
+        inflater
+            .inflate(piece, &mut m.inflated, max)
+            .map_err(inflate_fail)
+    }
+
+    /// After a piece of a compressed frame: `Ok(true)` once the frame is over (its message
+    /// made if it was the last), `Ok(false)` while more of it is to come.
+    fn after_piece(&mut self, out: &mut Vec<Incoming>) -> Result<bool, Fail> {
+        let Some(frame) = self.inflating.take_if(|f| f.left == 0) else {
+            return Ok(false);
+        };
+        let max = frame.max(self.max_payload);
+        let (Some(inflater), Some(m)) = (self.inflater.as_mut(), self.message.as_mut()) else {
+            return Ok(true);
+        };
+        if frame.fin {
+            inflater
+                .finish(&mut m.inflated, max)
+                .map_err(inflate_fail)?;
+        }
+        // Undici's order: this frame's output over the limit (failed while inflating), too
+        // many frames, the message's output over the limit.
+        if frame.too_many {
             return Err((POLICY_VIOLATION, "Too many message fragments"));
         }
         m.frames += 1;
-        m.len = m.inflated.len() as u64;
-        if m.len > limit {
-            return Err(too_big);
+        m.len = m.inflated.len();
+        if m.len > self.max_payload.unwrap_or(u64::MAX) {
+            return Err(TOO_BIG_INFLATED);
         }
-        if fin {
-            let mut m = self
-                .message
-                .take()
-                .unwrap_or_else(|| Message::new(text, true));
-            // The message outlives this call in JS's hands: without the room left for growth
-            // (an in-place realloc).
-            if m.inflated.capacity() - m.inflated.len() > 1024 {
-                m.inflated.shrink_to_fit();
+        if frame.fin {
+            if let Some(m) = self.message.take() {
+                out.push(message(m.text, m.inflated.into_bytes())?);
             }
-            out.push(message(m.text, Bytes::from(m.inflated))?);
         }
-        Ok(())
+        Ok(true)
+    }
+}
+
+const TOO_BIG_INFLATED: Fail = (MESSAGE_TOO_BIG, "Max decompressed message size exceeded");
+
+fn inflate_fail(e: InflateError) -> Fail {
+    match e {
+        InflateError::TooBig => TOO_BIG_INFLATED,
+        InflateError::Data(reason) => (INVALID_PAYLOAD, reason),
     }
 }
 
