@@ -41,9 +41,9 @@ function cannotMeasure(): string | null {
   }
 }
 
-async function measure(script: string, lib: 'undici' | 'saetta'): Promise<Line> {
+async function measure(script: string, lib: 'undici' | 'saetta', args: string[] = []): Promise<Line> {
   // The script stops itself after 15 s (a hang is reported with its peak); this is the backstop.
-  const r = await run(process.execPath, [path.join(fixtures, script), lib], { timeout: 25_000 })
+  const r = await run(process.execPath, [path.join(fixtures, script), lib, ...args], { timeout: 25_000 })
   const last = r.stdout.trim().split('\n').pop() ?? ''
   try {
     return JSON.parse(last) as Line
@@ -56,6 +56,7 @@ const mib = (bytes: number): string => `${(bytes / MiB).toFixed(1)} MiB`
 
 interface Scenario {
   script: string
+  args?: string[]
   title: string
   /** The most the peak RSS may grow, in bytes. */
   bound: number
@@ -69,6 +70,7 @@ interface Scenario {
 // 128 MiB limit before it fails, so its bound is the limit and the same kind of room.
 const scenarios: Scenario[] = [
   { script: 'busy-loop.mjs', title: 'a 256 MiB response arriving while the event loop is busy for a second', bound: 32 * MiB },
+  { script: 'busy-loop.mjs', args: ['connector'], title: 'the same over sockets from a connect function', bound: 32 * MiB },
   { script: 'slow-reader.mjs', title: 'a 256 MiB response read 64 KiB every 10 ms', bound: 32 * MiB },
   { script: 'decompress-max-size.mjs', title: 'decompress({ maxSize: 1 MiB }) on a gzip bomb of 256 MiB', bound: 32 * MiB },
   { script: 'decompress-unread.mjs', title: 'decompress() on a gzip bomb of 256 MiB, one chunk read, then left unread', bound: 32 * MiB },
@@ -81,8 +83,8 @@ if (reason) console.warn(`memory.test.ts: skipped, ${reason}`)
 describe.skipIf(reason !== null)('memory: peak RSS growth, undici and saetta', () => {
   for (const s of scenarios) {
     it(s.title, async (ctx) => {
-      const theirs = await measure(s.script, 'undici')
-      const ours = await measure(s.script, 'saetta')
+      const theirs = await measure(s.script, 'undici', s.args)
+      const ours = await measure(s.script, 'saetta', s.args)
       for (const line of [theirs, ours]) {
         if ('skip' in line) {
           console.warn(`${s.script}: skipped, ${line.skip}`)
