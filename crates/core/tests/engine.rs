@@ -1,5 +1,7 @@
 //! The engine end to end against raw loopback servers, with cargo alone.
 
+mod common;
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -861,16 +863,6 @@ mod direct {
     }
 }
 
-/// Holds what the engine reports until the test takes it, as the caller's thread does.
-#[derive(Default)]
-struct HoldingSink(Mutex<Vec<Event>>);
-
-impl EventSink for HoldingSink {
-    fn push(&self, events: &mut Vec<Event>) {
-        self.0.lock().unwrap().append(events);
-    }
-}
-
 #[test]
 fn what_the_caller_has_not_taken_holds_the_reading_back() {
     use saetta_core::backlog::{CONN_LIMIT, TOTAL_LIMIT};
@@ -885,45 +877,19 @@ fn what_the_caller_has_not_taken_holds_the_reading_back() {
             }
         }
     });
-    let sink = Arc::new(HoldingSink::default());
+    let sink = common::holding();
     let engine = Engine::start(sink.clone()).unwrap();
     // Six connections: the bound is each one's, and all of them together's.
     origin(&engine, 1, port, |c| c.connections = 8);
     for id in 1..=6 {
         engine.submit(1, get(id, "GET", RequestBody::None));
     }
-    let held = || {
-        let events = sink.0.lock().unwrap();
-        saetta_core::event::payload_len(&events)
-    };
     // Nobody takes: the reading stops, each connection within its share, all within the total.
-    let mut last = usize::MAX;
-    while held() != last {
-        last = held();
-        thread::sleep(Duration::from_millis(300));
-    }
-    assert!(last <= TOTAL_LIMIT + 6 * (1 << 20), "{last}");
-    assert!(last >= TOTAL_LIMIT.min(6 * CONN_LIMIT), "{last}");
-    assert_eq!(engine.backlog().waiting_bytes(), last as isize);
+    let held = sink.settled_backlog();
+    assert!(held <= TOTAL_LIMIT + 6 * (1 << 20), "{held}");
+    assert!(held >= TOTAL_LIMIT.min(6 * CONN_LIMIT), "{held}");
+    assert_eq!(engine.backlog().waiting_bytes(), held as isize);
     // Taken, it goes on: every body arrives whole.
-    let mut bodies = vec![0usize; 7];
-    let mut done = 0;
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while done < 6 {
-        assert!(std::time::Instant::now() < deadline, "stalled: {bodies:?}");
-        let events = std::mem::take(&mut *sink.0.lock().unwrap());
-        engine
-            .backlog()
-            .taken(saetta_core::event::payload_len(&events));
-        for ev in events {
-            match ev {
-                Event::Data { id, chunk } => bodies[id as usize] += chunk.len(),
-                Event::Complete { .. } => done += 1,
-                Event::Error { error, .. } => panic!("{error:?}"),
-                _ => {}
-            }
-        }
-        thread::sleep(Duration::from_millis(1));
-    }
+    let bodies = sink.take_until_complete(&engine, 6);
     assert!(bodies[1..].iter().all(|b| *b == BODY), "{bodies:?}");
 }

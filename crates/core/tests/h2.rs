@@ -2,6 +2,8 @@
 //! server on a thread of its own: the origin picks HTTP/2 for the connection, and one
 //! connection carries many requests at once.
 
+mod common;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
@@ -31,8 +33,16 @@ struct Load {
     connections: AtomicUsize,
 }
 
-/// An h2c server answering each request after `delay` with its path; returns its port.
-fn server(delay: Duration, load: Arc<Load>) -> u16 {
+/// An h2c server on a thread of its own, calling `accepted` for each connection and answering
+/// each request with `respond` (a task each); returns its port.
+fn h2c_server<F, Fut>(accepted: impl Fn() + Send + 'static, respond: F) -> u16
+where
+    F: Fn(http::Request<h2::RecvStream>, h2::server::SendResponse<Bytes>) -> Fut
+        + Send
+        + Clone
+        + 'static,
+    Fut: std::future::Future<Output = ()> + 'static,
+{
     let (tx, rx) = channel();
     thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -44,31 +54,42 @@ fn server(delay: Duration, load: Arc<Load>) -> u16 {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             tx.send(listener.local_addr().unwrap().port()).unwrap();
             while let Ok((sock, _)) = listener.accept().await {
-                load.connections.fetch_add(1, Ordering::SeqCst);
-                let load = load.clone();
+                accepted();
+                let respond = respond.clone();
                 tokio::task::spawn_local(async move {
                     let Ok(mut conn) = h2::server::handshake(sock).await else {
                         return;
                     };
-                    while let Some(Ok((req, mut respond))) = conn.accept().await {
-                        let load = load.clone();
-                        tokio::task::spawn_local(async move {
-                            let now = load.open.fetch_add(1, Ordering::SeqCst) + 1;
-                            load.max.fetch_max(now, Ordering::SeqCst);
-                            tokio::time::sleep(delay).await;
-                            load.open.fetch_sub(1, Ordering::SeqCst);
-                            let path = Bytes::from(req.uri().path().to_string());
-                            let resp = http::Response::builder().status(200).body(()).unwrap();
-                            if let Ok(mut send) = respond.send_response(resp, false) {
-                                let _ = send.send_data(path, true);
-                            }
-                        });
+                    while let Some(Ok((req, send))) = conn.accept().await {
+                        tokio::task::spawn_local(respond(req, send));
                     }
                 });
             }
         });
     });
     rx.recv().unwrap()
+}
+
+/// An h2c server answering each request after `delay` with its path; returns its port.
+fn server(delay: Duration, load: Arc<Load>) -> u16 {
+    let counted = load.clone();
+    let accepted = move || {
+        counted.connections.fetch_add(1, Ordering::SeqCst);
+    };
+    h2c_server(accepted, move |req, mut respond| {
+        let load = load.clone();
+        async move {
+            let now = load.open.fetch_add(1, Ordering::SeqCst) + 1;
+            load.max.fetch_max(now, Ordering::SeqCst);
+            tokio::time::sleep(delay).await;
+            load.open.fetch_sub(1, Ordering::SeqCst);
+            let path = Bytes::from(req.uri().path().to_string());
+            let resp = http::Response::builder().status(200).body(()).unwrap();
+            if let Ok(mut send) = respond.send_response(resp, false) {
+                let _ = send.send_data(path, true);
+            }
+        }
+    })
 }
 
 fn get(id: u64, path: &str) -> Request {
@@ -174,61 +195,30 @@ fn a_pool_opens_no_second_connection_while_the_first_has_room() {
 
 /// An h2c server answering each request with `size` bytes, as fast as the windows let it.
 fn big_server(size: usize) -> u16 {
-    let (tx, rx) = channel();
-    thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let local = tokio::task::LocalSet::new();
-        local.block_on(&rt, async move {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            tx.send(listener.local_addr().unwrap().port()).unwrap();
-            while let Ok((sock, _)) = listener.accept().await {
-                tokio::task::spawn_local(async move {
-                    let Ok(mut conn) = h2::server::handshake(sock).await else {
-                        return;
-                    };
-                    while let Some(Ok((_, mut respond))) = conn.accept().await {
-                        tokio::task::spawn_local(async move {
-                            let resp = http::Response::builder().status(200).body(()).unwrap();
-                            let Ok(mut send) = respond.send_response(resp, false) else {
-                                return;
-                            };
-                            let mut left = size;
-                            while left > 0 {
-                                send.reserve_capacity(left.min(1 << 20));
-                                let Some(Ok(n)) =
-                                    std::future::poll_fn(|cx| send.poll_capacity(cx)).await
-                                else {
-                                    return;
-                                };
-                                let n = n.min(left);
-                                left -= n;
-                                if send
-                                    .send_data(Bytes::from(vec![b'x'; n]), left == 0)
-                                    .is_err()
-                                {
-                                    return;
-                                }
-                            }
-                        });
-                    }
-                });
+    h2c_server(
+        || {},
+        move |_, mut respond| async move {
+            let resp = http::Response::builder().status(200).body(()).unwrap();
+            let Ok(mut send) = respond.send_response(resp, false) else {
+                return;
+            };
+            let mut left = size;
+            while left > 0 {
+                send.reserve_capacity(left.min(1 << 20));
+                let Some(Ok(n)) = std::future::poll_fn(|cx| send.poll_capacity(cx)).await else {
+                    return;
+                };
+                let n = n.min(left);
+                left -= n;
+                if send
+                    .send_data(Bytes::from(vec![b'x'; n]), left == 0)
+                    .is_err()
+                {
+                    return;
+                }
             }
-        });
-    });
-    rx.recv().unwrap()
-}
-
-/// Holds what the engine reports until the test takes it, as the caller's thread does.
-#[derive(Default)]
-struct HoldingSink(Mutex<Vec<Event>>);
-
-impl EventSink for HoldingSink {
-    fn push(&self, events: &mut Vec<Event>) {
-        self.0.lock().unwrap().append(events);
-    }
+        },
+    )
 }
 
 #[test]
@@ -236,7 +226,7 @@ fn what_the_caller_has_not_taken_shuts_the_windows() {
     use saetta_core::backlog::CONN_LIMIT;
     const BODY: usize = 32 << 20;
     let port = big_server(BODY);
-    let sink = Arc::new(HoldingSink::default());
+    let sink = common::holding();
     let engine = Engine::start(sink.clone()).unwrap();
     engine.open(
         1,
@@ -253,33 +243,10 @@ fn what_the_caller_has_not_taken_shuts_the_windows() {
     for id in 1..=3 {
         engine.submit(1, get(id, "/"));
     }
-    let held = || saetta_core::event::payload_len(&sink.0.lock().unwrap());
-    let mut last = usize::MAX;
-    while held() != last {
-        last = held();
-        thread::sleep(Duration::from_millis(300));
-    }
     // Its share, and what one round reads past it (each stream's part of one window).
-    assert!(last <= 2 * CONN_LIMIT, "{last}");
-    assert!(last >= CONN_LIMIT, "{last}");
-    let mut bodies = [0usize; 4];
-    let mut done = 0;
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while done < 3 {
-        assert!(std::time::Instant::now() < deadline, "stalled: {bodies:?}");
-        let events = std::mem::take(&mut *sink.0.lock().unwrap());
-        engine
-            .backlog()
-            .taken(saetta_core::event::payload_len(&events));
-        for ev in events {
-            match ev {
-                Event::Data { id, chunk } => bodies[id as usize] += chunk.len(),
-                Event::Complete { .. } => done += 1,
-                Event::Error { error, .. } => panic!("{error:?}"),
-                _ => {}
-            }
-        }
-        thread::sleep(Duration::from_millis(1));
-    }
+    let held = sink.settled_backlog();
+    assert!(held <= 2 * CONN_LIMIT, "{held}");
+    assert!(held >= CONN_LIMIT, "{held}");
+    let bodies = sink.take_until_complete(&engine, 3);
     assert!(bodies[1..].iter().all(|b| *b == BODY), "{bodies:?}");
 }
