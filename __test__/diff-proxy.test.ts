@@ -352,7 +352,7 @@ describe('ProxyAgent', () => {
     await both(async (lib) => {
       const target = await origin('plain')
       const proxy = await httpProxy()
-      const name = lib === undici ? 'undici:proxy:connected' : 'saetta:proxy:connected'
+      const name = 'undici:proxy:connected'
       const seen: unknown[] = []
       const listener = (message: unknown): void => {
         const { connectParams } = message as { connectParams: Record<string, unknown> }

@@ -150,7 +150,7 @@ describe('what connections tell', () => {
       await both(
         () => ok(mode),
         async (lib, origin) => {
-          const name = `${lib === undici ? 'undici' : 'saetta'}:client:connected`
+          const name = 'undici:client:connected'
           const seen: unknown[] = []
           const fn = (m: unknown): void => {
             const p = (m as { connectParams: { version: string; protocol: string; host: string } }).connectParams
@@ -175,7 +175,7 @@ describe('what connections tell', () => {
       await both(
         () => ok(mode),
         async (lib, origin) => {
-          const name = `${lib === undici ? 'undici' : 'saetta'}:client:sendHeaders`
+          const name = 'undici:client:sendHeaders'
           const seen: string[] = []
           const fn = (m: unknown): void => {
             const { request, headers } = m as { request: { origin: string }; headers: string }
@@ -204,7 +204,7 @@ describe('what connections tell', () => {
     }
   })
 
-  describe.skipIf(isUndici)('NODE_DEBUG=saetta (undici 7 prints `using http:undefined` before connecting)', () => {
+  describe.skipIf(isUndici)('NODE_DEBUG=undici (undici 7 prints `using http:undefined` before connecting)', () => {
     async function debugLines(origin: string, options: string): Promise<string[]> {
       const code = `
         const { Client } = ${childRequire}
@@ -215,12 +215,12 @@ describe('what connections tell', () => {
           await c.close()
         })().catch((e) => { console.log('FAILED', e); process.exitCode = 1 })
       `
-      const r = await runNode(code, { env: { ...process.env, NODE_DEBUG: 'saetta' } })
+      const r = await runNode(code, { env: { ...process.env, NODE_DEBUG: 'undici' } })
       expect(r.stdout).not.toContain('FAILED')
       return r.stderr
         .split('\n')
         .filter((l) => l.length > 0)
-        .map((l) => l.replace(/^SAETTA \d+: /, ''))
+        .map((l) => l.replace(/^UNDICI \d+: /, ''))
     }
 
     test('h2c: h2 from the start', async () => {

@@ -440,29 +440,30 @@ describe('WebSocket: conversations (differential)', () => {
 
   test('ping and pong: the client answers pings, ping() sends one; both reach the diagnostics channels', async () => {
     await differential(async (lib) => {
-      const prefix = lib === undici ? 'undici' : 'saetta'
       const seen: unknown[] = []
       const onPing = (m: unknown): void => void seen.push(['ping', (m as { payload: Buffer }).payload.toString('hex')])
       const onPong = (m: unknown): void => void seen.push(['pong', (m as { payload: Buffer }).payload.toString('hex')])
-      dc.subscribe(`${prefix}:websocket:ping`, onPing)
-      dc.subscribe(`${prefix}:websocket:pong`, onPong)
-      onCleanup(() => {
-        dc.unsubscribe(`${prefix}:websocket:ping`, onPing)
-        dc.unsubscribe(`${prefix}:websocket:pong`, onPong)
-      })
-      const srv = await wsServer((socket) => {
-        socket.on('ping', () => socket.send('pinged'))
-        socket.ping('from server')
-        socket.pong('unasked')
-      })
-      const w = await watch(lib, srv.url, {
-        onOpen: (ws) => lib.ping(ws, Buffer.from('from client')),
-        onMessage: closeAfter(1, 1000, 'x'),
-      })
-      await sleep(20)
-      // The core answers a ping as it reads it: its pong may reach the server before or after
-      // the client's own ping, as undici's may.
-      return { events: w.events, server: srv.received.log.map((e) => JSON.stringify(e)).sort(), seen: seen.sort() }
+      // Both libraries publish on these channels: each run listens only while it runs.
+      dc.subscribe('undici:websocket:ping', onPing)
+      dc.subscribe('undici:websocket:pong', onPong)
+      try {
+        const srv = await wsServer((socket) => {
+          socket.on('ping', () => socket.send('pinged'))
+          socket.ping('from server')
+          socket.pong('unasked')
+        })
+        const w = await watch(lib, srv.url, {
+          onOpen: (ws) => lib.ping(ws, Buffer.from('from client')),
+          onMessage: closeAfter(1, 1000, 'x'),
+        })
+        await sleep(20)
+        // The core answers a ping as it reads it: its pong may reach the server before or after
+        // the client's own ping, as undici's may.
+        return { events: w.events, server: srv.received.log.map((e) => JSON.stringify(e)).sort(), seen: seen.sort() }
+      } finally {
+        dc.unsubscribe('undici:websocket:ping', onPing)
+        dc.unsubscribe('undici:websocket:pong', onPong)
+      }
     })
   })
 
@@ -1111,14 +1112,13 @@ describe('WebSocketStream (differential)', () => {
 // ---------------------------------------------------------------------------------------------
 // diagnostics channels, dispatchers that are not saetta's, install()
 
-/** Subscribes to `${prefix}:websocket:<name>` for each name; messages recorded as `[name, message]`. */
-function listen(lib: Lib, names: string[]): Array<[string, unknown]> {
-  const prefix = lib === undici ? 'undici' : 'saetta'
+/** Subscribes to `undici:websocket:<name>` for each name; messages recorded as `[name, message]`. */
+function listen(names: string[]): Array<[string, unknown]> {
   const seen: Array<[string, unknown]> = []
   for (const name of names) {
     const fn = (m: unknown): void => void seen.push([name, m])
-    dc.subscribe(`${prefix}:websocket:${name}`, fn)
-    onCleanup(() => dc.unsubscribe(`${prefix}:websocket:${name}`, fn))
+    dc.subscribe(`undici:websocket:${name}`, fn)
+    onCleanup(() => dc.unsubscribe(`undici:websocket:${name}`, fn))
   }
   return seen
 }
@@ -1126,7 +1126,7 @@ function listen(lib: Lib, names: string[]): Array<[string, unknown]> {
 describe('WebSocket: diagnostics channels (differential)', () => {
   test('open and close: their messages', async () => {
     await differential(async (lib) => {
-      const seen = listen(lib, ['open', 'close', 'socket_error'])
+      const seen = listen(['open', 'close', 'socket_error'])
       const srv = await wsServer(() => {}, { handleProtocols: () => 'chat', perMessageDeflate: true })
       let socket: WS | undefined
       const w = await watch(lib, srv.url, {
@@ -1157,7 +1157,7 @@ describe('WebSocket: diagnostics channels (differential)', () => {
 
   test('a connection reset: socket_error, then error and close 1006', async () => {
     await differential(async (lib) => {
-      const seen = listen(lib, ['socket_error', 'close'])
+      const seen = listen(['socket_error', 'close'])
       const srv = await wsServer((socket) => socket.on('message', () => (socket as unknown as { _socket: net.Socket })._socket.resetAndDestroy()))
       const w = await watch(lib, srv.url, { onOpen: (ws) => ws.send('reset please') })
       return { events: w.events, seen: seen.map(([name, m]) => (name === 'socket_error' ? [name, describeError(m)] : [name, (m as { code: number }).code])) }
@@ -1252,10 +1252,11 @@ describe('WebSocket: NODE_DEBUG (saetta; undici prints each line twice, and its 
     ])
   })
 
-  test('with saetta (or fetch) too: the connection and request lines go under that label, once', async () => {
+  test('with undici (or saetta, or fetch) too: the connection and request lines go under that label, once', async () => {
     const srv = await wsServer((socket) => socket.on('message', () => socket.close(4000, 'done')))
     const host = new URL(srv.url).host
     for (const [flag, label] of [
+      ['undici,websocket', 'UNDICI'],
       ['saetta,websocket', 'SAETTA'],
       ['websocket,fetch', 'FETCH'],
     ]) {

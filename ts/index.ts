@@ -1,5 +1,7 @@
 // saetta: an HTTP/1.1 and HTTP/2 client for Node.js with the Dispatcher API of undici.
 
+// First: under NODE_DEBUG it loads Node's bundled undici itself, before any other module can.
+import './debug'
 import * as errors from './errors'
 import { Dispatcher } from './dispatcher/dispatcher'
 import { Client } from './dispatcher/client'

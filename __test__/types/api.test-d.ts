@@ -44,7 +44,7 @@ expectType<Dispatcher>(getGlobalDispatcher())
 expectError(setGlobalDispatcher({}))
 
 // diagnostics_channel messages
-dc.subscribe('saetta:request:create', (message) => {
+dc.subscribe('undici:request:create', (message) => {
   const { request } = message as DiagnosticsChannel.RequestCreateMessage
   expectType<string>(request.origin)
   expectType<string>(request.method)
@@ -52,7 +52,7 @@ dc.subscribe('saetta:request:create', (message) => {
   expectType<boolean>(request.completed)
   expectAssignable<DiagnosticsChannel.Request>(request.addHeader('x-trace', '1'))
 })
-dc.subscribe('saetta:request:headers', (message) => {
+dc.subscribe('undici:request:headers', (message) => {
   const { response } = message as DiagnosticsChannel.RequestHeadersMessage
   expectType<number>(response.statusCode)
   expectType<string>(response.statusText)

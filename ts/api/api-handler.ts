@@ -33,8 +33,9 @@ export abstract class ApiHandler<TOpaque> extends InternalHandler {
   #scope: AsyncResource
 
   /**
-   * `kind`: the async resource's type after `SAETTA_`; `tunnel`: the handler is for
-   * connect/upgrade, where CONNECT is the point (and onInfo is not looked at).
+   * `kind`: the async resource's type after `UNDICI_` (undici's names, which tools key on);
+   * `tunnel`: the handler is for connect/upgrade, where CONNECT is the point (and onInfo is not
+   * looked at).
    */
   constructor(opts: RequestOptions<TOpaque>, { kind, tunnel = false }: { kind: ApiKind; tunnel?: boolean }) {
     super()
@@ -43,7 +44,7 @@ export abstract class ApiHandler<TOpaque> extends InternalHandler {
     if (!tunnel && opts.method === 'CONNECT') throw new InvalidArgumentError('invalid method')
     if (!tunnel && opts.onInfo && typeof opts.onInfo !== 'function') throw new InvalidArgumentError('invalid onInfo callback')
     throwIfAborted(opts.signal)
-    this.#scope = new AsyncResource(`SAETTA_${kind}`)
+    this.#scope = new AsyncResource(`UNDICI_${kind}`)
     this.opts = opts
     this.#detachSignal = onSignalAbort(opts.signal, (reason) => {
       this.#reason = reason

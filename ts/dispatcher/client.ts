@@ -45,7 +45,7 @@ import { encodeFormData, type FormEntries } from './form-data'
 import { checkRequest, type RequestHead } from './validate'
 import type { ClientOptions, DispatchHandler, DispatchOptions } from './types'
 import { constructorOptions } from './options'
-import { channels, connectParams, RequestInfo, tracingRequests } from '../diagnostics'
+import { channels, connectingVersion, connectParams, CoreSocket, RequestInfo, tracingRequests } from '../diagnostics'
 import { Numbered } from '../util/numbered'
 import { destroyStream } from '../util/destroy'
 import type { Channel } from 'node:diagnostics_channel'
@@ -415,7 +415,6 @@ function withKnownLength(headers: string[], method: string, length: number, stri
   return out
 }
 
-/** What a Readable's own state says, beyond its public getters: all its data was pushed. */
 /**
  * A request's head as undici lists it over HTTP/2 for `sendHeaders`: its fields (a repeated
  * name joined with `, `, `cookie` kept apart), then the pseudo-headers, then the length (and
@@ -424,34 +423,54 @@ function withKnownLength(headers: string[], method: string, length: number, stri
 function h2Head(info: RequestInfo, origin: string, length: number | null): string {
   const url = new URL(origin)
   const fields = new Map<string, string | string[]>()
-  let host: string | null = null
-  let given: string | null = null
   const { headers, method } = info
   for (let i = 0; i < headers.length; i += 2) {
-    const [name, value] = [headers[i], headers[i + 1]]
-    const lower = name.toLowerCase()
-    if (lower === 'host') host ??= value
-    else if (lower === 'content-length') given ??= value
-    else if (name === 'cookie') {
+    const name = headers[i] as string
+    for (const value of ([] as string[]).concat(headers[i + 1])) {
       const had = fields.get(name)
-      fields.set(name, had === undefined ? value : [...(Array.isArray(had) ? had : [had]), value])
-    } else {
-      const had = fields.get(name)
-      fields.set(name, had === undefined ? value : `${had as string}, ${value}`)
+      if (name === 'cookie') fields.set(name, had === undefined ? value : [...(Array.isArray(had) ? had : [had]), value])
+      else fields.set(name, had === undefined ? value : `${had as string}, ${value}`)
     }
   }
-  fields.set(':authority', host ?? url.host)
+  fields.set(':authority', info.host || url.host)
   fields.set(':method', method)
   fields.set(':path', info.path)
   fields.set(':scheme', url.protocol === 'http:' ? 'http' : 'https')
   // As undici: a length only for a method that expects a body.
-  const len = method === 'PUT' || method === 'POST' || method === 'PATCH' ? (length ?? (given === null ? null : Number(given))) : null
+  const len = method === 'PUT' || method === 'POST' || method === 'PATCH' ? (length ?? info.contentLength) : null
   if (len !== null) fields.set('content-length', String(len))
   let head = ''
   for (const [name, value] of fields) head += `${name}: ${String(value)}\r\n`
   return head
 }
 
+/**
+ * A request's head as undici writes it over HTTP/1.1 for `sendHeaders` (the engine writes the
+ * same): the request line, `host`, `connection`, then the fields (without the length, which
+ * undici adds after publishing).
+ */
+function h1Head(info: RequestInfo, client: Client): string {
+  const { method, headers } = info
+  let head = `${method} ${info.path} HTTP/1.1\r\nhost: ${info.host ?? client.hostHeader}\r\n`
+  if (info.upgrade) head += `connection: upgrade\r\nupgrade: ${info.upgrade}\r\n`
+  else if (client.pipelining && !(info.reset ?? (method === 'HEAD' || method === 'CONNECT'))) head += 'connection: keep-alive\r\n'
+  else head += 'connection: close\r\n'
+  for (let i = 0; i < headers.length; i += 2) {
+    for (const value of ([] as string[]).concat(headers[i + 1])) head += `${headers[i] as string}: ${value}\r\n`
+  }
+  return head
+}
+
+/** A request's body as undici's Request holds it: bytes as a Buffer (none when empty), else as given. */
+function infoBody(body: unknown): unknown {
+  if (body == null) return null
+  if (typeof body === 'string') return body.length > 0 ? Buffer.from(body) : null
+  if (ArrayBuffer.isView(body)) return body.byteLength > 0 ? Buffer.from(body.buffer, body.byteOffset, body.byteLength) : null
+  if (body instanceof ArrayBuffer) return body.byteLength > 0 ? Buffer.from(body) : null
+  return body
+}
+
+/** What a Readable's own state says, beyond its public getters: all its data was pushed. */
 interface ReadableInternals {
   _readableState: { ended: boolean; objectMode: boolean; autoDestroy: boolean }
 }
@@ -517,6 +536,9 @@ export class Client extends DispatcherBase {
   /** `connect.servername`, else the host: the name when no request names one. */
   #ownServername = ''
   #params: ReturnType<typeof connectParams> | null = null
+  /** Where connections go, and the socket stand-in the channels give for them (see CoreSocket). */
+  #peer: { host: string; port: number | undefined; tls: boolean } | null = null
+  #coreSocket: CoreSocket | null = null
 
   constructor(url: string | URL | UrlObject, opts: ClientOptions & { [kConnections]?: ConnectionLimits } = {}) {
     super(opts)
@@ -560,30 +582,35 @@ export class Client extends DispatcherBase {
     const host = this.#url.hostname.startsWith('[') ? this.#url.hostname.slice(1, -1) : this.#url.hostname
     // The listener holds the Client weakly: a Client dropped without close() can be collected.
     const self = new WeakRef(this)
-    const params = connectParams(
-      this.#url,
-      this.#url.protocol === 'https:' ? ((connect as { servername?: string }).servername ?? host) : null,
-      options.localAddress ?? null,
-    )
+    // As undici's: `servername` is the one requests ask for (null until one does, see #rename).
+    const params = connectParams(this.#url, null, options.localAddress ?? null)
     this.#params = params
     const versionOf = (): 'h1' | 'h2' => {
       const c = self.deref()
       return c === undefined ? 'h1' : c.#version
     }
+    // What undici gives as `connector`: its Client's connector function (saetta's core makes
+    // its own connections, so there is one only when the caller gave it).
+    const connector = custom ?? undefined
     this.#listener = {
       onConnecting: () => {
-        if (channels.beforeConnect.hasSubscribers) channels.beforeConnect.publish({ connectParams: { ...params, version: versionOf() }, connector: undefined })
+        if (!channels.beforeConnect.hasSubscribers) return
+        // As undici's: the version is not known before the connection is made.
+        const message = { connectParams: { ...params, version: undefined }, connector }
+        connectingVersion.set(message.connectParams, versionOf())
+        channels.beforeConnect.publish(message)
       },
       onConnected: (conn: number, h2?: boolean) => {
-        if (proxied?.connectParams && channels.proxyConnected.hasSubscribers) {
-          channels.proxyConnected.publish({ socket: undefined, connectParams: proxied.connectParams })
-        }
         const c = self.deref()
         // As undici: the version of the last connection made is the one later connects name.
         if (c !== undefined && h2 !== undefined) c.#version = h2 ? 'h2' : 'h1'
+        // A tunnel the engine opened (one JS opens publishes as it opens it, in ProxyAgent).
+        if (tunnel !== null && proxied?.connectParams && channels.proxyConnected.hasSubscribers) {
+          channels.proxyConnected.publish({ socket: c?.diagnosticsSocket, connectParams: proxied.connectParams })
+        }
         if (channels.connected.hasSubscribers) {
           const version = h2 === undefined ? versionOf() : h2 ? 'h2' : 'h1'
-          channels.connected.publish({ connectParams: { ...params, version }, connector: undefined, socket: undefined })
+          channels.connected.publish({ connectParams: { ...params, version }, connector, socket: c?.diagnosticsSocket })
         }
         if (!c) return
         c.#connections++
@@ -605,7 +632,9 @@ export class Client extends DispatcherBase {
       },
       onConnectFailed: (err) => {
         if (channels.connectError.hasSubscribers) {
-          channels.connectError.publish({ connectParams: { ...params, version: versionOf() }, connector: undefined, socket: undefined, error: err })
+          const message = { connectParams: { ...params, version: undefined }, connector, error: err }
+          connectingVersion.set(message.connectParams, versionOf())
+          channels.connectError.publish(message)
         }
         const c = self.deref()
         if (!c) return
@@ -718,6 +747,28 @@ export class Client extends DispatcherBase {
       secure: https,
     })
     if (h2c) this.#version = 'h2'
+    // The peer a connection reaches: the proxy of a tunnel, nothing known of a Unix socket.
+    this.#peer =
+      socketPath != null
+        ? { host: '', port: undefined, tls: https }
+        : proxied !== null
+          ? { host: proxied.host, port: proxied.port, tls: https }
+          : { host, port: Number(this.#url.port) || (https ? 443 : 80), tls: https }
+  }
+
+  /** @internal what the channels give as `socket` (see CoreSocket), made when first asked for. */
+  get diagnosticsSocket(): CoreSocket {
+    const h2 = this.#version === 'h2'
+    if (this.#coreSocket === null || (this.#coreSocket.alpnProtocol === 'h2') !== h2) {
+      const peer = this.#peer!
+      this.#coreSocket = new CoreSocket(peer.host, peer.port, peer.tls, h2)
+    }
+    return this.#coreSocket
+  }
+
+  /** @internal the host header a request without one is sent with. */
+  get hostHeader(): string {
+    return this.#url.host
   }
 
   /** Requests in flight per connection (changeable at any time). */
@@ -870,7 +921,7 @@ export class Client extends DispatcherBase {
     }
     this.#servername = name
     if (this.#js !== null) this.#js.options.servername = name as string | null
-    if (this.#params !== null) this.#params.servername = effective
+    if (this.#params !== null) this.#params.servername = name as string | null
     return null
   }
 
@@ -1084,9 +1135,13 @@ class Run implements RequestSink {
     const path = head.path
     let headers = head.headers
     if (tracingRequests()) {
-      this.#info = new RequestInfo(this.#client!.originString, opts.method, path, headers)
+      // As undici's Request: a body it refuses throws before anything is published.
+      if (!knownBody(opts.body)) throw new InvalidArgumentError(BAD_BODY)
+      // (`blocking` as saetta applies it: false unless asked for, where undici's is method !== 'HEAD'.)
+      this.#info = new RequestInfo(this.#client!.originString, opts, path, infoBody(opts.body), opts.blocking ?? false)
       this.#publish(channels.create, {})
-      headers = this.#info.headers
+      // What a `create` subscriber added (a `traceparent`) goes out with the request.
+      headers = this.#info.wire(headers)
     }
     const body = opts.body
     let bytes: Buffer | string | undefined
@@ -1153,6 +1208,8 @@ class Run implements RequestSink {
     else if (opts.reset !== false && !expectsBody(method)) flags |= BODY_CLOSES
     // Over HTTP/2 the body waits for 100 Continue (as in undici, HTTP/1.1 ignores it).
     if (opts.expectContinue === true) flags |= EXPECT_CONTINUE
+    // (Before #connectNow, which publishes it.)
+    this.#sentBody = bytes ?? null
     if (this.#client!.writesAtOnce()) {
       // As undici: with a connection free for it, onConnect runs now, before anything is
       // sent; an abort there means the request is never submitted.
@@ -1187,7 +1244,6 @@ class Run implements RequestSink {
     if (refused) throw fromNative(refused[0], refused[1], undefined)
     if (!(this.#source instanceof Readable)) flushSoon(connecting)
     this.#id = id
-    this.#sentBody = bytes ?? null
     track(id, this)
     if (flags & CONNECTED && bytes !== undefined) this.#handler.onBodySent?.(bytes)
     // As undici: from now on the body's errors are the request's, never uncaught ones (an
@@ -1318,7 +1374,8 @@ class Run implements RequestSink {
     const length = typeof buf === 'string' ? Buffer.byteLength(buf) : buf.length
     if (this.#warnLength !== null && (this.#streamed += length) > this.#warnLength) lengthMismatch(false)
     bodyWrite(this.#id, buf)
-    this.#publish(channels.bodyChunkSent, { chunk: buf })
+    // As undici: the chunk as the body gave it.
+    this.#publish(channels.bodyChunkSent, { chunk })
     this.#handler.onBodySent?.(chunk as Buffer)
     this.#window += length
     return this.#window < WRITE_WINDOW
@@ -1373,24 +1430,26 @@ class Run implements RequestSink {
     this.#connected = true
     // As undici: a body that failed while the request waited fails it now, instead of onConnect.
     if (this.#sourceError !== null) return void this.failWith(this.#sourceError)
+    const abort = (err?: Error): void => void this.failWith(err ?? new RequestAbortedError())
+    if (this.#info !== null) this.#info.abort = abort
     try {
-      this.#handler.onConnect?.((err?: Error) => this.failWith(err ?? new RequestAbortedError()), undefined)
+      this.#handler.onConnect?.(abort, undefined)
     } catch (err) {
       // As undici: what onConnect throws fails the request, unless it had settled it already
       // (it aborted, and its onError threw): then it is dropped.
       if (!this.#settled) throw err
     }
     if (this.#info === null || this.#settled) return
-    const { method, path, headers } = this.#info
-    let head: string
-    if (this.#client!.speaksH2) {
-      head = h2Head(this.#info, this.#client!.originString, this.#length)
-    } else {
-      head = `${method} ${path} HTTP/1.1\r\n`
-      for (let i = 0; i < headers.length; i += 2) head += `${headers[i]}: ${headers[i + 1]}\r\n`
+    const client = this.#client!
+    if (channels.sendHeaders.hasSubscribers) {
+      const head = client.speaksH2 ? h2Head(this.#info, client.originString, this.#length) : h1Head(this.#info, client)
+      this.#publish(channels.sendHeaders, { headers: head, socket: client.diagnosticsSocket })
     }
-    this.#publish(channels.sendHeaders, { headers: head, socket: undefined })
-    if (this.#source === null) this.#publish(channels.bodySent, {})
+    if (this.#source !== null) return
+    // As undici: a body known in advance is one chunk, sent with the head.
+    const sent = this.#sentBody
+    if (sent !== null && sent.length > 0) this.#publish(channels.bodyChunkSent, { chunk: Buffer.isBuffer(this.#info.body) ? this.#info.body : sent })
+    this.#publish(channels.bodySent, {})
   }
 
   /** Publishes `extra` with this request on `channel`, if it has subscribers. */
@@ -1408,7 +1467,7 @@ class Run implements RequestSink {
 
   onHeaders(statusCode: number, statusText: string, headers: string[], at: number): void {
     this.#headBatch = batchNumber
-    if (this.#info !== null && statusCode >= 200) this.#publish(channels.headers, { response: { statusCode, statusText, headers: headerBuffers(headers, at) } })
+    if (this.#info !== null && statusCode >= 200) this.#publish(channels.headers, { response: { statusCode, headers: headerBuffers(headers, at), statusText } })
     // As undici: at the start of every response message, 1xx included.
     this.#handler.onResponseStarted?.()
     // Called even when missing (an upgrade's handler needs none): a TypeError fails the request, as in undici.
@@ -1434,7 +1493,8 @@ class Run implements RequestSink {
     else this.#tunnel = socket as TunnelSocket
     // Settled for the handler and the client; the bridge keeps routing to the socket.
     this.#finish(false)
-    this.#publish(channels.headers, { response: { statusCode, statusText: _statusText, headers: headerBuffers(headers, at) } })
+    this.#publish(channels.headers, { response: { statusCode, headers: headerBuffers(headers, at), statusText: _statusText } })
+    if (this.#info !== null) this.#info.completed = true
     this.#publish(channels.trailers, { trailers: [] })
     if (typeof this.#handler.onUpgrade !== 'function') {
       socket.destroy()
@@ -1510,6 +1570,7 @@ class Run implements RequestSink {
 
   #failed(client: Client | null, err: Error): void {
     this.#publish(channels.error, { error: err })
+    if (this.#info !== null) this.#info.aborted = true
     this.#callOnError(client, err)
   }
 
@@ -1539,6 +1600,7 @@ class Run implements RequestSink {
     if (!this.#finish()) return false
     addon.abort(this.#id)
     this.#publish(channels.error, { error: err })
+    if (this.#info !== null) this.#info.aborted = true
     // (A body without `destroy` hears of it by an 'error' event: #finish left a no-op listening.)
     if (this.#source instanceof Readable) destroyStream(this.#source, err)
     this.#callOnError(client, err)

@@ -6,7 +6,7 @@ import { InvalidArgumentError, NotSupportedError } from '../errors'
 import type { ClientHeaders, IncomingHttpHeaders } from './types'
 
 /** Takes the headers of a request one by one (a class rather than a closure: it is per request). */
-interface HeaderSink {
+export interface HeaderSink {
   add(name: unknown, value: unknown): void
 }
 
@@ -16,7 +16,7 @@ interface HeaderSink {
  * prototype other than Object.prototype, so that a polluted Object.prototype cannot turn a
  * plain object's headers into something else.
  */
-function forEachHeader(headers: unknown, sink: HeaderSink): void {
+export function forEachHeader(headers: unknown, sink: HeaderSink): void {
   if (headers == null) return
   if (Array.isArray(headers)) {
     if (headers.length % 2 !== 0) throw new InvalidArgumentError('headers array must be even')
@@ -65,7 +65,7 @@ export const isHeaderValue = (s: string): boolean => !BAD_VALUE.test(s)
 const lowerNames = new Map<unknown, string>()
 
 /** `key` lower-cased, or the error a name that is not a token gets. */
-function lowerName(key: unknown): string {
+export function lowerName(key: unknown): string {
   const known = lowerNames.get(key)
   if (known !== undefined) return known
   // Not a string: a TypeError, as undici's (it calls toLowerCase on any name).
@@ -77,7 +77,7 @@ function lowerName(key: unknown): string {
 }
 
 /** One value as sent: strings as given, null as empty, other primitives as text; never an object. */
-function headerValue(key: unknown, value: unknown): string {
+export function headerValue(key: unknown, value: unknown): string {
   let text: string
   if (typeof value === 'string') text = value
   else if (value === null) return ''

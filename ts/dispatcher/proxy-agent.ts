@@ -15,6 +15,7 @@ import { holdsForConnect, InternalHandler } from '../handlers/internal'
 import { Socks5ProxyAgent } from './socks5-proxy-agent'
 import { bareHost, portOf, servernameOf, tunnelConnector, type Tunnel } from './proxy-tunnel'
 import { requestHeaders, toBuffers } from './headers'
+import { channels } from '../diagnostics'
 import type { Dispatcher } from './dispatcher'
 import type { Connector, ConnectorCallback, ConnectorOptions } from '../native/js-socket'
 import type { ConnectOptions, DispatchHandler, DispatchOptions, IncomingHttpHeaders } from './types'
@@ -144,6 +145,8 @@ export class ProxyAgent extends DispatcherBase {
           socket.on('error', noop).destroy()
           throw new RequestAbortedError(`Proxy response (${answer.statusCode}) !== 200 when HTTP Tunneling`)
         }
+        // A tunnel JS opens (one the engine opens publishes from its Client).
+        if (channels.proxyConnected.hasSubscribers) channels.proxyConnected.publish({ socket, connectParams: params })
       } catch (err) {
         // As undici: a proxy certificate for another name is a SecureProxyConnectionError.
         if ((err as { code?: unknown }).code === 'ERR_TLS_CERT_ALTNAME_INVALID') throw new SecureProxyConnectionError(err as Error)

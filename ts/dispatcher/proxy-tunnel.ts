@@ -23,7 +23,7 @@ export interface Tunnel {
   socks?: { host: string; port: number; username?: Buffer; password?: Buffer }
   /** Only the connector function can open it (its proxy dispatcher is a caller's). */
   jsOnly: boolean
-  /** CONNECT: what `saetta:proxy:connected` publishes once the tunnel is open (undici's shape). */
+  /** CONNECT: what `undici:proxy:connected` publishes once the tunnel is open (undici's shape). */
   connectParams?: object
 }
 

@@ -2,10 +2,10 @@
 // headers, minus the excluded ones) made while another is in flight shares its response
 // instead of going to the origin again.
 
-import dc from 'node:diagnostics_channel'
 import type { Dispatch, DispatcherComposeInterceptor } from '../dispatcher/dispatcher'
 import type { DispatchHandler } from '../dispatcher/types'
 import { DeduplicationHandler } from '../handlers/deduplication'
+import { channels } from '../diagnostics'
 import { deduplicationKey, makeCacheKey, normalizeHeaders, SAFE_METHODS } from './cache/key'
 
 export type DeduplicateMethods = 'GET' | 'HEAD' | 'OPTIONS' | 'TRACE'
@@ -20,9 +20,6 @@ export interface DeduplicateInterceptorOptions {
   /** The most bytes buffered for a paused waiter before it fails. Default 5 MiB. */
   maxBufferSize?: number
 }
-
-/** Published to as requests in flight are added and removed (`{ size, key, type }`). */
-const pendingChannel = dc.channel('saetta:request:pending-requests')
 
 export function deduplicate(opts: DeduplicateInterceptorOptions = {}): DispatcherComposeInterceptor {
   // Read first, as undici does: null fails on the read, other primitives on the check.
@@ -43,7 +40,7 @@ export function deduplicate(opts: DeduplicateInterceptorOptions = {}): Dispatche
   const exclude = new Set(excludeHeaderNames.map((n) => n.toLowerCase()))
   const pending = new Map<string, DeduplicationHandler>()
   const publish = (key: string, type: 'added' | 'removed'): void => {
-    if (pendingChannel.hasSubscribers) pendingChannel.publish({ size: pending.size, key, type })
+    if (channels.pendingRequests.hasSubscribers) channels.pendingRequests.publish({ size: pending.size, key, type })
   }
 
   return (dispatch: Dispatch): Dispatch =>
