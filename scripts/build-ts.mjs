@@ -1,4 +1,5 @@
-// Builds dist/ afresh: tsc, then what tsc does not write: the ESM entry (dist/index.mjs,
+// Builds dist/ afresh: tsc (which also checks the sources against undici's declarations,
+// ts/undici-types-check.ts), then what tsc does not write: the ESM entry (dist/index.mjs,
 // re-exporting the CommonJS build by name) and the addon's generated declarations, which tsc
 // reads but does not emit.
 import { spawnSync } from 'node:child_process'
@@ -20,3 +21,6 @@ writeFileSync(
   `import cjs from './index.js'\nexport const { ${names.join(', ')} } = cjs\nexport default cjs\n`,
 )
 copyFileSync(new URL('../ts/native/addon.d.ts', import.meta.url), new URL('native/addon.d.ts', dist))
+// The check is types only: its empty module and declarations are no part of the build.
+rmSync(new URL('undici-types-check.js', dist))
+rmSync(new URL('undici-types-check.d.ts', dist), { force: true })
