@@ -14,11 +14,9 @@ export async function alike<T>(scenario: (lib: Lib) => Promise<T> | T): Promise<
   return ours
 }
 
-/** An error as data; `UND_MOCK_ERR_X` and `SAETTA_MOCK_ERR_X` are both `MOCK_ERR_X`. */
+/** An error as data (codes as they are: saetta's are undici's, `UND_MOCK_ERR_*`). */
 export function mockError(err: unknown): Record<string, unknown> {
-  const d = describeError(err)
-  if (typeof d.code === 'string') d.code = d.code.replace(/^(UND|SAETTA)_MOCK_/, 'MOCK_')
-  return d
+  return describeError(err)
 }
 
 /** What `fn` throws, as data (or `{ returned }` when it does not throw). */

@@ -97,6 +97,15 @@ describe.skipIf(isUndici)('installed from its tarballs', () => {
     }
     await script('artifacts.mjs')
     await script('pack.mjs', path.join(work, 'tarballs'))
+    // saetta's one dependency (its types, undici's), packed from the installed copy: with no
+    // registry, the install takes it from its tarball.
+    const pack = await run(
+      process.execPath,
+      [npmCli(), 'pack', path.join(repoRoot, 'node_modules', 'undici-types'), '--pack-destination', path.join(work, 'tarballs'), '--json'],
+      { timeout: 60_000 },
+    )
+    if (pack.code !== 0) throw new Error(`npm pack undici-types failed:\n${pack.stdout}${pack.stderr}`)
+    const [{ filename: typesTarball }] = JSON.parse(pack.stdout) as Array<{ filename: string }>
 
     // A user's machine: `node` and nothing else on PATH (no cargo, no compiler), a home with no
     // npm configuration, an empty npm cache and --offline (nothing can come from a registry).
@@ -120,6 +129,7 @@ describe.skipIf(isUndici)('installed from its tarballs', () => {
         '--no-fund',
         path.join(work, 'tarballs', `saetta-${version}.tgz`),
         path.join(work, 'tarballs', `${platformPackage}-${version}.tgz`),
+        path.join(work, 'tarballs', typesTarball),
       ],
       { cwd: app, env, timeout: 120_000 },
     )
@@ -139,7 +149,9 @@ describe.skipIf(isUndici)('installed from its tarballs', () => {
     // No warning (an install script, an engine or platform mismatch); npm's own notices aside.
     expect(install.stderr.split('\n').filter((l) => l && !l.startsWith('npm notice'))).toEqual([])
     expect(install.code).toBe(0)
-    expect(fs.readdirSync(path.join(app, 'node_modules')).filter((f) => !f.startsWith('.')).sort()).toEqual(['saetta', platformPackage])
+    expect(fs.readdirSync(path.join(app, 'node_modules')).filter((f) => !f.startsWith('.')).sort()).toEqual(
+      ['saetta', platformPackage, 'undici-types'].sort(),
+    )
   })
 
   test('the main package: the build, its types, README and LICENSE; no tests, bench, sources or binaries', () => {
@@ -151,7 +163,6 @@ describe.skipIf(isUndici)('installed from its tarballs', () => {
       'dist/index.js',
       'dist/index.mjs',
       'dist/index.d.ts',
-      'dist/native/addon.d.ts',
     ]))
     const stray = installed.filter(
       (f) =>
@@ -162,12 +173,14 @@ describe.skipIf(isUndici)('installed from its tarballs', () => {
     expect(installed.filter((f) => /test|bench|\.rs$|Cargo|\.map$|\.node$/.test(f))).toEqual([])
   })
 
-  test('the main package lists every platform package as an optional dependency at its own version', () => {
+  test('the main package lists every platform package as an optional dependency at its own version, and undici-types as its dependency', () => {
     const pkg = JSON.parse(fs.readFileSync(path.join(app, 'node_modules', 'saetta', 'package.json'), 'utf8'))
     expect(pkg.version).toBe(version)
     expect(pkg.optionalDependencies).toEqual(Object.fromEntries(PREBUILT.map((p) => [`saetta-${p}`, version])))
     expect(pkg.scripts).toBeUndefined() // nothing runs at install
-    expect(pkg.dependencies).toBeUndefined()
+    expect(pkg.dependencies).toEqual({ 'undici-types': mainPackage.dependencies['undici-types'] })
+    const types = JSON.parse(fs.readFileSync(path.join(app, 'node_modules', 'undici-types', 'package.json'), 'utf8'))
+    expect(types.version).toBe(mainPackage.dependencies['undici-types'])
   })
 
   test('the platform package holds the addon and nothing else', () => {
@@ -247,6 +260,10 @@ describe.skipIf(isUndici)('installed from its tarballs', () => {
       const c = await tsc('app.ts', 'app.mts')
       expect(c.stdout + c.stderr).toBe('')
       expect(c.code).toBe(0)
+      // As Node projects usually compile: no DOM library (the declarations need none).
+      const bare = await tsc('--lib', 'es2022', '--noEmit', 'app.ts', 'app.mts')
+      expect(bare.stdout + bare.stderr).toBe('')
+      expect(bare.code).toBe(0)
       for (const [file, from] of [['out/app.js', 'ts-cjs'], ['out/app.mjs', 'ts-esm']]) {
         const r = await node(file, server.origin)
         expect(r.stderr).toBe('')

@@ -1,6 +1,7 @@
-// Builds dist/ afresh: tsc, then what tsc does not write: the ESM entry (dist/index.mjs,
-// re-exporting the CommonJS build by name) and the addon's generated declarations, which tsc
-// reads but does not emit.
+// Builds dist/ afresh: tsc (which also checks the sources against undici's declarations,
+// ts/undici-types-check.ts), then what tsc does not write: the ESM entry (dist/index.mjs,
+// re-exporting the CommonJS build by name) and the public declarations, types/index.d.ts
+// (undici's, from undici-types; the sources' own types are not published).
 import { spawnSync } from 'node:child_process'
 import { createRequire } from 'node:module'
 import { copyFileSync, rmSync, writeFileSync } from 'node:fs'
@@ -19,4 +20,6 @@ writeFileSync(
   new URL('index.mjs', dist),
   `import cjs from './index.js'\nexport const { ${names.join(', ')} } = cjs\nexport default cjs\n`,
 )
-copyFileSync(new URL('../ts/native/addon.d.ts', import.meta.url), new URL('native/addon.d.ts', dist))
+copyFileSync(new URL('../types/index.d.ts', import.meta.url), new URL('index.d.ts', dist))
+// The check is types only: its empty module is no part of the build.
+rmSync(new URL('undici-types-check.js', dist))

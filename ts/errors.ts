@@ -186,7 +186,10 @@ export class SocketError extends UndiciError {
   declare code: 'UND_ERR_SOCKET'
   /** The socket's addresses and counters (undefined when none was given). */
   declare socket: SocketInfo | null
-  constructor(message?: string, socket?: SocketInfo | null) {
+  constructor(message?: string, socket?: SocketInfo | null)
+  /** As undici's declarations have it (Error's options); the second argument is the socket all the same. */
+  constructor(message?: string, options?: ErrorOptions)
+  constructor(message?: string, socket?: SocketInfo | ErrorOptions | null) {
     super(message)
     init(this, 'SocketError', message, 'Socket error', 'UND_ERR_SOCKET')
     this.socket = socket as SocketInfo | null
@@ -221,7 +224,10 @@ export class HTTPParserError extends Error {
   declare name: 'HTTPParserError'
   declare code: string
   declare data: string | undefined
-  constructor(message?: string, code?: string, data?: Buffer | string) {
+  constructor(message?: string, code?: string, data?: Buffer | string)
+  /** As undici's declarations have it (Error's options); the second argument is the code all the same. */
+  constructor(message?: string, options?: ErrorOptions)
+  constructor(message?: string, code?: string | ErrorOptions, data?: Buffer | string) {
     super(message)
     this.name = 'HTTPParserError'
     this.code = (code ? `HPE_${code}` : undefined) as string
@@ -245,11 +251,11 @@ export class RequestRetryError extends UndiciError {
   declare data: { count: number }
   declare headers: Record<string, string | string[]>
   /** The third argument is required, as undici's run time reads it (its types declare `headers?, body?`). */
-  constructor(
-    message: string,
-    statusCode: number,
-    { headers, data }: { headers?: IncomingHttpHeaders | null; data?: { count: number } },
-  ) {
+  constructor(message: string, statusCode: number, options: { headers?: IncomingHttpHeaders | null; data?: { count: number } })
+  /** As undici's declarations have it; the third argument is read as `{ headers, data }` all the same. */
+  constructor(message: string, statusCode: number, headers?: IncomingHttpHeaders | string[] | null, body?: null | Record<string, unknown> | string)
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  constructor(message: string, statusCode: number, { headers, data }: any) {
     super(message)
     init(this, 'RequestRetryError', message, 'Request retry error', 'UND_ERR_REQ_RETRY')
     this.statusCode = statusCode

@@ -68,3 +68,6 @@ export * from './fetch'
 export * from './eventsource'
 export * from './websocket'
 export { util } from './util/headers'
+
+// `import saetta from 'saetta'`: the module itself (./default.ts).
+export { default } from './default'

@@ -1,5 +1,6 @@
 // The fetch surface typed as undici types it: fetch with a saetta dispatcher in its init, the web
 // classes, the global origin, cookies, MIME records, the Cache API, install() and util.
+import { ReadableStream } from 'node:stream/web'
 import { expectAssignable, expectError, expectType } from 'tsd'
 import {
   Agent,
@@ -35,7 +36,8 @@ import {
   type ResponseInit,
 } from '../../ts/index'
 
-// fetch: a URL string, a URL or a Request; init with a saetta dispatcher.
+// fetch: a URL string, a URL or a Request; init with a saetta dispatcher. A streamed body is Node's
+// ReadableStream, as undici's declarations type it (the DOM library's is another type).
 expectType<Promise<Response>>(fetch('http://localhost/'))
 expectType<Promise<Response>>(fetch(new URL('http://localhost/'), { method: 'POST', body: 'x', headers: { a: 'b' } }))
 expectType<Promise<Response>>(fetch(new Request('http://localhost/'), { dispatcher: new Agent() }))

@@ -114,10 +114,10 @@ export class Agent extends DispatcherBase {
   }
 
   /** Per origin, the stats of its dispatcher. */
-  get stats(): Record<string, PoolStats | object> {
-    const out: Record<string, PoolStats | object> = {}
+  get stats(): Record<string, PoolStats | Client['stats']> {
+    const out: Record<string, PoolStats | Client['stats']> = {}
     for (const [key, { dispatcher }] of this.#clients) {
-      const stats = (dispatcher as Member & { stats?: PoolStats }).stats
+      const stats = (dispatcher as Member & { stats?: PoolStats | Client['stats'] }).stats
       if (stats) out[new URL(key).origin] = stats
     }
     return out

@@ -10,7 +10,9 @@ import { PoolBase, type FactoryDispatcher, type Member } from './pool-base'
 import type { Dispatcher } from './dispatcher'
 
 export interface BalancedPoolOptions extends Omit<PoolOptions, 'factory'> {
-  factory?: (origin: string, opts: PoolOptions) => FactoryDispatcher
+  // Called with the upstream's origin as a string, as undici calls it (its declarations say a
+  // URL): a method, so that a factory typed either way fits.
+  factory?(origin: string | URL, opts: PoolOptions): FactoryDispatcher
   maxWeightPerServer?: number
   errorPenalty?: number
 }
@@ -89,8 +91,9 @@ export class BalancedPool extends PoolBase {
     return this
   }
 
-  getUpstream(upstream: string | URL): Dispatcher | undefined {
-    return this.#find(upstream)
+  /** Typed as undici's: a Pool, unless the `factory` option makes something else. */
+  getUpstream(upstream: string | URL): Pool | undefined {
+    return this.#find(upstream) as Pool | undefined
   }
 
   get upstreams(): string[] {

@@ -11,6 +11,7 @@ import type * as T from './types'
 import type { DispatchController as Controller } from '../handlers/unwrap'
 import { wrap } from '../handlers/wrap'
 import type { UndiciError } from '../errors'
+import type { Dispatcher as UDispatcher } from 'undici-types'
 
 // Declared through methods so that their parameters are checked bivariantly: interceptors
 // typed against undici's narrower option types fit, and ours fit undici's.
@@ -64,7 +65,9 @@ export class Dispatcher extends EventEmitter {
     return (stream as Impl).call(this, options, factory, callback) as Promise<StreamData<TOpaque>> | void
   }
 
-  pipeline<TOpaque = null>(options: PipelineOptions<TOpaque>, handler: PipelineHandler<TOpaque>): Duplex {
+  // The handler typed as undici's (its body an interface, not our class): a callback's data must
+  // fit both ways for undici's Dispatcher to be ours and ours undici's.
+  pipeline<TOpaque = null>(options: PipelineOptions<TOpaque>, handler: UDispatcher.PipelineHandler<TOpaque>): Duplex {
     return (pipeline as Impl).call(this, options, handler) as Duplex
   }
 

@@ -3,7 +3,7 @@
 import type { Readable } from 'node:stream'
 import type { EventEmitter } from 'node:events'
 import type { IncomingHttpHeaders } from '../errors'
-import type { BodyReadable } from '../api/readable'
+import type { Dispatcher as UDispatcher } from 'undici-types'
 
 export type { IncomingHttpHeaders }
 
@@ -33,24 +33,14 @@ export interface FormDataLike {
   entries(): IterableIterator<[string, unknown]>
 }
 
-export interface DispatchOptions {
-  origin?: string | URL
-  path: string
-  method: HttpMethod
-  body?: RequestBody | Blob | FormDataLike | null
-  headers?: ClientHeaders
-  query?: Record<string, unknown> | null
-  idempotent?: boolean
-  blocking?: boolean
-  reset?: boolean
-  upgrade?: boolean | string | null
-  bodyTimeout?: number | null
-  headersTimeout?: number | null
-  throwOnError?: boolean
-  expectContinue?: boolean
+/**
+ * undici's (`undici-types`), so that an interceptor or handler of either library fits the
+ * other's dispatch. The run time accepts more than the types say (iterable bodies, Blobs,
+ * numeric header values, a null query), as before. `typeOfService` is checked as undici checks
+ * it, not applied yet; `maxRedirections` is read here as the redirect handler reads it.
+ */
+export interface DispatchOptions extends UDispatcher.DispatchOptions {
   maxRedirections?: number
-  /** The IP type of service (0 to 255): checked as undici checks it, not applied yet. */
-  typeOfService?: number | null
 }
 
 export interface DispatchHandler {
@@ -100,7 +90,8 @@ export interface ResponseData<TOpaque = null> {
   statusCode: number
   statusText: string
   headers: IncomingHttpHeaders
-  body: BodyReadable
+  /** Typed as undici's (an interface): a saetta BodyReadable is one, and so is another dispatcher's body. */
+  body: UDispatcher.ResponseData['body']
   trailers: Record<string, string>
   opaque: TOpaque
   context: object

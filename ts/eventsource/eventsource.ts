@@ -1,7 +1,7 @@
 // EventSource (HTML standard §9.2) as undici 7 implements it, over saetta's fetch: the request
 // goes through `fetch` with the `dispatcher` option, as undici's goes through its own fetch.
 import type { Dispatcher } from '../dispatcher/dispatcher'
-import { fetch } from '../fetch/fetch'
+import { fetch, type Response } from '../fetch/fetch'
 import { getGlobalOrigin } from '../fetch/global-origin'
 import { parseMIMEType } from '../fetch/mime'
 import { brandCheck, requireArguments, toDictionary, toUSVString } from '../fetch/webidl'

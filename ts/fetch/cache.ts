@@ -1,7 +1,7 @@
 // The Cache API (Service Workers, "Cache" and "CacheStorage"), in memory: named lists of
 // request/response pairs, matched by URL, method and Vary. Entries keep what a response is made
 // of (status, headers, body bytes) and each match makes a fresh Response from it.
-import { Headers, Request, Response, fetch, type RequestInfo } from './fetch'
+import { Headers, Request, Response, fetch, type BodyInit, type HeadersInit, type RequestInfo } from './fetch'
 import { brandCheck, describe, idlError, requireArguments, toDOMString, toDictionary, toUSVString } from './webidl'
 
 export interface CacheQueryOptions {
@@ -75,18 +75,22 @@ function matches(query: Request, [request, response]: Entry, options?: CacheQuer
   return varyFields(vary).every((field) => field !== '*' && request.headers.get(field) === query.headers.get(field))
 }
 
+// Headers typed without the mutators: undici's declarations make them properties, which a
+// subclass's methods cannot override.
+const MutableHeaders = Headers as unknown as new (init?: HeadersInit) => Omit<Headers, 'append' | 'set' | 'delete'>
+
 /**
  * Headers that refuse changes, as a guard of "immutable" does: what Cache hands out is a copy the
  * caller may read but not edit. (No public constructor sets the guard itself.)
  */
-class ImmutableHeaders extends Headers {
-  override append(): void {
+class ImmutableHeaders extends MutableHeaders {
+  append(): void {
     throw new TypeError('immutable')
   }
-  override set(): void {
+  set(): void {
     throw new TypeError('immutable')
   }
-  override delete(): void {
+  delete(): void {
     throw new TypeError('immutable')
   }
 }

@@ -24,7 +24,7 @@ const MAX_ATTRIBUTE_VALUE = 1024
 function checkHeaders(headers: unknown): void {
   // globalThis.Headers too: another library's install() may have put its own there (or none is
   // there: Node's fetch turned off).
-  const global = (globalThis as { Headers?: typeof Headers }).Headers
+  const global = (globalThis as { Headers?: unknown }).Headers as typeof Headers | undefined
   brandCheck(headers, Headers, ...(global === undefined ? [] : [global]))
 }
 

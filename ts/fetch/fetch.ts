@@ -1,6 +1,6 @@
 // fetch and its classes. Node's own are undici's (bundled), so they serve as they are; fetch
 // runs them on saetta's dispatchers: `init.dispatcher`, else the Request's, else the global one.
-import type { Dispatcher } from '../dispatcher/dispatcher'
+import type * as U from 'undici-types'
 import { Agent } from '../dispatcher/agent'
 import { getGlobalDispatcher, setGlobalDispatcher } from '../global'
 
@@ -34,38 +34,40 @@ export const hasNodeFetch = typeof node.fetch === 'function'
 // Taken when this module loads, before install() can put saetta's on globalThis.
 const nodeFetch = node.fetch
 
-export const Headers: typeof globalThis.Headers = node.Headers ?? missing('Headers')
-export type Headers = globalThis.Headers
-export const Request: typeof globalThis.Request = node.Request ?? missing('Request')
-export type Request = globalThis.Request
-export const Response: typeof globalThis.Response = node.Response ?? missing('Response')
-export type Response = globalThis.Response
-export const FormData: typeof globalThis.FormData = node.FormData ?? missing('FormData')
-export type FormData = globalThis.FormData
+// Node's classes are undici's (the copy Node bundles), so they are typed as undici declares them
+// (`undici-types`): the DOM library's declarations, which the sources compile with, differ in
+// their iterators and stream generics.
+export const Headers = (node.Headers ?? missing('Headers')) as unknown as typeof U.Headers
+export type Headers = U.Headers
+export const Request = (node.Request ?? missing('Request')) as unknown as typeof U.Request
+export type Request = U.Request
+export const Response = (node.Response ?? missing('Response')) as unknown as typeof U.Response
+export type Response = U.Response
+export const FormData = (node.FormData ?? missing('FormData')) as unknown as typeof U.FormData
+export type FormData = U.FormData
 
 // Reading Node's classes loads its bundled undici, which puts its own Agent in an empty global
 // dispatcher slot. undici in saetta's place would have put its Agent there: so saetta does.
 if (slotWasEmpty) setGlobalDispatcher(new Agent())
 
-export type RequestInfo = string | URL | Request
-export type HeadersInit = globalThis.HeadersInit
-export type BodyInit = globalThis.BodyInit
-export type ResponseInit = globalThis.ResponseInit
-export type RequestCache = globalThis.RequestCache
-export type RequestCredentials = globalThis.RequestCredentials
-export type RequestMode = globalThis.RequestMode
-export type RequestRedirect = globalThis.RequestRedirect
-export type ReferrerPolicy = globalThis.ReferrerPolicy
-export type ResponseType = globalThis.ResponseType
-export type RequestDuplex = 'half'
-export type ResponseRedirectStatus = 301 | 302 | 303 | 307 | 308
-export type FormDataEntryValue = globalThis.FormDataEntryValue
-
-/** fetch's init, with the non-standard `dispatcher` undici (and Node's fetch) take. */
-export interface RequestInit extends globalThis.RequestInit {
-  dispatcher?: Dispatcher
-  duplex?: RequestDuplex
-}
+export type {
+  RequestInfo,
+  RequestInit,
+  HeadersInit,
+  BodyInit,
+  ResponseInit,
+  RequestCache,
+  RequestCredentials,
+  RequestMode,
+  RequestRedirect,
+  ReferrerPolicy,
+  ResponseType,
+  RequestDuplex,
+  ResponseRedirectStatus,
+  FormDataEntryValue,
+} from 'undici-types'
+type RequestInfo = U.RequestInfo
+type RequestInit = U.RequestInit
 
 export function fetch(input: RequestInfo, init?: RequestInit): Promise<Response> {
   // Node's fetch takes a dispatcher from init, else from the Request, else from the global slot;
@@ -73,7 +75,7 @@ export function fetch(input: RequestInfo, init?: RequestInit): Promise<Response>
   if (nodeFetch === undefined) return Promise.reject(new TypeError(noFetch('fetch')))
   getGlobalDispatcher()
   const [i, o] = withDefaults(input, init)
-  return nodeFetch(i, o as globalThis.RequestInit)
+  return nodeFetch(i as globalThis.RequestInfo, o as globalThis.RequestInit) as Promise<unknown> as Promise<Response>
 }
 
 /**

@@ -130,7 +130,8 @@ export class RedirectHandler implements NewStyleHandler {
     opts.headers = cleanHeaders(flattenHeaders(opts.headers), statusCode === 303, crossOrigin)
     opts.path = path
     if (origin !== undefined) opts.origin = origin
-    opts.query = null
+    // null as undici sets it (its declarations allow only an object or undefined).
+    ;(opts as { query?: unknown }).query = null
   }
 
   onResponseData(controller: DispatchController, chunk: Buffer): void {

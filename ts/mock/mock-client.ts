@@ -5,10 +5,11 @@ import type { ClientOptions, DispatchHandler, DispatchOptions } from '../dispatc
 import { checked, kMocks, MockHost, type MockDispatcherOptions } from './mock-host'
 import { MockList, type MockInterceptor, type MockInterceptorOptions } from './mock-interceptor'
 import type { MockAgent } from './mock-agent'
+import type { MockAgent as UMockAgent } from 'undici-types'
 
 export interface MockClientOptions extends ClientOptions {
-  /** The agent to associate this MockClient with. */
-  agent: MockAgent
+  /** The agent to associate this MockClient with (typed as undici's too: a MockAgent as users' code sees it). */
+  agent: MockAgent | UMockAgent
 }
 
 export class MockClient extends Client {

@@ -6,12 +6,12 @@ const kBrand = Symbol.for('saetta.error.MockNotMatchedError')
 
 export class MockNotMatchedError extends UndiciError {
   declare name: 'MockNotMatchedError'
-  declare code: 'SAETTA_MOCK_ERR_MOCK_NOT_MATCHED'
+  declare code: 'UND_MOCK_ERR_MOCK_NOT_MATCHED'
   constructor(message?: string) {
     super(message)
     this.name = 'MockNotMatchedError'
     this.message = message || 'The request does not match any registered mock dispatches'
-    this.code = 'SAETTA_MOCK_ERR_MOCK_NOT_MATCHED'
+    this.code = 'UND_MOCK_ERR_MOCK_NOT_MATCHED'
   }
 
   // As the other errors: an error of another copy of saetta passes `instanceof`.

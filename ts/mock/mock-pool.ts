@@ -5,10 +5,11 @@ import type { DispatchHandler, DispatchOptions } from '../dispatcher/types'
 import { checked, kMocks, MockHost, type MockDispatcherOptions } from './mock-host'
 import { MockList, type MockInterceptor, type MockInterceptorOptions } from './mock-interceptor'
 import type { MockAgent } from './mock-agent'
+import type { MockAgent as UMockAgent } from 'undici-types'
 
 export interface MockPoolOptions extends PoolOptions {
-  /** The agent to associate this MockPool with. */
-  agent: MockAgent
+  /** The agent to associate this MockPool with (typed as undici's too: a MockAgent as users' code sees it). */
+  agent: MockAgent | UMockAgent
 }
 
 export class MockPool extends Pool {

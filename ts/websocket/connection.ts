@@ -8,7 +8,7 @@ import type { Duplex } from 'node:stream'
 import type { Dispatcher } from '../dispatcher/dispatcher'
 import type { DispatchHandler, DispatchOptions } from '../dispatcher/types'
 import { channels } from '../diagnostics'
-import { Headers } from '../fetch/fetch'
+import { Headers, type HeadersInit } from '../fetch/fetch'
 import { kWebSocket, type WebSocketDispatchOption, type WsTransport, type WsTransportEvents } from './transport'
 import { CLOSED, CLOSING, CONNECTING, OPEN, type ReadyState } from './util'
 
