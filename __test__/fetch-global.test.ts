@@ -36,6 +36,26 @@ test('by default fetch runs on the global dispatcher, which loading the library 
   expect(ours.stdout).toBe(theirs.stdout)
 })
 
+test("setGlobalDispatcher fills both of undici's slots: Node's own fetch runs on it, whichever slot its bundled undici reads", async () => {
+  // `.1` is what undici up to 7 reads (Node 22 and 24's fetch), `.2` undici 8's (Node 26's).
+  const server = await httpServer((req, res) => res.end(`saw ${req.url}`))
+  const code = (lib: string) => `
+    const lib = require(${JSON.stringify(lib)})
+    let seen = 0
+    const agent = new lib.Agent().compose((dispatch) => (opts, handler) => (seen++, dispatch(opts, handler)))
+    lib.setGlobalDispatcher(agent)
+    ;(async () => {
+      const text = await (await globalThis.fetch(${JSON.stringify(server.origin)} + '/node')).text()
+      const slots = ['1', '2'].map((n) => globalThis[Symbol.for('undici.globalDispatcher.' + n)] === agent)
+      console.log(JSON.stringify([seen, text, slots, lib.getGlobalDispatcher() === agent]))
+      await agent.close()
+    })()`
+  const [theirs, ours] = await Promise.all([runNode(code(path.join(repoRoot, 'node_modules', 'undici'))), runNode(code(path.join(repoRoot, 'dist', 'index.js')))])
+  expect(ours.stderr).toBe('')
+  expect(JSON.parse(ours.stdout)).toEqual([1, 'saw /node', [true, true], true])
+  expect(ours.stdout).toBe(theirs.stdout)
+})
+
 /** Runs `scenario` on undici, then on saetta; the two results must be equal. */
 async function same<T>(scenario: (lib: Undici) => Promise<T> | T): Promise<T> {
   const undici = await loadUndici()

@@ -5,6 +5,7 @@
 import dc from 'node:diagnostics_channel'
 import { debuglog } from 'node:util'
 import { connectingVersion, type ConnectParams, type RequestInfo } from './diagnostics'
+import { clearGlobalDispatcher, globalDispatcherUnset } from './util/global-slots'
 
 type Log = (message: string) => void
 
@@ -63,9 +64,8 @@ type Subscribe = (this: dc.Channel, fn: dc.ChannelListener) => void
  * dispatcher slot it fills is left as it was, for saetta's fetch to fill as it does.
  */
 function loadNodeUndiciQuietly(): void {
-  const slot = Symbol.for('undici.globalDispatcher.1')
-  const g = globalThis as { [slot]?: unknown; Headers?: unknown }
-  const empty = g[slot] === undefined
+  const g = globalThis as { Headers?: unknown }
+  const empty = globalDispatcherUnset()
   // Both kinds of channel object (with and without subscribers) have their own `subscribe`.
   const protos = new Set<{ subscribe: Subscribe }>([dc.Channel.prototype, ...[...DEBUG_CHANNELS].map((n) => Object.getPrototypeOf(dc.channel(n)))])
   const saved = [...protos].map((p) => [p, Object.getOwnPropertyDescriptor(p, 'subscribe')] as const)
@@ -83,7 +83,7 @@ function loadNodeUndiciQuietly(): void {
       else Object.defineProperty(proto, 'subscribe', own)
     }
   }
-  if (empty && g[slot] !== undefined) g[slot] = undefined
+  if (empty) clearGlobalDispatcher()
 }
 
 // Once a process, however many copies of saetta it loads: each line is printed once.

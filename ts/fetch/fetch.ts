@@ -3,9 +3,9 @@
 import type * as U from 'undici-types'
 import { Agent } from '../dispatcher/agent'
 import { getGlobalDispatcher, setGlobalDispatcher } from '../global'
+import { globalDispatcherUnset } from '../util/global-slots'
 
-const slot = Symbol.for('undici.globalDispatcher.1')
-const slotWasEmpty = (globalThis as { [slot]?: unknown })[slot] === undefined
+const slotWasEmpty = globalDispatcherUnset()
 
 /** Node's fetch and its classes: absent where Node's fetch is turned off (`--no-experimental-fetch`). */
 const node = globalThis as Partial<Pick<typeof globalThis, 'fetch' | 'Headers' | 'Request' | 'Response' | 'FormData'>>
@@ -46,8 +46,8 @@ export type Response = U.Response
 export const FormData = (node.FormData ?? missing('FormData')) as unknown as typeof U.FormData
 export type FormData = U.FormData
 
-// Reading Node's classes loads its bundled undici, which puts its own Agent in an empty global
-// dispatcher slot. undici in saetta's place would have put its Agent there: so saetta does.
+// Reading Node's classes loads its bundled undici, which puts its own Agent in empty global
+// dispatcher slots. undici in saetta's place would have put its Agent there: so saetta does.
 if (slotWasEmpty) setGlobalDispatcher(new Agent())
 
 export type {
