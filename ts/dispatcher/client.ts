@@ -238,6 +238,17 @@ type ConnectOptions = Partial<tls.ConnectionOptions> & {
   [key: string]: unknown
 }
 
+/**
+ * What an ended byte stream holds, whole: `read()` gives all of it up to Node 24, the first
+ * chunk from Node 26 on.
+ */
+function readBuffered(body: Readable): Buffer | string {
+  const parts: Array<Buffer | string> = []
+  for (let chunk; (chunk = body.read() as Buffer | string | null) !== null; ) parts.push(chunk)
+  if (parts.length === 1) return parts[0]!
+  return typeof parts[0] === 'string' ? parts.join('') : Buffer.concat(parts as Buffer[])
+}
+
 let warnedUnauthorized = false
 
 /**
@@ -1162,7 +1173,7 @@ class Run implements RequestSink {
       body.read(0)
       const state = (body as unknown as ReadableInternals)._readableState
       if (state.ended && !state.objectMode) {
-        bytes = body.readableLength === 0 ? undefined : (body.read() as Buffer | string)
+        bytes = body.readableLength === 0 ? undefined : readBuffered(body)
         // As undici: one that does not destroy itself is destroyed at its 'end' (a destroy(err)
         // after that is no one's), unless the request settles first.
         if (!state.autoDestroy) body.once('end', this.#onWatchedEnd)
