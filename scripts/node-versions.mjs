@@ -1,6 +1,6 @@
-// npm run test:node-versions [-- <vitest args>]: the vitest suites on each supported Node.js
-// major other than the one running this script (`npm run test:js` covers that one), with the
-// same build: the addon is Node-API, so one binary serves them all.
+// npm run test:js [-- <vitest args>]: the vitest suites on each supported Node.js major,
+// whatever Node runs this script (the running one serves for its own major), with the same
+// build: the addon is Node-API, so one binary serves them all.
 //
 // Node's binaries come from their npm packages (node-<platform>-<arch>@<version>), fetched once
 // into a cache outside the clone: $SAETTA_NODE_CACHE, else $XDG_CACHE_HOME/saetta/node, else
@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url'
 import { root } from './platforms.mjs'
 
 /** The Node.js releases saetta is tested on, one per supported major. */
-const VERSIONS = ['20.20.2', '22.23.3', '24.21.0']
+const VERSIONS = ['22.23.3', '24.21.0', '26.10.0']
 
 const cache =
   process.env.SAETTA_NODE_CACHE ??
@@ -53,9 +53,9 @@ export function nodeBinary(version) {
 const isScript = process.argv[1] !== undefined && realpathSync(process.argv[1]) === fileURLToPath(import.meta.url)
 const current = process.versions.node.split('.')[0]
 const failed = []
-for (const version of isScript ? VERSIONS.filter((v) => v.split('.')[0] !== current) : []) {
-  const node = nodeBinary(version)
-  console.log(`\n== vitest on Node.js ${version}\n`)
+for (const version of isScript ? VERSIONS : []) {
+  const node = version.split('.')[0] === current ? process.execPath : nodeBinary(version)
+  console.log(`\n== vitest on Node.js ${node === process.execPath ? process.versions.node : version}\n`)
   const r = spawnSync(node, [path.join(root, 'node_modules', 'vitest', 'vitest.mjs'), 'run', ...process.argv.slice(2)], {
     cwd: root,
     stdio: 'inherit',
