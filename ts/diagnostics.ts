@@ -7,7 +7,7 @@
 import dc from 'node:diagnostics_channel'
 import net from 'node:net'
 import { InvalidArgumentError, NotSupportedError } from './errors'
-import { forEachHeader, headerValue, lowerName } from './dispatcher/headers'
+import { forEachHeader, headerValue, isToken, lowerName } from './dispatcher/headers'
 import type { DispatchOptions } from './dispatcher/types'
 
 export const channels = {
@@ -133,7 +133,7 @@ export class RequestInfo {
         if (typeof val !== 'string') throw new InvalidArgumentError('invalid connection header')
         for (const token of val.toLowerCase().split(',')) {
           const option = token.trim()
-          if (!/^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/.test(option)) throw new InvalidArgumentError('invalid connection header')
+          if (!isToken(option)) throw new InvalidArgumentError('invalid connection header')
           if (option === 'close') {
             this.reset = true
             this.#close = true
