@@ -118,55 +118,54 @@ function ask (child, what) {
 
 async function soak (lib, origin) {
   const pool = new lib.Pool(origin, { connections: 64, pipelining: 8 })
-  const settled = new Uint8Array(TOTAL)
-  let next = 0
-  let ok = 0
-  let failed = 0
-  let wrong = 0
-  let twice = 0
-  const errorNames = new Map()
-  let rssAfterWarmup = 0
-  let peak = null
-  const warmupAt = Math.min(TOTAL - 1, Math.floor(TOTAL / 10))
-  const t0 = process.hrtime.bigint()
   const cpu0 = process.cpuUsage()
-
-  async function one (id) {
-    try {
-      const { statusCode, headers, body } = await pool.request({ path: '/', method: 'GET', headers: { 'x-id': String(id) } })
-      const text = await body.text()
-      if (statusCode !== 200 || headers['x-id'] !== String(id) || text !== `id=${id}`) wrong++
-      else ok++
-    } catch (err) {
-      failed++
-      countError(errorNames, err)
-    }
-    if (settled[id]++ !== 0) twice++
-  }
-
-  async function worker () {
-    while (next < TOTAL) {
-      const id = next++
-      await one(id)
-      if (id === warmupAt) {
-        gc()
-        rssAfterWarmup = process.memoryUsage().rss
-        peak = peakMeter()
-      }
-      if (id % 10_000 === 0) peak?.sample()
-    }
-  }
-
-  await Promise.all(Array.from({ length: INFLIGHT }, worker))
-  const seconds = Number(process.hrtime.bigint() - t0) / 1e9
+  const t = await drive(TOTAL, INFLIGHT, async (id) => {
+    const { statusCode, headers, body } = await pool.request({ path: '/', method: 'GET', headers: { 'x-id': String(id) } })
+    const text = await body.text()
+    return statusCode === 200 && headers['x-id'] === String(id) && text === `id=${id}`
+  })
   const cpu = process.cpuUsage(cpu0)
-  const rssPeak = peak.read()
+  const rssPeak = t.peak.read()
   await pool.close()
   gc()
-  const rssEnd = process.memoryUsage().rss
-  let never = 0
-  for (let i = 0; i < TOTAL; i++) if (settled[i] === 0) never++
-  return { seconds, cpuUs: (cpu.user + cpu.system) / TOTAL, ok, failed, wrong, twice, never, errorNames, rssAfterWarmup, rssPeak, rssEnd }
+  return { ...t, cpuUs: (cpu.user + cpu.system) / TOTAL, rssPeak, rssEnd: process.memoryUsage().rss }
+}
+
+/**
+ * Runs `one(id)` for the ids 0 to `total` - 1, `inflight` at a time, and counts how each request
+ * ended: `one` resolves true (answered right) or false (a wrong response), or throws (failed).
+ * The RSS baseline and the peak meter start after the first tenth (the warm-up); the meter is
+ * sampled every 10,000 requests. Stops early once `stop` resolves (a stall).
+ */
+async function drive (total, inflight, one, stop = new Promise(() => {})) {
+  const t = { ok: 0, failed: 0, wrong: 0, twice: 0, never: 0, errorNames: new Map(), rssAfterWarmup: 0, peak: null, stalled: false }
+  const settled = new Uint8Array(total)
+  const warmupAt = Math.min(total - 1, Math.floor(total / 10))
+  const t0 = process.hrtime.bigint()
+  let next = 0
+  async function worker () {
+    while (next < total && !t.stalled) {
+      const id = next++
+      try {
+        if (await one(id, t)) t.ok++
+        else t.wrong++
+      } catch (err) {
+        t.failed++
+        countError(t.errorNames, err)
+      }
+      if (settled[id]++ !== 0) t.twice++
+      if (id === warmupAt) {
+        gc()
+        t.rssAfterWarmup = process.memoryUsage().rss
+        t.peak = peakMeter()
+      }
+      if (id % 10_000 === 0) t.peak?.sample()
+    }
+  }
+  await Promise.race([Promise.all(Array.from({ length: inflight }, worker)), stop.then(() => (t.stalled = true))])
+  t.seconds = Number(process.hrtime.bigint() - t0) / 1e9
+  for (let i = 0; i < total; i++) if (settled[i] === 0) t.never++
+  return t
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -179,22 +178,18 @@ const slowByte = (id) => id % 251
 
 async function slowSoak (lib, origin) {
   const pool = new lib.Pool(origin, { connections: SLOW_INFLIGHT })
-  const settled = new Uint8Array(SLOW_TOTAL)
-  let next = 0
-  let ok = 0
-  let failed = 0
-  let wrong = 0
-  let twice = 0
   let bytes = 0
   let done = 0
-  let stalled = false
-  const errorNames = new Map()
-  let rssAfterWarmup = 0
-  let peak = null
-  const warmupAt = Math.min(SLOW_TOTAL - 1, Math.floor(SLOW_TOTAL / 10))
-  const t0 = process.hrtime.bigint()
-
-  async function one (id) {
+  // A client that stops delivering bodies would hang the soak: no response in SLOW_STALL_MS ends it.
+  let seen = -1
+  let watchdog
+  const stall = new Promise((resolve) => {
+    watchdog = setInterval(() => {
+      if (done === seen) resolve()
+      seen = done
+    }, SLOW_STALL_MS)
+  })
+  const t = await drive(SLOW_TOTAL, SLOW_INFLIGHT, async (id, tally) => {
     try {
       const size = slowSize(id)
       const { statusCode, headers, body } = await pool.request({ path: `/large?id=${id}&size=${size}`, method: 'GET' })
@@ -206,51 +201,20 @@ async function slowSoak (lib, origin) {
         got += chunk.length
         // The pace is per byte, not per chunk, so that it is the same whatever the library's chunk size.
         for (owed += chunk.length; owed >= SLOW_READ; owed -= SLOW_READ) await sleep(SLOW_PAUSE_MS)
-        peak?.sample()
+        tally.peak?.sample()
       }
       bytes += got
-      if (right && got === size) ok++
-      else wrong++
-    } catch (err) {
-      failed++
-      countError(errorNames, err)
+      return right && got === size
+    } finally {
+      done++
     }
-    if (settled[id]++ !== 0) twice++
-    done++
-  }
-
-  async function worker () {
-    while (next < SLOW_TOTAL && !stalled) {
-      const id = next++
-      await one(id)
-      if (id === warmupAt) {
-        gc()
-        rssAfterWarmup = process.memoryUsage().rss
-        peak = peakMeter()
-      }
-    }
-  }
-
-  // A client that stops delivering bodies would hang the soak: no response in SLOW_STALL_MS ends it.
-  let seen = -1
-  let watchdog
-  const stall = new Promise((resolve) => {
-    watchdog = setInterval(() => {
-      if (done === seen) resolve((stalled = true))
-      seen = done
-    }, SLOW_STALL_MS)
-  })
-  await Promise.race([Promise.all(Array.from({ length: SLOW_INFLIGHT }, worker)), stall])
+  }, stall)
   clearInterval(watchdog)
-  const seconds = Number(process.hrtime.bigint() - t0) / 1e9
-  const rssPeak = peak?.read() ?? NaN
-  if (stalled) await Promise.race([pool.destroy(), sleep(5000)])
+  const rssPeak = t.peak?.read() ?? NaN
+  if (t.stalled) await Promise.race([pool.destroy(), sleep(5000)])
   else await pool.close()
   gc()
-  const rssEnd = process.memoryUsage().rss
-  let never = 0
-  for (let i = 0; i < SLOW_TOTAL; i++) if (settled[i] === 0) never++
-  return { seconds, bytes, ok, failed, wrong, twice, never, stalled, errorNames, rssAfterWarmup, rssPeak, rssEnd }
+  return { ...t, bytes, rssPeak, rssEnd: process.memoryUsage().rss }
 }
 
 // ---------------------------------------------------------------------------------------------
