@@ -860,6 +860,16 @@ mod tests {
         out
     }
 
+    /// Request 1's head: a 200 in gzip.
+    fn gzip_head() -> Event {
+        Event::Headers {
+            id: 1,
+            status: 200,
+            reason: Bytes::new(),
+            headers: vec![h("content-encoding", "gzip")],
+        }
+    }
+
     fn spec() -> DecodeSpec {
         DecodeSpec {
             max_size: 0,
@@ -1085,12 +1095,7 @@ mod tests {
         let seen = Seen::default();
         let mut d = decodings(&seen);
         d.add(1, spec(), || unreachable!());
-        let head = Event::Headers {
-            id: 1,
-            status: 200,
-            reason: Bytes::new(),
-            headers: vec![h("content-encoding", "gzip")],
-        };
+        let head = gzip_head();
         let data = |b: &'static [u8]| Event::Data {
             id: 1,
             chunk: Bytes::from_static(b),
@@ -1199,12 +1204,7 @@ mod tests {
         let seen = jobs.clone();
         let mut d = Decodings::with(Box::new(move |job| seen.borrow_mut().push(job)));
         d.add(1, spec(), || unreachable!());
-        let head = Event::Headers {
-            id: 1,
-            status: 200,
-            reason: Bytes::new(),
-            headers: vec![h("content-encoding", "gzip")],
-        };
+        let head = gzip_head();
         let end = Event::Complete {
             id: 1,
             trailers: vec![],
