@@ -339,9 +339,11 @@ describe('async context', () => {
 /**
  * Runs `scenario` (the body of an async function of `lib`, `origin`, `log`) in a child process
  * per library, each recording what reached 'uncaughtException' too; expects the same records.
+ * `reference`: 'undici7' for a scenario with legacy handlers (onConnect, onHeaders, ...), which
+ * saetta takes as undici 7 did and undici 8 refuses.
  */
-async function sameInChild(origin: string, scenario: string): Promise<string[]> {
-  const libs = { undici: path.join(repoRoot, 'node_modules', 'undici'), saetta: path.join(repoRoot, 'dist', 'index.js') }
+async function sameInChild(origin: string, scenario: string, reference: 'undici' | 'undici7' = 'undici'): Promise<string[]> {
+  const libs = { undici: path.join(repoRoot, 'node_modules', reference), saetta: path.join(repoRoot, 'dist', 'index.js') }
   const code = (lib: string) => `
     const lib = require(${JSON.stringify(lib)})
     const origin = ${JSON.stringify(origin)}
@@ -433,6 +435,8 @@ describe('lifecycle', () => {
         await sleep(200)
       }
       await c.destroy()`,
+      // Legacy handlers: as undici 7.
+      'undici7',
     )
     expect(log).toEqual([
       'reset onError',

@@ -5,7 +5,7 @@
 import { Readable } from 'node:stream'
 import { afterEach, describe, expect, test } from 'vitest'
 import { cleanup, collect, hangingPort, httpServer, okResponse, rawServer, readBody, sleep, type RawServer } from './helpers'
-import { client, describeError, saetta, same, settled, undici, type Lib } from './differential-support'
+import { client, describeError, saetta, same, settled, undici, type Lib, same7, undici7, saetta7 } from './differential-support'
 
 afterEach(cleanup)
 
@@ -150,7 +150,8 @@ describe('strictContentLength', () => {
       test(`strictContentLength: ${strict}, a ${kind} body against its content-length`, async () => {
         let srv!: RawServer
         const server = async () => (srv = await rawServer((_req, socket) => socket.write(okResponse('ok'))))
-        await same(server, async (lib, origin) => {
+        // undici 8 warns once a request where undici 7 warned at each check (a body too long: twice).
+        await (strict ? same : same7)(server, async (lib, origin) => {
           const warnings: string[] = []
           const onWarning = (w: Error) => warnings.push(`${w.name}: ${w.message}`)
           process.on('warning', onWarning)
@@ -715,8 +716,9 @@ describe('connection lifecycle', () => {
     )
   })
 
+  // undici 8 takes an aborted request out of the wait for a connection; undici 7 failed it once connected (or not).
   test('an abort while connecting: the request fails at once, the next one still connects', async () => {
-    await same(
+    await same7(
       hanging,
       async (lib, origin) => {
         const c = client(lib, origin, { connectTimeout: 300 })

@@ -1,7 +1,8 @@
 // Proxies: ProxyAgent, EnvHttpProxyAgent and Socks5ProxyAgent against real proxies (the
 // `proxy` package over http and https, a SOCKS5 server from @mongodb-js/socksv5, raw ones for
-// what those never do), each scenario run on undici and on saetta and compared: what the
-// caller gets, and what the proxy and the origin saw.
+// what those never do), each scenario run on undici (8) and on saetta and compared: what the
+// caller gets, and what the proxy and the origin saw. Where undici 7.30 differs (it tunnels
+// `http:` origins by default), a kUndici7 agent of saetta's is compared with undici7.
 import http from 'node:http'
 import https from 'node:https'
 import diagnostics from 'node:diagnostics_channel'
@@ -18,6 +19,35 @@ import socks from '@mongodb-js/socksv5'
 import { cleanup, hasIPv6Loopback, onCleanup, withTimeout } from './helpers'
 import { describeError, saetta, undici, type Lib } from './differential-support'
 import { makeCerts, type Certs } from './certs'
+import * as undici7Module from 'undici7'
+import { kUndici7 } from '../ts/util/undici7'
+
+const undici7 = undici7Module as unknown as Lib
+
+/** The options, as the `saetta/undici7` entry gives them to a proxy agent. */
+function as7(o: unknown): object {
+  return typeof o === 'object' && o !== null && !(o instanceof URL) ? { ...o, [kUndici7]: true } : { uri: o, [kUndici7]: true }
+}
+
+/** saetta with undici 7.30's proxy agents (kUndici7), to compare with undici7. */
+const saetta7 = {
+  ...saetta,
+  ProxyAgent: class extends saetta.ProxyAgent {
+    constructor(o: unknown) {
+      super(as7(o) as never)
+    }
+  },
+  EnvHttpProxyAgent: class extends saetta.EnvHttpProxyAgent {
+    constructor(o: unknown = {}) {
+      super(as7(o) as never)
+    }
+  },
+  Socks5ProxyAgent: class extends saetta.Socks5ProxyAgent {
+    constructor(url: unknown, o: unknown = {}) {
+      super(url as string, as7(o) as never)
+    }
+  },
+} as unknown as Lib
 
 afterEach(cleanup)
 
@@ -91,6 +121,14 @@ async function both<T>(scenario: (lib: Lib) => Promise<T>): Promise<T> {
   return ours
 }
 
+/** undici 7.30's outcome and saetta's kUndici7 agents'. */
+async function both7<T>(scenario: (lib: Lib) => Promise<T>): Promise<T> {
+  const theirs = await scenario(undici7)
+  const ours = await scenario(saetta7)
+  expect(ours).toEqual(theirs)
+  return ours
+}
+
 type Dispatcher = InstanceType<Lib['Dispatcher']>
 
 /** Closed (destroyed) in cleanup. */
@@ -131,29 +169,50 @@ async function socksServer(auth: boolean): Promise<{ uri: string; asked: string[
 }
 
 describe('ProxyAgent', () => {
-  test('an http: origin through a CONNECT tunnel (the default): the same CONNECT, the same request', async () => {
-    await both(async (lib) => {
+  /** Three requests to an `http:` origin, through an agent with the default `proxyTunnel`. */
+  const byDefault = async (lib: Lib) => {
+    const target = await origin('plain')
+    const proxy = await httpProxy()
+    const agent = owned(new lib.ProxyAgent({ uri: proxy.uri, headers: { 'x-proxy': '1' }, token: 'Bearer t' }))
+    const first = await get(lib, `${target.url}/a?b=1`, agent, { 'x-h': 'v' })
+    const second = await get(lib, `${target.url}/c`, agent)
+    // `proxy-connection: keep-alive` whatever `connections` says (undici's docs say otherwise).
+    const third = await get(lib, `${target.url}/d`, owned(new lib.ProxyAgent({ uri: proxy.uri, connections: 0 })))
+    // undici's pool opens a second tunnel here, saetta's engine reuses the first (kept alive).
+    return { first, second, third, proxy: unique(proxy.seen.map(portless)), target: target.seen.map(portless) }
+  }
+
+  test('an http: origin is asked of the proxy by default (undici 8): the absolute URL, the proxy headers', async () => {
+    const out = await both(byDefault)
+    expect(out.proxy.map((s) => `${s.method} ${s.url}`)).toEqual(['GET http://localhost:PORT/a?b=1', 'GET http://localhost:PORT/c', 'GET http://localhost:PORT/d'])
+  })
+
+  test('undici 7.30 (kUndici7): an http: origin through a CONNECT tunnel by default, the same CONNECT, the same request', async () => {
+    const out = await both7(byDefault)
+    expect(out.proxy.map((s) => `${s.method} ${s.url}`)).toEqual(['CONNECT localhost:PORT', 'CONNECT localhost:PORT'])
+  })
+
+  test('proxyTunnel: true tunnels an http: origin too (undici 8)', async () => {
+    const out = await both(async (lib) => {
       const target = await origin('plain')
       const proxy = await httpProxy()
-      const agent = owned(new lib.ProxyAgent({ uri: proxy.uri, headers: { 'x-proxy': '1' }, token: 'Bearer t' }))
-      const first = await get(lib, `${target.url}/a?b=1`, agent, { 'x-h': 'v' })
-      const second = await get(lib, `${target.url}/c`, agent)
-      // `proxy-connection: keep-alive` whatever `connections` says (undici's docs say otherwise).
-      const third = await get(lib, `${target.url}/d`, owned(new lib.ProxyAgent({ uri: proxy.uri, connections: 0 })))
-      // undici's pool opens a second tunnel here, saetta's engine reuses the first (kept alive).
-      return { first, second, third, proxy: unique(proxy.seen.map(portless)), target: target.seen.map(portless) }
+      const agent = owned(new lib.ProxyAgent({ uri: proxy.uri, proxyTunnel: true, headers: { 'x-proxy': '1' } }))
+      return { res: await get(lib, `${target.url}/t`, agent, { 'x-h': 'v' }), proxy: proxy.seen.map(portless), target: target.seen.map(portless) }
     })
+    expect(out.proxy[0]).toMatchObject({ method: 'CONNECT', url: 'localhost:PORT' })
   })
 
   test('proxyTunnel: false asks an http: proxy directly, with the absolute URL and the proxy headers first', async () => {
-    const out = await both(async (lib) => {
+    const scenario = async (lib: Lib) => {
       const target = await origin('plain')
       const proxy = await httpProxy()
       const agent = owned(new lib.ProxyAgent({ uri: proxy.uri, proxyTunnel: false, token: 'Bearer t', headers: { 'x-proxy': '1' } }))
       const res = await get(lib, `${target.url}/a?b=1`, agent, { 'x-h': 'v' })
       return { res, proxy: proxy.seen.map(portless), target: target.seen.map(portless) }
-    })
+    }
+    const out = await both(scenario)
     expect(out.proxy[0]).toMatchObject({ method: 'GET', url: 'http://localhost:PORT/a?b=1' })
+    expect(await both7(scenario)).toEqual(out)
   })
 
   test('an https: origin through an http: proxy, and through an https: proxy, TLS to it inside the tunnel', async () => {
@@ -199,13 +258,16 @@ describe('ProxyAgent', () => {
       proxy.server.authenticate = (req) => req.headers['proxy-authorization'] === `Basic ${Buffer.from('u:p').toString('base64')}`
       const bad = proxy.uri.replace('//', '//u:wrong@')
       return [
-        await get(lib, `${target.url}/`, owned(new lib.ProxyAgent(bad))),
+        await get(lib, `${target.url}/`, owned(new lib.ProxyAgent({ uri: bad, proxyTunnel: true }))),
         await get(lib, `${target.url}/`, owned(new lib.ProxyAgent({ uri: bad, proxyTunnel: false }))),
         await get(lib, `${target.url}/ok`, owned(new lib.ProxyAgent(proxy.uri.replace('//', '//u:p@')))),
+        await get(lib, `${target.url}/`, owned(new lib.ProxyAgent(bad))),
       ]
     })
     expect(out[0]).toMatchObject({ error: { class: 'RequestAbortedError', message: 'Proxy response (407) !== 200 when HTTP Tunneling' } })
     expect(out[1]).toMatchObject({ error: { class: 'InvalidArgumentError', message: 'Proxy Authentication Required (407)' } })
+    // undici 8 forwards by default, undici 7.30 tunnels.
+    expect(out[3]).toMatchObject({ error: { class: 'InvalidArgumentError', message: 'Proxy Authentication Required (407)' } })
   })
 
   test('any other status to CONNECT fails with it; a proxy that closes mid-tunnel fails the request', async () => {
@@ -223,9 +285,13 @@ describe('ProxyAgent', () => {
         }),
       )
       const breakingPort = await listen(breaking)
+      // (Tunnels: undici 8 would forward these requests.)
+      const tunnel = (port: number) => owned(new lib.ProxyAgent({ uri: `http://localhost:${port}`, proxyTunnel: true }))
       return [
-        await get(lib, 'http://localhost:1/', owned(new lib.ProxyAgent(`http://localhost:${refusingPort}`))),
-        await get(lib, 'http://localhost:1/', owned(new lib.ProxyAgent(`http://localhost:${breakingPort}`))),
+        await get(lib, 'http://localhost:1/', tunnel(refusingPort)),
+        await get(lib, 'http://localhost:1/', tunnel(breakingPort)),
+        await get(lib, 'http://localhost:1/', tunnel(await closedPortNumber())),
+        // Forwarded, to a proxy that is not there: the connection's own error.
         await get(lib, 'http://localhost:1/', owned(new lib.ProxyAgent(`http://localhost:${await closedPortNumber()}`))),
       ].map(noPorts)
     })
@@ -377,7 +443,8 @@ describe('ProxyAgent', () => {
     try {
       const res = await fetch(`${target.url}/fetched`)
       expect(await res.text()).toBe('plain GET /fetched')
-      expect(proxy.seen.map(portless)).toMatchObject([{ method: 'CONNECT', url: 'localhost:PORT' }])
+      // Forwarded (undici 8).
+      expect(proxy.seen.map(portless)).toMatchObject([{ method: 'GET', url: 'http://localhost:PORT/fetched' }])
     } finally {
       saetta.setGlobalDispatcher(previous)
       await agent.close()
@@ -418,6 +485,8 @@ describe('EnvHttpProxyAgent', () => {
    * Where each URL's request went: `http proxy`, `https proxy` or `direct`. Every dispatcher the
    * agent makes (per origin, through a proxy or not) comes from a factory that records the
    * origin and the proxy in the options it is given, and fails the request: nothing goes out.
+   * (With `proxyTunnel: true`: undici 8 would hand a forwarded request to its own dispatcher's
+   * internals, which the recorder has not.)
    */
   async function routes(lib: Lib, make: (factory: unknown) => Dispatcher, urls: string[]): Promise<string[]> {
     const made: string[] = []
@@ -432,8 +501,10 @@ describe('EnvHttpProxyAgent', () => {
       const via = opts.uri === HP ? 'http proxy' : opts.uri === SP ? 'https proxy' : 'direct'
       made.push(`${String(origin)} ${via}`)
       return Object.assign(new EventEmitter(), {
-        dispatch(_opts: unknown, handler: { onError?: (e: Error) => void }) {
-          queueMicrotask(() => handler.onError?.(new Error('not sent')))
+        dispatch(_opts: unknown, handler: { onError?: (e: Error) => void; onResponseError?: (c: unknown, e: Error) => void }) {
+          // (undici 8's handlers have only the newer callbacks.)
+          const fail = (e: Error): void => (handler.onResponseError ? handler.onResponseError(null, e) : handler.onError?.(e))
+          queueMicrotask(() => fail(new Error('not sent')))
           return true
         },
         close: async () => {},
@@ -467,17 +538,49 @@ describe('EnvHttpProxyAgent', () => {
     const noProxy = 'localhost,.example.com *.wild.test  exact.test:8080,other.test:81\t[::1] port.test:443'
     const out = await both((lib) =>
       withEnv({ http_proxy: HP, https_proxy: SP, NO_PROXY: noProxy }, () =>
-        routes(lib, (factory) => new lib.EnvHttpProxyAgent({ factory } as object), urls),
+        routes(lib, (factory) => new lib.EnvHttpProxyAgent({ factory, proxyTunnel: true } as object), urls),
       ),
     )
     expect(out).toContain('http://notexample.com http proxy')
     expect(out).toContain('http://sub.example.com direct')
+    // undici 7.30 (kUndici7) reads it the same here.
+    const out7 = await both7((lib) =>
+      withEnv({ http_proxy: HP, https_proxy: SP, NO_PROXY: noProxy }, () =>
+        routes(lib, (factory) => new lib.EnvHttpProxyAgent({ factory } as object), urls),
+      ),
+    )
+    // undici 7.30 (kUndici7): `*.wild.test` names `wild.test` too.
+    expect(out).toContain('http://wild.test http proxy')
+    expect(out7).toContain('http://wild.test direct')
+  })
+
+  test("undici 8's NO_PROXY: `*` anywhere (and with a port), IPv6 with and without brackets and ports, trailing dots", async () => {
+    const urls = [
+      'http://any.test/',
+      'http://any.test:8080/',
+      'http://[::1]/',
+      'http://[::1]:3000/',
+      'http://[::2]:3000/',
+      'http://[::2]:4000/',
+      'http://trail.test/',
+      'http://trail.test./',
+      'http://sub.trail.test./',
+      'http://dot.test./',
+      'http://wild.test/',
+    ]
+    const lists = ['none.invalid, * ', '*:8080', '::1,[::2]:3000', 'trail.test.,dot.test', '*.wild.test']
+    for (const noProxy of lists) {
+      const scenario = (lib: Lib) =>
+        withEnv({ http_proxy: HP, NO_PROXY: noProxy }, () => routes(lib, (factory) => new lib.EnvHttpProxyAgent({ factory, proxyTunnel: true } as object), urls))
+      await both(scenario)
+      await both7(scenario)
+    }
   })
 
   test('upper case, lower case first, https through the http proxy, NO_PROXY=*, and the options over the environment', async () => {
     const urls = ['http://a.test/', 'https://b.test/', 'http://localhost/']
     await both(async (lib) => {
-      const make = (opts: object = {}) => (factory: unknown) => new lib.EnvHttpProxyAgent({ factory, ...opts } as object)
+      const make = (opts: object = {}) => (factory: unknown) => new lib.EnvHttpProxyAgent({ factory, proxyTunnel: true, ...opts } as object)
       return [
         await withEnv({ HTTP_PROXY: HP }, () => routes(lib, make(), urls)),
         await withEnv({ HTTPS_PROXY: SP }, () => routes(lib, make(), urls)),
@@ -487,7 +590,7 @@ describe('EnvHttpProxyAgent', () => {
         // NO_PROXY is read again when it changes (unless the option gives it).
         await withEnv({ http_proxy: HP }, async () => {
           const made: string[] = []
-          const agent = owned(new lib.EnvHttpProxyAgent({ factory: recorder(made) } as object))
+          const agent = owned(new lib.EnvHttpProxyAgent({ factory: recorder(made), proxyTunnel: true } as object))
           await get(lib, 'http://a.test/', agent)
           process.env.NO_PROXY = 'b.test'
           await get(lib, 'http://b.test/', agent)
@@ -631,14 +734,39 @@ describe('Socks5ProxyAgent', () => {
   })
 })
 
-describe('ProxyAgent, saetta only', () => {
-  test('a proxy that closes before answering CONNECT fails the request (undici tries again without end)', async () => {
+describe('ProxyAgent: a proxy that closes before answering CONNECT', () => {
+  /** A proxy that reads a request head and closes, counting them. */
+  async function closer(): Promise<{ port: number; connects: () => number }> {
     let connects = 0
-    const closer = net.createServer((s) => s.once('data', () => (connects++, s.destroy())))
-    const port = await listen(closer)
-    const agent = owned(new saetta.ProxyAgent(`http://127.0.0.1:${port}`))
-    const out = await withTimeout(get(saetta, 'http://127.0.0.1:1/', agent), 5000)
+    const server = net.createServer((s) => s.once('data', () => (connects++, s.destroy())))
+    return { port: await listen(server), connects: () => connects }
+  }
+
+  test('fails the request with a ProxyConnectionError, its cause the socket error (undici 8)', async () => {
+    const out = await both(async (lib) => {
+      const proxy = await closer()
+      const agent = owned(new lib.ProxyAgent({ uri: `http://127.0.0.1:${proxy.port}`, proxyTunnel: true }))
+      const tunnelled = await withTimeout(get(lib, 'http://127.0.0.1:1/', agent), 5000)
+      const secure = await withTimeout(get(lib, 'https://127.0.0.1:1/', owned(new lib.ProxyAgent(`http://127.0.0.1:${proxy.port}`))), 5000)
+      return { tunnelled, secure, connects: proxy.connects() }
+    })
+    expect(out.tunnelled).toMatchObject({ error: { class: 'ProxyConnectionError', code: 'PRX_CONN', message: 'Proxy Connection failed' }, cause: { class: 'SocketError', message: 'other side closed' } })
+    expect(out.secure).toMatchObject({ error: { class: 'ProxyConnectionError' }, cause: { class: 'SocketError' } })
+  })
+
+  test('the same through a clientFactory of the caller\'s (the tunnel made in JS)', async () => {
+    await both(async (lib) => {
+      const proxy = await closer()
+      const agent = owned(new lib.ProxyAgent({ uri: `http://127.0.0.1:${proxy.port}`, proxyTunnel: true, clientFactory: (url: URL, opts: object) => new lib.Pool(url, opts) }))
+      return withTimeout(get(lib, 'http://127.0.0.1:1/', agent), 5000)
+    })
+  })
+
+  test('saetta only, kUndici7: fails the request with the socket error (undici 7.30 tries again without end)', async () => {
+    const proxy = await closer()
+    const agent = owned(new saetta7.ProxyAgent(`http://127.0.0.1:${proxy.port}`))
+    const out = await withTimeout(get(saetta7, 'http://127.0.0.1:1/', agent), 5000)
     expect(out).toMatchObject({ error: { class: 'SocketError', message: 'other side closed' } })
-    expect(connects).toBe(1)
+    expect(proxy.connects()).toBe(1)
   })
 })

@@ -234,6 +234,7 @@ describe('status text', () => {
             {
               onRequestStart: () => {},
               onResponseStart: (_c, status, _h, message) => void messages.push([status, message]),
+              onResponseData: () => {},
               onResponseEnd: () => resolve(),
               onResponseError: () => resolve(),
             },

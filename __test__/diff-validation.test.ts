@@ -3,9 +3,11 @@
 // error, or what the server received) must be the same.
 import { EventEmitter } from 'node:events'
 import { PassThrough } from 'node:stream'
-import { afterEach, describe, test } from 'vitest'
+import { afterEach, describe, expect, test } from 'vitest'
+import * as undici7 from 'undici7'
+import * as saetta7Module from '../ts/undici7.ts'
 import { cleanup, okResponse, rawServer, withTimeout, type RawServer } from './helpers'
-import { client, describeError, same, settled, type Client, type Lib } from './differential-support'
+import { client, describeError, saetta, same, settled, type Client, type Lib } from './differential-support'
 
 afterEach(cleanup)
 
@@ -61,8 +63,34 @@ async function viaDispatch(c: Client, opts: unknown, make: unknown = recording):
   } catch (err) {
     return { threw: describeError(err), events }
   }
+  // An error delivered before dispatch() returned: the request was refused at once.
+  const refused = events.some((e) => Array.isArray(e) && e[0] === 'error')
   await withTimeout(finished, 1000, 'dispatch').catch(() => events.push('unsettled'))
-  return { returned, events }
+  return { returned, events, ...(refused ? { refused } : {}) }
+}
+
+const saetta7 = saetta7Module as unknown as Lib
+
+/** `record` with what dispatch() returned for a request refused at once as undici 8's: true. */
+function refusedAs8<T>(record: T): T {
+  return JSON.parse(JSON.stringify(record, (_k, v) => (v?.refused === true ? { ...v, returned: true } : v)))
+}
+
+/**
+ * As same(), for legacy handlers (onConnect, onHeaders, ...) that saetta takes as undici 7 did,
+ * the spec's handler API: undici 8 refuses them, and what the differential support adapts them
+ * with for it (undici 8's Dispatcher1Wrapper) has its own ways (a missing callback skipped, a
+ * missing onError rethrown). So `undici7` is the reference: saetta/undici7 must match it, and
+ * saetta's main entry too but for what dispatch() returns on a request refused at once (true,
+ * as undici 8: nothing queued, the dispatcher not busy).
+ */
+async function sameAs7<T>(scenario: (lib: Lib, origin: string) => Promise<T>): Promise<T> {
+  const run = async (lib: Lib): Promise<T> => scenario(lib, (await raw()).origin)
+  const theirs = await run(undici7 as unknown as Lib)
+  expect(await run(saetta7)).toEqual(theirs)
+  const ours = await run(saetta)
+  expect(ours).toEqual(refusedAs8(theirs))
+  return ours
 }
 
 /** `recording` less the callbacks named in `drop`, plus `extra`. */
@@ -295,8 +323,9 @@ describe('dispatch handlers', () => {
     ['a bad option without onError: thrown', ['onError'], {}, { headers: { 'x a': '1' } }],
   ]
 
+  // Legacy handlers: as undici 7 (see sameAs7).
   test.each(cases)('a handler %s', async (_name, drop, extra, opts) => {
-    await same(raw, async (lib, origin) => lenient(await viaDispatch(client(lib, origin), { path: '/', method: 'GET', ...opts }, without(drop, extra))))
+    await sameAs7(async (lib, origin) => lenient(await viaDispatch(client(lib, origin), { path: '/', method: 'GET', ...opts }, without(drop, extra))))
   })
 
   test('handlers and options that are not objects', async () => {
@@ -339,13 +368,33 @@ describe('dispatch handlers', () => {
       return {
         complete: await controller(c, []),
         onlyStart: await controller(c, ['onResponseStart', 'onResponseData', 'onResponseEnd', 'onResponseError']),
-        noStart: await controller(c, ['onRequestStart']),
+        noResponseStart: await controller(c, ['onResponseStart']),
+        noResponseEnd: await controller(c, ['onResponseEnd']),
+        badOnBodySent: await controller(c, [], {}, { onBodySent: 5 }),
+        badOnRequestSent: await controller(c, [], {}, { onRequestSent: 'x' }),
+        connectWithoutOnRequestUpgrade: await controller(c, [], { method: 'CONNECT', path: 'example.test:443' }),
         badOptionNoError: await controller(c, ['onResponseError'], { headers: { 'x a': '1' } }),
         badOption: await controller(c, [], { headers: { 'x a': '1' } }),
         alsoLegacy: await controller(c, [], {}, { onHeaders: () => true, onConnect: () => {} }),
         upgradeWithoutOnRequestUpgrade: await controller(c, [], { upgrade: 'websocket' }),
       }
     })
+  })
+
+  test('controller style as undici 7: unchecked beyond onRequestStart; without it, a legacy handler', async () => {
+    // undici 7 checks nothing more of a handler with onRequestStart; undici 8 checks its callbacks
+    // (above). Without onRequestStart, saetta reads it as a legacy handler (as undici 7).
+    const run = async (lib: Lib): Promise<unknown> => {
+      const c = client(lib, (await raw()).origin)
+      return {
+        onlyStart: await controller(c, ['onResponseStart', 'onResponseData', 'onResponseEnd', 'onResponseError']),
+        noStart: await controller(c, ['onRequestStart']),
+        badOptionNoError: await controller(c, ['onResponseError'], { headers: { 'x a': '1' } }),
+      }
+    }
+    const theirs = await run(undici7 as unknown as Lib)
+    expect(await run(saetta7)).toEqual(theirs)
+    expect((await run(saetta) as { noStart: unknown }).noStart).toEqual((theirs as { noStart: unknown }).noStart)
   })
 })
 
@@ -361,10 +410,27 @@ describe('through Pool, BalancedPool and Agent', () => {
           await viaDispatch(c, { ...opts, headers: { 'content-length': ['1', '2'] } }),
           await viaDispatch(c, { ...opts, query: { a: 1 }, path: '/?b' }),
           await viaDispatch(c, { ...opts, maxRedirections: 3 }),
+          await viaDispatch(c, opts, { onRequestStart() {}, onResponseError() {} }),
+          await settled(d.request({ ...opts, signal: 'x' } as never)),
+        ])
+        await d.destroy()
+      }
+      return out
+    })
+  })
+
+  test('bad legacy handlers are reported as by a Client (as undici 7)', async () => {
+    await sameAs7(async (lib, origin) => {
+      const out: Record<string, unknown> = {}
+      for (const kind of ['Pool', 'BalancedPool', 'Agent'] as const) {
+        const d = kind === 'Agent' ? new lib.Agent() : new lib[kind](origin)
+        const c = d as unknown as Client
+        const opts = { origin, path: '/', method: 'GET' }
+        out[kind] = lenient([
+          await viaDispatch(c, { ...opts, headers: { 'content-length': ['1', '2'] } }),
           await viaDispatch(c, opts, without(['onError'])),
           await viaDispatch(c, opts, without(['onComplete'])),
           await viaDispatch(c, opts, { onResponseStart() {}, onResponseError() {} }),
-          await settled(d.request({ ...opts, signal: 'x' } as never)),
         ])
         await d.destroy()
       }

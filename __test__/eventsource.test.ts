@@ -316,7 +316,7 @@ describe.each(libs)('EventSource (%s)', (_name, lib) => {
     expect(log.filter((e) => e.type === 'message').map((e) => e.data)).toEqual(['a', 'b', 'c'])
   })
 
-  test('a redirect is followed: the origin is the final one, and reconnections go there', async () => {
+  test('a redirect is followed: the origin is the final one; reconnections start again from the URL given (undici 8)', async () => {
     const local = await sse((_req, res, n) => {
       if (n === 0) {
         res.writeHead(307, { location: '/moved' })
@@ -328,7 +328,7 @@ describe.each(libs)('EventSource (%s)', (_name, lib) => {
       ['1', local.origin],
       ['2', local.origin],
     ])
-    expect(local.requests.map((r) => r.url)).toEqual(['/start', '/moved', '/moved'])
+    expect(local.requests.map((r) => r.url)).toEqual(['/start', '/moved', '/start'])
   })
 
   test('the constants, on the class and on instances', () => {
@@ -533,17 +533,30 @@ describe('EventSource: undici and saetta observe the same events', () => {
     )
   })
 
-  test('webSocketOptions and eventSourceOptions: the defaults, and what each dispatcher takes', () => {
-    for (const lib of [undici, saettaTyped] as const) {
+  test('webSocketOptions and eventSourceOptions: the defaults, and what each dispatcher takes (undici 8: every dispatcher, MockAgent through its agent)', async () => {
+    const seen = (lib: Lib) => {
       const options = { webSocket: { maxFragments: 3 }, eventSource: { maxEventSize: 5 } }
-      const seen = [new lib.Agent(), new lib.Client('http://a'), new lib.RoundRobinPool('http://a', options), new lib.BalancedPool([], options)].map((d) => [d.webSocketOptions, d.eventSourceOptions])
-      expect(seen).toEqual([
-        [{ maxFragments: 131072, maxPayloadSize: 128 * 1024 * 1024 }, { maxEventSize: buffer.kStringMaxLength }],
-        [{ maxFragments: 131072, maxPayloadSize: 128 * 1024 * 1024 }, { maxEventSize: buffer.kStringMaxLength }],
-        [{ maxFragments: 131072, maxPayloadSize: 128 * 1024 * 1024 }, { maxEventSize: buffer.kStringMaxLength }],
-        [{ maxFragments: 3, maxPayloadSize: 128 * 1024 * 1024 }, { maxEventSize: 5 }],
-      ])
+      const made = [
+        new lib.Agent(),
+        new lib.Client('http://a'),
+        new lib.Agent(options),
+        new lib.Client('http://a', options),
+        new lib.Pool('http://a', options),
+        new lib.RoundRobinPool('http://a', options),
+        new lib.BalancedPool([], options),
+        new lib.MockAgent(options),
+        new lib.MockAgent({ agent: new lib.Agent(options) }),
+        new lib.RetryAgent(new lib.Agent(options)),
+        new lib.Agent(options).compose((d) => d),
+      ]
+      const out = made.map((d) => [d.webSocketOptions, d.eventSourceOptions])
+      for (const d of made) void d.close()
+      return out
     }
+    const theirs = seen(undici)
+    expect(theirs[0]).toEqual([{ maxFragments: 131072, maxPayloadSize: 128 * 1024 * 1024 }, { maxEventSize: buffer.kStringMaxLength }])
+    expect(theirs[2]).toEqual([{ maxFragments: 3, maxPayloadSize: 128 * 1024 * 1024 }, { maxEventSize: 5 }])
+    expect(seen(saettaTyped as unknown as Lib)).toEqual(theirs)
   })
 
   test('the constructor: arguments, validation errors and properties', async () => {

@@ -13,30 +13,39 @@ type Undici = typeof import('undici')
 const saetta = saettaModule as unknown as Undici
 const loadUndici = (): Promise<Undici> => import('undici')
 
-test('by default fetch runs on the global dispatcher, which loading the library fills with its Agent', async () => {
+// Each entry beside the undici it follows: undici 8 reads slot `.2` (and puts a Dispatcher1Wrapper
+// of its dispatcher in `.1`, for the fetch of Node 22 and 24); undici 7.28+ reads `.1` and puts
+// the same dispatcher in both.
+const entries = [
+  { name: 'saetta (undici 8)', ours: 'dist/index.js', theirs: 'undici', slot: '2' },
+  { name: 'saetta/undici7 (undici 7)', ours: 'dist/undici7.js', theirs: 'undici7', slot: '1' },
+]
+
+test.each(entries)('$name: by default fetch runs on the global dispatcher, which loading the library fills with its Agent', async ({ ours: entry, theirs: reference, slot: n }) => {
   // In a fresh process each: reading Node's web classes loads Node's bundled undici, which fills an
   // empty slot with its own Agent; after loading saetta, as after loading undici, the library's
   // Agent must be there, for its fetch and for Node's global fetch alike.
   const server = await httpServer((req, res) => res.end(`saw ${req.url}`))
   const code = (lib: string) => `
-    const slot = Symbol.for('undici.globalDispatcher.1')
+    const slot = Symbol.for('undici.globalDispatcher.${n}')
     const empty = globalThis[slot] === undefined
     const lib = require(${JSON.stringify(lib)})
     ;(async () => {
       const filled = globalThis[slot]
+      const legacy = globalThis[Symbol.for('undici.globalDispatcher.1')]
       const ours = await (await lib.fetch(${JSON.stringify(server.origin)} + '/lib')).text()
       const node = await (await globalThis.fetch(${JSON.stringify(server.origin)} + '/node')).text()
-      console.log(JSON.stringify([empty, filled instanceof lib.Agent, lib.getGlobalDispatcher() === filled, globalThis[slot] === filled, ours, node]))
+      console.log(JSON.stringify([empty, filled instanceof lib.Agent, lib.getGlobalDispatcher() === filled, globalThis[slot] === filled, legacy.constructor.name, ours, node]))
       await filled.close()
     })()`
-  const [theirs, ours] = await Promise.all([runNode(code(path.join(repoRoot, 'node_modules', 'undici'))), runNode(code(path.join(repoRoot, 'dist', 'index.js')))])
+  const [theirs, ours] = await Promise.all([runNode(code(path.join(repoRoot, 'node_modules', reference))), runNode(code(path.join(repoRoot, entry)))])
   expect(theirs.stderr).toBe('')
   expect(ours.stderr).toBe('')
-  expect(JSON.parse(ours.stdout)).toEqual([true, true, true, true, 'saw /lib', 'saw /node'])
+  expect(JSON.parse(ours.stdout)).toEqual([true, true, true, true, n === '2' ? 'Dispatcher1Wrapper' : 'Agent', 'saw /lib', 'saw /node'])
   expect(ours.stdout).toBe(theirs.stdout)
 })
 
-test("setGlobalDispatcher fills both of undici's slots: Node's own fetch runs on it, whichever slot its bundled undici reads", async () => {
+test.each(entries)("$name: setGlobalDispatcher fills both of undici's slots: Node's own fetch runs on it, whichever slot its bundled undici reads", async ({ ours: entry, theirs: reference, slot: n }) => {
   // `.1` is what undici up to 7 reads (Node 22 and 24's fetch), `.2` undici 8's (Node 26's).
   const server = await httpServer((req, res) => res.end(`saw ${req.url}`))
   const code = (lib: string) => `
@@ -46,13 +55,14 @@ test("setGlobalDispatcher fills both of undici's slots: Node's own fetch runs on
     lib.setGlobalDispatcher(agent)
     ;(async () => {
       const text = await (await globalThis.fetch(${JSON.stringify(server.origin)} + '/node')).text()
+      const ownText = await (await lib.fetch(${JSON.stringify(server.origin)} + '/lib')).text()
       const slots = ['1', '2'].map((n) => globalThis[Symbol.for('undici.globalDispatcher.' + n)] === agent)
-      console.log(JSON.stringify([seen, text, slots, lib.getGlobalDispatcher() === agent]))
+      console.log(JSON.stringify([seen, text, ownText, slots, lib.getGlobalDispatcher() === agent]))
       await agent.close()
     })()`
-  const [theirs, ours] = await Promise.all([runNode(code(path.join(repoRoot, 'node_modules', 'undici'))), runNode(code(path.join(repoRoot, 'dist', 'index.js')))])
+  const [theirs, ours] = await Promise.all([runNode(code(path.join(repoRoot, 'node_modules', reference))), runNode(code(path.join(repoRoot, entry)))])
   expect(ours.stderr).toBe('')
-  expect(JSON.parse(ours.stdout)).toEqual([1, 'saw /node', [true, true], true])
+  expect(JSON.parse(ours.stdout)).toEqual([2, 'saw /node', 'saw /lib', [n === '1', true], true])
   expect(ours.stdout).toBe(theirs.stdout)
 })
 

@@ -138,6 +138,17 @@ export function h2Options(mode: Mode, extra: Record<string, unknown> = {}): Reco
   return { ...base, ...extra }
 }
 
+/**
+ * A response's headers over HTTP/2 as comparable data: their string keys only, without the
+ * ones that vary from run to run (stableObject). undici 8 hands node:http2's own headers object
+ * on: no prototype, and an own enumerable `[http2.sensitiveHeaders]: []`; saetta gives a plain
+ * object, as undici 7 did (README, differences).
+ */
+export function h2Headers(headers: Record<string, unknown>): Record<string, unknown> {
+  const { date: _d, 'keep-alive': _k, connection: _c, ...rest } = Object.fromEntries(Object.entries(headers))
+  return rest
+}
+
 /** A Client of `lib` that speaks HTTP/2 to `origin` (destroyed in cleanup). */
 export function h2Client(lib: Lib, origin: string, extra: Record<string, unknown> = {}): Client {
   const mode: Mode = origin.startsWith('https:') ? 'tls' : 'h2c'

@@ -158,37 +158,52 @@ describe('playback and update', () => {
     expect(srv.hits()).toBe(hits)
   })
 
-  test('playback through dispatch(): both handler styles get the same callbacks', async () => {
+  /** Playback through dispatch() with `style`'s handler: the callbacks, in order. */
+  async function playback(lib: Lib, p: string, origin: string, style: 'legacy' | 'controller', options: object = {}): Promise<unknown[]> {
+    const agent = snapshotAgent(lib, { mode: 'playback', snapshotPath: p, ...options })
+    await agent.loadSnapshots()
+    const opts = { origin, path: '/d', method: 'GET' as const }
+    const text = (raw: Buffer[] | string[] | null) => (raw ?? []).map(String).filter((v) => !/^(connection|keep-alive|timeout=\d+)$/i.test(v))
+    return new Promise<unknown[]>((resolve) => {
+      const events: unknown[] = []
+      agent.dispatch(
+        opts,
+        style === 'legacy'
+          ? ({
+              onConnect: (_abort: unknown, context: unknown) => events.push(['connect', context ?? null]),
+              onHeaders: (status: number, headers: Buffer[], _resume: unknown, statusText?: string) => (events.push(['headers', status, text(headers), statusText ?? null]), true),
+              onData: (chunk: Buffer) => (events.push(['data', chunk.toString()]), true),
+              onComplete: (trailers: Buffer[] | null) => (events.push(['complete', text(trailers)]), resolve(events)),
+              onError: (err: Error) => (events.push(['error', err.message]), resolve(events)),
+            } as never)
+          : ({
+              onRequestStart: (_c: unknown, context: unknown) => events.push(['start', context ?? null]),
+              onResponseStart: (_c: unknown, status: number, headers: Record<string, string>, message?: string) =>
+                events.push(['response', status, headers['x-hit'], message ?? null]),
+              onResponseData: (_c: unknown, chunk: Buffer) => events.push(['data', chunk.toString()]),
+              onResponseEnd: (_c: unknown, trailers: unknown) => (events.push(['end', trailers]), resolve(events)),
+              onResponseError: (_c: unknown, err: Error) => (events.push(['error', err.message]), resolve(events)),
+            } as never),
+      )
+    })
+  }
+
+  test('playback through dispatch(): a controller-style handler gets the same callbacks', async () => {
     const srv = await server()
     const p = await recordFixture(srv, [['/d']])
-    await alike(async (lib) => {
-      const agent = snapshotAgent(lib, { mode: 'playback', snapshotPath: p })
-      await agent.loadSnapshots()
-      const opts = { origin: srv.origin, path: '/d', method: 'GET' as const }
-      const text = (raw: Buffer[] | string[] | null) => (raw ?? []).map(String).filter((v) => !/^(connection|keep-alive|timeout=\d+)$/i.test(v))
-      const legacy = await new Promise<unknown[]>((resolve) => {
-        const events: unknown[] = []
-        agent.dispatch(opts, {
-          onConnect: (_abort, context) => events.push(['connect', context ?? null]),
-          onHeaders: (status, headers, _resume, statusText) => (events.push(['headers', status, text(headers), statusText ?? null]), true),
-          onData: (chunk) => (events.push(['data', chunk.toString()]), true),
-          onComplete: (trailers) => (events.push(['complete', text(trailers)]), resolve(events)),
-          onError: (err) => (events.push(['error', err.message]), resolve(events)),
-        })
-      })
-      const controller = await new Promise<unknown[]>((resolve) => {
-        const events: unknown[] = []
-        agent.dispatch(opts, {
-          onRequestStart: (_c: unknown, context: unknown) => events.push(['start', context ?? null]),
-          onResponseStart: (_c: unknown, status: number, headers: Record<string, string>, message?: string) =>
-            events.push(['response', status, headers['x-hit'], message ?? null]),
-          onResponseData: (_c: unknown, chunk: Buffer) => events.push(['data', chunk.toString()]),
-          onResponseEnd: (_c: unknown, trailers: unknown) => (events.push(['end', trailers]), resolve(events)),
-          onResponseError: (_c: unknown, err: Error) => (events.push(['error', err.message]), resolve(events)),
-        } as never)
-      })
-      return { legacy, controller }
-    })
+    await alike((lib) => playback(lib, p, srv.origin, 'controller'))
+  })
+
+  // undici 8 has no legacy handlers: undici 7.30's way, against saetta's agent made by the undici7 entry.
+  test('playback through dispatch(): a legacy handler gets the same callbacks (undici 7.30)', async () => {
+    const srv = await server()
+    const p = await recordFixture(srv, [['/d']])
+    const { kUndici7 } = await import('../ts/util/undici7.ts')
+    const undici7 = (await import('undici7')) as unknown as Lib
+    const { saetta } = await import('./mock-support')
+    const theirs = await playback(undici7, p, srv.origin, 'legacy')
+    const ours = await playback(saetta, p, srv.origin, 'legacy', { [kUndici7]: true })
+    expect(ours).toEqual(theirs)
   })
 
   /**

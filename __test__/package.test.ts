@@ -97,15 +97,18 @@ describe.skipIf(isUndici)('installed from its tarballs', () => {
     }
     await script('artifacts.mjs')
     await script('pack.mjs', path.join(work, 'tarballs'))
-    // saetta's one dependency (its types, undici's), packed from the installed copy: with no
-    // registry, the install takes it from its tarball.
-    const pack = await run(
-      process.execPath,
-      [npmCli(), 'pack', path.join(repoRoot, 'node_modules', 'undici-types'), '--pack-destination', path.join(work, 'tarballs'), '--json'],
-      { timeout: 60_000 },
-    )
-    if (pack.code !== 0) throw new Error(`npm pack undici-types failed:\n${pack.stdout}${pack.stderr}`)
-    const [{ filename: typesTarball }] = JSON.parse(pack.stdout) as Array<{ filename: string }>
+    // saetta's dependencies (its types: undici 8's, and undici 7's under the alias
+    // undici7-types), packed from the installed copies: with no registry, the install takes
+    // them from their tarballs.
+    const packTypes = async (dir: string): Promise<string> => {
+      const pack = await run(process.execPath, [npmCli(), 'pack', path.join(repoRoot, 'node_modules', dir), '--pack-destination', path.join(work, 'tarballs'), '--json'], {
+        timeout: 60_000,
+      })
+      if (pack.code !== 0) throw new Error(`npm pack ${dir} failed:\n${pack.stdout}${pack.stderr}`)
+      return (JSON.parse(pack.stdout) as Array<{ filename: string }>)[0].filename
+    }
+    const typesTarball = await packTypes('undici-types')
+    const types7Tarball = await packTypes('undici7-types')
 
     // A user's machine: `node` and nothing else on PATH (no cargo, no compiler), a home with no
     // npm configuration, an empty npm cache and --offline (nothing can come from a registry).
@@ -130,6 +133,8 @@ describe.skipIf(isUndici)('installed from its tarballs', () => {
         path.join(work, 'tarballs', `saetta-${version}.tgz`),
         path.join(work, 'tarballs', `${platformPackage}-${version}.tgz`),
         path.join(work, 'tarballs', typesTarball),
+        // (An alias is fetched by its registry name: offline, the tarball is given under it.)
+        `undici7-types@file:${path.join(work, 'tarballs', types7Tarball)}`,
       ],
       { cwd: app, env, timeout: 120_000 },
     )
@@ -150,7 +155,7 @@ describe.skipIf(isUndici)('installed from its tarballs', () => {
     expect(install.stderr.split('\n').filter((l) => l && !l.startsWith('npm notice'))).toEqual([])
     expect(install.code).toBe(0)
     expect(fs.readdirSync(path.join(app, 'node_modules')).filter((f) => !f.startsWith('.')).sort()).toEqual(
-      ['saetta', platformPackage, 'undici-types'].sort(),
+      ['saetta', platformPackage, 'undici-types', 'undici7-types'].sort(),
     )
   })
 
@@ -163,6 +168,9 @@ describe.skipIf(isUndici)('installed from its tarballs', () => {
       'dist/index.js',
       'dist/index.mjs',
       'dist/index.d.ts',
+      'dist/undici7.js',
+      'dist/undici7.mjs',
+      'dist/undici7.d.ts',
     ]))
     const stray = installed.filter(
       (f) =>
@@ -173,14 +181,17 @@ describe.skipIf(isUndici)('installed from its tarballs', () => {
     expect(installed.filter((f) => /test|bench|\.rs$|Cargo|\.map$|\.node$/.test(f))).toEqual([])
   })
 
-  test('the main package lists every platform package as an optional dependency at its own version, and undici-types as its dependency', () => {
+  test('the main package lists every platform package as an optional dependency at its own version, and the types of undici 8 and 7 as its dependencies', () => {
     const pkg = JSON.parse(fs.readFileSync(path.join(app, 'node_modules', 'saetta', 'package.json'), 'utf8'))
     expect(pkg.version).toBe(version)
     expect(pkg.optionalDependencies).toEqual(Object.fromEntries(PREBUILT.map((p) => [`saetta-${p}`, version])))
     expect(pkg.scripts).toBeUndefined() // nothing runs at install
-    expect(pkg.dependencies).toEqual({ 'undici-types': mainPackage.dependencies['undici-types'] })
+    expect(pkg.dependencies).toEqual(mainPackage.dependencies)
+    expect(Object.keys(pkg.dependencies)).toEqual(['undici-types', 'undici7-types'])
     const types = JSON.parse(fs.readFileSync(path.join(app, 'node_modules', 'undici-types', 'package.json'), 'utf8'))
     expect(types.version).toBe(mainPackage.dependencies['undici-types'])
+    const types7 = JSON.parse(fs.readFileSync(path.join(app, 'node_modules', 'undici7-types', 'package.json'), 'utf8'))
+    expect(`npm:undici-types@${types7.version}`).toBe(mainPackage.dependencies['undici7-types'])
   })
 
   test('the platform package holds the addon and nothing else', () => {
@@ -220,6 +231,24 @@ describe.skipIf(isUndici)('installed from its tarballs', () => {
     const r = await node('esm.mjs', server.origin)
     expect(r.stderr).toBe('')
     expect(r.stdout).toBe('200 POST /esm esm\n')
+  })
+
+  test("saetta/undici7: require and import, undici 7's defaults and exports", async () => {
+    fs.writeFileSync(
+      path.join(app, 'seven.mjs'),
+      `import seven, { Client, errors } from 'saetta/undici7'
+      import { createRequire } from 'node:module'
+      const cjs = createRequire(import.meta.url)('saetta/undici7')
+      if (seven.Client !== Client || cjs.Client !== Client) throw new Error('exports differ')
+      const client = new Client(process.argv[2])
+      const res = await client.request({ path: '/seven', method: 'GET', headers: { 'x-from': '7' } })
+      console.log(res.statusCode, await res.body.text(), 'Dispatcher1Wrapper' in cjs, 'MaxRedirectsError' in errors, 'Dispatcher1Wrapper' in cjs.default)
+      await client.close()
+      `,
+    )
+    const r = await node('seven.mjs', server.origin)
+    expect(r.stderr).toBe('')
+    expect(r.stdout).toBe('200 GET /seven 7 false false false\n')
   })
 
   describe('TypeScript against the installed types', () => {
@@ -269,7 +298,20 @@ describe.skipIf(isUndici)('installed from its tarballs', () => {
         expect(r.stderr).toBe('')
         expect(r.stdout).toBe(`200 text/plain GET /${from} ${from}\ntrue\n`)
       }
-    })
+    }, 120_000)
+
+    test("saetta/undici7's types are undici 7's: its legacy handler type compiles there, and not against saetta's", async () => {
+      const source = (from: string) => `import { Client, type Dispatcher } from '${from}'
+        const handler: Dispatcher.DispatchHandler = { onConnect() {}, onHeaders: () => true, onData: () => true, onComplete() {}, onError() {} }
+        new Client('http://localhost:1').dispatch({ path: '/', method: 'GET' }, handler)
+        `
+      fs.writeFileSync(path.join(app, 'seven.ts'), source('saetta/undici7'))
+      fs.writeFileSync(path.join(app, 'eight.ts'), source('saetta'))
+      const seven = await tsc('--noEmit', 'seven.ts')
+      expect(seven.stdout + seven.stderr).toBe('')
+      const eight = await tsc('--noEmit', 'eight.ts')
+      expect(eight.stdout).toMatch(/onConnect/)
+    }, 120_000)
 
     test('the types are real: a misuse does not compile', async () => {
       fs.writeFileSync(
@@ -279,7 +321,7 @@ describe.skipIf(isUndici)('installed from its tarballs', () => {
       const c = await tsc('bad.ts')
       expect(c.code).not.toBe(0)
       expect(c.stdout).toMatch(/bad\.ts\(2,\d+\): error TS2322: Type 'number' is not assignable to type 'string'/)
-    })
+    }, 120_000)
   })
 
   test('without its platform package, saetta says which platform and package, and how to build', async () => {

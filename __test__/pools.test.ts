@@ -311,7 +311,9 @@ describe('top-level functions and the global dispatcher', () => {
     const agent = track(new lib.Agent())
     withGlobal(agent)
     expect(lib.getGlobalDispatcher()).toBe(agent)
-    expect((globalThis as Record<symbol, unknown>)[Symbol.for('undici.globalDispatcher.1')]).toBe(agent)
+    // undici 8's slot, and a wrapper of it for first-API consumers in undici 7's.
+    expect((globalThis as Record<symbol, unknown>)[Symbol.for('undici.globalDispatcher.2')]).toBe(agent)
+    expect((globalThis as Record<symbol, unknown>)[Symbol.for('undici.globalDispatcher.1')]).toBeInstanceOf(lib.Dispatcher1Wrapper)
     expect(() => lib.setGlobalDispatcher('x' as never)).toThrow(errors.InvalidArgumentError)
   })
 })

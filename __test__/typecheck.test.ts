@@ -95,12 +95,16 @@ describe("saetta's published declarations, as a project resolves them", () => {
     fs.writeFileSync(path.join(project, 'package.json'), JSON.stringify({ name: 'app', private: true }))
     fs.mkdirSync(path.join(project, 'node_modules'))
     fs.symlinkSync(repoRoot, path.join(project, 'node_modules', 'saetta'), 'dir')
-    fs.symlinkSync(path.join(repoRoot, 'node_modules', 'undici'), path.join(project, 'node_modules', 'undici'), 'dir')
+    for (const lib of ['undici', 'undici7']) fs.symlinkSync(path.join(repoRoot, 'node_modules', lib), path.join(project, 'node_modules', lib), 'dir')
     // The same code twice: as written, against undici; with 'undici' swapped for 'saetta' in its
     // imports, as a project that switches does.
     const app = fs.readFileSync(path.join(dir, 'installed', 'app.ts'), 'utf8')
     fs.writeFileSync(path.join(project, 'app.undici.ts'), app)
     fs.writeFileSync(path.join(project, 'app.saetta.ts'), app.replace(/(from |import\()'undici'/g, "$1'saetta'"))
+    // Code typed against undici 7, for saetta/undici7.
+    const app7 = fs.readFileSync(path.join(dir, 'installed', 'app7.ts'), 'utf8')
+    fs.writeFileSync(path.join(project, 'app7.undici.ts'), app7)
+    fs.writeFileSync(path.join(project, 'app7.saetta.ts'), app7.replace(/(from |import\()'undici7'/g, "$1'saetta/undici7'"))
     // Every name saetta exports at run time is declared.
     const names = await node(['-p', `Object.keys(require(${JSON.stringify(repoRoot)})).join()`])
     expect(names.status).toBe(0)
@@ -129,6 +133,11 @@ describe("saetta's published declarations, as a project resolves them", () => {
     const r = await compile(options, ['app.undici.ts', 'app.saetta.ts', 'names.ts'])
     expect(r.output).toBe('')
     expect(r.status).toBe(0)
+    // saetta/undici7 resolves through "exports" only.
+    if (options.module !== 'nodenext') return
+    const seven = await compile(options, ['app7.undici.ts', 'app7.saetta.ts'])
+    expect(seven.output).toBe('')
+    expect(seven.status).toBe(0)
   }, 120_000)
 
   test('saetta resolves to dist/index.d.ts, and that to the undici-types saetta depends on', async () => {

@@ -187,6 +187,9 @@ pub struct OriginOptions {
     pub socket_path: Option<String>,
     pub connections: u32,
     pub pipelining: u32,
+    /// Whether `pipelining` bounds HTTP/2's streams too (undici 7; undici 8: no).
+    #[napi(js_name = "h2ByPipelining")]
+    pub h2_by_pipelining: Option<bool>,
     pub connect_timeout: f64,
     pub keep_alive_timeout: f64,
     pub keep_alive_max_timeout: f64,
@@ -208,9 +211,12 @@ pub struct OriginOptions {
     pub js_connector: Option<bool>,
     /// Reach the origin through this proxy.
     pub proxy: Option<ProxyOriginOptions>,
-    /// HTTP/2 where the server picks it: TLS offers ALPN `h2` then `http/1.1` (`allowH2`).
+    /// HTTP/2 where the server picks it: TLS offers ALPN `http/1.1` and `h2` (`allowH2`).
     #[napi(js_name = "allowH2")]
     pub allow_h2: Option<bool>,
+    /// With `allowH2`, offer `h2` first (`connect.preferH2`).
+    #[napi(js_name = "preferH2")]
+    pub prefer_h2: Option<bool>,
     /// HTTP/2 over cleartext with prior knowledge (`useH2c`).
     #[napi(js_name = "useH2c")]
     pub use_h2c: Option<bool>,
@@ -384,6 +390,7 @@ impl NativeOrigin {
                 o.connections as usize
             },
             pipelining: o.pipelining as usize,
+            h2_by_pipelining: o.h2_by_pipelining.unwrap_or(false),
             connect_timeout: ms(o.connect_timeout),
             keep_alive_timeout: ms(o.keep_alive_timeout),
             keep_alive_max_timeout: ms(o.keep_alive_max_timeout),
@@ -397,6 +404,7 @@ impl NativeOrigin {
             max_requests_per_connection: positive(o.max_requests_per_client).filter(|n| *n > 0),
             connection_ttl: o.client_ttl.filter(|t| t.is_finite() && *t > 0.0).map(ms),
             allow_h2: o.allow_h2.unwrap_or(false),
+            prefer_h2: o.prefer_h2.unwrap_or(false),
             h2c: o.use_h2c.unwrap_or(false),
             max_concurrent_streams: o
                 .max_concurrent_streams
@@ -537,11 +545,14 @@ pub fn submit(
     req.upgrade |= upgrade.is_some();
     req.headers_timeout = (headers_timeout > 0.0).then(|| ms(headers_timeout));
     req.body_timeout = (body_timeout > 0.0).then(|| ms(body_timeout));
-    // `[maxSize, skipErrorResponses (0 or 1), ...skipStatusCodes]`: decompress's options.
+    // `[maxSize, flags, ...skipStatusCodes]`: decompress's options, flags 1 for
+    // skipErrorResponses, 2 for `compress` decoded (undici 7).
     req.decode = decode.map(|d| {
+        let flags = d.get(1).copied().unwrap_or(0.0) as u32;
         Box::new(DecodeSpec {
             max_size: d.first().copied().unwrap_or(0.0) as u64,
-            skip_error_responses: d.get(1).is_some_and(|&v| v != 0.0),
+            skip_error_responses: flags & 1 != 0,
+            compress: flags & 2 != 0,
             skip_status_codes: d.iter().skip(2).map(|&c| c as u16).collect(),
         })
     });

@@ -115,8 +115,9 @@ export class RequestAbortedError extends AbortError {
 export class InformationalError extends UndiciError {
   declare name: 'InformationalError'
   declare code: 'UND_ERR_INFO'
-  constructor(message?: string, ..._ignored: [options?: ErrorOptions]) {
-    super(message)
+  /** (undici 8 passes `options`, its `cause`, on; undici 7 dropped them.) */
+  constructor(message?: string, options?: ErrorOptions) {
+    super(message, options)
     init(this, 'InformationalError', message, 'Request information', 'UND_ERR_INFO')
   }
 }
@@ -272,18 +273,25 @@ export class ResponseError extends UndiciError {
   declare code: 'UND_ERR_RESPONSE'
   declare statusCode: number
   declare body: ResponseErrorBody
+  /** Whether `body` is only the first `maxSize` bytes of it (the responseError interceptor's option, undici 8). */
+  declare bodyTruncated: boolean
   /** The decoded body again, under the spec's name (undici 7 names it `body` only). */
   declare data: ResponseErrorBody
   declare headers: IncomingHttpHeaders | string[] | null
   constructor(
     message: string,
     statusCode: number,
-    { headers, body }: { headers?: IncomingHttpHeaders | string[] | null; body?: unknown },
+    {
+      headers,
+      body,
+      bodyTruncated = false,
+    }: { headers?: IncomingHttpHeaders | string[] | null; body?: unknown; bodyTruncated?: boolean },
   ) {
     super(message)
     init(this, 'ResponseError', message, 'Response error', 'UND_ERR_RESPONSE')
     this.statusCode = statusCode
     this.body = body as ResponseErrorBody
+    this.bodyTruncated = bodyTruncated
     this.headers = headers as IncomingHttpHeaders | string[] | null
     this.data = body as ResponseErrorBody
   }
@@ -296,6 +304,37 @@ export class SecureProxyConnectionError extends UndiciError {
     super(message, { cause, ...options })
     init(this, 'SecureProxyConnectionError', message, 'Secure Proxy Connection failed', 'UND_ERR_PRX_TLS')
     this.cause = cause
+  }
+}
+
+/** A plain HTTP proxy that could not be reached (undici 8). */
+export class ProxyConnectionError extends UndiciError {
+  declare name: 'ProxyConnectionError'
+  declare code: 'UND_ERR_PRX_CONN'
+  constructor(cause?: Error, message?: string, options: Record<string, unknown> = {}) {
+    super(message, { cause, ...options })
+    init(this, 'ProxyConnectionError', message, 'Proxy Connection failed', 'UND_ERR_PRX_CONN')
+    this.cause = cause
+  }
+}
+
+/** The redirect interceptor's `throwOnMaxRedirect` (undici 8; undici 7 throws a plain Error). */
+export class MaxRedirectsError extends UndiciError {
+  declare name: 'MaxRedirectsError'
+  declare code: 'UND_ERR_REDIRECT_MAX'
+  constructor(message?: string) {
+    super(message)
+    init(this, 'MaxRedirectsError', message, 'max redirects', 'UND_ERR_REDIRECT_MAX')
+  }
+}
+
+/** undici 8's error for a runtime without WebAssembly (its HTTP/1 parser); saetta's parser is native, so never thrown. */
+export class WebAssemblyNotSupportedError extends Error {
+  declare name: 'Error'
+  declare code: 'ERR_WEBASSEMBLY_NOT_SUPPORTED'
+  constructor(message?: string) {
+    super(message || 'WebAssembly is not supported in this environment, but is required for HTTP/1 parsing')
+    this.code = 'ERR_WEBASSEMBLY_NOT_SUPPORTED'
   }
 }
 
@@ -352,6 +391,9 @@ for (const cls of [
   SecureProxyConnectionError,
   MaxOriginsReachedError,
   MessageSizeExceededError,
+  ProxyConnectionError,
+  MaxRedirectsError,
+  WebAssemblyNotSupportedError,
 ]) {
   brand(cls)
 }

@@ -21,7 +21,7 @@ export declare namespace interceptors {
   export type DumpInterceptorOpts = import('./interceptors').DumpInterceptorOptions
   export type RetryInterceptorOpts = import('./handlers/retry').RetryOptions
   export type RedirectInterceptorOpts = import('./interceptors').RedirectInterceptorOptions
-  export type ResponseErrorInterceptorOpts = { throwOnError: boolean }
+  export type ResponseErrorInterceptorOpts = import('./interceptors').ResponseErrorInterceptorOptions
   export type DNSInterceptorOpts = import('./interceptors').DNSInterceptorOptions
   export type DNSInterceptorRecord = import('./interceptors').DNSInterceptorRecord
   export type DNSInterceptorOriginRecords = import('./interceptors').DNSInterceptorOriginRecords
@@ -43,8 +43,11 @@ export type { ProxyAgentOptions } from './dispatcher/proxy-agent'
 export type { EnvHttpProxyAgentOptions } from './dispatcher/env-http-proxy-agent'
 export type { Socks5ProxyAgentOptions } from './dispatcher/socks5-proxy-agent'
 export { setGlobalDispatcher, getGlobalDispatcher } from './global'
-export { request, stream, pipeline, connect, upgrade } from './api/top-level'
+import { topLevel } from './api/top-level'
+import { getGlobalDispatcher } from './global'
+export const { request, stream, pipeline, connect, upgrade } = topLevel(getGlobalDispatcher)
 export { buildConnector } from './dispatcher/connector'
+export { Dispatcher1Wrapper } from './dispatcher/dispatcher1-wrapper'
 export type {
   ClientHeaders,
   ClientOptions,

@@ -2,6 +2,7 @@
 // __test__/typecheck.test.ts; every line must compile.
 import type * as Undici from 'undici'
 import type { Dispatcher as UDispatcher } from 'undici'
+import type { Dispatcher as U7Dispatcher } from 'undici7'
 import * as saetta from '../../ts/index'
 import { Readable, Writable } from 'node:stream'
 
@@ -18,9 +19,10 @@ function takesDispatcher(d: UDispatcher): Promise<UDispatcher.ResponseData> {
 void takesDispatcher(client)
 void [asDispatcher, pool, agent, balanced, composed]
 
-// undici's option and handler types are accepted.
+// undici's option and handler types are accepted (a first-API handler as undici 7 types it:
+// undici 8's types have none, saetta's dispatchers take both).
 const requestOptions: UDispatcher.RequestOptions = { path: '/', method: 'POST', body: 'x', headers: { a: 'b' }, opaque: null }
-const legacyHandler: UDispatcher.DispatchHandler = {
+const legacyHandler: U7Dispatcher.DispatchHandler = {
   onConnect(abort) {
     void abort
   },

@@ -2,7 +2,6 @@
 // given in the options or the global one.
 
 import { InvalidArgumentError } from '../errors'
-import { getGlobalDispatcher } from '../global'
 import { parseOrigin, parseUrl, type UrlObject } from '../dispatcher/client'
 import type { Dispatcher } from '../dispatcher/dispatcher'
 import { withOptions } from '../dispatcher/options'
@@ -27,7 +26,7 @@ type Options = Record<string, unknown> & { path?: unknown; agent?: unknown; disp
  * runs with the dispatcher as `this` (any object with a dispatch() will do), and takes one
  * argument after the options (so stream() here has no callback form, as in undici).
  */
-function onUrl(op: (this: Dispatcher, opts: object, handler?: unknown) => unknown) {
+function onUrl(op: (this: Dispatcher, opts: object, handler?: unknown) => unknown, globalDispatcher: () => Dispatcher) {
   return (url: Url, opts?: object | null | ((...a: never[]) => unknown), handler?: unknown): unknown => {
     if (typeof opts === 'function') {
       handler = opts
@@ -47,11 +46,12 @@ function onUrl(op: (this: Dispatcher, opts: object, handler?: unknown) => unknow
       target = parseUrl(url)
     }
     // Only a missing dispatcher means the global one (null is kept, and fails as in undici).
-    const { agent, dispatcher = getGlobalDispatcher() } = o
+    // (What the dispatcher gets is the options without these two.)
+    const { agent, dispatcher = globalDispatcher(), ...rest } = o
     if (agent) throw new InvalidArgumentError('unsupported opts.agent. Did you mean opts.client?')
     return op.call(
       dispatcher,
-      withOptions(o, {
+      withOptions(rest, {
         origin: target.origin,
         path: target.search ? `${target.pathname}${target.search}` : target.pathname,
         method: o.method || (o.body ? 'PUT' : 'GET'),
@@ -68,25 +68,36 @@ type Conn = Dispatcher['connect']
 type Upg = Dispatcher['upgrade']
 type Opts<F extends (...a: never[]) => unknown> = WithDispatcher<Parameters<F>[0]>
 
-export const request = onUrl(requestImpl as never) as {
+const request = (g: () => Dispatcher) => onUrl(requestImpl as never, g) as {
   <TOpaque = null>(url: Url, options?: Opts<Req> & { opaque?: TOpaque }): Promise<Dispatcher.ResponseData<TOpaque>>
   <TOpaque = null>(url: Url, options: Opts<Req> & { opaque?: TOpaque }, callback: (err: Error | null, data: Dispatcher.ResponseData<TOpaque>) => void): void
 }
-export const stream = onUrl(streamImpl as never) as <TOpaque = null>(
+const stream = (g: () => Dispatcher) => onUrl(streamImpl as never, g) as <TOpaque = null>(
   url: Url,
   options: Opts<Str> & { opaque?: TOpaque },
   factory: Dispatcher.StreamFactory<TOpaque>,
 ) => Promise<Dispatcher.StreamData<TOpaque>>
-export const pipeline = onUrl(pipelineImpl as never) as <TOpaque = null>(
+const pipeline = (g: () => Dispatcher) => onUrl(pipelineImpl as never, g) as <TOpaque = null>(
   url: Url,
   options: Opts<Pipe> & { opaque?: TOpaque },
   handler: Dispatcher.PipelineHandler<TOpaque>,
 ) => import('node:stream').Duplex
-export const connect = onUrl(connectImpl as never) as {
+const connect = (g: () => Dispatcher) => onUrl(connectImpl as never, g) as {
   <TOpaque = null>(url: Url, options?: Opts<Conn> & { opaque?: TOpaque }): Promise<Dispatcher.ConnectData<TOpaque>>
   <TOpaque = null>(url: Url, options: Opts<Conn> & { opaque?: TOpaque }, callback: (err: Error | null, data: Dispatcher.ConnectData<TOpaque>) => void): void
 }
-export const upgrade = onUrl(upgradeImpl as never) as {
+const upgrade = (g: () => Dispatcher) => onUrl(upgradeImpl as never, g) as {
   (url: Url, options?: Opts<Upg>): Promise<Dispatcher.UpgradeData>
   (url: Url, options: Opts<Upg>, callback: (err: Error | null, data: Dispatcher.UpgradeData) => void): void
+}
+
+/** The five functions on `globalDispatcher` when the options name none (each entry has its global dispatcher). */
+export function topLevel(globalDispatcher: () => Dispatcher) {
+  return {
+    request: request(globalDispatcher),
+    stream: stream(globalDispatcher),
+    pipeline: pipeline(globalDispatcher),
+    connect: connect(globalDispatcher),
+    upgrade: upgrade(globalDispatcher),
+  }
 }

@@ -2,12 +2,13 @@
 // first request to that origin and closed once its last connection is gone.
 
 import { InvalidArgumentError, MaxOriginsReachedError } from '../errors'
-import { DispatcherBase, kClose, kDestroy, kDispatch } from './base'
+import { DispatcherBase, kBusy, kClose, kDestroy, kDispatch } from './base'
 import { Client } from './client'
 import { Pool, type PoolOptions } from './pool'
 import type { Dispatcher } from './dispatcher'
 import type { DispatchHandler, DispatchOptions } from './types'
-import type { FactoryDispatcher, Member, PoolStats } from './pool-base'
+import { kPoolBusy, type FactoryDispatcher, type Member, type PoolStats } from './pool-base'
+import { isUndici7, kUndici7 } from '../util/undici7'
 
 export type AgentFactory = (origin: string | URL, opts: object) => FactoryDispatcher
 
@@ -18,6 +19,17 @@ export interface AgentOptions extends PoolOptions {
 
 function defaultFactory(origin: string | URL, opts: PoolOptions): Dispatcher {
   return opts.connections === 1 ? new Client(origin, opts) : new Pool(origin, opts)
+}
+
+/**
+ * undici 8: whether `d` still has a connection or work (connected, busy, or with requests
+ * pending: 'pending'), read from saetta's dispatchers as undici reads its own (others: unused).
+ */
+function inUse(d: Member): boolean | 'pending' {
+  const stats = (d as Member & { stats?: Partial<PoolStats> }).stats
+  if (Number(d.connected ?? stats?.connected ?? 0) > 0) return true
+  if (d[kBusy] === true || (d as Member & { [kPoolBusy]?: boolean })[kPoolBusy] === true) return true
+  return Number(d.pending ?? stats?.pending ?? 0) > 0 ? 'pending' : false
 }
 
 interface Entry {
@@ -32,6 +44,7 @@ export class Agent extends DispatcherBase {
   #clients = new Map<string, Entry>()
   /** Origins counted against maxOrigins: as undici, one leaves at each disconnect of its dispatcher. */
   #origins = new Set<string>()
+  #undici7: boolean
 
   constructor(options: AgentOptions = {}) {
     super(options)
@@ -53,7 +66,10 @@ export class Agent extends DispatcherBase {
       maxOrigins,
       connect: connect && typeof connect !== 'function' ? { ...connect } : connect,
       tls: tls && typeof tls !== 'function' ? { ...tls } : tls,
+      // (The undici7 entry's mark, which JSON drops.)
+      ...(isUndici7(options) ? { [kUndici7]: true } : {}),
     } as PoolOptions & { maxOrigins: number }
+    this.#undici7 = isUndici7(options)
   }
 
   protected [kDispatch](opts: DispatchOptions, handler: DispatchHandler): boolean {
@@ -61,16 +77,35 @@ export class Agent extends DispatcherBase {
     if (!origin || (typeof origin !== 'string' && !(origin instanceof URL))) {
       throw new InvalidArgumentError('opts.origin must be a non-empty string or URL.')
     }
-    const key = String(origin)
-    if (this.#origins.size >= this.#options.maxOrigins && !this.#origins.has(key)) throw new MaxOriginsReachedError()
-    const entry = this.#clients.get(key) ?? this.#open(key, origin)
+    const name = String(origin)
+    // undici 8: a request that refuses HTTP/2 (or an Agent that does) goes to a dispatcher of
+    // its own for the origin.
+    const allowH2 = this.#undici7 ? undefined : (opts.allowH2 ?? this.#options.allowH2)
+    const key = allowH2 === false ? `${name}#http1-only` : name
+    if (this.#origins.size >= this.#options.maxOrigins && !this.#origins.has(name)) throw new MaxOriginsReachedError()
+    const entry = this.#clients.get(key) ?? this.#open(key, name, origin, allowH2 === false)
     return entry.dispatcher.dispatch(opts, handler)
   }
 
-  #open(key: string, origin: string | URL): Entry {
-    const entry: Entry = { dispatcher: this.#factory(origin, this.#options) as Member, count: 0 }
-    // Closed (gracefully) once it has no connection left, as undici's Agent does.
+  #open(key: string, name: string, origin: string | URL, http1Only: boolean): Entry {
+    const options = http1Only ? { ...this.#options, allowH2: false } : this.#options
+    const entry: Entry = { dispatcher: this.#factory(origin, options) as Member, count: 0 }
+    // undici 8: at a disconnect or a failed connection, closed (gracefully) unless it still has
+    // a connection or work (with requests pending, asked again once after a microtask); the
+    // origin stops counting once no dispatcher of it is left.
+    const closeIfIdle = (deferred: boolean): void => {
+      if (this.#clients.get(key) !== entry) return
+      const used = inUse(entry.dispatcher)
+      if (used === 'pending' && !deferred) queueMicrotask(() => closeIfIdle(true))
+      if (used !== false) return
+      this.#clients.delete(key)
+      if (!entry.dispatcher.destroyed) void entry.dispatcher.close()
+      if (!this.#clients.has(name) && !this.#clients.has(`${name}#http1-only`)) this.#origins.delete(name)
+    }
+    // undici 7: closed (gracefully) once it has no connection left; the origin stops counting
+    // at each disconnect.
     const closeIfUnused = (connected: boolean): void => {
+      if (!this.#undici7) return closeIfIdle(false)
       const current = this.#clients.get(key)
       if (current === undefined) return
       if (current === entry) {
@@ -80,7 +115,7 @@ export class Agent extends DispatcherBase {
           if (!entry.dispatcher.destroyed) void entry.dispatcher.close()
         }
       }
-      this.#origins.delete(key)
+      this.#origins.delete(name)
     }
     entry.dispatcher
       .on('drain', (o: URL, targets: Dispatcher[]) => this.emit('drain', o, [this, ...targets]))
@@ -97,7 +132,7 @@ export class Agent extends DispatcherBase {
         this.emit('connectionError', o, [this, ...targets], err)
       })
     this.#clients.set(key, entry)
-    this.#origins.add(key)
+    this.#origins.add(name)
     return entry
   }
 

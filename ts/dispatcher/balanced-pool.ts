@@ -4,10 +4,11 @@
 // `errorPenalty` off (down to 1), a connection gives it back (up to the full weight).
 
 import { BalancedPoolMissingUpstreamError, InvalidArgumentError } from '../errors'
+import { isUndici7 } from '../util/undici7'
 import { parseOrigin } from './client'
 import { Pool, type PoolOptions } from './pool'
 import { PoolBase, type FactoryDispatcher, type Member } from './pool-base'
-import type { Dispatcher } from './dispatcher'
+import { kComposeOrigin, type Dispatcher } from './dispatcher'
 
 export interface BalancedPoolOptions extends Omit<PoolOptions, 'factory'> {
   // Called with the upstream's origin as a string, as undici calls it (its declarations say a
@@ -31,6 +32,8 @@ export class BalancedPool extends PoolBase {
   #index = -1
   #currentWeight = 0
   #gcd = 0
+  /** Made by the undici7 entry (see util/undici7.ts): the rotation as undici 7.30's. */
+  #undici7: boolean
 
   constructor(upstreams: string | URL | Array<string | URL> = [], options: BalancedPoolOptions = {}) {
     super(options)
@@ -47,6 +50,7 @@ export class BalancedPool extends PoolBase {
       tls: tls && typeof tls !== 'function' ? { ...tls } : tls,
       interceptors: rest.interceptors ? { ...rest.interceptors } : undefined,
     } as PoolOptions
+    this.#undici7 = isUndici7(options)
     this.#maxWeight = rest.maxWeightPerServer || 100
     this.#penalty = rest.errorPenalty || 15
     for (const u of Array.isArray(upstreams) ? upstreams : [upstreams]) this.addUpstream(u)
@@ -91,6 +95,11 @@ export class BalancedPool extends PoolBase {
     return this
   }
 
+  /** What compose() hands interceptors (undici 8): null, no single origin. */
+  get [kComposeOrigin](): null {
+    return null
+  }
+
   /** Typed as undici's: a Pool, unless the `factory` option makes something else. */
   getUpstream(upstream: string | URL): Pool | undefined {
     return this.#find(upstream) as Pool | undefined
@@ -104,25 +113,40 @@ export class BalancedPool extends PoolBase {
     this.#gcd = this.members.reduce((g, m) => gcd(this.#weightOf(m), g), 0)
   }
 
+  /** undici 8: whether an upstream could take a request, the rotation left where it is. */
+  protected override hasFree(): boolean {
+    return this.#undici7 ? super.hasFree() : this.members.some((m) => this.#usable(m))
+  }
+
+  #usable(m: Member): boolean {
+    return !this.isBusy(m) && !m.closed && !m.destroyed
+  }
+
   protected pick(): Member | undefined {
     const list = this.members
     if (list.length === 0) throw new BalancedPoolMissingUpstreamError()
     // undici would hand a request to a closing upstream (failing it): here it is never chosen.
-    const usable = (m: Member): boolean => !this.isBusy(m) && !m.closed && !m.destroyed
-    let heaviest = list.findIndex(usable)
-    if (heaviest === -1) return undefined
+    const usable = (m: Member): boolean => this.#usable(m)
+    // undici 7 looks for a usable upstream first (the rotation stays if there is none) and
+    // starts from the first; undici 8 moves the rotation on all the same, the heaviest among
+    // the usable ones it passes kept for the end.
+    let heaviest = this.#undici7 ? list.findIndex(usable) : -1
+    if (heaviest === -1 && this.#undici7) return undefined
     // Each pass over the list lowers the weight a turn needs by the divisor, back to the top
     // once it reaches 0: an upstream takes turns in proportion to its weight.
     for (let n = 0; n < list.length; n++) {
       this.#index = (this.#index + 1) % list.length
       const m = list[this.#index]
-      if (this.#weightOf(m) > this.#weightOf(list[heaviest]) && usable(m)) heaviest = this.#index
+      if (this.#undici7 && this.#weightOf(m) > this.#weightOf(list[heaviest]) && usable(m)) heaviest = this.#index
       if (this.#index === 0) {
         this.#currentWeight -= this.#gcd
         if (this.#currentWeight <= 0) this.#currentWeight = this.#maxWeight
       }
-      if (this.#weightOf(m) >= this.#currentWeight && usable(m)) return m
+      if (!usable(m)) continue
+      if (!this.#undici7 && (heaviest === -1 || this.#weightOf(m) > this.#weightOf(list[heaviest]))) heaviest = this.#index
+      if (this.#weightOf(m) >= this.#currentWeight) return m
     }
+    if (heaviest === -1) return undefined
     // No turn in a whole pass: the heaviest usable upstream, and the rotation restarts from it.
     this.#currentWeight = this.#weightOf(list[heaviest])
     this.#index = heaviest

@@ -2,10 +2,11 @@
 // the closed/destroyed states, the argument forms of close() and destroy(), and the checks
 // dispatch() makes before a request reaches the dispatcher's own [kDispatch].
 
-import { Dispatcher } from './dispatcher'
+import { Dispatcher, kComposeUndici7 } from './dispatcher'
 import { ClientClosedError, ClientDestroyedError, InvalidArgumentError } from '../errors'
-import { unwrap } from '../handlers/unwrap'
+import { given, unwrap } from '../handlers/unwrap'
 import { kStringMaxLength } from 'node:buffer'
+import { isUndici7 } from '../util/undici7'
 import type { DispatchHandler, DispatchOptions, EventSourceOptions, WebSocketOptions } from './types'
 
 export const kDispatch = Symbol('dispatch')
@@ -17,6 +18,9 @@ export const kDestroy = Symbol('destroy')
  * leave its member waiting for a 'drain' that never comes.
  */
 export const kBusy = Symbol('busy')
+
+const NO_DISPATCHER_OPTION =
+  'opts.dispatcher is not supported by instance methods. Pass opts.dispatcher to the top-level undici functions or call the dispatcher instance method directly.'
 
 type Callback = (err: Error | null, data: null) => void
 
@@ -32,12 +36,15 @@ export abstract class DispatcherBase extends Dispatcher {
   #onDestroyed: Callback[] | null = null
   #webSocket: WebSocketOptions
   #eventSource: EventSourceOptions
+  /** Made by the `saetta/undici7` entry: dispatch() as undici 7's. */
+  #undici7: boolean
 
   /** As undici: a Client takes `webSocket` and `eventSource` options; the others keep the defaults. */
   constructor(opts?: { webSocket?: WebSocketOptions | null; eventSource?: EventSourceOptions | null }) {
     super()
     this.#webSocket = opts?.webSocket ?? {}
     this.#eventSource = opts?.eventSource ?? {}
+    this.#undici7 = isUndici7(opts)
   }
 
   /** The limits a WebSocket on this dispatcher applies. */
@@ -61,22 +68,32 @@ export abstract class DispatcherBase extends Dispatcher {
     return this.#closed
   }
 
+  /** compose() as undici 7's (see dispatcher.ts). */
+  get [kComposeUndici7](): boolean {
+    return this.#undici7
+  }
+
   get destroyed(): boolean {
     return this.#destroyed
   }
 
   override dispatch(opts: DispatchOptions, handler: DispatchHandler): boolean {
     if (handler == null || typeof handler !== 'object') throw new InvalidArgumentError('handler must be an object')
-    handler = unwrap(handler)
+    handler = unwrap(handler, this.#undici7 ? undefined : null)
     try {
       if (opts == null || typeof opts !== 'object') throw new InvalidArgumentError('opts must be an object.')
+      // undici 8: the top-level functions take a dispatcher; a dispatcher's own methods do not.
+      if ((opts as { dispatcher?: unknown }).dispatcher && !this.#undici7) throw new InvalidArgumentError(NO_DISPATCHER_OPTION)
       if (this.#destroyed || this.#onDestroyed) throw new ClientDestroyedError()
       if (this.#closed) throw new ClientClosedError()
       return this[kDispatch](opts, handler)
     } catch (err) {
       if (typeof handler.onError !== 'function') throw err
+      // undici 8: a controller-style handler without onResponseError gets the error thrown.
+      if (!this.#undici7 && typeof (given(handler) as DispatchHandler).onResponseError !== 'function' && given(handler) !== handler) throw err
       handler.onError(err as Error)
-      return false
+      // undici 8: a request refused at once queued nothing, so the dispatcher is not busy.
+      return !this.#undici7
     }
   }
 

@@ -27,9 +27,10 @@ import {
 } from '../native/bridge'
 import { NativeOrigin } from '../native/addon-handle'
 import type { ProxyOriginOptions } from '../native/addon'
-import { ClientDestroyedError, InvalidArgumentError, RequestAbortedError, RequestContentLengthMismatchError } from '../errors'
+import { BodyTimeoutError, ClientDestroyedError, InvalidArgumentError, RequestAbortedError, RequestContentLengthMismatchError } from '../errors'
 import { fromNative } from '../native/native-error'
 import { DispatcherBase, kBusy, kClose, kDestroy, kDispatch } from './base'
+import { kComposeOrigin, kComposeUndici7 } from './dispatcher'
 import { TunnelSocket, WRITE_WINDOW } from '../native/tunnel'
 import { openSocket, refuseSocket, type Connector, type ConnectorOptions } from '../native/js-socket'
 import { buildConnector, serverName } from './connector'
@@ -43,11 +44,13 @@ import { kWebSocket, type WebSocketDispatchOption } from '../websocket/transport
 import { isHeaderValue, toBuffers } from './headers'
 import { encodeFormData, type FormEntries } from './form-data'
 import { checkRequest, type RequestHead } from './validate'
-import type { ClientOptions, DispatchHandler, DispatchOptions } from './types'
+import { onSignalAbort } from '../api/abort-signal'
+import type { ClientOptions, DispatchHandler, DispatchOptions, H2Options } from './types'
 import { constructorOptions } from './options'
 import { channels, connectingVersion, connectParams, CoreSocket, RequestInfo, tracingRequests } from '../diagnostics'
 import { Numbered } from '../util/numbered'
 import { destroyStream } from '../util/destroy'
+import { isUndici7 } from '../util/undici7'
 import type { Channel } from 'node:diagnostics_channel'
 import '../debug'
 
@@ -87,7 +90,7 @@ export interface ConnectionLimits {
 
 /**
  * Internal dispatch option (set by the decompress interceptor): the core decodes the response
- * with these options (`[maxSize, skipErrorResponses ? 1 : 0, ...skipStatusCodes]`), provided
+ * with these options (`[maxSize, flags, ...skipStatusCodes]`: flags 1 skipErrorResponses, 2 `compress` decoded as undici 7 did), provided
  * the handler is the interceptor's own, nothing between (a handler in between would see the
  * decoded body where it expects the encoded one).
  */
@@ -135,21 +138,61 @@ function validateOptions(opts: ClientOptions): void {
 }
 
 /** The HTTP/2 options, each with undici's rule and message (checked after the others, as undici). */
-const h2Rules: Array<[keyof ClientOptions, (v: unknown) => boolean, string]> = [
-  ['allowH2', (v) => typeof v === 'boolean', 'allowH2 must be a valid boolean value'],
+const h2Rules: Array<[keyof ClientOptions & keyof H2Options, (v: unknown) => boolean, string]> = [
+  ['useH2c', (v) => typeof v === 'boolean', 'useH2c must be a valid boolean value'],
   // (A fraction passes, as in undici.)
   ['maxConcurrentStreams', (v) => typeof v === 'number' && !(v < 1), 'maxConcurrentStreams must be a positive integer, greater than 0'],
-  ['useH2c', (v) => typeof v === 'boolean', 'useH2c must be a valid boolean value'],
   ['initialWindowSize', (v) => Number.isInteger(v) && (v as number) >= 1, 'initialWindowSize must be a positive integer, greater than 0'],
   ['connectionWindowSize', (v) => Number.isInteger(v) && (v as number) >= 1, 'connectionWindowSize must be a positive integer, greater than 0'],
   ['pingInterval', (v) => Number.isInteger(v) && (v as number) >= 0, 'pingInterval must be a positive integer, greater or equal to 0'],
 ]
+/** undici 7's order of the same rules. */
+const h2Rules7 = ['maxConcurrentStreams', 'useH2c', 'initialWindowSize', 'connectionWindowSize', 'pingInterval'].map(
+  (key) => h2Rules.find(([k]) => k === key)!,
+)
 
-function validateH2(opts: ClientOptions): void {
-  for (const [key, valid, message] of h2Rules) {
-    const v = opts[key]
-    if (v != null && !valid(v)) throw new InvalidArgumentError(message)
+let h2OptionsWarned = false
+
+/**
+ * The HTTP/2 options as undici checks them: `allowH2`, then (undici 8) nothing more when it is
+ * false, `h2Options`' when given (its integers strictly), else the flat ones, an invalid one
+ * first warning, once, that `h2Options` replaces them. undici 7 checks the flat ones always.
+ */
+function validateH2(opts: ClientOptions, undici7: boolean): void {
+  if (opts.allowH2 != null && typeof opts.allowH2 !== 'boolean') throw new InvalidArgumentError('allowH2 must be a valid boolean value')
+  if (undici7) {
+    for (const [key, valid, message] of h2Rules7) {
+      if (opts[key] != null && !valid(opts[key])) throw new InvalidArgumentError(message)
+    }
+    return
   }
+  if (opts.allowH2 === false) return
+  const h2 = opts.h2Options
+  if (h2 != null) {
+    const settings = h2.settings as { initialWindowSize?: unknown } | undefined
+    const checks: Array<[unknown, (v: unknown) => boolean, string]> = [
+      [h2.useH2c, (v) => typeof v === 'boolean', 'useH2c must be a valid boolean value'],
+      [settings?.initialWindowSize, (v) => Number.isInteger(v) && (v as number) >= 1, 'settings.initialWindowSize must be a positive integer, greater than 0'],
+      [h2.maxConcurrentStreams, (v) => Number.isInteger(v) && (v as number) >= 1, 'maxConcurrentStreams must be a positive integer, greater than 0'],
+      [h2.connectionWindowSize, (v) => Number.isInteger(v) && (v as number) >= 1, 'connectionWindowSize must be a positive integer, greater than 0'],
+      [h2.pingInterval, (v) => Number.isInteger(v) && (v as number) >= 0, 'pingInterval must be a positive integer, greater or equal to 0'],
+    ]
+    for (const [v, valid, message] of checks) if (v != null && !valid(v)) throw new InvalidArgumentError(`h2Options.${message}`)
+    return
+  }
+  for (const [key, valid, message] of h2Rules) {
+    if (opts[key] == null || valid(opts[key])) continue
+    if (!h2OptionsWarned) {
+      h2OptionsWarned = true
+      process.emitWarning(`Use h2Options.${key} instead. ${key} for H2 will be deprecated in future major.`, { code: 'UNDICI-H2-OPTIONS' })
+    }
+    throw new InvalidArgumentError(message)
+  }
+}
+
+/** An HTTP/2 option: `h2Options`' over the flat one (undici 8), or the flat one (undici 7). */
+function h2Option(opts: ClientOptions, key: 'maxConcurrentStreams' | 'connectionWindowSize' | 'pingInterval' | 'useH2c'): unknown {
+  return (opts.h2Options?.[key] as unknown) ?? opts[key]
 }
 
 /** HTTP/2's largest window and stream count (2^31 - 1): a larger value given is that. */
@@ -296,7 +339,7 @@ const NATIVE_KEYS = new Set([
   'ca', 'cert', 'key', 'servername', 'rejectUnauthorized', 'minVersion', 'maxVersion', 'timeout', 'socketPath',
   'maxCachedSessions', 'keepAlive', 'keepAliveInitialDelay', 'noDelay', 'highWaterMark', 'autoSelectFamily',
   'autoSelectFamilyAttemptTimeout', 'allowH2', 'useH2c', 'typeOfService', 'localAddress', 'port', 'host',
-  'hostname', 'ALPNProtocols',
+  'hostname', 'ALPNProtocols', 'preferH2',
 ])
 /** Of the others, the ones net.connect applies (on an `http:` origin the rest are TLS's, unused). */
 const NET_KEYS = new Set(['lookup', 'family', 'hints', 'fd', 'onread', 'signal', 'blockList'])
@@ -500,6 +543,10 @@ export class Client extends DispatcherBase {
   #url: URL
   #native: InstanceType<typeof NativeOrigin>
   #pipelining: number
+  /** Made by the undici7 entry (see util/undici7.ts). */
+  #undici7 = false
+  /** `maxConcurrentStreams`, as given. */
+  #h2Streams = 100
   #headersTimeout: number
   #bodyTimeout: number
   #strictContentLength: boolean
@@ -584,7 +631,11 @@ export class Client extends DispatcherBase {
     if (options.autoSelectFamily !== undefined && typeof options.autoSelectFamily !== 'boolean') {
       throw new InvalidArgumentError('invalid autoSelectFamily')
     }
-    validateH2(options)
+    const undici7 = isUndici7(options)
+    this.#undici7 = undici7
+    validateH2(options, undici7)
+    // undici 8 offers HTTP/2 over TLS unless told not to; undici 7 only when told to.
+    const allowH2 = options.allowH2 ?? !undici7
     // After the options, as undici.
     this.#url = parseOrigin(url)
     const limits = options[kConnections] ?? { connections: 1 }
@@ -701,8 +752,8 @@ export class Client extends DispatcherBase {
         nodeOptions: {
           ...(tlsGiven !== null && typeof tlsGiven === 'object' ? tlsGiven : {}),
           maxCachedSessions: options.maxCachedSessions,
-          allowH2: options.allowH2,
-          useH2c: options.useH2c,
+          allowH2,
+          useH2c: h2Option(options, 'useH2c') as boolean | undefined,
           socketPath: options.socketPath,
           timeout: options.connectTimeout,
           ...(autoSelect ? { autoSelectFamily: options.autoSelectFamily, autoSelectFamilyAttemptTimeout: options.autoSelectFamilyAttemptTimeout } : {}),
@@ -722,7 +773,7 @@ export class Client extends DispatcherBase {
     }
     // h2c: every connection the engine opens speaks HTTP/2 (a connector's socket says it itself,
     // by `alpnProtocol`). As undici's connector: `connect.useH2c` wins over the option.
-    const h2c = !https && custom === null && !viaNode && ((given as { useH2c?: unknown }).useH2c ?? options.useH2c) === true
+    const h2c = !https && custom === null && !viaNode && ((given as { useH2c?: unknown }).useH2c ?? h2Option(options, 'useH2c')) === true
     this.#originId = newOriginId(this.#listener)
     this.#native = nativeOrigin(this.#originId, {
       host,
@@ -734,6 +785,7 @@ export class Client extends DispatcherBase {
       connections: limits.connections,
       clientTtl: limits.clientTtl ?? undefined,
       pipelining: this.#pipelining,
+      h2ByPipelining: undici7,
       connectTimeout,
       keepAliveTimeout: optNumber(options, 'keepAliveTimeout', 4e3),
       keepAliveMaxTimeout: optNumber(options, 'keepAliveMaxTimeout', 600e3),
@@ -748,12 +800,16 @@ export class Client extends DispatcherBase {
       // Node's floor for the per-address attempt.
       autoSelectFamilyAttemptTimeout: Math.max(10, optNumber(options, 'autoSelectFamilyAttemptTimeout', net.getDefaultAutoSelectFamilyAttemptTimeout())),
       // HTTP/2, undici's defaults (a window or stream count above 2^31 - 1 is that).
-      allowH2: options.allowH2 ?? false,
+      allowH2,
+      preferH2: (given as { preferH2?: unknown }).preferH2 === true,
       useH2c: h2c,
-      maxConcurrentStreams: h2Number(options.maxConcurrentStreams, 100),
-      initialWindowSize: h2Number(options.initialWindowSize, 262144),
-      connectionWindowSize: h2Number(options.connectionWindowSize, 524288),
-      pingInterval: options.pingInterval ?? 60e3,
+      maxConcurrentStreams: (this.#h2Streams = h2Number(h2Option(options, 'maxConcurrentStreams') as number | undefined, 100)),
+      initialWindowSize: h2Number(
+        (options.h2Options?.settings?.initialWindowSize ?? options.h2Options?.initialWindowSize ?? options.initialWindowSize) as number | undefined,
+        262144,
+      ),
+      connectionWindowSize: h2Number(h2Option(options, 'connectionWindowSize') as number | undefined, 524288),
+      pingInterval: (h2Option(options, 'pingInterval') as number | undefined) ?? 60e3,
       // HTTP/2's `:scheme` (a connector's socket may be plain for an https: origin, or TLS for http:).
       secure: https,
     })
@@ -800,12 +856,20 @@ export class Client extends DispatcherBase {
 
   /** Open connections with room for another request. */
   get free(): number {
-    return Math.max(0, this.#connections - Math.floor(this.running / Math.max(this.#pipelining, 1)))
+    return Math.max(0, this.#connections - Math.floor(this.running / this.#perConnection()))
+  }
+
+  /**
+   * Requests one connection carries at once: `pipelining`, or over HTTP/2 (undici 8) the
+   * streams it allows (`maxConcurrentStreams`: undici 8 keeps pipelining for HTTP/1.1).
+   */
+  #perConnection(): number {
+    return this.#version === 'h2' && !this.#undici7 ? this.#h2Streams : Math.max(this.#pipelining, 1)
   }
 
   /** Requests the open connections can carry at once. */
   #capacity(): number {
-    return this.#connections * Math.max(this.#pipelining, 1)
+    return this.#connections * this.#perConnection()
   }
 
   /** Requests dispatched and not yet settled. */
@@ -832,15 +896,19 @@ export class Client extends DispatcherBase {
 
   #busy(): boolean {
     return (
-      this.#runs.size >= this.#maxConnections * Math.max(this.#pipelining, 1) ||
+      this.#runs.size >= this.#maxConnections * this.#perConnection() ||
       (this.#waitMakesBusy && this.pending > 0)
     )
   }
 
   protected [kDispatch](opts: DispatchOptions, handler: DispatchHandler): boolean {
-    const head = checkRequest(opts, handler)
+    const head = checkRequest(opts, handler, this.#undici7)
+    // undici 8: a request of saetta's own APIs aborted while it waits for a connection fails at once.
+    const signal = (opts as { signal?: unknown }).signal
+    const queuedAbort = !this.#undici7 && signal && handler instanceof InternalHandler ? signal : null
     if (opts.throwOnError === true) handler = new ResponseErrorHandler(handler)
     const run = new Run(this, opts, handler)
+    if (queuedAbort !== null) run.abortWhileQueued(queuedAbort)
     if (this.#https) {
       const name = requestServername((opts as { servername?: unknown }).servername, head.headers)
       // With nothing in flight it switches now, and the request starts as any (its bad
@@ -854,6 +922,10 @@ export class Client extends DispatcherBase {
         if (this.#busy()) this.#needDrain = true
         return !this.#needDrain
       }
+    } else if (!this.#undici7 && this.#params !== null && this.#opens()) {
+      // As undici 8: a connection is made under the name of the request that opens it (what
+      // the connect channels give), an http: one's too.
+      this.#params.servername = requestServername((opts as { servername?: unknown }).servername, head.headers) as string | null
     }
     this.#start(run, head)
     if (this.#busy()) this.#needDrain = true
@@ -939,7 +1011,7 @@ export class Client extends DispatcherBase {
   /** Whether a request dispatched now makes the origin open a connection (as JS can tell). */
   #opens(): boolean {
     const open = this.#connections + this.#opening.length
-    return open < this.#maxConnections && this.#runs.size - this.#held.length >= open * Math.max(this.#pipelining, 1)
+    return open < this.#maxConnections && this.#runs.size - this.#held.length >= open * this.#perConnection()
   }
 
   /**
@@ -975,6 +1047,11 @@ export class Client extends DispatcherBase {
     return this.#runs.size <= this.#capacity()
   }
 
+  /** @internal made by the undici7 entry (see util/undici7.ts). */
+  get undici7(): boolean {
+    return this.#undici7
+  }
+
   /** @internal whether connections speak HTTP/2 (the last one made did, or h2c): for diagnostics. */
   get speaksH2(): boolean {
     return this.#version === 'h2'
@@ -982,6 +1059,11 @@ export class Client extends DispatcherBase {
 
   /** @internal the origin requests go to (for diagnostics). */
   get originString(): string {
+    return this.#url.origin
+  }
+
+  /** What compose() hands interceptors (undici 8): this origin. */
+  get [kComposeOrigin](): string {
     return this.#url.origin
   }
 
@@ -1120,10 +1202,15 @@ class Run implements RequestSink {
   /** The body is being read (from onConnect on, or at once when it had ended). */
   #pumping = false
   #connected = false
+  /** Stops listening for an abort before onConnect (see abortWhileQueued). */
+  #offQueuedAbort: (() => void) | null = null
   #sentBody: Buffer | string | Uint8Array | null = null
+  #sentChunk: ArrayBufferView | Buffer | null = null
   #window = 0
   /** See #lenient: the length a streamed body is held to, and the bytes it has streamed. */
   #warnLength: number | null = null
+  #warnOnce = false
+  #warned = false
   #streamed = 0
   #creditWaiter: (() => void) | null = null
   #opts: DispatchOptions
@@ -1221,6 +1308,8 @@ class Run implements RequestSink {
     if (opts.expectContinue === true) flags |= EXPECT_CONTINUE
     // (Before #connectNow, which publishes it.)
     this.#sentBody = bytes ?? null
+    // What onBodySent gets for it, as undici: the body as given, a string as a Buffer.
+    this.#sentChunk = ArrayBuffer.isView(body) ? body : typeof bytes === 'string' ? Buffer.from(bytes) : (bytes ?? null)
     if (this.#client!.writesAtOnce()) {
       // As undici: with a connection free for it, onConnect runs now, before anything is
       // sent; an abort there means the request is never submitted.
@@ -1256,7 +1345,7 @@ class Run implements RequestSink {
     if (!(this.#source instanceof Readable)) flushSoon(connecting)
     this.#id = id
     track(id, this)
-    if (flags & CONNECTED && bytes !== undefined) this.#handler.onBodySent?.(bytes)
+    if (flags & CONNECTED) this.#sendKnownBody()
     // As undici: from now on the body's errors are the request's, never uncaught ones (an
     // ended body's too: one that emits 'error' after its end fails the request).
     this.#watched?.on('error', this.#onSourceError)
@@ -1383,20 +1472,41 @@ class Run implements RequestSink {
           : invalidChunk(chunk)
     if (buf.length === 0) return true
     const length = typeof buf === 'string' ? Buffer.byteLength(buf) : buf.length
-    if (this.#warnLength !== null && (this.#streamed += length) > this.#warnLength) lengthMismatch(false)
+    if (this.#warnLength !== null && (this.#streamed += length) > this.#warnLength) this.#streamMismatch()
     bodyWrite(this.#id, buf)
     // As undici: the chunk as the body gave it.
     this.#publish(channels.bodyChunkSent, { chunk })
-    this.#handler.onBodySent?.(chunk as Buffer)
+    this.#bodySent(chunk as Buffer | string | Uint8Array)
     this.#window += length
     return this.#window < WRITE_WINDOW
   }
 
   #endBody(): void {
     if (this.#settled) return
-    if (this.#warnLength !== null && this.#streamed !== this.#warnLength) lengthMismatch(false)
+    if (this.#warnLength !== null && this.#streamed !== this.#warnLength) this.#streamMismatch()
     bodyEnd(this.#id)
+    this.#requestSent()
+  }
+
+  /** A chunk of the body gone, as the body gave it (as undici). */
+  #bodySent(chunk: Buffer | string | ArrayBufferView): void {
+    if (this.#handler.onBodySent === undefined) return
+    // As undici: what it throws aborts the request.
+    try {
+      this.#handler.onBodySent(chunk as Buffer)
+    } catch (err) {
+      this.fail(err)
+    }
+  }
+
+  /** The whole request gone: the channel, then the handler's onRequestSent (undici 8; undici 7's legacy handlers too). */
+  #requestSent(): void {
     this.#publish(channels.bodySent, {})
+    try {
+      this.#handler.onRequestSent?.()
+    } catch (err) {
+      this.fail(err)
+    }
   }
 
   /**
@@ -1413,7 +1523,15 @@ class Run implements RequestSink {
     } else if (given > 0 || expectsBody(method)) {
       // (`content-length: 0` on a stream of a method that expects no body is ignored.)
       this.#warnLength = given
+      this.#warnOnce = this.#client?.[kComposeUndici7] !== true
     }
+  }
+
+  /** A streamed body disagrees with its length: warned once a request (undici 8), at each check (undici 7). */
+  #streamMismatch(): void {
+    if (this.#warnOnce && this.#warned) return
+    this.#warned = true
+    lengthMismatch(false)
   }
 
   onBodyConsumed(bytes: number): void {
@@ -1437,8 +1555,18 @@ class Run implements RequestSink {
     return this.#connected
   }
 
+  /** undici 8: aborted by `signal` before it is on a connection, the request fails at once. */
+  abortWhileQueued(signal: unknown): void {
+    this.#offQueuedAbort = onSignalAbort(signal, (reason) => {
+      this.#offQueuedAbort = null
+      if (!this.#connected) this.failWith(reason)
+    })
+  }
+
   #connectNow(): void {
     this.#connected = true
+    this.#offQueuedAbort?.()
+    this.#offQueuedAbort = null
     // As undici: a body that failed while the request waited fails it now, instead of onConnect.
     if (this.#sourceError !== null) return void this.failWith(this.#sourceError)
     const abort = (err?: Error): void => void this.failWith(err ?? new RequestAbortedError())
@@ -1456,11 +1584,18 @@ class Run implements RequestSink {
       const head = client.speaksH2 ? h2Head(this.#info, client.originString, this.#length) : h1Head(this.#info, client)
       this.#publish(channels.sendHeaders, { headers: head, socket: client.diagnosticsSocket })
     }
+  }
+
+  /** As undici: a body known in advance is one chunk, sent with the head; then the request is sent. */
+  #sendKnownBody(): void {
     if (this.#source !== null) return
-    // As undici: a body known in advance is one chunk, sent with the head.
     const sent = this.#sentBody
-    if (sent !== null && sent.length > 0) this.#publish(channels.bodyChunkSent, { chunk: Buffer.isBuffer(this.#info.body) ? this.#info.body : sent })
-    this.#publish(channels.bodySent, {})
+    if (sent !== null && sent.length > 0) {
+      this.#publish(channels.bodyChunkSent, { chunk: Buffer.isBuffer(this.#info?.body) ? this.#info.body : sent })
+      this.#bodySent(this.#sentChunk as Buffer)
+    }
+    // As undici 8: even when onBodySent's throw failed the request.
+    this.#requestSent()
   }
 
   /** Publishes `extra` with this request on `channel`, if it has subscribers. */
@@ -1472,7 +1607,7 @@ class Run implements RequestSink {
     this.#connectNow()
     if (this.#settled) return
     proceed(this.#id)
-    if (this.#sentBody !== null) this.#handler.onBodySent?.(this.#sentBody)
+    this.#sendKnownBody()
     if (this.#source !== null) this.#pumpBody(this.#source)
   }
 
@@ -1571,6 +1706,10 @@ class Run implements RequestSink {
     if (this.#ws) return this.#ws.ended(err)
     if (err instanceof ClientDestroyedError) err = this.#client?.destroyError ?? err
     const client = this.#client
+    // undici 8 words an HTTP/2 body timeout `stream timeout after N` (the core, undici 7's `body timeout`).
+    if (err instanceof BodyTimeoutError && client !== null && !client.undici7 && err.message.startsWith('HTTP/2: "body timeout after ')) {
+      err = new BodyTimeoutError(err.message.replace('body timeout', 'stream timeout'))
+    }
     if (!this.#finish()) return
     // An error in the batch of the head reaches the handler later, as undici's always does (it
     // comes from a later read, or the socket's close): Node's fetch, told of an error before its
@@ -1622,6 +1761,8 @@ class Run implements RequestSink {
   #finish(release = true): boolean {
     if (this.#settled) return false
     this.#settled = true
+    this.#offQueuedAbort?.()
+    this.#offQueuedAbort = null
     if (release) untrack(this.#id)
     this.#creditWaiter?.()
     // As undici (whose writer keeps listening): the body's later errors are no one's.

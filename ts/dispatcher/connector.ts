@@ -8,6 +8,7 @@ import net from 'node:net'
 import tls from 'node:tls'
 import { AssertionError } from 'node:assert'
 import { ConnectTimeoutError, InvalidArgumentError } from '../errors'
+import { isUndici7, kUndici7 } from '../util/undici7'
 
 /**
  * Sessions by server name, held weakly: a session nobody else keeps may be collected. At most
@@ -77,16 +78,25 @@ function connectTimeout(socket: WeakRef<net.Socket>, timeout: number, hostname: 
 
 /** undici's default connector, with `options` as `net.connect` / `tls.connect` take them. */
 export function buildConnector(options: buildConnector.BuildOptions = {}): buildConnector.connector {
-  const { allowH2, useH2c, maxCachedSessions, socketPath, timeout, session, ...rest } = options as buildConnector.BuildOptions & {
-    session?: Buffer
-  }
+  const {
+    allowH2 = !isUndici7(options),
+    preferH2,
+    useH2c,
+    maxCachedSessions,
+    socketPath,
+    timeout,
+    session,
+    [kUndici7]: _undici7,
+    ...rest
+  } = options as buildConnector.BuildOptions & { session?: Buffer; [kUndici7]?: boolean }
   if (maxCachedSessions != null && (!Number.isInteger(maxCachedSessions) || maxCachedSessions < 0)) {
     throw new InvalidArgumentError('maxCachedSessions must be a positive integer or zero')
   }
   const base: Record<string, unknown> = { path: socketPath, ...rest }
   const sessions = new SessionCache(maxCachedSessions ?? 100)
   const limit = timeout ?? 10e3
-  const alpn = allowH2 ? ['http/1.1', 'h2'] : ['http/1.1']
+  // undici 8 offers h2 unless told not to (undici 7 only when told to); `preferH2` offers it first.
+  const alpn = allowH2 ? (preferH2 ? ['h2', 'http/1.1'] : ['http/1.1', 'h2']) : ['http/1.1']
   const keepAlive = base.keepAlive == null || Boolean(base.keepAlive)
   const keepAliveDelay = base.keepAliveInitialDelay === undefined ? 60e3 : (base.keepAliveInitialDelay as number)
 
@@ -144,6 +154,8 @@ export function buildConnector(options: buildConnector.BuildOptions = {}): build
 export declare namespace buildConnector {
   export type BuildOptions = (tls.ConnectionOptions | net.TcpNetConnectOpts | net.IpcNetConnectOpts) & {
     allowH2?: boolean
+    /** Offer `h2` before `http/1.1` in ALPN (undici 8). */
+    preferH2?: boolean
     /** A plain socket is marked as speaking HTTP/2 (`alpnProtocol: 'h2'`), as undici's runtime reads it. */
     useH2c?: boolean
     maxCachedSessions?: number | null

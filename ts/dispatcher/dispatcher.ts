@@ -10,13 +10,27 @@ import { connect, upgrade, type ConnectData, type ConnectOptions, type UpgradeDa
 import type * as T from './types'
 import type { DispatchController as Controller } from '../handlers/unwrap'
 import { wrap } from '../handlers/wrap'
-import type { UndiciError } from '../errors'
+import { InvalidArgumentError, type UndiciError } from '../errors'
+import { kInterceptorKind } from '../interceptors/kind'
 import type { Dispatcher as UDispatcher } from 'undici-types'
 
 // Declared through methods so that their parameters are checked bivariantly: interceptors
 // typed against undici's narrower option types fit, and ours fit undici's.
 export type Dispatch = { dispatch(options: T.DispatchOptions, handler: T.DispatchHandler): boolean }['dispatch']
 export type DispatcherComposeInterceptor = { intercept(dispatch: Dispatch): Dispatch }['intercept']
+
+/**
+ * On a dispatcher: the origin undici 8's compose() hands each interceptor and fills a request's
+ * missing `origin` with: the dispatcher's own (a Client's, a Pool's), null for one over several
+ * origins (a BalancedPool: origin-dependent interceptors stand aside), undefined for none (the
+ * request's own origin counts).
+ */
+export const kComposeOrigin: unique symbol = Symbol('saetta.composeOrigin')
+/** On a dispatcher: whether compose() works as undici 7.30's (the saetta/undici7 entry's). */
+export const kComposeUndici7: unique symbol = Symbol('saetta.composeUndici7')
+
+const CACHE_BEFORE_REDIRECT =
+  "the cache interceptor must be composed after the redirect interceptor; composing the cache before the redirect disables the cache's cross-origin and credential redirect guards (GHSA-75VM-9G8F-99J4, GHSA-MQG3-3V4R-CM32, GHSA-4W7W-5XRC-9H26, GHSA-7XG3-FPHP-28HG)"
 
 type Callback<D> = (err: Error | null, data: D) => void
 /** The operations' implementations, called with this dispatcher and the caller's arguments. */
@@ -89,16 +103,38 @@ export class Dispatcher extends EventEmitter {
    */
   compose(...args: Array<DispatcherComposeInterceptor | DispatcherComposeInterceptor[]>): Dispatcher.ComposedDispatcher {
     const interceptors = (Array.isArray(args[0]) ? args[0] : args) as Array<DispatcherComposeInterceptor | null>
+    const self = this as Dispatcher & { [kComposeOrigin]?: string | null; [kComposeUndici7]?: boolean }
+    const undici7 = self[kComposeUndici7] === true
+    // undici 8: each interceptor also gets the dispatcher's origin (see kComposeOrigin).
+    const origin = undici7 ? undefined : self[kComposeOrigin]
     let dispatch: Dispatch = this.dispatch.bind(this)
+    const kinds: unknown[] = []
     for (const interceptor of interceptors) {
       if (interceptor == null) continue
       if (typeof interceptor !== 'function') {
         throw new TypeError(`invalid interceptor, expected function received ${typeof interceptor}`)
       }
-      const next = interceptor(dispatch)
-      if (typeof next !== 'function') throw new TypeError('invalid interceptor: it must return a dispatch function')
-      // As undici: an interceptor is always handed a controller-style handler, whatever the caller's.
-      dispatch = (opts, handler) => next(opts, wrap(handler) as T.DispatchHandler)
+      const kind = (interceptor as { [kInterceptorKind]?: unknown })[kInterceptorKind]
+      if (kind != null) kinds.push(kind)
+      const next = undici7 ? interceptor(dispatch) : (interceptor as (d: Dispatch, o: string | null | undefined) => Dispatch)(dispatch, origin)
+      if (undici7 && typeof next !== 'function') throw new TypeError('invalid interceptor: it must return a dispatch function')
+      // undici 8: what an interceptor returns must take (opts, handler).
+      if (!undici7 && (typeof next !== 'function' || next.length !== 2)) throw new TypeError('invalid interceptor')
+      // An interceptor is always handed a controller-style handler, whatever the caller's (as
+      // undici 7; undici 8 takes no other).
+      dispatch = (opts, handler) => next(opts, wrap(handler, !undici7) as T.DispatchHandler)
+    }
+    if (!undici7) {
+      // undici 8: the cache reads the redirect's history, so it must come after it.
+      const cache = kinds.indexOf('cache')
+      const redirect = kinds.indexOf('redirect')
+      if (cache !== -1 && redirect !== -1 && cache < redirect) throw new InvalidArgumentError(CACHE_BEFORE_REDIRECT)
+      // undici 8: a request without an origin gets the dispatcher's.
+      if (typeof origin === 'string') {
+        const inner = dispatch
+        dispatch = (opts, handler) =>
+          inner(opts && typeof opts === 'object' && !opts.origin ? { ...opts, origin } : opts, handler)
+      }
     }
     const target = this
     // Everything but dispatch is the target's, bound to it (its private state lives there);

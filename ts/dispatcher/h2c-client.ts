@@ -4,6 +4,7 @@
 import { InvalidArgumentError } from '../errors'
 import { Client } from './client'
 import type { ClientOptions } from './types'
+import { isUndici7 } from '../util/undici7'
 import type { buildConnector } from './connector'
 
 export interface H2CClientOptions extends Omit<ClientOptions, 'allowH2' | 'useH2c' | 'connect'> {
@@ -20,7 +21,11 @@ export class H2CClient extends Client {
     const url = typeof origin === 'string' ? new URL(origin) : origin
     if (url.protocol !== 'http:') throw new InvalidArgumentError('h2c-client: Only h2c protocol is supported')
     const { maxConcurrentStreams, pipelining, ...rest } = options ?? {}
-    // As undici: a value that is not a positive integer is the default (100).
+    // undici 8 refuses a maxConcurrentStreams that is not a positive integer; undici 7 (the
+    // undici7 entry) takes the default (100) for it, as for a bad pipelining.
+    if (maxConcurrentStreams != null && !positiveInteger(maxConcurrentStreams) && !isUndici7(options)) {
+      throw new InvalidArgumentError('maxConcurrentStreams must be a positive integer, greater than 0')
+    }
     const streams = positiveInteger(maxConcurrentStreams) ? maxConcurrentStreams : DEFAULT_STREAMS
     const lanes = positiveInteger(pipelining) ? pipelining : DEFAULT_STREAMS
     if (lanes > streams) throw new InvalidArgumentError('h2c-client: pipelining cannot be greater than maxConcurrentStreams')

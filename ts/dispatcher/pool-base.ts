@@ -4,6 +4,7 @@
 // in `targets`, as undici does.
 
 import { DispatcherBase, kBusy, kClose, kDestroy, kDispatch } from './base'
+import { isUndici7 } from '../util/undici7'
 import type { Dispatcher } from './dispatcher'
 import type { DispatchHandler, DispatchOptions } from './types'
 
@@ -32,6 +33,9 @@ export interface Member extends Dispatcher {
   readonly [kBusy]?: boolean
 }
 
+/** Whether a pool waits for a member to drain (undici 8's Agent keeps such a pool open). */
+export const kPoolBusy = Symbol('pool busy')
+
 export interface PoolStats {
   connected: number
   free: number
@@ -53,12 +57,46 @@ export abstract class PoolBase extends DispatcherBase {
   #queue: Queued[] = []
   #needDrain = false
   #closing: (() => void) | null = null
+  /** Made by the undici7 entry (see util/undici7.ts): the queue and drains as undici 7.30's. */
+  #undici7: boolean
+  /** undici 8: members removed and closing, which close() waits for and destroy() destroys. */
+  #retiring = new Set<Member>()
+
+  constructor(opts?: ConstructorParameters<typeof DispatcherBase>[0]) {
+    super(opts)
+    this.#undici7 = isUndici7(opts)
+  }
 
   /** The member to send the next request to, or undefined when all are busy. */
   protected abstract pick(): Member | undefined
 
+  /**
+   * Whether a member could take a request now, asked after one said it is busy: undici 8 asks
+   * without moving a rotation; undici 7 picked (a BalancedPool's rotation moved on).
+   */
+  protected hasFree(): boolean {
+    return this.pick() !== undefined
+  }
+
+  get [kPoolBusy](): boolean {
+    return this.#needDrain
+  }
+
   protected isBusy(member: Member): boolean {
     return this.#busy.has(member)
+  }
+
+  /**
+   * Whether `member` takes no more requests for now though it is not busy (a Pool's member
+   * whose first connection has yet to tell its protocol): they wait in the queue until resume().
+   */
+  protected holds(_member: Member): boolean {
+    return false
+  }
+
+  /** The queue goes on to `member` again (it held requests back, see holds()). */
+  protected resume(member: Member, origin: URL | undefined, targets: Dispatcher[]): void {
+    if ((this.#queue.length > 0 || this.#needDrain) && !this.#busy.has(member) && this.#members.includes(member)) this.#onDrain(member, origin, targets)
   }
 
   /** The members, in the order they were added (private state: no own enumerable key, as undici's). */
@@ -73,7 +111,9 @@ export abstract class PoolBase extends DispatcherBase {
       this.#queue.push({ opts, handler })
     } else if (!member.dispatch(opts, handler) && member[kBusy] !== false) {
       this.#busy.add(member)
-      this.#needDrain = this.pick() === undefined
+      this.#needDrain = !this.hasFree()
+    } else if (this.holds(member)) {
+      this.#needDrain = true
     }
     return !this.#needDrain
   }
@@ -91,17 +131,29 @@ export abstract class PoolBase extends DispatcherBase {
     if (this.#needDrain) {
       // Waiting requests go to the new member; the drain names it and the pool, as undici's.
       queueMicrotask(() => {
-        if (this.#needDrain) this.#onDrain(member, origin, [member, this])
+        if (this.#needDrain && (this.#undici7 || !this.#busy.has(member))) this.#onDrain(member, origin, [member, this])
       })
     }
   }
 
-  /** Closes a member (gracefully) and forgets it once closed. */
+  /**
+   * Closes a member (gracefully): undici 8 takes it out of the rotation at once (it finishes
+   * what it has); undici 7 forgot it once closed.
+   */
   protected removeMember(member: Member): void {
-    member.close(() => {
+    if (this.#undici7) {
+      member.close(() => {
+        const i = this.#members.indexOf(member)
+        if (i !== -1) this.#members.splice(i, 1)
+      })
+    } else {
       const i = this.#members.indexOf(member)
       if (i !== -1) this.#members.splice(i, 1)
-    })
+      if (!member.destroyed && !this.#retiring.has(member)) {
+        this.#retiring.add(member)
+        member.close(() => this.#retiring.delete(member))
+      }
+    }
     this.#needDrain = !this.#members.some((m) => !this.#busy.has(m) && !m.closed && !m.destroyed)
   }
 
@@ -112,15 +164,55 @@ export abstract class PoolBase extends DispatcherBase {
   }
 
   #onDrain(member: Member, origin: URL | undefined, targets: Dispatcher[]): void {
+    // undici 8: a member closed or destroyed takes nothing from the queue.
+    if (!this.#undici7 && (member.closed || member.destroyed)) return
     let busy = false
-    while (!busy) {
+    let held = false
+    while (!busy && !(held = this.holds(member))) {
       const item = this.#queue.shift()
       if (item === undefined) break
       busy = !member.dispatch(item.opts, item.handler)
     }
     if (busy) this.#busy.add(member)
     else this.#busy.delete(member)
-    if (!busy && this.#needDrain) {
+    // undici 8: busy again with requests still waiting, the member hands them to the others.
+    if (busy && !this.#undici7 && this.#queue.length > 0) return this.#drainQueue(origin, targets)
+    if (!busy && !held && this.#needDrain) {
+      this.#needDrain = false
+      this.emit('drain', origin, [this, ...targets])
+    }
+    if (this.#closing && this.#queue.length === 0) {
+      const done = this.#closing
+      this.#closing = null
+      void this.#closeMembers().then(done)
+    }
+  }
+
+  /** undici 8: the waiting requests to whichever members take them, until none does. */
+  #drainQueue(origin: URL | undefined, targets: Dispatcher[]): void {
+    let free = true
+    while (this.#queue.length > 0) {
+      let member: Member | undefined
+      try {
+        member = this.pick()
+      } catch (err) {
+        // No member to pick from (a BalancedPool without upstreams): the request fails.
+        this.#queue.shift()!.handler.onError?.(err as Error)
+        free = !this.destroyed && this.hasFree()
+        continue
+      }
+      if (member === undefined) {
+        free = false
+        break
+      }
+      const item = this.#queue.shift()!
+      if (!member.dispatch(item.opts, item.handler)) {
+        this.#busy.add(member)
+        free = this.hasFree()
+        if (!free) break
+      }
+    }
+    if (free && this.#needDrain) {
       this.#needDrain = false
       this.emit('drain', origin, [this, ...targets])
     }
@@ -132,7 +224,8 @@ export abstract class PoolBase extends DispatcherBase {
   }
 
   #closeMembers(): Promise<unknown> {
-    return Promise.all(this.#members.filter((m) => !m.destroyed).map((m) => m.close()))
+    const retiring = [...this.#retiring].map((m) => new Promise<void>((resolve) => m.close(() => resolve())))
+    return Promise.all([...this.#members.filter((m) => !m.destroyed).map((m) => m.close()), ...retiring])
   }
 
   protected [kClose](): Promise<unknown> {
@@ -142,7 +235,7 @@ export abstract class PoolBase extends DispatcherBase {
 
   protected [kDestroy](err: Error): Promise<unknown> {
     for (const item of this.#queue.splice(0)) item.handler.onError?.(err)
-    return Promise.all(this.#members.map((m) => m.destroy(err)))
+    return Promise.all([...this.#members, ...this.#retiring].map((m) => m.destroy(err)))
   }
 
   get stats(): PoolStats {

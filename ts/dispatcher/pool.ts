@@ -3,11 +3,12 @@
 // the pool spreads requests over the dispatchers the factory makes, as undici's does.
 
 import { InvalidArgumentError } from '../errors'
+import { isUndici7 } from '../util/undici7'
 import { Client, kConnections, parseOrigin } from './client'
 import { PoolBase, type FactoryDispatcher, type Member } from './pool-base'
 import type { ClientOptions } from './types'
 import { constructorOptions } from './options'
-import type { Dispatcher } from './dispatcher'
+import { kComposeOrigin, type Dispatcher } from './dispatcher'
 
 export type PoolFactory = (origin: URL, opts: object) => FactoryDispatcher
 
@@ -27,6 +28,15 @@ export class Pool extends PoolBase {
   #clientTtl: number | null
   /** When each factory dispatcher connected (for clientTtl). */
   #born = new WeakMap<Member, number>()
+  /**
+   * undici 8 probes the protocol where HTTP/2 may be spoken (`useH2c`, or an https: origin
+   * without `allowH2: false`): while the first connection is being made, later requests wait
+   * in the pool's queue instead of opening a connection each; once it tells HTTP/1.1 they fan
+   * out as ever (and no probe again), once HTTP/2 they share it. undici 7 does not.
+   */
+  #probes = false
+  /** The protocol the last connection made speaks (null: none made yet). */
+  #protocol: 'h1' | 'h2' | null = null
 
   constructor(origin: string | URL, options: PoolOptions = {}) {
     super(options)
@@ -43,7 +53,20 @@ export class Pool extends PoolBase {
     this.#clientTtl = clientTtl || null
     if (this.#factory === null) {
       const limits = { connections: this.#connections ?? 0, clientTtl: this.#clientTtl }
-      this.addMember(new Client(this.#url, { ...rest, [kConnections]: limits }))
+      const member = new Client(this.#url, { ...rest, [kConnections]: limits })
+      this.#probes = !isUndici7(rest) && (rest.useH2c === true || (this.#url.protocol === 'https:' && rest.allowH2 !== false))
+      this.addMember(member)
+      if (this.#probes) {
+        // The probe told its protocol (or failed, and the next request probes again).
+        const resume = (origin: URL): void => this.resume(member, origin, [member])
+        member
+          .on('connect', (origin: URL) => {
+            this.#protocol = member.speaksH2 ? 'h2' : 'h1'
+            resume(origin)
+          })
+          .on('connectionError', resume)
+          .on('disconnect', resume)
+      }
     } else {
       this.on('connect', (_origin: URL, targets: Dispatcher[]) => {
         for (const t of targets) if (t !== this) this.#born.set(t as Member, Date.now())
@@ -55,16 +78,26 @@ export class Pool extends PoolBase {
     }
   }
 
+  /** What compose() hands interceptors (undici 8): this origin. */
+  get [kComposeOrigin](): string {
+    return this.#url.origin
+  }
+
   /** Requests in flight per connection (of the native connections). */
   get pipelining(): number {
     return this.#factory === null ? (this.members[0] as Client).pipelining : (this.#options.pipelining ?? 1)
+  }
+
+  /** Whether the engine's connections wait for the first of them to tell its protocol (see #probes). */
+  protected override holds(member: Member): boolean {
+    return this.#probes && this.#protocol !== 'h1' && this.#factory === null && member.connected === 0 && (member.size ?? 0) > 0
   }
 
   protected pick(): Member | undefined {
     for (const m of this.members) {
       const born = this.#born.get(m)
       if (this.#clientTtl !== null && born !== undefined && Date.now() - born > this.#clientTtl) this.removeMember(m)
-      else if (!this.isBusy(m) && !m.closed && !m.destroyed) return m
+      else if (!this.isBusy(m) && !m.closed && !m.destroyed && !this.holds(m)) return m
     }
     if (this.#factory !== null && (this.#connections === null || this.members.length < this.#connections)) {
       const d = this.#factory(this.#url, this.#options) as Member

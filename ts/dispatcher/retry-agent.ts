@@ -17,6 +17,15 @@ export class RetryAgent extends Dispatcher {
     this.#options = options
   }
 
+  // As undici 8: the limits of the dispatcher it retries on.
+  get webSocketOptions(): unknown {
+    return (this.#agent as { webSocketOptions?: unknown }).webSocketOptions
+  }
+
+  get eventSourceOptions(): unknown {
+    return (this.#agent as { eventSourceOptions?: unknown }).eventSourceOptions
+  }
+
   override dispatch(opts: DispatchOptions, handler: DispatchHandler): boolean {
     const dispatch = this.#agent.dispatch.bind(this.#agent)
     return dispatch(opts, new RetryHandler(withOptions(opts, { retryOptions: this.#options }), { dispatch, handler }) as DispatchHandler)

@@ -24,7 +24,8 @@ export class RoundRobinPool extends PoolBase {
   #born = new WeakMap<Member, number>()
 
   constructor(origin: string | URL, options: RoundRobinPoolOptions = {}) {
-    super()
+    // As undici 8: its webSocket and eventSource options are its own.
+    super(options !== null && typeof options === 'object' ? options : undefined)
     const { connections, factory = (o: URL, opts: object) => new Client(o, opts), clientTtl, ...rest } = constructorOptions(options, 'connections')
     if (connections != null && (!Number.isFinite(connections) || connections < 0)) throw new InvalidArgumentError('invalid connections')
     if (typeof factory !== 'function') throw new InvalidArgumentError('factory must be a function.')

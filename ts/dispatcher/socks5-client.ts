@@ -5,7 +5,7 @@
 
 import net from 'node:net'
 import type { Duplex } from 'node:stream'
-import { InvalidArgumentError, SocketError, Socks5ProxyError } from '../errors'
+import { ConnectTimeoutError, InvalidArgumentError, SocketError, Socks5ProxyError } from '../errors'
 
 export interface Socks5Target {
   /** An IP literal (an IPv6 one without brackets), or a name the proxy resolves. */
@@ -13,6 +13,11 @@ export interface Socks5Target {
   port: number
   username?: Buffer
   password?: Buffer
+  /**
+   * undici 8's waits: each phase within `ms` (none when 0), a ConnectTimeoutError naming the
+   * proxy while it authenticates and the target after; null: undici 7.30's (5 s, plain Errors).
+   */
+  timeouts?: { ms: number; proxy: string; target: string } | null
 }
 
 /** As undici: each wait for the proxy lasts at most this long. */
@@ -85,11 +90,15 @@ class Reader {
   }
 }
 
-function within<T>(p: Promise<T>, message: string): Promise<T> {
+function within<T>(p: Promise<T>, ms: number, timedOut: () => Error): Promise<T> {
+  if (ms === 0) return p
   let timer: NodeJS.Timeout | undefined
-  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(message)), PHASE_MS)))
+  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(timedOut()), ms)))
   return Promise.race([p, late]).finally(() => clearTimeout(timer))
 }
+
+const connectTimeout = (address: string, ms: number) => (): Error =>
+  new ConnectTimeoutError(`Connect Timeout Error (attempted address: ${address}, timeout: ${ms}ms)`)
 
 /** Opens the tunnel to `target` over `socket` (connected to the proxy). */
 export async function socks5Handshake(socket: Duplex, target: Socks5Target): Promise<void> {
@@ -97,9 +106,10 @@ export async function socks5Handshake(socket: Duplex, target: Socks5Target): Pro
   try {
     const auth = target.username && target.password ? { user: target.username, password: target.password } : null
     socket.write(Buffer.from(auth ? [5, 2, 2, 0] : [5, 1, 0]))
-    await within(authenticate(socket, reader, auth), 'SOCKS5 authentication timeout')
+    const t = target.timeouts
+    await within(authenticate(socket, reader, auth), t ? t.ms : PHASE_MS, t ? connectTimeout(t.proxy, t.ms) : () => new Error('SOCKS5 authentication timeout'))
     socket.write(connectRequest(target))
-    await within(reply(reader), 'SOCKS5 connection timeout')
+    await within(reply(reader), t ? t.ms : PHASE_MS, t ? connectTimeout(t.target, t.ms) : () => new Error('SOCKS5 connection timeout'))
   } finally {
     reader.release()
   }

@@ -41,6 +41,10 @@ export interface FormDataLike {
  */
 export interface DispatchOptions extends UDispatcher.DispatchOptions {
   maxRedirections?: number
+  /** The spec's option (undici refuses it on a dispatch): a response of status >= 400 fails as a ResponseError. */
+  throwOnError?: boolean
+  /** undici 8: false sends this request over HTTP/1.1 (an Agent keeps a pool of its own for it). */
+  allowH2?: boolean
 }
 
 export interface DispatchHandler {
@@ -59,8 +63,11 @@ export interface DispatchHandler {
   onHeaders?(statusCode: number, headers: Buffer[], resume: () => void, statusText: string): boolean
   onData?(chunk: Buffer): boolean
   onComplete?(trailers: Buffer[] | string[] | null): void
-  /** Called with each chunk sent (undici's type declares sizes; its runtime, like ours, passes the chunk). */
+  /** Called with each chunk of the body as it is written, as the body gave it (a string body as
+   * a Buffer), as both undicis' run times call it (undici 7's types declare sizes). */
   onBodySent?(chunk: Buffer | string | Uint8Array | number, totalBytesSent?: number): void
+  /** Called once the whole request, body and all, is written (undici 8; undici 7's legacy handlers too). */
+  onRequestSent?(): void
 }
 
 /** What a controller-style handler steers its request with. */
@@ -112,6 +119,16 @@ export interface EventSourceOptions {
   maxEventSize?: number
 }
 
+/** `h2Options` (undici 8's `Client.H2Options`, Node's session options aside). */
+export interface H2Options {
+  connectionWindowSize?: number
+  pingInterval?: number
+  maxConcurrentStreams?: number
+  useH2c?: boolean
+  initialWindowSize?: number
+  settings?: { initialWindowSize?: number }
+}
+
 export interface ClientOptions {
   pipelining?: number | null
   headersTimeout?: number | null
@@ -133,8 +150,13 @@ export interface ClientOptions {
   autoSelectFamilyAttemptTimeout?: number
   /** TLS sessions to cache per origin, for resumption (0: none). */
   maxCachedSessions?: number
-  /** Offer HTTP/2 in ALPN (`h2`, then `http/1.1`): the server's choice decides. Default false. */
+  /** Offer HTTP/2 in ALPN (`h2`, then `http/1.1`): the server's choice decides. Default true
+   * (undici 8; false from `saetta/undici7`, as undici 7). */
   allowH2?: boolean
+  /** HTTP/2's options under one name (undici 8): over the flat ones below, which undici 8 deprecates. */
+  h2Options?: H2Options
+  /** undici 8's experimental Milo HTTP/1 parser: accepted, saetta's parser is its own. */
+  useMilo?: boolean
   /** HTTP/2 over cleartext with prior knowledge, for an `http:` origin. Default false. */
   useH2c?: boolean
   /** Streams an HTTP/2 connection carries at once (lowered by the server's SETTINGS). Default 100. */

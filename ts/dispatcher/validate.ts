@@ -3,6 +3,7 @@
 
 import { InvalidArgumentError } from '../errors'
 import { isHeaderValue, isToken, pathWithQuery, requestHeaders } from './headers'
+import { given } from '../handlers/unwrap'
 import type { DispatchHandler, DispatchOptions } from './types'
 
 /** The request line's path (with the query) and the headers as the engine takes them. */
@@ -25,8 +26,11 @@ function checkBoolean(v: unknown, key: string): void {
   if (isOption(v) && typeof v !== 'boolean') throw new InvalidArgumentError(`invalid ${key}`)
 }
 
-/** Checks `opts` and `handler` (unwrapped already); the request as it goes on the wire. */
-export function checkRequest(opts: DispatchOptions, handler: DispatchHandler): RequestHead {
+/**
+ * Checks `opts` and `handler` (unwrapped already); the request as it goes on the wire.
+ * `undici7`: the dispatcher is the saetta/undici7 entry's (a controller-style handler unchecked).
+ */
+export function checkRequest(opts: DispatchOptions, handler: DispatchHandler, undici7 = false): RequestHead {
   const { path, method, upgrade } = opts
   if (typeof path !== 'string') throw new InvalidArgumentError('path must be a string')
   if (path[0] !== '/' && !path.startsWith('http://') && !path.startsWith('https://') && method !== 'CONNECT') {
@@ -51,12 +55,15 @@ export function checkRequest(opts: DispatchOptions, handler: DispatchHandler): R
     throw new InvalidArgumentError('typeOfService must be an integer between 0 and 255')
   }
   const head = { path: pathWithQuery(path, opts.query), headers: requestHeaders(opts.headers) }
-  checkHandler(handler, method, upgrade)
+  checkHandler(handler, method, upgrade, undici7)
   return head
 }
 
 /** The callbacks a handler must have for the request it is given with. */
-function checkHandler(handler: DispatchHandler, method: string, upgrade: unknown): void {
+function checkHandler(handler: DispatchHandler, method: string, upgrade: unknown, undici7: boolean): void {
+  const inner = given(handler)
+  // A controller-style handler (unwrapped): undici 7 checks nothing more; undici 8 its callbacks.
+  if (inner !== handler) return undici7 ? undefined : checkController(inner as DispatchHandler, method, upgrade)
   const has = (name: keyof DispatchHandler): boolean => typeof handler[name] === 'function'
   if (has('onRequestStart')) return
   if (!has('onConnect')) throw new InvalidArgumentError('invalid onConnect method')
@@ -69,4 +76,19 @@ function checkHandler(handler: DispatchHandler, method: string, upgrade: unknown
   if (!has('onHeaders')) throw new InvalidArgumentError('invalid onHeaders method')
   if (!has('onData')) throw new InvalidArgumentError('invalid onData method')
   if (!has('onComplete')) throw new InvalidArgumentError('invalid onComplete method')
+}
+
+/** undici 8: the callbacks a controller-style handler must have for its request. */
+function checkController(handler: DispatchHandler, method: string, upgrade: unknown): void {
+  const has = (name: keyof DispatchHandler): boolean => typeof handler[name] === 'function'
+  if (!has('onResponseError')) throw new InvalidArgumentError('invalid onResponseError method')
+  if (handler.onBodySent !== undefined && !has('onBodySent')) throw new InvalidArgumentError('invalid onBodySent method')
+  if (handler.onRequestSent !== undefined && !has('onRequestSent')) throw new InvalidArgumentError('invalid onRequestSent method')
+  if (upgrade || method === 'CONNECT') {
+    if (!has('onRequestUpgrade')) throw new InvalidArgumentError('invalid onRequestUpgrade method')
+    return
+  }
+  if (!has('onResponseStart')) throw new InvalidArgumentError('invalid onResponseStart method')
+  if (!has('onResponseData')) throw new InvalidArgumentError('invalid onResponseData method')
+  if (!has('onResponseEnd')) throw new InvalidArgumentError('invalid onResponseEnd method')
 }

@@ -1,5 +1,6 @@
-// EventSource (HTML standard §9.2) as undici 7 implements it, over saetta's fetch: the request
+// EventSource (HTML standard §9.2) as undici 8 implements it, over saetta's fetch: the request
 // goes through `fetch` with the `dispatcher` option, as undici's goes through its own fetch.
+// The undici7 entry's EventSource (see ./index.ts) keeps undici 7.30's ways where they differ.
 import type { Dispatcher } from '../dispatcher/dispatcher'
 import { fetch, type Response } from '../fetch/fetch'
 import { getGlobalOrigin } from '../fetch/global-origin'
@@ -10,6 +11,8 @@ import { EventSizeError, EventStreamParser, type StreamState } from './parser'
 import { createMessageEvent } from '../websocket/events'
 import { HandlerAttributes, toUnsigned, uncloneable } from '../websocket/webidl'
 import type { EventSourceEventMap, EventSourceHandler, EventSourceInit } from './types'
+import { isHeaderValue } from '../dispatcher/headers'
+import { isUndici7, kUndici7 } from '../util/undici7'
 
 const CONNECTING = 0
 const OPEN = 1
@@ -17,6 +20,9 @@ const CLOSED = 2
 
 /** undici's reconnection time when neither `node.reconnectionTime` nor the stream sets one. */
 const DEFAULT_RECONNECTION_TIME = 3000
+/** The longest delay setTimeout keeps (a longer one fires at once): undici 8's bound of the reconnection time. */
+const MAX_RECONNECTION_TIME = 2 ** 31 - 1
+
 
 type Handlers = { [K in keyof EventSourceEventMap]: EventSourceHandler<EventSourceEventMap[K]> }
 
@@ -37,7 +43,10 @@ export class EventSource extends EventTarget {
   #readyState: 0 | 1 | 2 = CONNECTING
   #dispatcher: Dispatcher | undefined
   #state: StreamState
-  // The URL the next connection goes to: a redirect followed moves it, as undici's request list.
+  /** undici 7.30's ways (the undici7 entry's EventSource). */
+  #undici7: boolean
+  // The URL the next connection goes to: undici 7 moves it with a redirect followed (its request
+  // list), undici 8 starts each connection from the URL given.
   #target: string
   #lastEventIdHeader: string | undefined
   #abort: AbortController | undefined
@@ -62,6 +71,7 @@ export class EventSource extends EventTarget {
     const reconnectionTime = node.reconnectionTime === undefined ? DEFAULT_RECONNECTION_TIME : toUnsigned(node.reconnectionTime, 32)
     const withCredentials = Boolean(init.withCredentials)
 
+    this.#undici7 = (new.target as unknown as { [kUndici7]?: boolean })[kUndici7] === true || isUndici7(eventSourceInitDict)
     this.#dispatcher = nodeDispatcher || dispatcher
     let record: URL
     try {
@@ -77,14 +87,17 @@ export class EventSource extends EventTarget {
   }
 
   get readyState(): 0 | 1 | 2 {
+    brandCheck(this, EventSource)
     return this.#readyState
   }
 
   get url(): string {
+    brandCheck(this, EventSource)
     return this.#url
   }
 
   get withCredentials(): boolean {
+    brandCheck(this, EventSource)
     return this.#withCredentials
   }
 
@@ -101,8 +114,8 @@ export class EventSource extends EventTarget {
       signal: abort.signal,
       cache: 'no-store',
       mode: 'cors',
-      // undici's mapping of the CORS attribute state, kept as it is.
-      credentials: this.#withCredentials ? 'omit' : 'same-origin',
+      // The CORS attribute state's credentials mode (undici 7 gave withCredentials 'omit').
+      credentials: this.#withCredentials ? (this.#undici7 ? 'omit' : 'include') : 'same-origin',
       redirect: 'follow',
       referrer: '',
       keepalive: true,
@@ -125,7 +138,7 @@ export class EventSource extends EventTarget {
       this.#fail()
       return
     }
-    if (res.redirected) this.#target = res.url
+    if (res.redirected && this.#undici7) this.#target = res.url
     this.#readyState = OPEN
     this.dispatchEvent(new Event('open'))
     this.#state.origin = new URL(res.url).origin
@@ -169,10 +182,17 @@ export class EventSource extends EventTarget {
     this.#timer = setTimeout(() => {
       this.#timer = undefined
       if (this.#readyState !== CONNECTING) return
-      // Set once an ID is known and kept after (undici never removes it).
-      if (this.#state.lastEventId.length > 0) this.#lastEventIdHeader = this.#state.lastEventId
+      const id = this.#state.lastEventId
+      if (this.#undici7) {
+        // Set once an ID is known and kept after (undici 7 never removes it).
+        if (id.length > 0) this.#lastEventIdHeader = id
+      } else {
+        // undici 8: the ID's UTF-8 bytes, sent only when they make a valid header value; none for an empty ID.
+        const bytes = Buffer.from(id, 'utf8').toString('latin1')
+        this.#lastEventIdHeader = id.length > 0 && isHeaderValue(bytes) ? bytes : undefined
+      }
       this.#connect()
-    }, this.#state.reconnectionTime)
+    }, this.#undici7 ? this.#state.reconnectionTime : Math.min(this.#state.reconnectionTime, MAX_RECONNECTION_TIME))
     // A pending reconnection does not keep the process alive (as undici's).
     this.#timer.unref()
   }
@@ -186,26 +206,32 @@ export class EventSource extends EventTarget {
   }
 
   get onopen(): Handlers['open'] {
+    brandCheck(this, EventSource)
     return this.#events.get('open') as Handlers['open']
   }
 
   set onopen(fn: Handlers['open']) {
+    brandCheck(this, EventSource)
     this.#events.set(this, 'open', fn)
   }
 
   get onmessage(): Handlers['message'] {
+    brandCheck(this, EventSource)
     return this.#events.get('message') as Handlers['message']
   }
 
   set onmessage(fn: Handlers['message']) {
+    brandCheck(this, EventSource)
     this.#events.set(this, 'message', fn)
   }
 
   get onerror(): Handlers['error'] {
+    brandCheck(this, EventSource)
     return this.#events.get('error') as Handlers['error']
   }
 
   set onerror(fn: Handlers['error']) {
+    brandCheck(this, EventSource)
     this.#events.set(this, 'error', fn)
   }
 }

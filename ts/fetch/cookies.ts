@@ -43,7 +43,7 @@ export function getCookies(headers: Headers): Record<string, string> {
 }
 
 /** Appends a `Set-Cookie` that expires `name` at once. */
-export function deleteCookie(headers: Headers, name: string, attributes?: { name?: string; domain?: string; path?: string }): void {
+export function deleteCookie(headers: Headers, name: string, attributes?: { path?: string; domain?: string }): void {
   checkHeaders(headers)
   requireArguments(arguments.length, 2, 'deleteCookie')
   const cookieName = toDOMString(name, 'deleteCookie', 'name')
@@ -57,12 +57,27 @@ export function deleteCookie(headers: Headers, name: string, attributes?: { name
 export function getSetCookies(headers: Headers): Cookie[] {
   requireArguments(arguments.length, 1, 'getSetCookies')
   checkHeaders(headers)
-  return headers.getSetCookie().map((line) => parseSetCookie(line) as Cookie)
+  return headers.getSetCookie().map((line) => parseSetCookie(line, false) as Cookie)
 }
 
 /** One `Set-Cookie` value parsed, or null when it cannot be. */
 export function parseCookie(cookie: string): Cookie | null {
-  return parseSetCookie(toDOMString(cookie))
+  return parseSetCookie(toDOMString(cookie), false)
+}
+
+/**
+ * undici 7.30's getSetCookies, for the undici7 entry: an Expires that is no date is an Invalid
+ * Date, a negative Max-Age is ignored.
+ */
+export function getSetCookiesUndici7(headers: Headers): Cookie[] {
+  requireArguments(arguments.length, 1, 'getSetCookies')
+  checkHeaders(headers)
+  return headers.getSetCookie().map((line) => parseSetCookie(line, true) as Cookie)
+}
+
+/** undici 7.30's parseCookie, for the undici7 entry (see getSetCookiesUndici7). */
+export function parseCookieUndici7(cookie: string): Cookie | null {
+  return parseSetCookie(toDOMString(cookie), true)
 }
 
 /** Appends `cookie` serialised as a `Set-Cookie` header; throws on what the grammar forbids. */
@@ -206,8 +221,11 @@ function splitOnce(s: string, sep: string): [string, string | null] {
 // eslint-disable-next-line no-control-regex
 const CTL = /[\x00-\x08\x0a-\x1f\x7f]/
 
-/** RFC 6265 5.2: a set-cookie-string as a Cookie, or null when it is to be ignored. */
-function parseSetCookie(header: string): Cookie | null {
+/**
+ * RFC 6265 5.2: a set-cookie-string as a Cookie, or null when it is to be ignored. undici 8
+ * ignores an Expires that is no date and takes a negative Max-Age (`undici7`: neither).
+ */
+function parseSetCookie(header: string, undici7: boolean): Cookie | null {
   if (CTL.test(header)) return null
   const [pair, attributes] = splitOnce(header, ';')
   const [before, after] = splitOnce(pair, '=')
@@ -222,11 +240,13 @@ function parseSetCookie(header: string): Cookie | null {
     const val = (rawValue ?? '').trim()
     if (val.length > MAX_ATTRIBUTE_VALUE) continue
     switch (key.toLowerCase()) {
-      case 'expires':
-        cookie.expires = new Date(val)
+      case 'expires': {
+        const date = new Date(val)
+        if (undici7 || !Number.isNaN(date.getTime())) cookie.expires = date
         break
+      }
       case 'max-age':
-        if (/^\d+$/.test(val)) cookie.maxAge = Number(val)
+        if (/^\d+$/.test(val) || (!undici7 && /^-\d+$/.test(val))) cookie.maxAge = Number(val)
         break
       case 'domain':
         cookie.domain = (val.startsWith('.') ? val.slice(1) : val).toLowerCase()

@@ -3,7 +3,8 @@
 import type * as U from 'undici-types'
 import { Agent } from '../dispatcher/agent'
 import { getGlobalDispatcher, setGlobalDispatcher } from '../global'
-import { globalDispatcherUnset } from '../util/global-slots'
+import { globalDispatcherUnset, slot } from '../util/global-slots'
+import type { Dispatcher } from '../dispatcher/dispatcher'
 
 const slotWasEmpty = globalDispatcherUnset()
 
@@ -48,7 +49,19 @@ export type FormData = U.FormData
 
 // Reading Node's classes loads its bundled undici, which puts its own Agent in empty global
 // dispatcher slots. undici in saetta's place would have put its Agent there: so saetta does.
-if (slotWasEmpty) setGlobalDispatcher(new Agent())
+let loadDefault: Dispatcher | null = null
+if (slotWasEmpty) setGlobalDispatcher((loadDefault = new Agent()))
+
+/**
+ * For the undici7 entry, which would have put its own Agent there: replaces the dispatcher put
+ * in the slots above, if it is still there and nothing dispatched on it, by `set(make())`.
+ */
+export function loadDefaultDispatcher(make: () => Dispatcher, set: (d: Dispatcher) => void): void {
+  const current = (globalThis as typeof globalThis & Record<symbol, unknown>)[slot]
+  if (loadDefault === null || current !== loadDefault || Object.keys((loadDefault as Agent).stats).length > 0) return
+  loadDefault = null
+  set(make())
+}
 
 export type {
   RequestInfo,
@@ -70,20 +83,32 @@ type RequestInfo = U.RequestInfo
 type RequestInit = U.RequestInit
 
 export function fetch(input: RequestInfo, init?: RequestInit): Promise<Response> {
+  return run(input, init, true)
+}
+
+/** undici 7's fetch (the undici7 entry's): a Request given alone loses its referrer. */
+export const fetchUndici7 = {
+  fetch(input: RequestInfo, init?: RequestInit): Promise<Response> {
+    return run(input, init, false)
+  },
+}.fetch
+
+function run(input: RequestInfo, init: RequestInit | undefined, keepReferrer: boolean): Promise<Response> {
   // Node's fetch takes a dispatcher from init, else from the Request, else from the global slot;
   // filling that slot first (with saetta's Agent unless one is set) makes the default saetta's.
   if (nodeFetch === undefined) return Promise.reject(new TypeError(noFetch('fetch')))
   getGlobalDispatcher()
-  const [i, o] = withDefaults(input, init)
+  const [i, o] = withDefaults(input, init, keepReferrer)
   return nodeFetch(i as globalThis.RequestInfo, o as globalThis.RequestInit) as Promise<unknown> as Promise<Response>
 }
 
 /**
- * The request as undici 7 sends it: with its default `user-agent: undici` where none is given
- * (Node's fetch sends `node`), and a Request given alone without its referrer (undici's copy of
- * it loses the referrer; Node 20's keeps it). The caller's objects are left untouched.
+ * The request as undici sends it: with its default `user-agent: undici` where none is given
+ * (Node's fetch sends `node`), and a Request given alone with its referrer (undici 8), or
+ * without (undici 7, whose copy of it lost the referrer). The caller's objects are left
+ * untouched.
  */
-function withDefaults(input: RequestInfo, init: RequestInit | undefined): [RequestInfo, RequestInit | undefined] {
+function withDefaults(input: RequestInfo, init: RequestInit | undefined, keepReferrer: boolean): [RequestInfo, RequestInit | undefined] {
   const alone = init === undefined && input instanceof Request
   const given = init?.headers ?? (input instanceof Request ? input.headers : undefined)
   let headers: Headers
@@ -95,7 +120,14 @@ function withDefaults(input: RequestInfo, init: RequestInit | undefined): [Reque
   const hasAgent = headers.has('user-agent')
   if (hasAgent && !alone) return [input, init]
   if (!hasAgent) headers.set('user-agent', 'undici')
-  // A non-empty init resets a Request's referrer; every other member is read through the
-  // prototype, as Node's fetch reads init.
-  return [input, Object.create(init ?? null, { headers: { value: headers, enumerable: true } }) as RequestInit]
+  // A non-empty init resets a Request's referrer and its policy (given back here to keep
+  // them: the copy the fetch of Node 22 and 24 makes of a Request alone loses them too); every
+  // other member is read through the prototype, as Node's fetch reads init.
+  const props: PropertyDescriptorMap = { headers: { value: headers, enumerable: true } }
+  if (alone && keepReferrer) {
+    const request = input as Request
+    props.referrer = { value: request.referrer, enumerable: true }
+    props.referrerPolicy = { value: request.referrerPolicy, enumerable: true }
+  }
+  return [input, Object.create(init ?? null, props) as RequestInit]
 }

@@ -8,8 +8,10 @@ export interface MIMEType {
   essence: string
 }
 
-// undici's token set, which leaves out '`' (RFC 7230 has it): kept so results match.
-const TOKEN = /^[-!#$%&'*+.^_|~A-Za-z0-9]+$/
+// HTTP token code points (undici 8's; undici 7's left out '`').
+const TOKEN = /^[-!#$%&'*+.^_`|~A-Za-z0-9]+$/
+/** ASCII lowercase (the Infra standard's): only A-Z change. */
+const asciiLower = (s: string): string => s.replace(/[A-Z]+/g, (upper) => upper.toLowerCase())
 // HTTP quoted-string token code points: HTAB, visible ASCII and space, Latin-1 above 0x7f.
 const QUOTED_TOKEN = /^[\t\x20-\x7e\x80-\xff]*$/
 const WHITESPACE = '\t\n\r '
@@ -72,15 +74,15 @@ export function parseMIMEType(input: string): MIMEType | 'failure' {
   const subtype = trimEnd(at.until(';'))
   if (!TOKEN.test(subtype)) return 'failure'
   const mime: MIMEType = {
-    type: type.toLowerCase(),
-    subtype: subtype.toLowerCase(),
+    type: asciiLower(type),
+    subtype: asciiLower(subtype),
     parameters: new Map(),
-    essence: `${type}/${subtype}`.toLowerCase(),
+    essence: asciiLower(`${type}/${subtype}`),
   }
   while (!at.done) {
     at.pos++ // the ';'
     while (!at.done && WHITESPACE.includes(at.char)) at.pos++
-    const name = at.until(';=').toLowerCase()
+    const name = asciiLower(at.until(';='))
     if (!at.done) {
       if (at.char === ';') continue
       at.pos++ // the '='

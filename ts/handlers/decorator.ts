@@ -38,6 +38,11 @@ export class DecoratorHandler implements NewStyleHandler {
     this.#handler.onResponseError?.(controller, err)
   }
 
-  /** Kept (a no-op) for subclasses written for undici, which has it. */
-  onBodySent(): void {}
+  onBodySent(chunk: Buffer): void {
+    this.#handler.onBodySent?.(chunk)
+  }
+
+  onRequestSent(): void {
+    this.#handler.onRequestSent?.()
+  }
 }

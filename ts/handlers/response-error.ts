@@ -23,8 +23,12 @@ export class ResponseErrorHandler implements DispatchHandler {
     this.#handler.onResponseStarted?.()
   }
 
-  onBodySent(chunk: Buffer | string | Uint8Array): void {
+  onBodySent(chunk: Buffer): void {
     this.#handler.onBodySent?.(chunk)
+  }
+
+  onRequestSent(): void {
+    this.#handler.onRequestSent?.()
   }
 
   onUpgrade(statusCode: number, headers: Buffer[] | string[] | null, socket: import('node:stream').Duplex): void {

@@ -12,6 +12,7 @@ import { DispatchController, type NewStyleHandler } from './unwrap'
 import { wrap } from './wrap'
 import { flattenHeaders } from '../dispatcher/headers'
 import { withOptions } from '../dispatcher/options'
+import { isUndici7, kUndici7 } from '../util/undici7'
 
 const RANGE_HEADERS = new Set(['range', 'if-match'])
 
@@ -49,38 +50,46 @@ const DEFAULTS: Required<Omit<RetryOptions, 'retry'>> = {
   minTimeout: 500,
   timeoutFactor: 2,
   retryAfter: true,
-  methods: ['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE', 'TRACE'],
+  // undici 8's: QUERY too (see DEFAULTS_7).
+  methods: ['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE', 'TRACE', 'QUERY'],
   statusCodes: [500, 502, 503, 504, 429],
   // undici's list (its UND_ERR_SOCKET stands for our UND_ERR_SOCKET: see `listed`).
   errorCodes: ['ECONNRESET', 'ECONNREFUSED', 'ENOTFOUND', 'ENETDOWN', 'ENETUNREACH', 'EHOSTDOWN', 'EHOSTUNREACH', 'EPIPE', 'UND_ERR_SOCKET'],
 }
+
+/** undici 7.30's defaults: QUERY is not retried. */
+const DEFAULTS_7: typeof DEFAULTS = { ...DEFAULTS, methods: DEFAULTS.methods.filter((m) => m !== 'QUERY') }
 
 /** Whether `codes` names `code`, a UND_ERR_X code also by undici's name UND_ERR_X (code written for undici runs unchanged). */
 function listed(codes: readonly string[], code: string): boolean {
   return codes.includes(code) || (code.startsWith('UND_ERR_') && codes.includes(`UND_ERR_${code.slice(11)}`))
 }
 
-/** Milliseconds a Retry-After value asks for (seconds, or an HTTP date); 0 when unusable. */
-function retryAfterMs(value: string | string[] | undefined): number {
-  if (typeof value !== 'string') return 0
+/** Milliseconds a Retry-After value asks for (seconds, or an HTTP date); null when none or unusable. */
+function retryAfterMs(value: string | string[] | undefined): number | null {
+  if (typeof value !== 'string' || value === '') return null
   const seconds = Number(value)
   if (!Number.isNaN(seconds)) return seconds * 1000
   const at = Date.parse(value)
-  return Number.isNaN(at) ? 0 : at - Date.now()
+  return Number.isNaN(at) ? null : at - Date.now()
 }
 
-/** The default policy: codes, methods, statuses, the retry budget, then the wait. */
-function defaultRetry(err: Error, { state, opts }: RetryContext, callback: RetryCallback): void {
+/**
+ * The default policy: codes, methods, statuses, the retry budget, then the wait. A Retry-After
+ * of 0 means at once for undici 8; undici 7 (`undici7`) waits the backoff then.
+ */
+const defaultRetry = (undici7: boolean) => (err: Error, { state, opts }: RetryContext, callback: RetryCallback): void => {
   const { code, statusCode, headers } = err as Error & { code?: string; statusCode?: number; headers?: IncomingHttpHeaders | null }
-  const o = { ...DEFAULTS, ...opts.retryOptions }
+  const o = { ...(undici7 ? DEFAULTS_7 : DEFAULTS), ...opts.retryOptions }
   const retryable =
     (!code || code === 'UND_ERR_REQ_RETRY' || listed(o.errorCodes, code)) &&
     o.methods.includes(opts.method) &&
     (statusCode == null || o.statusCodes.includes(statusCode)) &&
     state.counter <= o.maxRetries
   if (!retryable) return callback(err)
-  const after = o.retryAfter ? retryAfterMs(headers?.['retry-after']) : 0
-  const wait = after > 0 ? Math.min(after, o.maxTimeout) : Math.min(o.minTimeout * o.timeoutFactor ** (state.counter - 1), o.maxTimeout)
+  const after = o.retryAfter ? retryAfterMs(headers?.['retry-after']) : null
+  const backoff = Math.min(o.minTimeout * o.timeoutFactor ** (state.counter - 1), o.maxTimeout)
+  const wait = after === 0 && !undici7 ? 0 : after !== null && after > 0 ? Math.min(after, o.maxTimeout) : backoff
   setTimeout(() => callback(null), wait)
 }
 
@@ -147,8 +156,10 @@ export class RetryHandler implements NewStyleHandler {
     this.#handler = wrap(handler)
     this.#opts = rest
     const { retry, ...options } = retryOptions ?? {}
-    this.#options = { ...DEFAULTS, ...Object.fromEntries(Object.entries(options).filter(([, v]) => v != null)) }
-    this.#retry = retry ?? defaultRetry
+    // The undici7 entry's (its options marked, or a subclass marked as redirect.ts reads it).
+    const undici7 = isUndici7(retryOptions) || (new.target as unknown as { [kUndici7]?: boolean })[kUndici7] === true
+    this.#options = { ...(undici7 ? DEFAULTS_7 : DEFAULTS), ...Object.fromEntries(Object.entries(options).filter(([, v]) => v != null)) }
+    this.#retry = retry ?? defaultRetry(undici7)
   }
 
   onRequestStart(controller: DispatchController, context: unknown): void {
@@ -218,6 +229,14 @@ export class RetryHandler implements NewStyleHandler {
     // A failure before any answer is an attempt too.
     if (!this.#answered) this.#counter++
     this.#retryOrFail(err)
+  }
+
+  onBodySent(chunk: Buffer): void {
+    this.#handler.onBodySent?.(chunk)
+  }
+
+  onRequestSent(): void {
+    this.#handler.onRequestSent?.()
   }
 
   /** A status of 300 or more: the answer itself, or an error to retry after its body. */

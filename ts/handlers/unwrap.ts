@@ -56,15 +56,25 @@ export class DispatchController {
 /** A handler written in undici 7's controller style. */
 export type NewStyleHandler = Pick<
   DispatchHandler,
-  'onRequestStart' | 'onRequestUpgrade' | 'onResponseStart' | 'onResponseData' | 'onResponseEnd' | 'onResponseError'
+  | 'onRequestStart'
+  | 'onRequestUpgrade'
+  | 'onResponseStart'
+  | 'onResponseData'
+  | 'onResponseEnd'
+  | 'onResponseError'
+  | 'onBodySent'
+  | 'onRequestSent'
 >
 
 class UnwrapHandler implements DispatchHandler {
   #handler: NewStyleHandler
   #controller = new DispatchController()
+  /** What onRequestStart gets when the engine gives no context: undici 8's null, undici 7's undefined. */
+  #noContext: null | undefined
 
-  constructor(handler: NewStyleHandler) {
+  constructor(handler: NewStyleHandler, noContext: null | undefined) {
     this.#handler = handler
+    this.#noContext = noContext
   }
 
   /** The handler `h` wraps, if it is one of these; else `h`. */
@@ -74,7 +84,7 @@ class UnwrapHandler implements DispatchHandler {
 
   onConnect(abort: (err?: Error) => void, context?: object): void {
     this.#controller.bind(abort, null)
-    this.#handler.onRequestStart?.(this.#controller, context)
+    this.#handler.onRequestStart?.(this.#controller, context ?? (this.#noContext as undefined))
   }
 
   onUpgrade(statusCode: number, headers: Buffer[] | string[] | null, socket: Duplex): void {
@@ -98,6 +108,15 @@ class UnwrapHandler implements DispatchHandler {
     this.#handler.onResponseEnd?.(this.#controller, parseHeaders(trailers ?? []))
   }
 
+  // undici 8's: the body's chunks as they go, then the end of the request.
+  onBodySent(chunk: Buffer): void {
+    this.#handler.onBodySent?.(chunk)
+  }
+
+  onRequestSent(): void {
+    this.#handler.onRequestSent?.()
+  }
+
   onError(err: Error): void {
     // As undici: a controller-style handler must take its errors.
     if (typeof this.#handler.onResponseError !== 'function') throw new InvalidArgumentError('invalid onError method')
@@ -108,10 +127,12 @@ class UnwrapHandler implements DispatchHandler {
 /**
  * The handler as the engine drives it: one with `onRequestStart` is controller-style and
  * adapted (as undici decides), others pass as they are (and must have the legacy callbacks).
+ * `noContext`: what onRequestStart gets for a context when there is none (undici 8's dispatchers
+ * give null; undici 7's gave none, undefined).
  */
-export function unwrap(handler: DispatchHandler | NewStyleHandler): DispatchHandler {
+export function unwrap(handler: DispatchHandler | NewStyleHandler, noContext: null | undefined = undefined): DispatchHandler {
   if (!handler.onRequestStart) return handler as DispatchHandler
-  return new UnwrapHandler(handler as NewStyleHandler)
+  return new UnwrapHandler(handler as NewStyleHandler, noContext)
 }
 
 /** The handler a dispatcher was given: what {@link unwrap} wrapped, or `handler` itself. */

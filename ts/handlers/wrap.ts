@@ -4,6 +4,7 @@
 import type { Duplex } from 'node:stream'
 import type { DispatchHandler, IncomingHttpHeaders } from '../dispatcher/types'
 import type { DispatchController, NewStyleHandler } from './unwrap'
+import { InternalHandler } from './internal'
 
 /**
  * Headers as raw pairs rebuilt from the object, as undici's wrapper does (so that what a
@@ -23,11 +24,21 @@ function raw(headers: IncomingHttpHeaders): Buffer[] {
 
 type Controller = DispatchController
 
+/**
+ * undici 8: whether `handler` is saetta's request() or stream() asked for raw headers, which
+ * undici 8 reads from the controller (the response's own, whatever an interceptor changed).
+ */
+function wantsRawHeaders(handler: DispatchHandler): boolean {
+  return handler instanceof InternalHandler && (handler as unknown as { opts?: { responseHeaders?: unknown } }).opts?.responseHeaders === 'raw'
+}
+
 class WrapHandler implements NewStyleHandler {
   #handler: DispatchHandler
+  #rawFromController: boolean
 
-  constructor(handler: DispatchHandler) {
+  constructor(handler: DispatchHandler, undici8: boolean) {
     this.#handler = handler
+    this.#rawFromController = undici8 && wantsRawHeaders(handler)
   }
 
   onRequestStart(controller: Controller, context: unknown): void {
@@ -39,7 +50,8 @@ class WrapHandler implements NewStyleHandler {
   }
 
   onResponseStart(controller: Controller, statusCode: number, headers: IncomingHttpHeaders, statusMessage?: string): void {
-    const go = this.#handler.onHeaders?.(statusCode, raw(headers), () => controller.resume(), statusMessage ?? '')
+    const own = this.#rawFromController ? controller?.rawHeaders : null
+    const go = this.#handler.onHeaders?.(statusCode, Array.isArray(own) ? own : raw(headers), () => controller.resume(), statusMessage ?? '')
     if (go === false) controller.pause()
   }
 
@@ -54,10 +66,22 @@ class WrapHandler implements NewStyleHandler {
   onResponseError(_controller: Controller, err: Error): void {
     this.#handler.onError?.(err)
   }
+
+  onBodySent(chunk: Buffer): void {
+    this.#handler.onBodySent?.(chunk)
+  }
+
+  onRequestSent(): void {
+    this.#handler.onRequestSent?.()
+  }
 }
 
-/** `handler` with controller-style callbacks: as it is if it has onRequestStart (as undici decides), adapted otherwise. */
-export function wrap(handler: DispatchHandler): NewStyleHandler {
+/**
+ * `handler` with controller-style callbacks: as it is if it has onRequestStart (as undici
+ * decides), adapted otherwise. `undici8`: a composed dispatcher of the main entry's (saetta's
+ * request() and stream() then read raw headers as undici 8's do).
+ */
+export function wrap(handler: DispatchHandler, undici8 = false): NewStyleHandler {
   if (handler.onRequestStart) return handler as NewStyleHandler
-  return new WrapHandler(handler)
+  return new WrapHandler(handler, undici8)
 }

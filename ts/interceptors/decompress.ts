@@ -15,6 +15,7 @@ import { InvalidArgumentError, ResponseExceededMaxSizeError } from '../errors'
 import { DecoratorHandler } from '../handlers/decorator'
 import { DispatchController } from '../handlers/unwrap'
 import { kDecode, type DecodeRequest } from '../dispatcher/client'
+import { isUndici7 } from '../util/undici7'
 
 export interface DecompressInterceptorOptions {
   /** Leave responses with a status >= 400 as they are. Default true. */
@@ -27,8 +28,29 @@ export interface DecompressInterceptorOptions {
 
 // zstd only where this Node's zlib has it (22.15 and later); elsewhere it is an unknown encoding.
 const createZstd = (zlib as { createZstdDecompress?: (options: zlib.ZlibOptions) => Transform }).createZstdDecompress
+const ZSTD_WINDOW_LOG_MAX = (zlib.constants as { ZSTD_d_windowLogMax?: number }).ZSTD_d_windowLogMax
 
+/**
+ * undici 8's decoders. `compress` and `x-compress` name LZW (RFC 9110 8.4.1.1), which zlib
+ * cannot read: they are unknown encodings, as for fetch. zstd refuses a window above 8 MiB
+ * (RFC 9659).
+ */
 const DECODERS: Readonly<Record<string, (options: zlib.ZlibOptions) => Transform>> = {
+  __proto__: null as never,
+  gzip: zlib.createGunzip,
+  'x-gzip': zlib.createGunzip,
+  br: zlib.createBrotliDecompress,
+  deflate: zlib.createInflate,
+  ...(typeof createZstd === 'function'
+    ? {
+        zstd: (options: zlib.ZlibOptions) =>
+          createZstd(ZSTD_WINDOW_LOG_MAX === undefined ? options : ({ ...options, params: { [ZSTD_WINDOW_LOG_MAX]: 23 } } as zlib.ZlibOptions)),
+      }
+    : {}),
+}
+
+/** undici 7.30's: `compress` and `x-compress` inflated as deflate, zstd without a window limit. */
+const DECODERS_7: Readonly<Record<string, (options: zlib.ZlibOptions) => Transform>> = {
   gzip: zlib.createGunzip,
   'x-gzip': zlib.createGunzip,
   br: zlib.createBrotliDecompress,
@@ -72,21 +94,21 @@ function limiter(max: number): Transform {
  * The encodings to undo in `encodings` (lowercase, comma-separated, in the order they were
  * applied), first to undo first; none when any is unknown (the body then passes as it is).
  */
-function decodings(encodings: string): string[] {
+function decodings(encodings: string, table: typeof DECODERS): string[] {
   const names = encodings.split(',')
   if (names.length > MAX_ENCODINGS) {
     throw new Error(`too many content-encodings in response: ${names.length}, maximum allowed is ${MAX_ENCODINGS}`)
   }
   const known = names.map((n) => n.trim()).filter(Boolean).reverse()
-  return known.every((name) => Object.hasOwn(DECODERS, name)) ? known : []
+  return known.every((name) => Object.hasOwn(table, name)) ? known : []
 }
 
 /** The stages undoing `names`, a limiter after each decoder but the last when `max` is set. */
-function decoders(names: readonly string[], max: number, options: zlib.ZlibOptions): Transform[] {
+function decoders(names: readonly string[], max: number, options: zlib.ZlibOptions, table: typeof DECODERS): Transform[] {
   const stages: Transform[] = []
   for (const name of names) {
     if (stages.length > 0 && max > 0) stages.push(limiter(max))
-    stages.push(DECODERS[name](options))
+    stages.push(table[name](options))
   }
   return stages
 }
@@ -139,6 +161,7 @@ class DecompressHandler extends DecoratorHandler {
   #skipStatusCodes: readonly number[]
   #skipErrorResponses: boolean
   #max: number
+  #table: typeof DECODERS
   #ctl: DecompressController
   /** The encodings to undo; empty: the body passes as it is. */
   #names: readonly string[] = []
@@ -160,16 +183,20 @@ class DecompressHandler extends DecoratorHandler {
   #delivering = false
   #deliverAgain = false
 
-  constructor(handler: DispatchHandler, { skipStatusCodes = [204, 304], skipErrorResponses = true, maxSize = 0 }: DecompressInterceptorOptions) {
+  constructor(handler: DispatchHandler, options: DecompressInterceptorOptions) {
+    const { skipStatusCodes = [204, 304], skipErrorResponses = true, maxSize = 0 } = options
     if (!Number.isSafeInteger(maxSize) || maxSize < 0) throw new InvalidArgumentError('maxSize must be a non-negative integer')
     super(handler)
+    this.#table = isUndici7(options) ? DECODERS_7 : DECODERS
     this.#skipStatusCodes = skipStatusCodes
     this.#skipErrorResponses = skipErrorResponses
     this.#max = maxSize
     // Options the core cannot take as they are (a status list that is not one) leave it all here.
     if (Array.isArray(skipStatusCodes)) {
       const codes = skipStatusCodes.filter((c) => Number.isInteger(c) && c >= 0 && c <= 0xffff)
-      this.decodeRequest = { handler: this, spec: [maxSize, skipErrorResponses ? 1 : 0, ...codes] }
+      // (Flags: 1 skips error responses; 2 decodes `compress` as zlib, as undici 7 did.)
+      const flags = (skipErrorResponses ? 1 : 0) | (isUndici7(options) ? 2 : 0)
+      this.decodeRequest = { handler: this, spec: [maxSize, flags, ...codes] }
     }
     this.#ctl = new DecompressController({
       paused: () => this.#pauseUpstream(),
@@ -196,7 +223,7 @@ class DecompressHandler extends DecoratorHandler {
     // Repeated field lines join with commas (RFC 9110 5.3), the same list as one line.
     const encoding = Array.isArray(value) ? value.join(',') : value
     if (this.#skip(encoding, statusCode)) return super.onResponseStart(this.#ctl, statusCode, headers, statusMessage)
-    this.#names = decodings(encoding!.toLowerCase())
+    this.#names = decodings(encoding!.toLowerCase(), this.#table)
     if (this.#names.length === 0) return super.onResponseStart(this.#ctl, statusCode, headers, statusMessage)
     this.#length = Number(headers['content-length']) || 0
 
@@ -247,7 +274,7 @@ class DecompressHandler extends DecoratorHandler {
    * the last as the caller can take it; errors of any stage fail the request. Returns the first.
    */
   #open(firstChunk: number): Transform {
-    this.#stages = decoders(this.#names, this.#max, { chunkSize: chunkSize(Math.max(this.#length, firstChunk)) })
+    this.#stages = decoders(this.#names, this.#max, { chunkSize: chunkSize(Math.max(this.#length, firstChunk)) }, this.#table)
     const first = this.#stages[0]
     const last = this.#stages[this.#stages.length - 1]
     last.on('readable', () => this.#deliver())
@@ -342,15 +369,21 @@ class DecompressHandler extends DecoratorHandler {
 
 let warned = false
 
-/** undici's decompress interceptor: options are read, and `maxSize` checked, as each request is dispatched. */
+/**
+ * undici's decompress interceptor: options are read, and `maxSize` checked, as each request is
+ * dispatched. A HEAD request passes untouched (undici 8). The undici7 entry's options give
+ * undici 7.30's ways: HEAD decoded too, `compress` inflated, and the experimental warning.
+ */
 export function decompress(options: DecompressInterceptorOptions = {}): DispatcherComposeInterceptor {
-  // undici marks it experimental, once a process; so does saetta, to warn the same.
-  if (!warned) {
+  const undici7 = isUndici7(options)
+  // undici 7 marks it experimental, once a process; so does saetta's undici7 entry, to warn the same.
+  if (undici7 && !warned) {
     warned = true
     process.emitWarning('DecompressInterceptor is experimental and subject to change', 'ExperimentalWarning')
   }
   return (dispatch: Dispatch): Dispatch =>
     (opts, handler) => {
+      if (!undici7 && opts.method === 'HEAD') return dispatch(opts, handler)
       const decompress = new DecompressHandler(handler, options)
       const request = decompress.decodeRequest
       return dispatch(request ? ({ ...opts, [kDecode]: request } as DispatchOptions) : opts, decompress as DispatchHandler)

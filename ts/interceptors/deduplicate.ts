@@ -2,6 +2,8 @@
 // headers, minus the excluded ones) made while another is in flight shares its response
 // instead of going to the origin again.
 
+import { isUndici7 } from '../util/undici7'
+import { interceptorOrigin, withKind } from './kind'
 import type { Dispatch, DispatcherComposeInterceptor } from '../dispatcher/dispatcher'
 import type { DispatchHandler } from '../dispatcher/types'
 import { DeduplicationHandler } from '../handlers/deduplication'
@@ -43,9 +45,14 @@ export function deduplicate(opts: DeduplicateInterceptorOptions = {}): Dispatche
     if (channels.pendingRequests.hasSubscribers) channels.pendingRequests.publish({ size: pending.size, key, type })
   }
 
-  return (dispatch: Dispatch): Dispatch =>
+  const undici7 = isUndici7(opts)
+  // The second argument: the origin of the dispatcher composed onto (undici 8's compose() passes it).
+  const interceptor = (dispatch: Dispatch, composedOrigin?: string | null): Dispatch =>
     (opts, handler) => {
-      if (!opts.origin || !(methods as string[]).includes(opts.method)) return dispatch(opts, handler)
+      const requestOrigin = undici7 ? opts.origin : interceptorOrigin(opts.origin, composedOrigin)
+      // undici 8 leaves an upgrade alone.
+      if (!requestOrigin || (!undici7 && opts.upgrade) || !(methods as string[]).includes(opts.method)) return dispatch(opts, handler)
+      if (requestOrigin !== opts.origin) opts = { ...opts, origin: requestOrigin }
       opts = { ...opts, headers: normalizeHeaders(opts) }
       const headers = opts.headers as Record<string, unknown>
       if (skip.size > 0 && Object.keys(headers).some((n) => skip.has(n.toLowerCase()))) return dispatch(opts, handler)
@@ -67,4 +74,5 @@ export function deduplicate(opts: DeduplicateInterceptorOptions = {}): Dispatche
       publish(key, 'added')
       return dispatch(opts, dedup as DispatchHandler)
     }
+  return (undici7 ? interceptor : withKind(interceptor, 'deduplicate')) as DispatcherComposeInterceptor
 }

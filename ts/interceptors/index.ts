@@ -6,31 +6,53 @@ import type { Dispatch, DispatcherComposeInterceptor } from '../dispatcher/dispa
 import type { DispatchHandler, DispatchOptions, IncomingHttpHeaders } from '../dispatcher/types'
 import { DecoratorHandler } from '../handlers/decorator'
 import { RedirectHandler } from '../handlers/redirect'
-import { ResponseErrorHandler } from '../handlers/response-error'
 import { RetryHandler, type RetryOptions } from '../handlers/retry'
-import { unwrap, type DispatchController } from '../handlers/unwrap'
+import type { DispatchController } from '../handlers/unwrap'
 import { withOptions } from '../dispatcher/options'
+import { isUndici7, kUndici7 } from '../util/undici7'
+import { withKind } from './kind'
 
 export interface RedirectInterceptorOptions {
   maxRedirections?: number
   throwOnMaxRedirects?: boolean
   /** undici's documented name of `throwOnMaxRedirects`. */
   throwOnMaxRedirect?: boolean
+  /** Header names taken out of the request on every redirect followed (undici 8). */
+  stripHeadersOnRedirect?: string[]
+  /** Header names taken out of the request on a redirect to another origin (undici 8). */
+  stripHeadersOnCrossOriginRedirect?: string[]
 }
 
 /**
  * Follows redirects for requests whose `maxRedirections` (or the default given here) is set;
  * a falsy one passes the request through unchanged. The inner dispatch does not redirect again.
+ * A request's own `throwOnMaxRedirect`, `stripHeadersOnRedirect` and
+ * `stripHeadersOnCrossOriginRedirect` win over the defaults given here (undici 8; they are
+ * checked, as undici checks them, when a request is redirected). Options from the undici7
+ * entry (see ../util/undici7.ts) give undici 7.30's rules to the handler.
  */
-export function redirect({ maxRedirections: defaultMax, throwOnMaxRedirects, throwOnMaxRedirect }: RedirectInterceptorOptions = {}): DispatcherComposeInterceptor {
-  const throwOnMax = !!(throwOnMaxRedirects ?? throwOnMaxRedirect)
-  return (dispatch: Dispatch): Dispatch =>
+export function redirect(options: RedirectInterceptorOptions = {}): DispatcherComposeInterceptor {
+  const { maxRedirections: defaultMax, throwOnMaxRedirects, throwOnMaxRedirect, stripHeadersOnRedirect, stripHeadersOnCrossOriginRedirect } = options
+  const undici7 = isUndici7(options)
+  const interceptor = (dispatch: Dispatch): Dispatch =>
     (opts, handler) => {
-      const { maxRedirections = defaultMax } = opts as DispatchOptions & { maxRedirections?: number }
-      const inner: DispatchOptions = withOptions(opts, { maxRedirections: 0 })
-      if (!maxRedirections) return dispatch(inner, handler)
+      const own = opts as DispatchOptions & RedirectInterceptorOptions
+      const { maxRedirections = defaultMax } = own
+      if (!maxRedirections) return dispatch(withOptions(opts, { maxRedirections: 0 }), handler)
+      const inner: DispatchOptions = undici7
+        ? withOptions(opts, { maxRedirections: 0, [kUndici7]: true })
+        : withOptions(opts, {
+            maxRedirections: 0,
+            throwOnMaxRedirect: own.throwOnMaxRedirect === undefined ? throwOnMaxRedirect : own.throwOnMaxRedirect,
+            stripHeadersOnRedirect: own.stripHeadersOnRedirect === undefined ? stripHeadersOnRedirect : own.stripHeadersOnRedirect,
+            stripHeadersOnCrossOriginRedirect:
+              own.stripHeadersOnCrossOriginRedirect === undefined ? stripHeadersOnCrossOriginRedirect : own.stripHeadersOnCrossOriginRedirect,
+          })
+      const throwOnMax = undici7 ? !!(throwOnMaxRedirects ?? throwOnMaxRedirect) : !!throwOnMaxRedirects
       return dispatch(inner, new RedirectHandler(dispatch, maxRedirections, inner, handler, throwOnMax) as DispatchHandler)
     }
+  // undici 8's compose() refuses a cache before it (undici 7 has no such check).
+  return undici7 ? interceptor : withKind(interceptor, 'redirect')
 }
 
 export interface DumpInterceptorOptions {
@@ -144,16 +166,6 @@ export function dump({ maxSize: defaultMax }: DumpInterceptorOptions = { maxSize
     }
 }
 
-/**
- * The response-error rules, for requests with `throwOnError: true`; others pass untouched. The
- * options undici's types declare are accepted and, as by undici, unused.
- */
-export function responseError(..._ignored: [options?: { throwOnError: boolean }]): DispatcherComposeInterceptor {
-  return (dispatch: Dispatch): Dispatch =>
-    (opts, handler) =>
-      opts.throwOnError === true ? dispatch({ ...opts, throwOnError: false }, new ResponseErrorHandler(unwrap(handler))) : dispatch(opts, handler)
-}
-
 /** Retries failed requests as RetryHandler does, with these defaults (a request's own `retryOptions` win). */
 export function retry(options: RetryOptions = {}): DispatcherComposeInterceptor {
   return (dispatch: Dispatch): Dispatch =>
@@ -170,5 +182,8 @@ export { deduplicate } from './deduplicate'
 export type { DeduplicateInterceptorOptions, DeduplicateMethods } from './deduplicate'
 export { cache } from './cache'
 export type { CacheInterceptorOptions } from './cache'
+export { kInterceptorKind } from './kind'
+export { responseError } from './response-error'
+export type { ResponseErrorInterceptorOptions } from './response-error'
 export { decompress } from './decompress'
 export type { DecompressInterceptorOptions } from './decompress'

@@ -4,7 +4,8 @@
 
 import { Agent, type AgentOptions } from '../dispatcher/agent'
 import { Dispatcher } from '../dispatcher/dispatcher'
-import type { DispatchHandler, DispatchOptions } from '../dispatcher/types'
+import type { DispatchHandler, DispatchOptions, EventSourceOptions, WebSocketOptions } from '../dispatcher/types'
+import { isUndici7 } from '../util/undici7'
 import { ClientClosedError, ClientDestroyedError, InvalidArgumentError, UndiciError } from '../errors'
 import { unwrap } from '../handlers/unwrap'
 import { matchValue, normalizeOrigin, normalizeSearchParams, type Matcher, type NetConnect } from './matching'
@@ -58,10 +59,13 @@ export class MockAgent<TMockAgentOptions extends MockAgentOptions = MockAgentOpt
   #acceptNonStandard: boolean
   #ignoreTrailingSlash: boolean
   #state: 'open' | 'closing' | 'destroyed' = 'open'
+  /** Made by the undici7 entry (see ../util/undici7.ts). */
+  #undici7: boolean
 
   constructor(opts: TMockAgentOptions = {} as TMockAgentOptions) {
     super()
     this.#options = checkOptions(opts)
+    this.#undici7 = isUndici7(opts)
     this.#historyEnabled = this.#options.enableCallHistory ?? false
     this.#acceptNonStandard = this.#options.acceptNonStandardSearchParameters ?? false
     this.#ignoreTrailingSlash = this.#options.ignoreTrailingSlash ?? false
@@ -130,7 +134,8 @@ export class MockAgent<TMockAgentOptions extends MockAgentOptions = MockAgentOpt
     } catch (err) {
       if (typeof legacy.onError !== 'function') throw err
       legacy.onError(err as Error)
-      return false
+      // undici 8: nothing was queued, so no 'drain' is to be waited for (undici 7: false).
+      return !this.#undici7
     }
   }
 
@@ -183,6 +188,19 @@ export class MockAgent<TMockAgentOptions extends MockAgentOptions = MockAgentOpt
     await Promise.all([end(this.#agent), ...all.map(end)])
     this.#clients.clear()
     this.#state = 'destroyed'
+  }
+
+  /**
+   * The WebSocket limits of the agent that makes the real connections, which WebSocket reads
+   * from the dispatcher it is given (undici 8; undici 7's MockAgent has none).
+   */
+  get webSocketOptions(): Required<WebSocketOptions> | undefined {
+    return this.#undici7 ? undefined : (this.#agent as { webSocketOptions?: Required<WebSocketOptions> }).webSocketOptions
+  }
+
+  /** The EventSource limits of the agent that makes the real connections (undici 8, as webSocketOptions). */
+  get eventSourceOptions(): Required<EventSourceOptions> | undefined {
+    return this.#undici7 ? undefined : (this.#agent as { eventSourceOptions?: Required<EventSourceOptions> }).eventSourceOptions
   }
 
   /** Disables mocking: every request goes to the network. */

@@ -7,6 +7,7 @@ import type { DispatchHandler, DispatchOptions } from '../dispatcher/types'
 import { MockInterceptor, MockList, type MockInterceptorOptions } from './mock-interceptor'
 import { mockDispatch, type MockAgentState } from './mock-reply'
 import type { NetConnect } from './matching'
+import { isUndici7 } from '../util/undici7'
 
 /** A mock dispatcher's interceptors, read and shared by its agent. */
 export const kMocks = Symbol('mocks')
@@ -49,12 +50,25 @@ export class MockHost {
   readonly agent: MockAgentLink
   readonly origin: string
   readonly ignoreTrailingSlash: boolean
-  list = new MockList()
+  readonly undici7: boolean
+  #list = new MockList()
 
   constructor(origin: string | URL, opts: MockDispatcherOptions) {
     this.agent = agentOf(opts)
     this.origin = String(origin)
     this.ignoreTrailingSlash = opts.ignoreTrailingSlash ?? false
+    this.undici7 = isUndici7(opts)
+    this.#list.undici7 = this.undici7
+  }
+
+  get list(): MockList {
+    return this.#list
+  }
+
+  /** The interceptors (a new list, or the one shared with the dispatcher of an origin matcher). */
+  set list(list: MockList) {
+    list.undici7 ||= this.undici7
+    this.#list = list
   }
 
   /** The agent's state; an agent that is not a MockAgent never mocks (as undici reads it). */

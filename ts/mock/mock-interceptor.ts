@@ -1,6 +1,7 @@
 // intercept(): what a request must look like (MockInterceptor), and what it gets back and how
 // often (MockScope over the registered MockDispatch).
 
+import { types } from 'node:util'
 import { InvalidArgumentError } from '../errors'
 import { pathWithQuery } from '../dispatcher/headers'
 import type { DispatchOptions, IncomingHttpHeaders } from '../dispatcher/types'
@@ -45,11 +46,16 @@ export interface MockResponseCallbackOptions {
 
 export type MockResponseDataHandler<TData extends object = object> = (opts: MockResponseCallbackOptions) => TData | Buffer | string
 
-export type MockReplyOptionsCallback<TData extends object = object> = (opts: MockResponseCallbackOptions) => {
+export interface MockReplyOptions<TData extends object = object> {
   statusCode: number
   data?: TData | Buffer | string
   responseOptions?: MockResponseOptions
 }
+
+/** What reply(callback) calls: the reply, or (undici 8) a promise of it. */
+export type MockReplyOptionsCallback<TData extends object = object> = (
+  opts: MockResponseCallbackOptions,
+) => MockReplyOptions<TData> | Promise<MockReplyOptions<TData>>
 
 /** What a reply resolves to when a request is matched. */
 export interface ReplyData {
@@ -58,8 +64,8 @@ export interface ReplyData {
   data?: unknown
   headers?: IncomingHttpHeaders
   trailers?: Record<string, string>
-  /** A reply(callback): called with the request to make the fields above. */
-  callback?: (opts: DispatchOptions) => Omit<ReplyData, 'error'>
+  /** A reply(callback): called with the request to make the fields above (undici 8: or a promise of them). */
+  callback?: (opts: DispatchOptions) => Omit<ReplyData, 'error'> | Promise<Omit<ReplyData, 'error'>>
 }
 
 /** A registered interceptor, as pendingInterceptors() lists it (with the fields undici has). */
@@ -83,6 +89,8 @@ export interface MockEntry {
 export class MockList {
   entries: MockEntry[] = []
   total = 0
+  /** The mocks of a MockAgent made by the undici7 entry (see ../util/undici7.ts): undici 7.30's rules. */
+  undici7 = false
   /** The aborts of replies not delivered yet (delayed or async), for MockAgent.destroy(). */
   inFlight = new Set<(err: Error) => void>()
 }
@@ -205,14 +213,19 @@ export class MockInterceptor {
   reply(statusOrCallback: number | MockReplyOptionsCallback, ...rest: unknown[]): MockScope {
     if (typeof statusOrCallback === 'function') {
       // The defaults are read when a request comes, as the callback's result is.
-      return this.#add((opts) => {
-        const result = statusOrCallback(opts as MockResponseCallbackOptions) as unknown
+      const resolve = (result: unknown): Omit<ReplyData, 'error'> => {
         if (typeof result !== 'object' || result === null) {
           throw new InvalidArgumentError('reply options callback must return an object')
         }
         const params = { data: '', responseOptions: {}, ...result } as ReplyParameters
         this.#check(params)
         return this.#data(params)
+      }
+      const undici7 = this.#list.undici7
+      return this.#add((opts) => {
+        const result = statusOrCallback(opts as MockResponseCallbackOptions) as unknown
+        // undici 8 waits for a promise (undici 7 reads it as the reply, and finds no statusCode).
+        return !undici7 && types.isPromise(result) ? result.then(resolve) : resolve(result)
       })
     }
     const params = {
@@ -254,5 +267,5 @@ export class MockInterceptor {
 // eslint-disable-next-line @typescript-eslint/no-namespace
 export declare namespace MockInterceptor {
   export type Options = MockInterceptorOptions
-  export type { MockDispatch, MockDispatchData, MockResponseOptions, MockResponseCallbackOptions, MockResponseDataHandler, MockReplyOptionsCallback }
+  export type { MockDispatch, MockDispatchData, MockResponseOptions, MockResponseCallbackOptions, MockResponseDataHandler, MockReplyOptionsCallback, MockReplyOptions }
 }

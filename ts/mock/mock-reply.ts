@@ -8,7 +8,7 @@ import type { DispatchHandler, DispatchOptions } from '../dispatcher/types'
 import { rawFields } from '../dispatcher/headers'
 import { unwrap } from '../handlers/unwrap'
 import { findMock, matchesKey, netConnectAllowed, pairsToObject, type MatchKey, type NetConnect } from './matching'
-import { responseBytes, type MockEntry, type MockList } from './mock-interceptor'
+import { responseBytes, type MockEntry, type MockList, type ReplyData } from './mock-interceptor'
 import { MockNotMatchedError } from './mock-errors'
 
 /** What a mock dispatcher asks of the agent it belongs to. */
@@ -33,11 +33,27 @@ function reply(list: MockList, opts: DispatchOptions, handler: DispatchHandler):
   const key = keyOf(opts)
   const entry: MockEntry = findMock(list.entries, key)
   entry.timesInvoked++
-  if (entry.data.callback) entry.data = { ...entry.data, ...entry.data.callback(opts) }
-  const { data: { statusCode, data, headers, trailers, error }, delay, persist, timesInvoked, times } = entry
-  entry.consumed = !persist && timesInvoked >= times
-  entry.pending = timesInvoked < times
+  entry.consumed = !entry.persist && entry.timesInvoked >= entry.times
+  entry.pending = entry.timesInvoked < entry.times
+  const { callback } = entry.data
+  if (!callback) return play(list, key, entry.data, entry.delay, opts, handler)
+  const made = callback(opts)
+  if (types.isPromise(made)) {
+    // undici 8: an async reply callback; what it rejects with (or resolves to, if not a reply)
+    // fails the request. The interceptor is not forgotten then, as undici's is not.
+    made.then(
+      (data) => play(list, key, { ...entry.data, ...data }, entry.delay, opts, handler),
+      (err: Error) => handler.onError!(err),
+    )
+    return
+  }
+  entry.data = { ...entry.data, ...made }
+  play(list, key, entry.data, entry.delay, opts, handler)
+}
 
+/** Sends `data` (the reply, or its error) to `handler`, after `delay` ms if one is set. */
+function play(list: MockList, key: MatchKey, data: ReplyData, delay: number | undefined, opts: DispatchOptions, handler: DispatchHandler): void {
+  const { statusCode, headers, trailers, error } = data
   if (error !== null) {
     forgetUsed(list, key)
     handler.onError!(error)
@@ -81,9 +97,9 @@ function reply(list: MockList, opts: DispatchOptions, handler: DispatchHandler):
   if (typeof delay === 'number' && delay > 0) {
     timer = setTimeout(() => {
       timer = null
-      send(data)
+      send(data.data)
     }, delay)
-  } else send(data)
+  } else send(data.data)
 }
 
 /**

@@ -9,6 +9,7 @@ import { InvalidArgumentError, UndiciError } from '../errors'
 import { wrap } from '../handlers/wrap'
 import type { NewStyleHandler } from '../handlers/unwrap'
 import { MockAgent, type MockAgentOptions } from './mock-agent'
+import { isUndici7 } from '../util/undici7'
 import { rawFields } from '../dispatcher/headers'
 import {
   SnapshotRecorder,
@@ -72,7 +73,10 @@ export class SnapshotAgent extends MockAgent {
       ignoreHeaders: opts.ignoreHeaders,
       excludeHeaders: opts.excludeHeaders,
       matchBody: opts.matchBody,
+      // undici 8's options (undici 7 has neither).
+      normalizeBody: isUndici7(opts) ? undefined : opts.normalizeBody,
       matchQuery: opts.matchQuery,
+      normalizeQuery: isUndici7(opts) ? undefined : opts.normalizeQuery,
       caseSensitive: opts.caseSensitive,
       shouldRecord: opts.shouldRecord,
       shouldPlayback: opts.shouldPlayback,

@@ -23,7 +23,11 @@ export interface SnapshotRecorderOptions {
   ignoreHeaders?: string[]
   excludeHeaders?: string[]
   matchBody?: boolean
+  /** The body as matched (and recorded) is what this makes of it (undici 8). */
+  normalizeBody?: (body: string | Buffer | null | undefined) => string
   matchQuery?: boolean
+  /** The query as matched (and recorded) is what this makes of the URL's (undici 8); empty: none. */
+  normalizeQuery?: (query: URLSearchParams) => string
   caseSensitive?: boolean
   shouldRecord?: (requestOpts: SnapshotRequestOptions) => boolean
   shouldPlayback?: (requestOpts: SnapshotRequestOptions) => boolean
@@ -116,7 +120,9 @@ interface MatchOptions {
   ignoreHeaders: string[]
   excludeHeaders: string[]
   matchBody: boolean
+  normalizeBody: ((body: string | Buffer | null | undefined) => string) | undefined
   matchQuery: boolean
+  normalizeQuery: ((query: URLSearchParams) => string) | undefined
   caseSensitive: boolean
 }
 
@@ -144,7 +150,9 @@ export class SnapshotRecorder {
       ignoreHeaders: options.ignoreHeaders || [],
       excludeHeaders: options.excludeHeaders || [],
       matchBody: options.matchBody !== false,
+      normalizeBody: options.normalizeBody || undefined,
       matchQuery: options.matchQuery !== false,
+      normalizeQuery: options.normalizeQuery || undefined,
       caseSensitive: options.caseSensitive || false,
     }
     const names = (list: string[]) => new Set(list.map((h) => (this.matchOptions.caseSensitive ? h : h.toLowerCase())))
@@ -159,7 +167,10 @@ export class SnapshotRecorder {
     if (this.#autoFlush && this.#snapshotPath) this.#scheduleFlush()
   }
 
-  /** The request as snapshots key it: method, URL (with the query if matchQuery), the headers matched, the body if matchBody. */
+  /**
+   * The request as snapshots key it: method, URL (with the query if matchQuery, normalized by
+   * normalizeQuery), the headers matched, the body if matchBody (normalized by normalizeBody).
+   */
   #format(opts: SnapshotRequestOptions): SnapshotRequest {
     const url = new URL(opts.path, opts.origin)
     const normalized: Record<string, string> = opts._normalizedHeaders || normalizeHeaders(opts.headers)
@@ -173,10 +184,25 @@ export class SnapshotRecorder {
     }
     return {
       method: opts.method || 'GET',
-      url: this.matchOptions.matchQuery ? url.toString() : `${url.origin}${url.pathname}`,
+      url: this.#url(url),
       headers,
-      body: this.matchOptions.matchBody && opts.body ? String(opts.body) : '',
+      body: this.#body(opts.body),
     }
+  }
+
+  #url(url: URL): string {
+    const { matchQuery, normalizeQuery } = this.matchOptions
+    if (!matchQuery) return `${url.origin}${url.pathname}`
+    if (!normalizeQuery) return url.toString()
+    const query = String(normalizeQuery(url.searchParams) ?? '')
+    return query ? `${url.origin}${url.pathname}?${query}` : `${url.origin}${url.pathname}`
+  }
+
+  #body(body: unknown): string {
+    const { matchBody, normalizeBody } = this.matchOptions
+    if (!matchBody) return ''
+    if (normalizeBody) return String(normalizeBody(body as string | Buffer | null | undefined) ?? '')
+    return body ? String(body) : ''
   }
 
   #hash(request: SnapshotRequest): string {

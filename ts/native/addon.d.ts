@@ -45,6 +45,8 @@ export interface OriginOptions {
   socketPath?: string
   connections: number
   pipelining: number
+  /** Whether `pipelining` bounds HTTP/2's streams too (undici 7; undici 8: no). */
+  h2ByPipelining?: boolean
   connectTimeout: number
   keepAliveTimeout: number
   keepAliveMaxTimeout: number
@@ -66,8 +68,10 @@ export interface OriginOptions {
   jsConnector?: boolean
   /** Reach the origin through this proxy. */
   proxy?: ProxyOriginOptions
-  /** HTTP/2 where the server picks it: TLS offers ALPN `h2` then `http/1.1` (`allowH2`). */
+  /** HTTP/2 where the server picks it: TLS offers ALPN `http/1.1` and `h2` (`allowH2`). */
   allowH2?: boolean
+  /** With `allowH2`, offer `h2` first (`connect.preferH2`). */
+  preferH2?: boolean
   /** HTTP/2 over cleartext with prior knowledge (`useH2c`). */
   useH2c?: boolean
   /** HTTP/2: most streams at once on a connection (the server's SETTINGS may lower it). */

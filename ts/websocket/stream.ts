@@ -131,11 +131,13 @@ export class WebSocketStream {
         () => {
           const session = this.#session!
           if (session.readyState === OPEN) return
-          session.fail()
-          session.readyState = CLOSING
+          // As undici 8: the promises settle with the abort's reason, whatever failing the
+          // connection would settle them with.
           this.#opened.reject(signal.reason)
           this.#closed.reject(signal.reason)
           this.#handshakeAborted = true
+          session.fail()
+          session.readyState = CLOSING
         },
         { once: true },
       )

@@ -12,6 +12,7 @@ import undici, {
   CloseEvent,
   DecoratorHandler,
   Dispatcher,
+  Dispatcher1Wrapper,
   EnvHttpProxyAgent,
   ErrorEvent,
   EventSource,
@@ -85,10 +86,9 @@ export async function dispatchers(): Promise<void> {
     headersTimeout: 1000,
     bodyTimeout: 1000,
     keepAliveTimeout: 4000,
-    connect: { timeout: 500, rejectUnauthorized: false, servername: 'localhost' },
     allowH2: true,
-    maxConcurrentStreams: 100,
-    interceptors: undefined,
+    h2Options: { maxConcurrentStreams: 100, pingInterval: 0 },
+    connect: { timeout: 500, rejectUnauthorized: false, servername: 'localhost', preferH2: true },
   }
   const client = new Client(origin, clientOptions)
   const pool = new Pool(new URL(origin), { connections: 4, factory: (o, opts) => new Client(o, opts) })
@@ -132,7 +132,6 @@ export async function api(d: Dispatcher): Promise<void> {
     idempotent: true,
     blocking: false,
     reset: false,
-    throwOnError: false,
     opaque: null,
     signal: AbortSignal.timeout(100),
     highWaterMark: 1024,
@@ -189,32 +188,27 @@ export async function api(d: Dispatcher): Promise<void> {
       void err
     },
   }
-  const legacyHandler: Dispatcher.DispatchHandler = {
-    onConnect(abort) {
-      void abort
+  // undici 8: the body's chunks and the end of the request; a dispatcher for first-API consumers.
+  const sending: Dispatcher.DispatchHandler = {
+    ...controllerHandler,
+    onBodySent(chunk) {
+      void chunk.byteLength
     },
-    onHeaders(statusCode, rawHeaders, resume, statusText) {
-      void [statusCode, rawHeaders, resume, statusText]
-      return true
-    },
-    onData(chunk) {
-      return chunk.length > 0
-    },
-    onComplete(trailers) {
-      void trailers
-    },
-    onError(err) {
-      void err
-    },
+    onRequestSent() {},
   }
   const ok: boolean = d.dispatch({ origin, path: '/', method: 'GET', headers }, controllerHandler)
-  d.dispatch({ path: '/', method: 'GET', body: Readable.from(['x']) }, legacyHandler)
+  d.dispatch({ path: '/', method: 'GET', body: Readable.from(['x']) }, sending)
+  const legacyDispatcher: Dispatcher = new Dispatcher1Wrapper(d)
+  void legacyDispatcher
+  const maxRedirects: errors.MaxRedirectsError = new errors.MaxRedirectsError()
+  const proxyError = new errors.ProxyConnectionError(new Error('cause'))
+  void [maxRedirects.code, proxyError.code]
 
   const composed = d.compose(
-    interceptors.redirect({ maxRedirections: 3 }),
+    interceptors.redirect({ maxRedirections: 3, throwOnMaxRedirect: true, stripHeadersOnCrossOriginRedirect: ['x-token'] }),
     interceptors.retry({ maxRetries: 2, methods: ['GET'] }),
     interceptors.dump({ maxSize: 1024 }),
-    interceptors.responseError({ throwOnError: true }),
+    interceptors.responseError({ throwOnError: true, maxSize: 1024 }),
     interceptors.dns({ maxTTL: 1000, affinity: 4 }),
     interceptors.cache({ store: new cacheStores.MemoryCacheStore({ maxSize: 1024 }), methods: ['GET'] }),
     interceptors.deduplicate({ methods: ['GET'] }),
@@ -284,7 +278,7 @@ export function channels(): void {
   diagnosticsChannel.subscribe('undici:request:headers', (message) => {
     const { response } = message as DiagnosticsChannel.RequestHeadersMessage
     const status: number = response.statusCode
-    const raw: Buffer[] = response.headers
+    const raw: Buffer[] | Record<string, string | string[] | undefined> = response.headers
     void [status, raw, response.statusText]
   })
   diagnosticsChannel.subscribe('undici:request:error', (message) => {

@@ -31,6 +31,9 @@ pub struct DecodeSpec {
     pub skip_error_responses: bool,
     /// Leave responses with these statuses as they are.
     pub skip_status_codes: Vec<u16>,
+    /// Decode `compress` and `x-compress` as zlib deflate, as undici 7 did (undici 8 leaves a
+    /// response so encoded as it is).
+    pub compress: bool,
 }
 
 /// As undici (and curl, urllib3): more encodings than this is an attack; the interceptor
@@ -67,11 +70,12 @@ enum Stage {
 }
 
 impl Stage {
-    fn new(encoding: &str) -> Option<Stage> {
+    fn new(encoding: &str, compress: bool) -> Option<Stage> {
         Some(match encoding {
             "gzip" | "x-gzip" => Stage::zlib(true),
             // node:zlib's Inflate, as undici uses for these: zlib-wrapped deflate.
-            "deflate" | "compress" | "x-compress" => Stage::zlib(false),
+            "deflate" => Stage::zlib(false),
+            "compress" | "x-compress" if compress => Stage::zlib(false),
             "br" => {
                 let mut state = Box::new(BrotliState::new(
                     StandardAlloc::default(),
@@ -326,7 +330,7 @@ fn chain_for(spec: &DecodeSpec, status: u16, headers: &mut Vec<RawHeader>) -> Op
     let stages: Vec<Stage> = names
         .iter()
         .rev()
-        .map(|n| Stage::new(n))
+        .map(|n| Stage::new(n, spec.compress))
         .collect::<Option<_>>()?;
     if stages.is_empty() {
         return None;
@@ -875,6 +879,31 @@ mod tests {
             max_size: 0,
             skip_error_responses: true,
             skip_status_codes: vec![204, 304],
+            compress: false,
+        }
+    }
+
+    #[test]
+    fn compress_only_as_undici_7() {
+        let body = {
+            let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+            std::io::Write::write_all(&mut z, b"hello").unwrap();
+            z.finish().unwrap()
+        };
+        for encoding in ["compress", "x-compress"] {
+            // undici 8: left as it is, its head too.
+            let o = run(spec(), 200, vec![h("content-encoding", encoding)], &[&body]);
+            assert_eq!(
+                (o.headers, o.body),
+                (vec![h("content-encoding", encoding)], body.clone())
+            );
+            // undici 7: zlib's deflate.
+            let seven = DecodeSpec {
+                compress: true,
+                ..spec()
+            };
+            let o = run(seven, 200, vec![h("content-encoding", encoding)], &[&body]);
+            assert_eq!(o.body, b"hello");
         }
     }
 

@@ -149,7 +149,7 @@ impl Origin {
     pub fn new(id: u64, mut cfg: OriginConfig, lanes: Arc<Lanes>, sockets: Rc<Registry>) -> Origin {
         if cfg.allow_h2 {
             if let Some(tls) = &mut cfg.tls {
-                tls.offer_h2();
+                tls.offer_h2(cfg.prefer_h2);
             }
         }
         Origin {

@@ -17,6 +17,9 @@ pub struct OriginConfig {
     pub connections: usize,
     /// The most requests in flight on one connection.
     pub pipelining: usize,
+    /// Whether `pipelining` bounds HTTP/2's streams too (undici 7); undici 8 bounds them by
+    /// `max_concurrent_streams` alone.
+    pub h2_by_pipelining: bool,
     pub connect_timeout: Duration,
     pub keep_alive_timeout: Duration,
     pub keep_alive_max_timeout: Duration,
@@ -42,9 +45,11 @@ pub struct OriginConfig {
     pub proxy: Option<crate::transport::proxy::Proxy>,
     /// Who opens its connections: the core, or JS (see [`crate::transport::js`]).
     pub connector: crate::transport::Connector,
-    /// HTTP/2 where the server chooses it: rustls offers ALPN `h2` before `http/1.1`
+    /// HTTP/2 where the server chooses it: rustls offers ALPN `http/1.1` and `h2`
     /// (undici's `allowH2`). HTTP/1.1 only when false.
     pub allow_h2: bool,
+    /// With `allow_h2`, offer `h2` first (undici 8's `connect.preferH2`).
+    pub prefer_h2: bool,
     /// HTTP/2 over cleartext with prior knowledge (undici's `useH2c`).
     pub h2c: bool,
     /// HTTP/2: the most streams open at once on one connection (the server's SETTINGS may
@@ -68,6 +73,7 @@ impl Default for OriginConfig {
             socket_path: None,
             connections: 1,
             pipelining: 1,
+            h2_by_pipelining: false,
             connect_timeout: Duration::from_secs(10),
             keep_alive_timeout: Duration::from_secs(4),
             keep_alive_max_timeout: Duration::from_secs(600),
@@ -83,6 +89,7 @@ impl Default for OriginConfig {
             proxy: None,
             connector: Default::default(),
             allow_h2: false,
+            prefer_h2: false,
             h2c: false,
             // undici's defaults.
             max_concurrent_streams: 100,

@@ -125,6 +125,16 @@ fn until_settled(rx: &Receiver<Event>, n: usize) -> Vec<Event> {
 
 /// An engine with origin 1 at `port`, h2c, and the events it reports.
 fn h2c_origin(port: u16, connections: usize, pipelining: usize) -> (Engine, Receiver<Event>) {
+    h2c_origin_with(port, connections, pipelining, false)
+}
+
+/// The same, `pipelining` bounding the streams too if `h2_by_pipelining` (undici 7).
+fn h2c_origin_with(
+    port: u16,
+    connections: usize,
+    pipelining: usize,
+    h2_by_pipelining: bool,
+) -> (Engine, Receiver<Event>) {
     let (tx, rx) = channel();
     let engine = Engine::start_eager(Arc::new(ChannelSink(Mutex::new(tx)))).unwrap();
     engine.open(
@@ -135,6 +145,7 @@ fn h2c_origin(port: u16, connections: usize, pipelining: usize) -> (Engine, Rece
             h2c: true,
             connections,
             pipelining,
+            h2_by_pipelining,
             ..OriginConfig::default()
         },
     );
@@ -143,9 +154,17 @@ fn h2c_origin(port: u16, connections: usize, pipelining: usize) -> (Engine, Rece
 
 #[test]
 fn one_h2c_connection_carries_the_requests_side_by_side() {
+    for bounded in [true, false] {
+        side_by_side(bounded);
+    }
+}
+
+/// 30 requests on one connection, `pipelining` 10: at most 10 streams at once when it bounds
+/// them (undici 7), more when only `max_concurrent_streams` (100) does (undici 8).
+fn side_by_side(h2_by_pipelining: bool) {
     let load = Arc::new(Load::default());
     let port = server(Duration::from_millis(50), load.clone());
-    let (engine, rx) = h2c_origin(port, 1, 10);
+    let (engine, rx) = h2c_origin_with(port, 1, 10, h2_by_pipelining);
     for id in 1..=30 {
         engine.submit(1, get(id, &format!("/r{id}")));
     }
@@ -173,9 +192,12 @@ fn one_h2c_connection_carries_the_requests_side_by_side() {
             .any(|e| matches!(e, Event::Complete { id: i, .. } if *i == id)));
     }
     assert_eq!(load.connections.load(Ordering::SeqCst), 1);
-    // Multiplexed, and bounded by `pipelining` (as undici bounds HTTP/2 streams).
     let max = load.max.load(Ordering::SeqCst);
-    assert!(max > 1 && max <= 10, "{max} streams at once");
+    if h2_by_pipelining {
+        assert!(max > 1 && max <= 10, "{max} streams at once");
+    } else {
+        assert!(max > 10, "{max} streams at once");
+    }
 }
 
 #[test]

@@ -3,6 +3,8 @@
 // stale-while-revalidate (revalidating behind) or stale-if-error; what the origin sends is
 // stored by CacheHandler. Unsafe requests invalidate what is stored for their URL.
 
+import { isUndici7 } from '../../util/undici7'
+import { interceptorOrigin, withKind } from '../kind'
 import { Readable } from 'node:stream'
 import type { Dispatch, DispatcherComposeInterceptor } from '../../dispatcher/dispatcher'
 import type { DispatchHandler, DispatchOptions, IncomingHttpHeaders } from '../../dispatcher/types'
@@ -333,11 +335,15 @@ export function cache(opts: CacheInterceptorOptions = {}): DispatcherComposeInte
   // Safe methods not cached pass untouched; unsafe ones go through to invalidate.
   const passThrough = SAFE_METHODS.filter((m) => !(methods as string[]).includes(m))
 
-  return (dispatch: Dispatch): Dispatch =>
+  const undici7 = isUndici7(opts)
+  // The second argument: the origin of the dispatcher composed onto (undici 8's compose() passes it).
+  const interceptor = (dispatch: Dispatch, composedOrigin?: string | null): Dispatch =>
     (opts, handler) => {
-      if (!opts.origin || passThrough.includes(opts.method)) return dispatch(opts, handler)
+      const requestOrigin = undici7 ? opts.origin : interceptorOrigin(opts.origin, composedOrigin)
+      if (!requestOrigin || passThrough.includes(opts.method)) return dispatch(opts, handler)
+      if (requestOrigin !== opts.origin) opts = { ...opts, origin: requestOrigin }
       if (origins !== undefined) {
-        const origin = opts.origin.toString().toLowerCase()
+        const origin = requestOrigin.toString().toLowerCase()
         if (!origins.some((o) => (typeof o === 'string' ? o.toLowerCase() === origin : o.test(origin)))) return dispatch(opts, handler)
       }
       opts = { ...opts, headers: normalizeHeaders(opts) }
@@ -360,5 +366,6 @@ export function cache(opts: CacheInterceptorOptions = {}): DispatcherComposeInte
       }
       return handleResult(dispatch, g, key, h, opts, reqCc, result as GetResult | undefined) ?? true
     }
+  return (undici7 ? interceptor : withKind(interceptor, 'cache')) as DispatcherComposeInterceptor
 }
 

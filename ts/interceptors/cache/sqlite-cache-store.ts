@@ -6,6 +6,7 @@
 import { Writable } from 'node:stream'
 import { NotSupportedError } from '../../errors'
 import type { CacheKey } from './key'
+import { isUndici7 } from '../../util/undici7'
 import { assertCacheKey, assertCacheValue, checkLimits, varyMatches, type CacheStore, type CacheValue, type GetResult } from './store'
 
 export interface SqliteCacheStoreOpts {
@@ -15,6 +16,11 @@ export interface SqliteCacheStoreOpts {
   maxCount?: number
   /** Bytes, default (and at most) 2 GB. */
   maxEntrySize?: number
+  /**
+   * undici 8 stores a body larger than this (or of an easily compressed type) zstd-compressed.
+   * Checked as undici checks it; saetta stores every body as it is (see compressThreshold).
+   */
+  compressThreshold?: number
 }
 
 // The part of node:sqlite used here (@types/node for Node 20 does not declare it).
@@ -73,7 +79,7 @@ export class SqliteCacheStore implements CacheStore {
   #deleteOldest: Statement | null
 
   constructor(opts?: SqliteCacheStoreOpts) {
-    const limits = checkLimits('SqliteCacheStore', opts, ['maxEntrySize', 'maxCount'])
+    const limits = checkLimits('SqliteCacheStore', opts, isUndici7(opts) ? ['maxEntrySize', 'maxCount'] : ['maxEntrySize', 'maxCount', 'compressThreshold'])
     if (limits.maxEntrySize !== undefined && limits.maxEntrySize > MAX_ENTRY_SIZE) {
       throw new TypeError('SqliteCacheStore options.maxEntrySize must be less than 2gb')
     }

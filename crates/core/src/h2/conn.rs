@@ -265,7 +265,7 @@ impl<H: Host> H2Conn<H> {
         error.on_socket(|| SocketInfo::of(self.addresses, 0, 0))
     }
 
-    /// The most streams at once: ours (`maxConcurrentStreams`, and `pipelining` as undici),
+    /// The most streams at once: ours (`maxConcurrentStreams`, and `pipelining` as undici 7),
     /// or the server's if lower.
     fn limit(&self) -> usize {
         let ours =

@@ -16,15 +16,18 @@ pub(crate) struct OriginHost {
     pub ctx: Rc<Ctx>,
     pub origin: Rc<RefCell<Origin>>,
     pub shared: Rc<ConnShared>,
-    /// The origin's `pipelining` (which `set_pipelining` changes).
-    pub pipelining: Rc<Cell<usize>>,
+    /// The origin's `pipelining` (which `set_pipelining` changes), if it bounds the streams.
+    pub pipelining: Option<Rc<Cell<usize>>>,
     /// The connection's part of the backlog.
     share: RefCell<Share>,
 }
 
 impl OriginHost {
     pub fn new(ctx: Rc<Ctx>, origin: Rc<RefCell<Origin>>, shared: Rc<ConnShared>) -> OriginHost {
-        let pipelining = origin.borrow().pipelining.clone();
+        let pipelining = {
+            let o = origin.borrow();
+            o.cfg.h2_by_pipelining.then(|| o.pipelining.clone())
+        };
         OriginHost {
             ctx,
             origin,
@@ -54,7 +57,9 @@ impl Host for OriginHost {
     }
 
     fn max_streams(&self) -> usize {
-        self.pipelining.get().max(1)
+        self.pipelining
+            .as_ref()
+            .map_or(usize::MAX, |p| p.get().max(1))
     }
 
     fn take_destroy(&self) -> Option<Error> {

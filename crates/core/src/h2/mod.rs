@@ -30,8 +30,8 @@ pub(crate) trait Host: Unpin {
     fn register(&self, cx: &Context<'_>);
     /// It carries `inflight` requests and would take `room` more now.
     fn report(&self, inflight: usize, room: usize);
-    /// The most requests the origin lets one connection carry (its `pipelining`, as undici
-    /// bounds HTTP/2 streams by it too).
+    /// The most requests the origin lets one connection carry: its `pipelining`, as undici 7
+    /// bounds HTTP/2 streams by it too, or no bound of its own (undici 8).
     fn max_streams(&self) -> usize;
     /// The error to fail everything with and close, once the origin is destroyed.
     fn take_destroy(&self) -> Option<Error>;

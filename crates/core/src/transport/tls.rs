@@ -177,11 +177,16 @@ impl TlsConfig {
         self.server_name = name;
     }
 
-    /// Offers ALPN `h2` before `http/1.1` (undici's `allowH2`): the server chooses. Sessions
-    /// stay shared with the configuration it was made from.
-    pub fn offer_h2(&mut self) {
+    /// Offers ALPN `h2` too (undici's `allowH2`), after `http/1.1` as undici's list has it, or
+    /// first (`prefer`, its `connect.preferH2`): the server chooses. Sessions stay shared with
+    /// the configuration it was made from.
+    pub fn offer_h2(&mut self, prefer: bool) {
         let mut config = (*self.config).clone();
-        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        config.alpn_protocols = if prefer {
+            vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+        } else {
+            vec![b"http/1.1".to_vec(), b"h2".to_vec()]
+        };
         self.config = Arc::new(config);
     }
 }

@@ -375,23 +375,27 @@ fn parse_digits(s: &[u8]) -> Option<u64> {
     })
 }
 
-/// The keep-alive hint, in ms, as undici reads it: the digits right after the first `timeout=`
-/// (lower case, anywhere) that has any, in seconds; what follows them is ignored, so
-/// `timeout=5s` is 5 s. Saturates rather than wraps.
+/// The keep-alive hint, in ms, as undici 8 reads it: the first list item (at the start or
+/// after a comma, past spaces and tabs) that is `timeout=` in any case followed by digits, in
+/// seconds; what follows the digits is ignored, so `timeout=5s` is 5 s. Saturates rather than
+/// wraps.
 fn keep_alive_timeout(value: &[u8]) -> Option<u64> {
     const KEY: &[u8] = b"timeout=";
-    let mut rest = value;
-    while let Some(at) = rest.windows(KEY.len()).position(|w| w == KEY) {
-        rest = &rest[at + KEY.len()..];
+    value.split(|&b| b == b',').find_map(|item| {
+        let start = item.iter().position(|&b| b != b' ' && b != b'\t')?;
+        let item = &item[start..];
+        if item.len() <= KEY.len() || !item[..KEY.len()].eq_ignore_ascii_case(KEY) {
+            return None;
+        }
+        let rest = &item[KEY.len()..];
         let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
-        if digits > 0 {
+        (digits > 0).then(|| {
             let seconds = rest[..digits].iter().fold(0u64, |s, &d| {
                 s.saturating_mul(10).saturating_add(u64::from(d - b'0'))
             });
-            return Some(seconds.saturating_mul(1000));
-        }
-    }
-    None
+            seconds.saturating_mul(1000)
+        })
+    })
 }
 
 /// Where a value ends as undici delivers it: llhttp skips the whitespace before a value but
@@ -920,17 +924,20 @@ mod tests {
         let t = |v: &str| {
             head(&with(&format!("Content-Length: 0\r\nKeep-Alive: {v}\r\n"))).keep_alive_timeout_ms
         };
-        // As undici reads it: the digits after the first lower-case `timeout=` that has any.
+        // As undici 8 reads it: the first list item `timeout=` (any case) with digits.
         assert_eq!(t("timeout=5, max=100"), Some(5000));
         assert_eq!(t("max=100, timeout=7"), Some(7000));
+        assert_eq!(t("max=100,\t timeout=7"), Some(7000));
         assert_eq!(t("timeout=5;max=1"), Some(5000));
         assert_eq!(t("timeout=0"), Some(0));
         assert_eq!(t("timeout=5s"), Some(5000));
         assert_eq!(t("timeout=007x"), Some(7000));
-        assert_eq!(t("xtimeout=2"), Some(2000));
+        assert_eq!(t("xtimeout=2"), None);
+        assert_eq!(t("max=1;timeout=2"), None);
         assert_eq!(t("timeout=abc, timeout=4"), Some(4000));
         assert_eq!(t("max=100,timeout = 2"), None);
-        assert_eq!(t("TIMEOUT=3"), None);
+        assert_eq!(t("TIMEOUT=3"), Some(3000));
+        assert_eq!(t("Timeout=3"), Some(3000));
         assert_eq!(t("timeout=abc, max=5"), None);
         assert_eq!(t("timeout=-1"), None);
         assert_eq!(t("timeout="), None);
