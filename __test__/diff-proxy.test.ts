@@ -17,37 +17,8 @@ import { afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { createProxy, type ProxyServer } from 'proxy'
 import socks from '@mongodb-js/socksv5'
 import { cleanup, hasIPv6Loopback, onCleanup, withTimeout } from './helpers'
-import { describeError, saetta, undici, type Lib } from './differential-support'
+import { describeError, saetta, undici, type Lib, undici7, saetta7 } from './differential-support'
 import { makeCerts, type Certs } from './certs'
-import * as undici7Module from 'undici7'
-import { kUndici7 } from '../ts/util/undici7'
-
-const undici7 = undici7Module as unknown as Lib
-
-/** The options, as the `saetta/undici7` entry gives them to a proxy agent. */
-function as7(o: unknown): object {
-  return typeof o === 'object' && o !== null && !(o instanceof URL) ? { ...o, [kUndici7]: true } : { uri: o, [kUndici7]: true }
-}
-
-/** saetta with undici 7.30's proxy agents (kUndici7), to compare with undici7. */
-const saetta7 = {
-  ...saetta,
-  ProxyAgent: class extends saetta.ProxyAgent {
-    constructor(o: unknown) {
-      super(as7(o) as never)
-    }
-  },
-  EnvHttpProxyAgent: class extends saetta.EnvHttpProxyAgent {
-    constructor(o: unknown = {}) {
-      super(as7(o) as never)
-    }
-  },
-  Socks5ProxyAgent: class extends saetta.Socks5ProxyAgent {
-    constructor(url: unknown, o: unknown = {}) {
-      super(url as string, as7(o) as never)
-    }
-  },
-} as unknown as Lib
 
 afterEach(cleanup)
 

@@ -277,6 +277,37 @@ describe('handler callbacks', () => {
   })
 })
 
+describe('Blob bodies', () => {
+  // undici 8 takes real Blobs only; undici 7 took an object that says it is one.
+  const fake = (): object => ({
+    [Symbol.toStringTag]: 'Blob',
+    size: 3,
+    type: 'text/x',
+    stream: () => new Blob(['abc']).stream(),
+  })
+  const bodies: Array<[string, () => unknown]> = [
+    ['a Blob-like object', fake],
+    ['a Blob-like object with arrayBuffer() only', () => ({ [Symbol.toStringTag]: 'File', size: 2, type: '', arrayBuffer: () => new Blob(['ab']).arrayBuffer() })],
+    ['a Blob', () => new Blob(['xyz'], { type: 'text/y' })],
+    ['a File', () => new File(['f'], 'f.txt')],
+  ]
+  test.each(bodies)('%s: as undici 8 (saetta), as undici 7 (saetta/undici7)', async (_name, body) => {
+    const outcome = async (lib: Lib): Promise<unknown> => {
+      const srv = await echo()
+      const client = new lib.Client(srv.origin)
+      onCleanup(() => client.destroy())
+      try {
+        const res = await client.request({ path: '/', method: 'POST', body: body() as never })
+        return [res.headers['content-type'], await res.body.text()]
+      } catch (err) {
+        return describeError(err)
+      }
+    }
+    expect(await outcome(saetta)).toEqual(await outcome(undici))
+    expect(await outcome(saetta7)).toEqual(await outcome(undici7 as unknown as Lib))
+  })
+})
+
 describe('opts.dispatcher', () => {
   test.each(['request', 'stream', 'dispatch'] as const)('%s on a dispatcher refuses it (undici 8), saetta/undici7 ignores it (undici 7)', async (method) => {
     const outcome = async (lib: Lib): Promise<unknown> => {

@@ -11,11 +11,9 @@ import { once } from 'node:events'
 import { afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { createProxy } from 'proxy'
 import socks from '@mongodb-js/socksv5'
-import * as undici7Module from 'undici7'
 import { cleanup, onCleanup, withTimeout } from './helpers'
-import { describeError, saetta, undici, type Lib } from './differential-support'
+import { describeError, saetta, undici, type Lib, undici7, saetta7 } from './differential-support'
 import { makeCerts, type Certs } from './certs'
-import { kUndici7 } from '../ts/util/undici7'
 
 afterEach(cleanup)
 
@@ -23,32 +21,6 @@ let certs: Certs
 beforeAll(() => {
   certs = makeCerts()
 })
-
-const undici7 = undici7Module as unknown as Lib
-
-function as7(o: unknown): object {
-  return typeof o === 'object' && o !== null && !(o instanceof URL) ? { ...o, [kUndici7]: true } : { uri: o, [kUndici7]: true }
-}
-
-/** saetta with the proxy agents the `saetta/undici7` entry makes (kUndici7 in their options). */
-const saetta7 = {
-  ...saetta,
-  ProxyAgent: class extends saetta.ProxyAgent {
-    constructor(o: unknown) {
-      super(as7(o) as never)
-    }
-  },
-  EnvHttpProxyAgent: class extends saetta.EnvHttpProxyAgent {
-    constructor(o: unknown = {}) {
-      super(as7(o) as never)
-    }
-  },
-  Socks5ProxyAgent: class extends saetta.Socks5ProxyAgent {
-    constructor(url: unknown, o: unknown = {}) {
-      super(url as string, as7(o) as never)
-    }
-  },
-} as unknown as Lib
 
 async function compare<T>(a: Lib, b: Lib, scenario: (lib: Lib) => Promise<T>): Promise<T> {
   const theirs = await scenario(a)

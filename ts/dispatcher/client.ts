@@ -915,7 +915,7 @@ export class Client extends DispatcherBase {
       // input throws); else it waits its turn.
       if ((name !== this.#servername || this.#held.length > 0) && (this.#held.length > 0 || this.#runs.size > 0 || this.#rename(name) !== null)) {
         // Bad input throws now, as it does for a request that starts at once.
-        if (!knownBody(opts.body)) throw new InvalidArgumentError(BAD_BODY)
+        if (!knownBody(opts.body, this.#undici7)) throw new InvalidArgumentError(BAD_BODY)
         this.#runs.set(run.seq, run)
         this.#held.push({ run, head, name })
         this.#release()
@@ -1125,17 +1125,37 @@ export class Client extends DispatcherBase {
 const BAD_BODY = 'body must be a string, a Buffer, a Readable stream, an iterable, or an async iterable'
 
 /** Whether Run.start takes `body` (the kinds it sends, in its order). */
-function knownBody(body: unknown): boolean {
+function knownBody(body: unknown, undici7: boolean): boolean {
   return (
     body == null ||
     typeof body === 'string' ||
     ArrayBuffer.isView(body) ||
     body instanceof ArrayBuffer ||
     body instanceof Readable ||
-    body instanceof Blob ||
+    isBlob(body, undici7) ||
     isFormData(body) ||
     isStreamLike(body)
   )
+}
+
+type BlobLike = Pick<Blob, 'type' | 'size'> & { stream?: () => ReadableStream; arrayBuffer?: () => Promise<ArrayBuffer> }
+
+/**
+ * A Blob, or (undici 7) an object that says it is one (`Symbol.toStringTag` Blob or File, with
+ * `stream()` or `arrayBuffer()`); undici 8 takes real Blobs only.
+ */
+function isBlob(body: unknown, undici7: boolean): body is BlobLike {
+  if (body instanceof Blob) return true
+  if (!undici7 || body === null || typeof body !== 'object') return false
+  const b = body as BlobLike & { [Symbol.toStringTag]?: unknown }
+  const tag = b[Symbol.toStringTag]
+  return (tag === 'Blob' || tag === 'File') && (typeof b.stream === 'function' || typeof b.arrayBuffer === 'function')
+}
+
+/** A Blob's bytes as they come. */
+async function* blobParts(blob: BlobLike): AsyncIterable<Uint8Array> {
+  if (typeof blob.stream === 'function') yield* blob.stream() as unknown as AsyncIterable<Uint8Array>
+  else yield new Uint8Array(await blob.arrayBuffer!())
 }
 
 /** A request held for another server name (see Client's `#held`). */
@@ -1234,7 +1254,7 @@ class Run implements RequestSink {
     let headers = head.headers
     if (tracingRequests()) {
       // As undici's Request: a body it refuses throws before anything is published.
-      if (!knownBody(opts.body)) throw new InvalidArgumentError(BAD_BODY)
+      if (!knownBody(opts.body, this.#client!.undici7)) throw new InvalidArgumentError(BAD_BODY)
       // (`blocking` as saetta applies it: false unless asked for, where undici's is method !== 'HEAD'.)
       this.#info = new RequestInfo(this.#client!.originString, opts, path, infoBody(opts.body), opts.blocking ?? false)
       this.#publish(channels.create, {})
@@ -1268,13 +1288,12 @@ class Run implements RequestSink {
         flags |= STREAM
         this.#source = body
       }
-    } else if (body instanceof Blob || isFormData(body)) {
+    } else if (isBlob(body, this.#client!.undici7) || isFormData(body)) {
       // As undici: streamed with their length known (a FormData encoded as multipart) and
       // their type, unless a content-type is given.
-      const known =
-        body instanceof Blob
-          ? { type: body.type, length: body.size, parts: body.stream() as unknown as AsyncIterable<Uint8Array> }
-          : encodeFormData(body as unknown as FormEntries)
+      const known = isBlob(body, this.#client!.undici7)
+        ? { type: body.type, length: body.size, parts: body instanceof Blob ? (body.stream() as unknown as AsyncIterable<Uint8Array>) : blobParts(body) }
+        : encodeFormData(body as unknown as FormEntries)
       if (known.type && !headers.some((h, i) => i % 2 === 0 && h.toLowerCase() === 'content-type')) {
         if (!isHeaderValue(known.type)) throw new InvalidArgumentError('invalid content-type header')
         headers.push('content-type', known.type)
