@@ -181,11 +181,15 @@ export abstract class PoolBase extends DispatcherBase {
       this.#needDrain = false
       this.emit('drain', origin, [this, ...targets])
     }
-    if (this.#closing && this.#queue.length === 0) {
-      const done = this.#closing
-      this.#closing = null
-      void this.#closeMembers().then(done)
-    }
+    this.#closeIfDone()
+  }
+
+  /** A close() waiting for the queue to empty closes the members once it has. */
+  #closeIfDone(): void {
+    if (!this.#closing || this.#queue.length > 0) return
+    const done = this.#closing
+    this.#closing = null
+    void this.#closeMembers().then(done)
   }
 
   /** undici 8: the waiting requests to whichever members take them, until none does. */
@@ -216,11 +220,7 @@ export abstract class PoolBase extends DispatcherBase {
       this.#needDrain = false
       this.emit('drain', origin, [this, ...targets])
     }
-    if (this.#closing && this.#queue.length === 0) {
-      const done = this.#closing
-      this.#closing = null
-      void this.#closeMembers().then(done)
-    }
+    this.#closeIfDone()
   }
 
   #closeMembers(): Promise<unknown> {

@@ -51,30 +51,43 @@ export class ResponseErrorHandler implements DispatchHandler {
 
   onComplete(trailers: Buffer[] | string[] | null): void {
     if (this.#chunks === null) return this.#handler.onComplete?.(trailers)
-    // The media type as sent (compared as undici compares it, letter case included), parameters aside.
-    const contentType = String(this.#headers['content-type'] ?? '').split(';')[0].trim()
-    const decodable = contentType === 'application/json' || contentType === 'text/plain'
-    // TextDecoder, as undici: a byte order mark is dropped.
-    let data: unknown = decodable ? new TextDecoder('utf-8').decode(Buffer.concat(this.#chunks)) : ''
-    if (contentType === 'application/json') {
-      try {
-        data = JSON.parse(data as string)
-      } catch {
-        // Not JSON after all: the text stays as it is.
-      }
-    }
-    const limit = Error.stackTraceLimit
-    Error.stackTraceLimit = 0
-    let err: ResponseError
-    try {
-      err = new ResponseError('Response Error', this.#statusCode, { headers: this.#headers, body: data })
-    } finally {
-      Error.stackTraceLimit = limit
-    }
-    this.#handler.onError?.(err)
+    this.#handler.onError?.(responseErrorOf(this.#statusCode, this.#headers, this.#chunks, false))
   }
 
   onError(err: Error): void {
     this.#handler.onError?.(err)
+  }
+}
+
+/** The media type of `headers` as sent (compared as undici compares it, letter case included), parameters aside. */
+export function mediaType(headers: IncomingHttpHeaders): string {
+  return String(headers['content-type'] ?? '').split(';')[0].trim()
+}
+
+/** Whether an error body of this media type is decoded for the error. */
+export const decodable = (type: string): boolean => type === 'application/json' || type === 'text/plain'
+
+/**
+ * The ResponseError of a response with this status and head, from the `chunks` of its body
+ * kept (`truncated`: the first of them only). Decoded with TextDecoder, as undici: a byte order
+ * mark is dropped, a sequence cut short is U+FFFD; JSON parsed unless truncated. No stack, as
+ * undici makes it.
+ */
+export function responseErrorOf(statusCode: number, headers: IncomingHttpHeaders, chunks: Buffer[], truncated: boolean): ResponseError {
+  const type = mediaType(headers)
+  let data: unknown = decodable(type) ? new TextDecoder('utf-8').decode(Buffer.concat(chunks)) : ''
+  if (type === 'application/json' && !truncated) {
+    try {
+      data = JSON.parse(data as string)
+    } catch {
+      // Not JSON after all: the text stays as it is.
+    }
+  }
+  const limit = Error.stackTraceLimit
+  Error.stackTraceLimit = 0
+  try {
+    return new ResponseError('Response Error', statusCode, { headers, body: data, bodyTruncated: truncated })
+  } finally {
+    Error.stackTraceLimit = limit
   }
 }

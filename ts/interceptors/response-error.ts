@@ -5,7 +5,8 @@
 
 import type { Dispatch, DispatcherComposeInterceptor } from '../dispatcher/dispatcher'
 import type { DispatchHandler, IncomingHttpHeaders } from '../dispatcher/types'
-import { InvalidArgumentError, ResponseError } from '../errors'
+import { InvalidArgumentError } from '../errors'
+import { decodable, mediaType, responseErrorOf } from '../handlers/response-error'
 import { DecoratorHandler } from '../handlers/decorator'
 import type { DispatchController } from '../handlers/unwrap'
 import { isUndici7 } from '../util/undici7'
@@ -41,8 +42,7 @@ class ResponseErrorHandler extends DecoratorHandler {
     }
     this.#statusCode = statusCode
     this.#headers = headers
-    // The media type as sent (compared as undici compares it, letter case included), parameters aside.
-    this.#contentType = String(headers['content-type'] ?? '').split(';')[0].trim()
+    this.#contentType = mediaType(headers)
     this.#chunks = []
   }
 
@@ -61,29 +61,13 @@ class ResponseErrorHandler extends DecoratorHandler {
 
   override onResponseEnd(controller: DispatchController, trailers: IncomingHttpHeaders): void {
     if (this.#chunks === null) return super.onResponseEnd(controller, trailers)
-    // TextDecoder, as undici: a byte order mark is dropped, a sequence cut by the limit is U+FFFD.
-    let data: unknown = this.#decodable() ? new TextDecoder('utf-8').decode(Buffer.concat(this.#chunks)) : ''
+    const chunks = this.#chunks
     this.#chunks = null
-    if (this.#contentType === 'application/json' && !this.#truncated) {
-      try {
-        data = JSON.parse(data as string)
-      } catch {
-        // Not JSON after all: the text stays as it is.
-      }
-    }
-    const limit = Error.stackTraceLimit
-    Error.stackTraceLimit = 0
-    let err: ResponseError
-    try {
-      err = new ResponseError('Response Error', this.#statusCode, { headers: this.#headers, body: data, bodyTruncated: this.#truncated })
-    } finally {
-      Error.stackTraceLimit = limit
-    }
-    super.onResponseError(controller, err)
+    super.onResponseError(controller, responseErrorOf(this.#statusCode, this.#headers, chunks, this.#truncated))
   }
 
   #decodable(): boolean {
-    return this.#contentType === 'application/json' || this.#contentType === 'text/plain'
+    return decodable(this.#contentType)
   }
 }
 
