@@ -284,6 +284,10 @@ export async function rawH2Server(options: RawH2Options = {}): Promise<RawH2Serv
     sockets.add(socket)
     socket.on('close', () => sockets.delete(socket))
     socket.on('error', () => {})
+    // Each frame goes out when written, as HTTP/2 servers send them: with Nagle's algorithm a
+    // frame written while an earlier one is unacknowledged waits for the client's delayed ACK
+    // (40 ms on Linux), which would make when a client sees it a matter of chance.
+    socket.setNoDelay(true)
     const conn: RawH2Connection = {
       socket,
       id: connections.length + 1,
