@@ -870,7 +870,7 @@ describe('where saetta behaves otherwise (the spec, or undici 7 misbehaves)', ()
     )
   })
 
-  test('GOAWAY: disconnect with the spec\'s error; streams above the last id are retried when idempotent, failed otherwise', async () => {
+  test('GOAWAY: disconnect with the spec\'s error; streams above the last id are retried whatever their method (as undici 8)', async () => {
     // undici 7.29+: SocketError `HTTP/2: "GOAWAY" frame received with code 0`, every stream
     // failed, `disconnect` twice and a `connectionError`.
     await ours(
@@ -938,25 +938,21 @@ describe('where saetta behaves otherwise (the spec, or undici 7 misbehaves)', ()
       const unanswered = sleep(3000).then(() => 'no answer within 3 s')
       const body = method === 'POST' ? 'x' : undefined
       const result = await settled(Promise.race([c.request({ path: '/', method, body }).then((r) => r.body.text()), unanswered]))
-      if (method === 'POST') {
-        // Not idempotent: failed with the GOAWAY's error, not retried.
-        expect(result).toMatchObject({ ok: false, error: { class: 'InformationalError', code: 'INFO', message: 'HTTP/2: "GOAWAY" frame received' } })
-        expect(srv.connections).toHaveLength(1)
-      } else {
-        // Idempotent: retried on a new connection.
-        expect(result).toEqual({ ok: true, value: 'GET on 2' })
-        expect(srv.connections).toHaveLength(2)
-      }
+      // The server did not process it, so it goes again on a new connection, a POST too (its
+      // body is at hand); undici 7 retried only what is idempotent. (h2-scenarios.test.ts
+      // runs more of this next to undici 8.)
+      expect(result).toEqual({ ok: true, value: `${method} on 2` })
+      expect(srv.connections).toHaveLength(2)
     }
   })
 
-  test('a stream refused (REFUSED_STREAM) is retried (undici 7 fails it)', async () => {
+  test('a stream refused (REFUSED_STREAM) is retried once, as undici 8 (undici 7 fails it)', async () => {
     await ours(
       async () => {
         let refused = 0
         return h2Server(
           (stream, headers) => {
-            if (refused++ < 2) return void stream.close(http2.constants.NGHTTP2_REFUSED_STREAM)
+            if (refused++ < 1) return void stream.close(http2.constants.NGHTTP2_REFUSED_STREAM)
             stream.respond({ ':status': 200 })
             stream.end(`${headers[':method']} ${headers[':path']}`)
           },
@@ -966,7 +962,7 @@ describe('where saetta behaves otherwise (the spec, or undici 7 misbehaves)', ()
       async (lib, origin, srv) => {
         const c = h2Client(lib, origin)
         expect(await (await c.request({ path: '/refused', method: 'GET' })).body.text()).toBe('GET /refused')
-        expect(srv.streams).toBe(3)
+        expect(srv.streams).toBe(2)
         expect(srv.sessions).toBe(1)
       },
     )
