@@ -367,13 +367,21 @@ export interface Nghttpx {
   h2c: string
   /** The TLS frontend (ALPN h2, http/1.1). */
   tls: string
+  /** Kills it (SIGKILL): its connections die with it, and nothing listens any more. */
+  kill(): void
+}
+
+export interface NghttpxOptions {
+  /** How it talks to the backend: HTTP/1.1 (default), or HTTP/2 with prior knowledge. */
+  backendProto?: 'http/1.1' | 'h2'
 }
 
 /**
  * nghttpx in front of `backend` (an http: origin): a cleartext frontend and a TLS one, both
- * HTTP/2. It forwards requests as HTTP/1.1 and adds `via: 2 nghttpx` for an HTTP/2 client.
+ * HTTP/2. It forwards requests as HTTP/1.1 (or HTTP/2, `backendProto`) and adds `via: 2
+ * nghttpx` for an HTTP/2 client.
  */
-export async function nghttpx(backend: string, extra: string[] = []): Promise<Nghttpx> {
+export async function nghttpx(backend: string, extra: string[] = [], options: NghttpxOptions = {}): Promise<Nghttpx> {
   const c = h2Certs()
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'saetta-nghttpx-'))
   onCleanup(() => fs.rmSync(dir, { recursive: true, force: true }))
@@ -388,7 +396,7 @@ export async function nghttpx(backend: string, extra: string[] = []): Promise<Ng
     [
       `--frontend=127.0.0.1,${h2cPort};no-tls`,
       `--frontend=127.0.0.1,${tlsPort}`,
-      `--backend=${b.hostname},${b.port};;proto=http/1.1`,
+      `--backend=${b.hostname},${b.port};;proto=${options.backendProto ?? 'http/1.1'}`,
       '--conf=/dev/null',
       '--workers=1',
       '--no-ocsp',
@@ -415,7 +423,7 @@ export async function nghttpx(backend: string, extra: string[] = []): Promise<Ng
     const r = child.exited ? await child : null
     throw new Error(`nghttpx did not start: ${r?.stderr ?? 'no answer on its ports'}`)
   }
-  return { h2c: `http://127.0.0.1:${h2cPort}`, tls: `https://localhost:${tlsPort}` }
+  return { h2c: `http://127.0.0.1:${h2cPort}`, tls: `https://localhost:${tlsPort}`, kill: () => child.kill() }
 }
 
 function canConnect(port: number): Promise<boolean> {
