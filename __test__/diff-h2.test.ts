@@ -485,14 +485,17 @@ describe.each(MODES)('over %s', (mode) => {
   })
 
   test('an aborted stream is reset; the others and the connection go on', async () => {
-    // Streams the client closed before the server answered them.
+    // Streams the client closed before the server answered them, and the streams it got.
     const reset: string[] = []
+    const got: string[] = []
     const record = await sameH2(
       () => {
         reset.length = 0
+        got.length = 0
         return h2Server(
           (stream, headers) => {
             const path = String(headers[':path'])
+            got.push(path)
             stream.on('close', () => {
               if (!stream.headersSent) reset.push(path)
             })
@@ -507,7 +510,10 @@ describe.each(MODES)('over %s', (mode) => {
         const ac = new AbortController()
         const slow = settled(c.request({ path: '/slow', method: 'GET', signal: ac.signal }))
         const others = ['/a', '/b', '/c'].map((path) => c.request({ path, method: 'GET' }).then((r) => r.body.text()))
-        setTimeout(() => ac.abort(), 30)
+        // Aborted once the server has its stream (a fixed delay raced the connection's set-up
+        // on a busy machine: aborted before it was sent, the stream was never reset).
+        await waitFor(() => got.includes('/slow'), 5000)
+        ac.abort()
         const aborted = await slow
         const rest = await Promise.all(others)
         // A response body destroyed halfway is a reset too.
@@ -598,12 +604,16 @@ describe.each(MODES)('over %s', (mode) => {
     await sameH2(
       () => echoH2(mode),
       async (lib, origin) => {
-        const c = h2Client(lib, origin, { pingInterval: 50 })
+        // A PING unanswered when the next is due closes the connection (in undici 8 as in
+        // saetta), and the server answers from this process's event loop, which a busy
+        // machine can hold up for tens of ms: an interval of 50 ms made the test fail now and
+        // then; 250 ms leaves the answer room.
+        const c = h2Client(lib, origin, { pingInterval: 250 })
         const pings: unknown[] = []
         c.on('ping', (duration: unknown) => pings.push(duration))
         await c.request({ path: '/', method: 'GET' }).then((r) => r.body.text())
-        await waitFor(() => pings.length >= 3, 3000)
-        return { some: pings.length >= 3, numbers: pings.every((d) => typeof d === 'number' && d >= 0) }
+        await waitFor(() => pings.length >= 2, 5000)
+        return { some: pings.length >= 2, numbers: pings.every((d) => typeof d === 'number' && d >= 0) }
       },
     )
   })
