@@ -500,14 +500,17 @@ describe.each(MODES)('over %s', (mode) => {
   })
 
   test('an aborted stream is reset; the others and the connection go on', async () => {
-    // Streams the client closed before the server answered them.
+    // Streams the client closed before the server answered them, and the streams it got.
     const reset: string[] = []
+    const got: string[] = []
     const record = await sameH2(
       () => {
         reset.length = 0
+        got.length = 0
         return h2Server(
           (stream, headers) => {
             const path = String(headers[':path'])
+            got.push(path)
             stream.on('close', () => {
               if (!stream.headersSent) reset.push(path)
             })
@@ -522,7 +525,10 @@ describe.each(MODES)('over %s', (mode) => {
         const ac = new AbortController()
         const slow = settled(c.request({ path: '/slow', method: 'GET', signal: ac.signal }))
         const others = ['/a', '/b', '/c'].map((path) => c.request({ path, method: 'GET' }).then((r) => r.body.text()))
-        setTimeout(() => ac.abort(), 30)
+        // Aborted once the server has its stream (a fixed delay raced the connection's set-up
+        // on a busy machine: aborted before it was sent, the stream was never reset).
+        await waitFor(() => got.includes('/slow'), 5000)
+        ac.abort()
         const aborted = await slow
         const rest = await Promise.all(others)
         // A response body destroyed halfway is a reset too.
@@ -618,12 +624,16 @@ describe.each(MODES)('over %s', (mode) => {
     await sameH2(
       () => echoH2(mode),
       async (lib, origin) => {
-        const c = h2Client(lib, origin, { pingInterval: 50 })
+        // A PING unanswered when the next is due closes the connection (in undici 8 as in
+        // saetta), and the server answers from this process's event loop, which a busy
+        // machine can hold up for tens of ms: an interval of 50 ms made the test fail now and
+        // then; 250 ms leaves the answer room.
+        const c = h2Client(lib, origin, { pingInterval: 250 })
         const pings: unknown[] = []
         c.on('ping', (duration: unknown) => pings.push(duration))
         await c.request({ path: '/', method: 'GET' }).then((r) => r.body.text())
-        await waitFor(() => pings.length >= 3, 3000)
-        return { some: pings.length >= 3, numbers: pings.every((d) => typeof d === 'number' && d >= 0) }
+        await waitFor(() => pings.length >= 2, 5000)
+        return { some: pings.length >= 2, numbers: pings.every((d) => typeof d === 'number' && d >= 0) }
       },
     )
   })
@@ -966,7 +976,7 @@ describe('where saetta behaves otherwise (the spec decides)', () => {
     )
   })
 
-  test('GOAWAY: disconnect with the spec\'s error; streams above the last id are retried when idempotent, failed otherwise', async () => {
+  test('GOAWAY: disconnect with the spec\'s error; streams above the last id are retried whatever their method (as undici 8)', async () => {
     // undici 7.29+: SocketError `HTTP/2: "GOAWAY" frame received with code 0`, every stream
     // failed, `disconnect` twice and a `connectionError`. undici 8 does as saetta here but words
     // the error `... frame received with code 0` (the core's words: crates/core/src/h2).
@@ -1035,27 +1045,21 @@ describe('where saetta behaves otherwise (the spec decides)', () => {
       const unanswered = sleep(3000).then(() => 'no answer within 3 s')
       const body = method === 'POST' ? 'x' : undefined
       const result = await settled(Promise.race([c.request({ path: '/', method, body }).then((r) => r.body.text()), unanswered]))
-      if (method === 'POST') {
-        // Not idempotent: failed with the GOAWAY's error, not retried.
-        expect(result).toMatchObject({ ok: false, error: { class: 'InformationalError', code: 'INFO', message: 'HTTP/2: "GOAWAY" frame received' } })
-        expect(srv.connections).toHaveLength(1)
-      } else {
-        // Idempotent: retried on a new connection.
-        expect(result).toEqual({ ok: true, value: 'GET on 2' })
-        expect(srv.connections).toHaveLength(2)
-      }
+      // The server did not process it, so it goes again on a new connection, a POST too (its
+      // body is at hand); undici 7 retried only what is idempotent. (h2-scenarios.test.ts
+      // runs more of this next to undici 8.)
+      expect(result).toEqual({ ok: true, value: `${method} on 2` })
+      expect(srv.connections).toHaveLength(2)
     }
   })
 
-  // undici 8 retries a refused stream once (RFC 9113 8.7: not more), and fails the second
-  // refusal with node:http2's error; saetta retries on.
-  test('a stream refused (REFUSED_STREAM) is retried (undici 7 fails it, undici 8 after one retry)', async () => {
+  test('a stream refused (REFUSED_STREAM) is retried once, as undici 8 (undici 7 fails it)', async () => {
     await ours(
       async () => {
         let refused = 0
         return h2Server(
           (stream, headers) => {
-            if (refused++ < 2) return void stream.close(http2.constants.NGHTTP2_REFUSED_STREAM)
+            if (refused++ < 1) return void stream.close(http2.constants.NGHTTP2_REFUSED_STREAM)
             stream.respond({ ':status': 200 })
             stream.end(`${headers[':method']} ${headers[':path']}`)
           },
@@ -1065,7 +1069,7 @@ describe('where saetta behaves otherwise (the spec decides)', () => {
       async (lib, origin, srv) => {
         const c = h2Client(lib, origin)
         expect(await (await c.request({ path: '/refused', method: 'GET' })).body.text()).toBe('GET /refused')
-        expect(srv.streams).toBe(3)
+        expect(srv.streams).toBe(2)
         expect(srv.sessions).toBe(1)
       },
     )

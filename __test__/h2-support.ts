@@ -295,6 +295,10 @@ export async function rawH2Server(options: RawH2Options = {}): Promise<RawH2Serv
     sockets.add(socket)
     socket.on('close', () => sockets.delete(socket))
     socket.on('error', () => {})
+    // Each frame goes out when written, as HTTP/2 servers send them: with Nagle's algorithm a
+    // frame written while an earlier one is unacknowledged waits for the client's delayed ACK
+    // (40 ms on Linux), which would make when a client sees it a matter of chance.
+    socket.setNoDelay(true)
     const conn: RawH2Connection = {
       socket,
       id: connections.length + 1,
@@ -374,13 +378,21 @@ export interface Nghttpx {
   h2c: string
   /** The TLS frontend (ALPN h2, http/1.1). */
   tls: string
+  /** Kills it (SIGKILL): its connections die with it, and nothing listens any more. */
+  kill(): void
+}
+
+export interface NghttpxOptions {
+  /** How it talks to the backend: HTTP/1.1 (default), or HTTP/2 with prior knowledge. */
+  backendProto?: 'http/1.1' | 'h2'
 }
 
 /**
  * nghttpx in front of `backend` (an http: origin): a cleartext frontend and a TLS one, both
- * HTTP/2. It forwards requests as HTTP/1.1 and adds `via: 2 nghttpx` for an HTTP/2 client.
+ * HTTP/2. It forwards requests as HTTP/1.1 (or HTTP/2, `backendProto`) and adds `via: 2
+ * nghttpx` for an HTTP/2 client.
  */
-export async function nghttpx(backend: string, extra: string[] = []): Promise<Nghttpx> {
+export async function nghttpx(backend: string, extra: string[] = [], options: NghttpxOptions = {}): Promise<Nghttpx> {
   const c = h2Certs()
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'saetta-nghttpx-'))
   onCleanup(() => fs.rmSync(dir, { recursive: true, force: true }))
@@ -395,7 +407,7 @@ export async function nghttpx(backend: string, extra: string[] = []): Promise<Ng
     [
       `--frontend=127.0.0.1,${h2cPort};no-tls`,
       `--frontend=127.0.0.1,${tlsPort}`,
-      `--backend=${b.hostname},${b.port};;proto=http/1.1`,
+      `--backend=${b.hostname},${b.port};;proto=${options.backendProto ?? 'http/1.1'}`,
       '--conf=/dev/null',
       '--workers=1',
       '--no-ocsp',
@@ -422,7 +434,7 @@ export async function nghttpx(backend: string, extra: string[] = []): Promise<Ng
     const r = child.exited ? await child : null
     throw new Error(`nghttpx did not start: ${r?.stderr ?? 'no answer on its ports'}`)
   }
-  return { h2c: `http://127.0.0.1:${h2cPort}`, tls: `https://localhost:${tlsPort}` }
+  return { h2c: `http://127.0.0.1:${h2cPort}`, tls: `https://localhost:${tlsPort}`, kill: () => child.kill() }
 }
 
 function canConnect(port: number): Promise<boolean> {

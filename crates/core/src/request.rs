@@ -145,8 +145,11 @@ pub struct Request {
     /// HTTP/2: the head says `expect: 100-continue` and the body waits for the 100 (or the
     /// final response). HTTP/1.1 ignores it, as undici does.
     pub expect_continue: bool,
-    /// Times HTTP/2 servers refused it (REFUSED_STREAM): it is retried a few times.
+    /// Times HTTP/2 servers refused it (REFUSED_STREAM): it is retried once.
     pub refused: u8,
+    /// Times an HTTP/2 GOAWAY left it unprocessed (its stream above the last id): it is
+    /// retried once on another connection.
+    pub goaway_replays: u8,
     /// Decode the response's content-encoding (the decompress interceptor's options).
     pub decode: Option<Box<crate::decode::DecodeSpec>>,
     /// A WebSocket handshake: once upgraded, the core handles its frames (see [`crate::ws`]).
@@ -177,6 +180,7 @@ impl Request {
             body_closes: false,
             expect_continue: false,
             refused: 0,
+            goaway_replays: 0,
             decode: None,
             websocket: None,
         }

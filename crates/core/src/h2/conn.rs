@@ -26,8 +26,11 @@ use crate::transport::Transport;
 const BUDGET: usize = 32;
 /// Most bytes of one stream's received DATA frames joined into one `Data` event.
 const COALESCE: usize = 128 * 1024;
-/// Times a request refused by servers (REFUSED_STREAM) is retried before it fails.
-const MAX_REFUSALS: u8 = 3;
+/// Times a request is replayed after a server refused its stream (REFUSED_STREAM), and after
+/// a GOAWAY left it unprocessed (its stream above the last id): once each, as RFC 9113 §8.7
+/// advises and undici 8 does, so that a server that keeps refusing gets an error back.
+const MAX_REFUSALS: u8 = 1;
+const MAX_GOAWAY_REPLAYS: u8 = 1;
 
 /// Opens HTTP/2 over `io` (the client preface and SETTINGS) and runs the connection to its end.
 pub(crate) async fn run<H: Host>(host: H, io: Transport, settings: Settings) {
@@ -37,7 +40,10 @@ pub(crate) async fn run<H: Host>(host: H, io: Transport, settings: Settings) {
         .enable_push(false)
         .initial_window_size(settings.initial_window_size)
         .initial_connection_window_size(settings.connection_window_size)
-        .initial_max_send_streams(settings.max_concurrent_streams as usize);
+        // One stream until the server's SETTINGS say how many it takes (as undici 8): a burst
+        // sent before them goes over a lower limit and is refused (REFUSED_STREAM) stream by
+        // stream. h2 lifts this to the server's limit, or to none if it names none.
+        .initial_max_send_streams(1);
     match builder.handshake::<_, Bytes>(io).await {
         Ok((send, conn)) => H2Conn::new(host, settings, send, conn, addresses).await,
         Err(e) => {
@@ -220,6 +226,11 @@ struct H2Conn<H: Host> {
     closed: bool,
     /// `Disconnected` was reported.
     announced: bool,
+    /// Since when the connection carries no stream (it closes `keep_alive` later).
+    idle_since: Option<Instant>,
+    /// Whether the server's SETTINGS are known to have come: its stream limit differs from the
+    /// one stream allowed until then, or a response came (SETTINGS are its first frame).
+    settings_known: std::cell::Cell<bool>,
     addresses: (Option<SocketAddr>, Option<SocketAddr>),
 }
 
@@ -257,6 +268,8 @@ impl<H: Host> H2Conn<H> {
             failing: None,
             closed: false,
             announced: false,
+            idle_since: Some(now),
+            settings_known: std::cell::Cell::new(false),
             addresses,
         }
     }
@@ -280,12 +293,10 @@ impl<H: Host> H2Conn<H> {
     fn take_requests(&mut self) -> bool {
         let mut took = false;
         while !self.closed && !self.going_away && self.streams.len() < self.limit() {
-            // As undici: a request that cannot be replayed (not idempotent, or a streamed
-            // body) waits for the streams in flight, so that none of their failures takes it
-            // down with them.
-            let alone = self.streams.is_empty();
-            let fits = |r: &Request| alone || (r.idempotent && !r.is_stream());
-            let Some(Queued { mut req, ctl }) = self.host.take(fits) else {
+            // Any request, whatever its method or body, as undici 8: streams are independent,
+            // and one the server did not process (refused, or above a GOAWAY's last id) is
+            // replayed where it can be (see `step_streams`).
+            let Some(Queued { mut req, ctl }) = self.host.take(|_| true) else {
                 break;
             };
             self.host.attach(&ctl);
@@ -304,12 +315,29 @@ impl<H: Host> H2Conn<H> {
         took
     }
 
-    /// Reports what this connection carries and whether it takes more.
+    /// Reports what this connection carries and whether it takes more. Until the server's
+    /// SETTINGS come, it counts on our own limit: the requests waiting for them wait here, and
+    /// the origin opens no other connection for them (as undici 8 queues on a new session).
     fn publish_state(&self) {
+        let settings_known = self.settings_known.get()
+            || self
+                .send
+                .as_ref()
+                .is_some_and(|s| s.current_max_send_streams() != 1)
+            || self
+                .streams
+                .iter()
+                .any(|s| matches!(&s.phase, Phase::Open(o) if !matches!(o.recv, Recv::Head(_))));
+        self.settings_known.set(settings_known);
+        let limit = if settings_known {
+            self.limit()
+        } else {
+            (self.settings.max_concurrent_streams.max(1) as usize).min(self.host.max_streams())
+        };
         let room = if self.closed || self.going_away {
             0
         } else {
-            self.limit().saturating_sub(self.streams.len())
+            limit.saturating_sub(self.streams.len())
         };
         self.host.report(self.streams.len(), room);
     }
@@ -421,6 +449,7 @@ impl<H: Host> H2Conn<H> {
                 Outcome::Going => i += 1,
                 Outcome::Done => {
                     self.streams.remove(i);
+                    self.settings_known.set(true);
                     progress = true;
                 }
                 Outcome::Fail(error) => {
@@ -435,21 +464,22 @@ impl<H: Host> H2Conn<H> {
                 }
                 Outcome::Retry { refused, error } => {
                     let mut s = self.streams.remove(i);
-                    // Replayed only while nothing of it is lost or reported: no streamed
-                    // body sent, no response head passed on.
-                    let sent_body = match &s.phase {
-                        Phase::Open(o) => {
-                            (o.streamed && o.body_sent > 0) || !matches!(o.recv, Recv::Head(_))
-                        }
-                        Phase::Held => false,
+                    // The server did not process it, so any method may go again (RFC 9113
+                    // §8.7), but only while all of it is at hand and nothing was reported:
+                    // not a streamed body once its stream opened (what was taken from the
+                    // pipe is gone), not after a response head.
+                    let replayable = match &s.phase {
+                        Phase::Open(o) => !o.streamed && matches!(o.recv, Recv::Head(_)),
+                        Phase::Held => true,
                     };
-                    let allowed = if refused {
-                        s.req.refused += 1;
-                        s.req.refused <= MAX_REFUSALS
+                    let (count, most) = if refused {
+                        (&mut s.req.refused, MAX_REFUSALS)
                     } else {
-                        s.req.idempotent
+                        (&mut s.req.goaway_replays, MAX_GOAWAY_REPLAYS)
                     };
-                    if allowed && !sent_body {
+                    *count = count.saturating_add(1);
+                    let allowed = *count <= most;
+                    if allowed && replayable {
                         *s.ctl.conn.borrow_mut() = None;
                         retry.push(Queued {
                             req: s.req,
@@ -600,7 +630,18 @@ impl<H: Host> H2Conn<H> {
         p.next = now + p.every;
     }
 
-    /// The nearest time something must happen: a stream's timeout, or the next PING.
+    /// When an idle connection closes (`keepAliveTimeout`, as undici 8 closes an HTTP/2
+    /// session without streams); one going away closes with its last stream instead.
+    fn idle_deadline(&self) -> Option<Instant> {
+        if self.going_away || !self.streams.is_empty() {
+            return None;
+        }
+        self.idle_since
+            .map(|since| since + self.settings.keep_alive)
+    }
+
+    /// The nearest time something must happen: a stream's timeout, the next PING, or the
+    /// idle close.
     fn deadline(&self) -> Option<Instant> {
         let streams = self.streams.iter().filter_map(|s| {
             let Phase::Open(o) = &s.phase else {
@@ -609,7 +650,7 @@ impl<H: Host> H2Conn<H> {
             stream_deadline(o, &s.req, &s.ctl).map(|(at, _)| at)
         });
         let ping = self.ping.as_ref().map(|p| p.next);
-        streams.chain(ping).min()
+        streams.chain(ping).chain(self.idle_deadline()).min()
     }
 
     fn poll_timer(&mut self, cx: &mut Context<'_>) -> bool {
@@ -650,6 +691,10 @@ impl<H: Host> H2Conn<H> {
             self.on_ping_timer();
             fired = true;
         }
+        if self.idle_deadline().is_some_and(|at| at <= now) {
+            self.close(Error::Info("socket idle timeout".into()));
+            fired = true;
+        }
         fired
     }
 
@@ -682,6 +727,11 @@ impl<H: Host> H2Conn<H> {
         }
         let mut progress = self.take_requests();
         progress |= self.step_streams(cx);
+        if self.streams.is_empty() {
+            self.idle_since.get_or_insert_with(Instant::now);
+        } else {
+            self.idle_since = None;
+        }
         self.poll_ping(cx);
         if self.streams.is_empty() && self.host.idle_close() {
             // As HTTP/1.1: a closed client's connections go down as destroyed.

@@ -140,6 +140,7 @@ impl Settings {
             max_header_size: cfg.max_header_size,
             max_response_size: cfg.max_response_size,
             scheme: if tls { "https" } else { "http" },
+            keep_alive: cfg.keep_alive_timeout,
         }
     }
 }

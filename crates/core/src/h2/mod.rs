@@ -74,6 +74,8 @@ pub(crate) struct Settings {
     pub max_response_size: Option<u64>,
     /// `:scheme` of every request: `https` over TLS, `http` over cleartext (h2c).
     pub scheme: &'static str,
+    /// A connection without streams this long closes (`keepAliveTimeout`).
+    pub keep_alive: Duration,
 }
 
 impl Default for Settings {
@@ -86,6 +88,7 @@ impl Default for Settings {
             max_header_size: 16 * 1024,
             max_response_size: None,
             scheme: "https",
+            keep_alive: Duration::from_secs(4),
         }
     }
 }
