@@ -47,25 +47,26 @@ const apis = {
     if (status !== 200) throw fail(name, status)
     return n
   },
-  // dispatch(): the raw handler interface, with the least work a handler can do.
+  // dispatch(): the raw handler interface (undici 8's, controller-style), with the least work a
+  // handler can do.
   dispatch: (pool, opts, name) => () => new Promise((resolve, reject) => {
     let n = 0
     let status = 0
     pool.dispatch(opts, {
-      onConnect () {},
-      onHeaders (statusCode) {
+      onRequestStart () {},
+      onResponseStart (_controller, statusCode) {
         status = statusCode
-        return true
       },
-      onData (chunk) {
+      onResponseData (_controller, chunk) {
         n += chunk.length
-        return true
       },
-      onComplete () {
+      onResponseEnd () {
         if (status !== 200) reject(fail(name, status))
         else resolve(n)
       },
-      onError: reject
+      onResponseError (_controller, err) {
+        reject(err)
+      }
     })
   }),
   // The library's own fetch (undici's, saetta's), given its dispatcher.
