@@ -713,6 +713,10 @@ describe('compose hands every interceptor a controller-style handler', () => {
       await get(track(new lib.Pool(origin)).compose(spy as never))
       await get(track(new lib.BalancedPool([origin])).compose(spy as never))
       await get(track(new lib.Agent()).compose(spy as never), { origin })
+      await get(track(new lib.RoundRobinPool(origin)).compose(spy as never))
+      // Wrappers give the origin of what they wrap (undici 7 has no Dispatcher1Wrapper).
+      await get(track(new lib.RetryAgent(track(new lib.Client(origin)))).compose(spy as never))
+      if (lib.Dispatcher1Wrapper) await get(track(new lib.Dispatcher1Wrapper(track(new lib.Pool(origin)))).compose(spy as never))
       // Composed twice: the inner compose's requests get the origin too.
       await get(track(new lib.Client(origin)).compose(spy as never).compose(spy as never))
       const c = track(new lib.Client(origin))

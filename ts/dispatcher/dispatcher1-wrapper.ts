@@ -3,7 +3,7 @@
 // and 24. Such a handler is adapted onto the controller-style callbacks, and its requests go
 // over HTTP/1.1, which that fetch expects. (saetta's own dispatchers take both APIs as they are.)
 
-import { Dispatcher } from './dispatcher'
+import { Dispatcher, kComposeOrigin } from './dispatcher'
 import { InvalidArgumentError } from '../errors'
 import { wrap } from '../handlers/wrap'
 import type { NewStyleHandler } from '../handlers/unwrap'
@@ -24,6 +24,11 @@ export class Dispatcher1Wrapper extends Dispatcher {
   static wrapHandler(handler: DispatchHandler): NewStyleHandler {
     if (!handler || typeof handler !== 'object') throw new InvalidArgumentError('handler must be an object')
     return wrap(handler)
+  }
+
+  /** What compose() hands interceptors (undici 8): the origin of the dispatcher it wraps. */
+  get [kComposeOrigin](): string | null | undefined {
+    return (this.#dispatcher as { [kComposeOrigin]?: string | null })[kComposeOrigin]
   }
 
   override dispatch(opts: DispatchOptions, handler: DispatchHandler): boolean {

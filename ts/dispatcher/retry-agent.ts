@@ -1,6 +1,7 @@
 // RetryAgent: another dispatcher, with every request retried as RetryHandler does.
 
-import { Dispatcher } from './dispatcher'
+import { Dispatcher, kComposeOrigin, kComposeUndici7 } from './dispatcher'
+import { isUndici7 } from '../util/undici7'
 import { RetryHandler, type RetryOptions } from '../handlers/retry'
 import type { DispatchHandler, DispatchOptions } from './types'
 import { withOptions } from './options'
@@ -24,6 +25,16 @@ export class RetryAgent extends Dispatcher {
 
   get eventSourceOptions(): unknown {
     return (this.#agent as { eventSourceOptions?: unknown }).eventSourceOptions
+  }
+
+  /** Made by the undici7 entry (its options marked): compose() as undici 7's. */
+  get [kComposeUndici7](): boolean {
+    return isUndici7(this.#options)
+  }
+
+  /** What compose() hands interceptors (undici 8): the origin of the dispatcher it wraps. */
+  get [kComposeOrigin](): string | null | undefined {
+    return (this.#agent as { [kComposeOrigin]?: string | null })[kComposeOrigin]
   }
 
   override dispatch(opts: DispatchOptions, handler: DispatchHandler): boolean {

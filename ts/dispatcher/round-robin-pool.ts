@@ -4,6 +4,7 @@
 
 import { InvalidArgumentError } from '../errors'
 import { Client, parseOrigin } from './client'
+import { kComposeOrigin } from './dispatcher'
 import { PoolBase, type Member } from './pool-base'
 import type { PoolFactory, PoolOptions } from './pool'
 import { constructorOptions } from './options'
@@ -45,6 +46,11 @@ export class RoundRobinPool extends PoolBase {
     this.on('connectionError', (_origin: URL, targets: Dispatcher[]) => {
       for (const t of targets) if (t !== this) this.dropMember(t as Member)
     })
+  }
+
+  /** What compose() hands interceptors (undici 8): this origin. */
+  get [kComposeOrigin](): string {
+    return this.#url.origin
   }
 
   protected pick(): Member | undefined {
