@@ -12,11 +12,11 @@ import os from 'node:os'
 import path from 'node:path'
 import { execFileSync } from 'node:child_process'
 import tls from 'node:tls'
-import { EventEmitter, once } from 'node:events'
+import { EventEmitter } from 'node:events'
 import { afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { createProxy, type ProxyServer } from 'proxy'
 import socks from '@mongodb-js/socksv5'
-import { cleanup, hasIPv6Loopback, onCleanup, withTimeout } from './helpers'
+import { cleanup, hasIPv6Loopback, onCleanup, withTimeout, listen } from './helpers'
 import { describeError, saetta, undici, type Lib, undici7, saetta7 } from './differential-support'
 import { makeCerts, type Certs } from './certs'
 
@@ -26,24 +26,6 @@ let certs: Certs
 beforeAll(() => {
   certs = makeCerts()
 })
-
-/** Listens on loopback; closed (with its connections) in cleanup. */
-async function listen(server: net.Server, host = '127.0.0.1'): Promise<number> {
-  const sockets = new Set<net.Socket>()
-  server.on('connection', (s: unknown) => {
-    // (The SOCKS5 server's 'connection' event is of its own.)
-    if (!(s instanceof net.Socket)) return
-    sockets.add(s)
-    s.on('close', () => sockets.delete(s))
-  })
-  server.listen(0, host)
-  await once(server, 'listening')
-  onCleanup(() => {
-    for (const s of sockets) s.destroy()
-    return new Promise((resolve) => server.close(resolve))
-  })
-  return (server.address() as net.AddressInfo).port
-}
 
 /** What an origin saw of a request: its line and its headers, in order and case. */
 interface Seen {

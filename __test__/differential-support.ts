@@ -24,7 +24,7 @@ export const saetta7 = saetta7Module as unknown as typeof undici
 type Dispatch = (opts: unknown, handler: unknown) => boolean
 const adapt = (h: unknown): unknown =>
   h !== null && typeof h === 'object' && typeof (h as { onRequestStart?: unknown }).onRequestStart !== 'function'
-    ? undici.Dispatcher1Wrapper.wrapHandler(h as never)
+    ? (undici.Dispatcher1Wrapper as unknown as { wrapHandler(handler: unknown): unknown }).wrapHandler(h)
     : h
 const dispatcherBase = Object.getPrototypeOf(undici.Client.prototype) as { dispatch: Dispatch }
 const baseDispatch = dispatcherBase.dispatch

@@ -595,3 +595,25 @@ export async function hangingPort(): Promise<number | null> {
   }
   return null
 }
+
+/**
+ * Listens on loopback (`host`); closed in cleanup, with its connections (plain and TLS; a
+ * 'connection' event that is not a socket, as a SOCKS5 server's, is left alone).
+ */
+export async function listen(server: net.Server, host = '127.0.0.1'): Promise<number> {
+  const sockets = new Set<net.Socket>()
+  const track = (s: unknown): void => {
+    if (!(s instanceof net.Socket)) return
+    sockets.add(s)
+    s.on('close', () => sockets.delete(s))
+  }
+  server.on('connection', track)
+  server.on('secureConnection', track)
+  server.listen(0, host)
+  await once(server, 'listening')
+  onCleanup(() => {
+    for (const s of sockets) s.destroy()
+    return new Promise((resolve) => server.close(resolve))
+  })
+  return (server.address() as net.AddressInfo).port
+}

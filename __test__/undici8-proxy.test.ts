@@ -7,11 +7,10 @@ import https from 'node:https'
 import http2 from 'node:http2'
 import net from 'node:net'
 import tls from 'node:tls'
-import { once } from 'node:events'
 import { afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { createProxy } from 'proxy'
 import socks from '@mongodb-js/socksv5'
-import { cleanup, onCleanup, withTimeout } from './helpers'
+import { cleanup, onCleanup, withTimeout, listen } from './helpers'
 import { describeError, saetta, undici, type Lib, undici7, saetta7 } from './differential-support'
 import { makeCerts, type Certs } from './certs'
 
@@ -38,26 +37,6 @@ type Dispatcher = InstanceType<Lib['Dispatcher']>
 function owned<D extends Dispatcher>(d: D): D {
   onCleanup(() => d.destroy())
   return d
-}
-
-async function listen(server: net.Server, host = '127.0.0.1'): Promise<number> {
-  const sockets = new Set<net.Socket>()
-  server.on('connection', (s: unknown) => {
-    if (!(s instanceof net.Socket)) return
-    sockets.add(s)
-    s.on('close', () => sockets.delete(s))
-  })
-  server.on('secureConnection', (s: tls.TLSSocket) => {
-    sockets.add(s)
-    s.on('close', () => sockets.delete(s))
-  })
-  server.listen(0, host)
-  await once(server, 'listening')
-  onCleanup(() => {
-    for (const s of sockets) s.destroy()
-    return new Promise((resolve) => server.close(resolve))
-  })
-  return (server.address() as net.AddressInfo).port
 }
 
 interface Seen {
