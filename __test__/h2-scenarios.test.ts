@@ -16,7 +16,7 @@ import { afterEach, describe, expect, test } from 'vitest'
 import { cleanup, closer, httpServer, onCleanup, readBody, waitFor } from './helpers'
 import { describeError, settled, saetta, undici, type Lib } from './differential-support'
 import { isUndici } from './target'
-import { MODES, h2Certs, h2Client, h2Server, nghttpx, nghttpxMissing, type Mode, type Nghttpx } from './h2-support'
+import { MODES, h2Certs, h2Client, h2Server, nghttpx, nghttpxMissing, type H2Server, type Mode, type Nghttpx } from './h2-support'
 
 afterEach(cleanup)
 
@@ -89,6 +89,22 @@ function streamBody(stream: http2.ServerHttp2Stream): Promise<string> {
 }
 
 /** Answers `stream` with `text` unless it is gone. */
+/** A server refusing `/refuse<k>` (REFUSED_STREAM) the first k times, then answering; `seen` counts each path's streams. */
+async function refusing(mode: Mode): Promise<{ srv: H2Server; seen: Map<string, number> }> {
+  const seen = new Map<string, number>()
+  const srv = await h2Server(
+    (stream, headers) => {
+      const path = String(headers[':path'])
+      const n = (seen.get(path) ?? 0) + 1
+      seen.set(path, n)
+      if (n <= Number(/refuse(\d)/.exec(path)?.[1] ?? 0)) return void stream.close(http2.constants.NGHTTP2_REFUSED_STREAM)
+      void streamBody(stream).then((body) => answer(stream, `${headers[':method']} ${path} ${body} #${n}`))
+    },
+    { mode },
+  )
+  return { srv, seen }
+}
+
 function answer(stream: http2.ServerHttp2Stream, text: string): void {
   if (stream.destroyed || stream.closed) return
   stream.respond({ ':status': 200 })
@@ -240,18 +256,7 @@ describe.each(MODES)('node:http2 over %s', (mode) => {
 
   test('REFUSED_STREAM: retried once whatever the method when the body is at hand; refused again, or with a streamed body, a typed error', async () => {
     const record = await both(async (lib) => {
-      const seen = new Map<string, number>()
-      const srv = await h2Server(
-        (stream, headers) => {
-          const path = String(headers[':path'])
-          const n = (seen.get(path) ?? 0) + 1
-          seen.set(path, n)
-          // `/refuse<k>`: refused the first k times.
-          if (n <= Number(/refuse(\d)/.exec(path)?.[1] ?? 0)) return void stream.close(http2.constants.NGHTTP2_REFUSED_STREAM)
-          void streamBody(stream).then((body) => answer(stream, `${headers[':method']} ${path} ${body} #${n}`))
-        },
-        { mode },
-      )
+      const { srv, seen } = await refusing(mode)
       const c = h2Client(lib, srv.origin)
       const out: Record<string, unknown> = {}
       for (const [method, path, body] of REFUSALS) out[`${method} ${path}`] = await call(c, method, path, body)
@@ -418,17 +423,7 @@ describe.skipIf(missing !== null).each(MODES)('nghttpx over %s', (mode) => {
 
   test('REFUSED_STREAM (an HTTP/2 backend refuses, nghttpx passes it on): retried once, then a typed error', async () => {
     const record = await both(async (lib) => {
-      const seen = new Map<string, number>()
-      const backend = await h2Server(
-        (stream, headers) => {
-          const path = String(headers[':path'])
-          const n = (seen.get(path) ?? 0) + 1
-          seen.set(path, n)
-          if (n <= Number(/refuse(\d)/.exec(path)?.[1] ?? 0)) return void stream.close(http2.constants.NGHTTP2_REFUSED_STREAM)
-          void streamBody(stream).then((body) => answer(stream, `${headers[':method']} ${path} ${body} #${n}`))
-        },
-        { mode: 'h2c' },
-      )
+      const { srv: backend, seen } = await refusing('h2c')
       const px = await nghttpx(backend.origin, [], { backendProto: 'h2' })
       const c = h2Client(lib, frontend(px, mode))
       const out: Record<string, unknown> = {}
