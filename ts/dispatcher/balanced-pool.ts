@@ -81,7 +81,7 @@ export class BalancedPool extends PoolBase {
     pool.on('connect', () => this.#weight.set(pool, Math.min(this.#maxWeight, this.#weightOf(pool) + this.#penalty)))
     pool.on('connectionError', () => this.#penalise(pool))
     pool.on('disconnect', (_o: URL, _t: Dispatcher[], err: Error & { code?: string }) => {
-      if (err?.code === 'UND_ERR_SOCKET' || err?.code === 'UND_ERR_SOCKET') this.#penalise(pool)
+      if (err?.code === 'UND_ERR_SOCKET') this.#penalise(pool)
     })
     for (const m of this.members) this.#weight.set(m, this.#maxWeight)
     this.#updateGcd()

@@ -133,7 +133,12 @@ function validateOptions(opts: ClientOptions): void {
   }
   for (const [key, valid, message] of numberRules) {
     const v = opts[key]
-    if (v != null && (typeof v !== 'number' || !valid(v))) throw new InvalidArgumentError(message)
+    // As undici: `pipelining: true` is taken (for one request at a time).
+    if (v != null && (typeof v !== 'number' || !valid(v)) && !(key === 'pipelining' && v === true)) throw new InvalidArgumentError(message)
+    // Without one of its own, node's --max-http-header-size, which must be usable.
+    if (key === 'maxHeaderSize' && v == null && !(Number.isInteger(http.maxHeaderSize) && http.maxHeaderSize > 0)) {
+      throw new InvalidArgumentError('http module not available or http.maxHeaderSize invalid')
+    }
   }
 }
 
@@ -611,7 +616,7 @@ export class Client extends DispatcherBase {
     const own = (key: string): boolean => custom === null && Object.hasOwn(connect, key)
     const socketPath = options.socketPath ?? given.socketPath ?? null
     if (socketPath != null && typeof socketPath !== 'string') throw new InvalidArgumentError('invalid socketPath')
-    this.#pipelining = optNumber(options, 'pipelining', 1)
+    this.#pipelining = options.pipelining === (true as unknown) ? 1 : optNumber(options, 'pipelining', 1)
     this.#headersTimeout = optNumber(options, 'headersTimeout', 300e3)
     this.#bodyTimeout = optNumber(options, 'bodyTimeout', 300e3)
     // As undici: connect.timeout over connectTimeout; 0 is no timeout.
@@ -675,7 +680,7 @@ export class Client extends DispatcherBase {
           channels.connected.publish({ connectParams: { ...params, version }, connector, socket: c?.diagnosticsSocket })
         }
         if (!c) return
-        c.#connections++
+        if (c.#connections++ === 0) connectedClients.add(c)
         const scope = c.#opening.shift() ?? c.#scope
         if (scope === null) return void c.emit('connect', c.#url, [c])
         c.#scopes.set(conn, scope)
@@ -685,12 +690,17 @@ export class Client extends DispatcherBase {
         const c = self.deref()
         if (!c) return
         c.#connections = Math.max(0, c.#connections - 1)
+        if (c.#connections === 0) connectedClients.delete(c)
         const scope = c.#scopes.get(conn) ?? c.#scope
         c.#scopes.delete(conn)
         if (scope === c.#scope && c.#scopes.size > 0) c.#scope = c.#scopes.values().next().value!
-        const emit = (): boolean => c.emit('disconnect', c.#url, [c], c.#destroyError ?? err)
-        if (scope === null) emit()
-        else scope.runInAsyncScope(emit)
+        const error = c.#destroyError ?? err
+        const emit = (): void => void (scope === null ? c.emit('disconnect', c.#url, [c], error) : scope.runInAsyncScope(() => c.emit('disconnect', c.#url, [c], error)))
+        // A close that fails nothing (after a response: `connection: close`, a keep-alive hint, an
+        // idle timeout) is told on the next turn, as undici tells it when its socket has closed:
+        // after the last response's body has ended.
+        if ((error as { code?: unknown } | undefined)?.code === 'UND_ERR_INFO') setImmediate(emit)
+        else emit()
       },
       onConnectFailed: (err) => {
         if (channels.connectError.hasSubscribers) {
@@ -724,7 +734,7 @@ export class Client extends DispatcherBase {
         if (!route) return refuseSocket(socket)
         // Made on first use, inside openSocket: what it throws fails the connection.
         const node: Connector = (o, cb) => (route.node ??= buildConnector(route.nodeOptions) as unknown as Connector)(o, cb)
-        const open = (): void => openSocket(socket, route.custom ?? node, route.options, route.custom === null)
+        const open = (): void => openSocket(socket, route.custom ?? node, route.options, route.custom === null, () => self.deref()?.destroyed ?? true)
         // In the async context of the dispatch that opens the connection, as undici calls it.
         const scope = c!.#opening[0] ?? c!.#scope
         if (scope === null) open()
@@ -1121,6 +1131,12 @@ export class Client extends DispatcherBase {
     return closed
   }
 }
+
+/**
+ * Clients with a connection open. As undici's, whose sockets reference their client, one the
+ * caller dropped lives on until its last connection closes (and tells so by 'disconnect').
+ */
+const connectedClients = new Set<Client>()
 
 const BAD_BODY = 'body must be a string, a Buffer, a Readable stream, an iterable, or an async iterable'
 
@@ -1639,6 +1655,15 @@ class Run implements RequestSink {
     if (this.#handler.onHeaders!(statusCode, this.#raw(headers, at), this.#resume, statusText) === false) this.#pause()
   }
 
+  /**
+   * Whether its client was destroyed while it ran: as undici, which reads nothing more once its
+   * socket is destroyed, what the engine read before it heard is dropped, and the request fails
+   * with the destroy's error (when the engine lets go of the connection, or the origin closes).
+   */
+  #tornDown(): boolean {
+    return this.#client !== null && this.#client.destroyError !== null
+  }
+
   /** Passed to onHeaders: delivers what waited, then lets the engine read again. */
   #resume = (): void => {
     if (!this.#paused || this.#settled) return
@@ -1675,7 +1700,7 @@ class Run implements RequestSink {
 
   onData(chunk: Buffer): void {
     if (this.#tunnel) return this.#tunnel.deliver(chunk)
-    if (this.#ws) return
+    if (this.#ws || this.#tornDown()) return
     if (this.#info !== null) this.#publish(channels.bodyChunkReceived, { chunk })
     if (this.#paused) this.#backlog.push(() => this.onData(chunk))
     else if (this.#handler.onData!(chunk) === false) this.#pause()
@@ -1710,6 +1735,7 @@ class Run implements RequestSink {
   onComplete(trailers: string[]): void {
     if (this.#tunnel) return void this.#tunnel.push(null)
     if (this.#ws) return this.#ws.ended(null)
+    if (this.#tornDown()) return
     if (this.#paused) {
       this.#ended = true
       return void this.#backlog.push(() => this.onComplete(trailers))

@@ -53,18 +53,21 @@ const noop = (): void => {}
  * Opens socket `id` for the engine with `connector`. Whatever the connector calls back with
  * (or throws) is the engine's answer; errors are kept as they are, for the requests and
  * events that fail with them. `own`: the connector returns its socket (ours does), which is
- * destroyed if the engine gives up before it is ready.
+ * destroyed if the engine gives up before it is ready. `destroyed`: whether the client is, when the
+ * connector answers.
  */
-export function openSocket(id: number, connector: Connector, options: ConnectorOptions, own: boolean): void {
+export function openSocket(id: number, connector: Connector, options: ConnectorOptions, own: boolean, destroyed: () => boolean): void {
   const entry: Entry = { socket: null, made: null, pushed: 0, paused: false, gone: false, over: false }
   sockets.set(id, entry)
   let answered = false
   const callback: ConnectorCallback = (err, socket) => {
     if (answered) return
     answered = true
-    if (entry.gone) {
-      // The engine gave up (its client was destroyed): nobody wants this socket any more.
+    if (entry.gone || (!err && destroyed())) {
+      // The engine gave up, or the client was destroyed (by the connector itself, say): nobody
+      // wants this socket any more.
       socket?.on('error', noop).destroy(new ClientDestroyedError())
+      if (!entry.gone) fail(id, new ClientDestroyedError())
       return
     }
     if (err || !socket) return fail(id, err ?? new TypeError('the connector called back with no socket and no error'))

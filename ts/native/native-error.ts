@@ -1,6 +1,7 @@
 // Errors from the native engine, as the JS classes they map onto (kept out of errors.ts, whose
 // exports are the public `errors` object).
 
+import os from 'node:os'
 import zlib from 'node:zlib'
 import {
   BodyTimeoutError,
@@ -66,11 +67,33 @@ export function fromNative(kind: string, message: string, code: string | undefin
         // A system error, as Node reports it (`connect ECONNREFUSED 127.0.0.1:80`), or a
         // certificate failure in Node's words.
         const hint = SYSTEM_CA_HINTED.has(code) ? SYSTEM_CA_HINT : ''
-        return Object.assign(new Error(message + hint), { code, errno: code })
+        return Object.assign(new Error(message + hint), systemFields(message, code))
       }
       return new SocketError(message, socketInfo(info))
     default: return new UndiciError(message)
   }
+}
+
+/** libuv's errno for a name that does not resolve (`UV_EAI_NONAME`), which Node reports as ENOTFOUND. */
+const UV_EAI_NONAME = -3008
+
+/**
+ * What Node puts on a system error beside its message, read back from the core's wording of it
+ * (`connect ECONNREFUSED ::1:80`, `read ECONNRESET`, `getaddrinfo ENOTFOUND host`): the negative
+ * errno, the code, the syscall and the address and port (or hostname) it was about. A certificate
+ * failure (no syscall) carries its code only, as Node's TLS errors do.
+ */
+function systemFields(message: string, code: string): Record<string, unknown> {
+  const m = /^(connect|read|write|getaddrinfo) (\S+)(?: (.+))?$/.exec(message)
+  if (m === null || m[2] !== code) return { code }
+  const [, syscall, , target] = m
+  const num = (os.constants.errno as Record<string, number | undefined>)[code]
+  const errno = code === 'ENOTFOUND' ? UV_EAI_NONAME : num === undefined ? code : -num
+  const fields: Record<string, unknown> = { errno, code, syscall }
+  if (target === undefined) return fields
+  if (syscall === 'getaddrinfo') return { ...fields, hostname: target }
+  const port = /^(.*):(\d+)$/.exec(target)
+  return port === null ? { ...fields, address: target } : { ...fields, address: port[1], port: Number(port[2]) }
 }
 
 /** node:zlib's error: its errno is the zlib (or brotli decoder) constant its code names. */

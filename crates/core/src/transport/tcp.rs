@@ -19,9 +19,9 @@ pub(super) async fn connect(cfg: &OriginConfig) -> Result<Transport> {
 pub(super) async fn connect_to(host: &str, port: u16, cfg: &OriginConfig) -> Result<Transport> {
     let addrs = tokio::net::lookup_host((host, port))
         .await
-        .map_err(|e| Error::Socket {
+        .map_err(|_| Error::Socket {
             code: Some("ENOTFOUND".into()),
-            message: format!("getaddrinfo ENOTFOUND {host} ({e})"),
+            message: format!("getaddrinfo ENOTFOUND {host}"),
             socket: None,
         })?;
     let mut last = Error::socket(format!("no address found for {host}"));
@@ -41,7 +41,7 @@ pub(super) async fn connect_to(host: &str, port: u16, cfg: &OriginConfig) -> Res
                 let _ = s.set_nodelay(true);
                 return Ok(Transport::Tcp(s));
             }
-            Err(e) => last = connect_error(&e, &addr.to_string()),
+            Err(e) => last = connect_error(&e, &format!("{}:{}", addr.ip(), addr.port())),
         }
     }
     Err(last)
@@ -89,7 +89,8 @@ async fn connect_tcp(addr: SocketAddr, cfg: &OriginConfig) -> std::io::Result<Tc
     socket.connect(addr).await
 }
 
-/// A connect failure, worded as Node words it: `connect ECONNREFUSED 127.0.0.1:80`.
+/// A connect failure, worded as Node words it: `connect ECONNREFUSED 127.0.0.1:80` (`::1:80`
+/// for IPv6, unbracketed as Node has it; the JS side reads the address and port back from it).
 pub(super) fn connect_error(e: &std::io::Error, target: &str) -> Error {
     match Error::from_io(e) {
         Error::Socket {

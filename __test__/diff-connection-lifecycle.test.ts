@@ -1,0 +1,153 @@
+// Differential tests of a connection's lifecycle as the caller sees it: when 'disconnect' comes
+// against the last body's 'end', what a destroy from a callback or a connector does, the
+// constructor's reading of Node's own limits, and what a failed connection's error carries.
+import net from 'node:net'
+import path from 'node:path'
+import { createRequire } from 'node:module'
+import { afterEach, describe, expect, test } from 'vitest'
+import { cleanup, closedPort, hasIPv6Loopback, httpServer, rawServer, runNode } from './helpers'
+import { client, describeError, same7, type Lib } from './differential-support'
+import { repoRoot } from './target'
+
+afterEach(cleanup)
+
+/** A server whose answers close the connection in each way a path names. */
+const closing = () =>
+  httpServer((req, res) => {
+    req.resume()
+    req.on('end', () => {
+      if (req.url === '/close') res.setHeader('connection', 'close')
+      if (req.url?.startsWith('/hint')) res.setHeader('keep-alive', `timeout=${req.url.slice(5)}`)
+      res.end(req.url === '/empty' ? '' : 'body')
+    })
+  })
+
+describe("'disconnect' against the body's 'end'", () => {
+  const cases: Array<[string, string, string | undefined]> = [
+    ['connection: close', '/close', undefined],
+    ['a keep-alive hint under keepAliveTimeoutThreshold (timeout=1)', '/hint1', undefined],
+    ['a keep-alive hint at keepAliveTimeoutThreshold (timeout=2)', '/hint2', undefined],
+    ['a GET sent with a body', '/get', 'abc'],
+  ]
+  test.each(cases)('%s: the body ends, then the connection is told gone', async (_name, reqPath, body) => {
+    await same7(closing, async (lib, origin) => {
+      const c = client(lib, origin)
+      const events: string[] = []
+      const disconnected = new Promise<void>((resolve) =>
+        c.on('disconnect', (_o, _t, err) => {
+          events.push(`disconnect ${err.constructor.name} ${err.message}`)
+          resolve()
+        }),
+      )
+      const res = await c.request({ path: reqPath, method: 'GET', body })
+      res.body.on('end', () => events.push('end')).resume()
+      await disconnected
+      return events
+    })
+  })
+})
+
+describe('destroy from a callback', () => {
+  test('client.destroy(err) in the callback of a response with an empty body fails that body with err', async () => {
+    await same7(closing, async (lib, origin) => {
+      const c = client(lib, origin)
+      const events: string[] = []
+      await new Promise<void>((resolve) => {
+        c.request({ path: '/empty', method: 'GET' }, (err, data) => {
+          if (err) return resolve(void events.push(`callback ${err.message}`))
+          c.destroy(new Error('kaboom'))
+          data.body
+            .on('error', (e: Error) => events.push(`error ${e.message}`))
+            .on('end', () => events.push('end'))
+            .on('close', () => resolve(void events.push('close')))
+            .resume()
+        })
+      })
+      return events
+    })
+  })
+
+  test('a connector that destroys the client and then calls back with a socket: the socket is destroyed with ClientDestroyedError', async () => {
+    await same7(closing, async (lib, origin) => {
+      const events: string[] = []
+      const port = Number(new URL(origin).port)
+      let closed!: () => void
+      const socketClosed = new Promise<void>((resolve) => (closed = resolve))
+      const c: ReturnType<typeof client> = client(lib, origin, {
+        connect: ((_opts: unknown, cb: (err: Error | null, socket: net.Socket) => void) => {
+          const socket = net.connect(port, '127.0.0.1')
+          socket.on('close', () => closed(void events.push(`socket ${describeError(socket.errored).name}`)))
+          void c.destroy()
+          cb(null, socket)
+        }) as never,
+      })
+      const failed = c.request({ path: '/', method: 'GET' }).catch((e: Error) => events.push(`request ${e.constructor.name}`))
+      await Promise.all([failed, socketClosed])
+      return events.sort()
+    })
+  })
+})
+
+describe('options', () => {
+  test('pipelining: true is taken, for one request at a time', async () => {
+    await same7(closing, async (lib, origin) => {
+      const c = client(lib, origin, { pipelining: true as unknown as number })
+      const [a, b] = await Promise.all([c.request({ path: '/a', method: 'GET' }), c.request({ path: '/b', method: 'GET' })])
+      return [a.statusCode, await a.body.text(), b.statusCode, await b.body.text()]
+    })
+  })
+
+  test("node started with --max-http-header-size=0: the constructor throws, as undici's does", async () => {
+    const req = createRequire(import.meta.url)
+    const entries: Array<[string, string]> = [
+      [req.resolve('undici'), path.join(repoRoot, 'dist/index.js')],
+      [req.resolve('undici7'), path.join(repoRoot, 'dist/undici7.js')],
+    ]
+    const outcome = async (file: string) => {
+      const script = `
+        const { Client } = require(${JSON.stringify(file)})
+        try { new Client('http://localhost:1'); console.log('constructed') }
+        catch (e) { console.log(e.constructor.name, e.code, e.message) }
+        try { new Client('http://localhost:1', { maxHeaderSize: 1024 }).close(); console.log('constructed with its own') }
+        catch (e) { console.log(e.constructor.name, e.code, e.message) }`
+      const r = await runNode(script, { args: ['--max-http-header-size=0'] })
+      return { stdout: r.stdout, stderr: r.stderr }
+    }
+    for (const [theirs, ours] of entries) {
+      const expected = await outcome(theirs)
+      expect(expected.stdout).toContain('InvalidArgumentError')
+      expect(await outcome(ours)).toEqual(expected)
+    }
+  })
+})
+
+describe("a failed connection's error", () => {
+  /** The error's own properties (what logs and error accounting read), its class and message. */
+  async function failure(lib: Lib, origin: string) {
+    const c = client(lib, origin)
+    const err = await c.request({ path: '/', method: 'GET' }).then(
+      () => null,
+      (e: Error) => e,
+    )
+    return err && { name: err.constructor.name, message: err.message, ...Object.fromEntries(Object.entries(err)) }
+  }
+
+  test('refused over IPv4: errno, code, syscall, address and port', async () => {
+    const port = await closedPort()
+    await same7(async () => ({ origin: `http://127.0.0.1:${port}` }), failure)
+  })
+
+  test('refused over IPv6', async ({ skip }) => {
+    if (!(await hasIPv6Loopback())) return skip('no IPv6 loopback here')
+    const port = await closedPort()
+    await same7(async () => ({ origin: `http://[::1]:${port}` }), failure)
+  })
+
+  test('a name that does not resolve: getaddrinfo ENOTFOUND with its hostname', async () => {
+    await same7(async () => ({ origin: 'http://saetta-test.invalid' }), failure)
+  })
+
+  test('a connection reset by the server: read ECONNRESET', async () => {
+    await same7(() => rawServer((_req, socket) => socket.resetAndDestroy()), failure)
+  })
+})
