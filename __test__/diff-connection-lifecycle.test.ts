@@ -5,7 +5,7 @@ import net from 'node:net'
 import path from 'node:path'
 import { createRequire } from 'node:module'
 import { afterEach, describe, expect, test } from 'vitest'
-import { cleanup, closedPort, hasIPv6Loopback, httpServer, rawServer, runNode } from './helpers'
+import { cleanup, closedPort, onCleanup, hasIPv6Loopback, httpServer, rawServer, runNode } from './helpers'
 import { client, describeError, same7, type Lib } from './differential-support'
 import { repoRoot } from './target'
 
@@ -149,5 +149,25 @@ describe("a failed connection's error", () => {
 
   test('a connection reset by the server: read ECONNRESET', async () => {
     await same7(() => rawServer((_req, socket) => socket.resetAndDestroy()), failure)
+  })
+})
+
+describe('interceptors over a failed lookup', () => {
+  const kinds = ['retry', 'redirect', 'responseError', 'dump', 'decompress', 'cache', 'deduplicate'] as const
+  test.each(kinds)('%s composed over dns whose lookup fails: the lookup error, after the retries retry makes', async (kind) => {
+    await same7(async () => ({ origin: 'http://saetta-test.invalid' }), async (lib, origin) => {
+      let lookups = 0
+      const dns = lib.interceptors.dns({
+        lookup: (_origin, _opts, cb) => {
+          lookups++
+          cb(Object.assign(new Error('getaddrinfo ENOTFOUND saetta-test.invalid'), { code: 'ENOTFOUND' }), [])
+        },
+      })
+      const outer = kind === 'retry' ? lib.interceptors.retry({ maxRetries: 2, minTimeout: 1, maxTimeout: 2 }) : (lib.interceptors[kind] as () => ReturnType<typeof lib.interceptors.dump>)()
+      const agent = new lib.Agent()
+      onCleanup(() => agent.destroy())
+      const failed = await agent.compose(dns, outer).request({ origin, path: '/', method: 'GET' }).then(() => null, describeError)
+      return { failed, lookups }
+    })
   })
 })

@@ -223,7 +223,8 @@ export class RetryHandler implements NewStyleHandler {
   }
 
   onResponseError(controller: DispatchController, err: Error): void {
-    if (this.#fatal !== null || this.#controller.aborted || controller.aborted || this.#disturbed() || (this.#headersSent && !this.#resumable)) {
+    // (`controller` is null for a failure before any dispatch: the dns interceptor's failed lookup.)
+    if (this.#fatal !== null || this.#controller.aborted || controller?.aborted || this.#disturbed() || (this.#headersSent && !this.#resumable)) {
       return this.#handler.onResponseError?.(this.#controller, err)
     }
     // A failure before any answer is an attempt too.
