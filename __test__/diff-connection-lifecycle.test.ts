@@ -5,8 +5,8 @@ import net from 'node:net'
 import path from 'node:path'
 import { createRequire } from 'node:module'
 import { afterEach, describe, expect, test } from 'vitest'
-import { cleanup, closedPort, onCleanup, hasIPv6Loopback, httpServer, rawServer, runNode } from './helpers'
-import { client, describeError, same7, type Lib } from './differential-support'
+import { cleanup, closedPort, hasIPv6Loopback, httpServer, okResponse, onCleanup, rawServer, runNode, type RawServer } from './helpers'
+import { client, describeError, same7, sameAs7, type Lib } from './differential-support'
 import { repoRoot } from './target'
 
 afterEach(cleanup)
@@ -168,6 +168,79 @@ describe('interceptors over a failed lookup', () => {
       onCleanup(() => agent.destroy())
       const failed = await agent.compose(dns, outer).request({ origin, path: '/', method: 'GET' }).then(() => null, describeError)
       return { failed, lookups }
+    })
+  })
+})
+
+describe('a request failed by its caller while others are pipelined behind it', () => {
+  /** A server answering /slow with a head and part of its body, anything else with `ok` 20 ms on. */
+  let srv!: RawServer
+  const pipelined = async () =>
+    (srv = await rawServer((req, socket) => {
+      if (req.path === '/slow') return void socket.write('HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nab')
+      setTimeout(() => socket.write(okResponse('ok')), 20)
+    }))
+  const results = (settledAll: PromiseSettledResult<string>[]) => settledAll.map((r) => (r.status === 'fulfilled' ? r.value : `${r.reason.constructor.name}: ${r.reason.message}`))
+
+  test('a stream() factory that throws at the head of the pipeline, its body still coming: the connection is reset, the others sent again on a new one', async () => {
+    await same7(pipelined, async (lib, origin) => {
+      const c = client(lib, origin, { pipelining: 3 })
+      const opts = (path: string) => ({ path, method: 'GET' as const, blocking: false })
+      const all = await Promise.allSettled([
+        c.stream(opts('/slow'), () => {
+          throw new Error('factory')
+        }).then(() => 'streamed'),
+        c.request(opts('/2')).then((r) => r.body.text()),
+        c.request(opts('/3')).then((r) => r.body.text()),
+      ])
+      return { results: results(all), wire: srv.requests.map((r) => `${r.connection} ${r.path}`) }
+    })
+  })
+
+  // A knowing difference (README): when the head's whole response has been read by the time its
+  // factory throws, saetta drops that request only; undici resets the connection anyway and sends
+  // the others again. What the caller gets is the same.
+  test('a stream() factory that throws at the head of the pipeline, its response read whole: the same results', async () => {
+    await same7(pipelined, async (lib, origin) => {
+      const c = client(lib, origin, { pipelining: 3 })
+      const opts = (path: string) => ({ path, method: 'GET' as const, blocking: false })
+      const all = await Promise.allSettled([
+        c.stream(opts('/1'), () => {
+          throw new Error('factory')
+        }).then(() => 'streamed'),
+        c.request(opts('/2')).then((r) => r.body.text()),
+        c.request(opts('/3')).then((r) => r.body.text()),
+      ])
+      return results(all)
+    })
+  })
+
+  // A knowing difference (README): saetta calls onConnect as it hands the request to its
+  // connection, so an abort there sends nothing and leaves the connection be; undici has written
+  // the request by then, resets the connection and sends the one before it again (calling its
+  // onConnect twice). What each request ends with is the same.
+  test('abort() in onConnect of a request queued behind a pipelined one: it fails, the one before it completes', async () => {
+    await sameAs7(pipelined, async (lib, origin) => {
+      const c = client(lib, origin, { pipelining: 3 })
+      const ends: Record<string, string> = {}
+      const handler = (name: string, abortIt: boolean, done: () => void) => ({
+        onConnect: (abort: (err?: Error) => void) => (abortIt ? abort(new Error('stop')) : undefined),
+        onHeaders: () => true,
+        onData: () => true,
+        onComplete: () => done((ends[name] = 'complete')),
+        onError: (err: Error) => done((ends[name] = `error ${err.message}`)),
+      })
+      await Promise.all(
+        ['a', 'b'].map(
+          (name) =>
+            new Promise<void>((resolve) => {
+              const go = () => c.dispatch({ path: `/${name}`, method: 'GET', blocking: false }, handler(name, name === 'b', () => resolve()))
+              if (name === 'a') go()
+              else setTimeout(go, 5)
+            }),
+        ),
+      )
+      return ends
     })
   })
 })
