@@ -244,3 +244,21 @@ describe('a request failed by its caller while others are pipelined behind it', 
     })
   })
 })
+
+test('BalancedPool with an upstream that refuses: the same upstream chosen for each request, the same failures', async () => {
+  const named = (name: string) => () => httpServer((_req, res) => res.end(name))
+  await same7(named('a'), async (lib, a) => {
+    const b = (await named('b')()).origin
+    const dead = `http://127.0.0.1:${await closedPort()}`
+    const pool = new lib.BalancedPool([a, dead, b])
+    onCleanup(() => pool.destroy())
+    let chosen = ''
+    for (let i = 0; i < 24; i++) {
+      chosen += await pool.request({ path: '/', method: 'GET' }).then(
+        (r) => r.body.text(),
+        (e: Error & { port?: number }) => (e.port === Number(new URL(dead).port) ? 'x' : `?${e.message}`),
+      )
+    }
+    return chosen
+  })
+})
