@@ -8,13 +8,10 @@
 //   { op: 'run', name, n, expect } -> { rps, cpuUs }                 (see measure in run.mjs)
 //   { op: 'close' }                -> {}                            (then the process exits)
 import { createRequire } from 'node:module'
-import path from 'node:path'
-import { fileURLToPath } from 'node:url'
 import v8 from 'node:v8'
 import vm from 'node:vm'
 import * as targets from './targets.mjs'
 
-const here = path.dirname(fileURLToPath(import.meta.url))
 const require = createRequire(import.meta.url)
 
 // Before each measured run, a young-generation collection clears what the row's previous run
@@ -23,10 +20,9 @@ const require = createRequire(import.meta.url)
 v8.setFlagsFromString('--expose-gc')
 const gc = vm.runInNewContext('gc')
 
-function load (lib) {
-  if (lib === 'saetta') return { saetta: require(path.join(here, '..', 'dist', 'index.js')) }
-  if (lib === 'undici') return { undici: require('undici') }
-  return { node: true }
+function load (lib, cfg) {
+  if (lib === 'node') return { node: true }
+  return { [lib]: require(targets.libModules(cfg.undici)[lib]) }
 }
 
 let rows = []
@@ -67,7 +63,7 @@ let spec = null
 process.on('message', (msg) => {
   if (spec === null) {
     spec = msg
-    rows = targets[spec.factory](load(spec.lib), spec.cfg, spec.opts).filter((r) => r.name === spec.name)
+    rows = targets[spec.factory](load(spec.lib, spec.cfg), spec.cfg, spec.opts).filter((r) => r.name === spec.name)
     return
   }
   handle(msg, spec).then(

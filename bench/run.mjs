@@ -30,6 +30,8 @@
 //   --parallel=N                BENCH_PARALLEL     requests per batch, all in flight at once (default 100)
 //   --path=/...                 BENCH_PATH         one custom workload instead, e.g. /?size=1024&delay=2
 //   --latency-requests=N        BENCH_LATENCY_REQUESTS  sequential requests per latency row (default 4000)
+//   --node=26|24|22|current     BENCH_NODE         the Node.js it runs on (default 26, fetched as the tests fetch it)
+//   --undici=8|7                BENCH_UNDICI       saetta beside undici 8 (default), or saetta/undici7 beside undici 7.30
 //   BENCH_BODY_SIZE, BENCH_DELAY_MS are read by server.mjs (see there).
 //   BENCH_TIMEOUT_MS   fail if one measured run takes longer (default 120000)
 //   BENCH_VERBOSE=1    print every round's result to stderr
@@ -40,8 +42,10 @@ import path from 'node:path'
 import os from 'node:os'
 import v8 from 'node:v8'
 import vm from 'node:vm'
+import { spawnSync } from 'node:child_process'
 import * as targets from './targets.mjs'
-import { makeRows, webSocketRows, baselineOf, drive, API_NAMES } from './targets.mjs'
+import { makeRows, webSocketRows, baselineOf, drive, libModules, API_NAMES } from './targets.mjs'
+import { VERSIONS, nodeBinary } from '../scripts/node-versions.mjs'
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 const require = createRequire(import.meta.url)
@@ -104,6 +108,25 @@ function intOpt (flags, flag, env, dflt, min = 1) {
   return n
 }
 
+/** One of `choices` (the first by default). */
+function choiceOpt (flags, flag, env, choices) {
+  const raw = flags[flag] ?? process.env[env]
+  if (raw === undefined || raw === '') return choices[0]
+  if (!choices.includes(raw)) fail(`--${flag} / ${env} must be one of ${choices.join(', ')}, got ${raw}`)
+  return raw
+}
+
+/**
+ * Runs this bench again on the Node.js `cfg.node` names, unless it runs there already: its
+ * exit status, or null when it is the one to run.
+ */
+function onChosenNode (cfg) {
+  if (cfg.node === 'current' || process.versions.node.split('.')[0] === cfg.node) return null
+  const version = VERSIONS.find((v) => v.split('.')[0] === cfg.node)
+  const r = spawnSync(nodeBinary(version), process.argv.slice(1), { stdio: 'inherit' })
+  return r.status ?? 1
+}
+
 function readConfig () {
   const flags = parseArgs(process.argv.slice(2))
   const targetsRaw = flags.only ?? process.env.BENCH_TARGETS
@@ -133,6 +156,8 @@ function readConfig () {
     connections: intOpt(flags, 'connections', 'BENCH_CONNECTIONS', 50),
     pipelining: intOpt(flags, 'pipelining', 'BENCH_PIPELINING', 10),
     parallel: intOpt(flags, 'parallel', 'BENCH_PARALLEL', 100),
+    node: choiceOpt(flags, 'node', 'BENCH_NODE', ['26', '24', '22', 'current']),
+    undici: Number(choiceOpt(flags, 'undici', 'BENCH_UNDICI', ['8', '7'])),
     timeoutMs: intOpt({}, '', 'BENCH_TIMEOUT_MS', 120_000),
     verbose: process.env.BENCH_VERBOSE === '1'
   }
@@ -140,8 +165,9 @@ function readConfig () {
 
 function loadLibs (cfg) {
   const libs = {}
+  const modules = libModules(cfg.undici)
   if (cfg.targets.includes('saetta')) {
-    const dist = path.join(here, '..', 'dist', 'index.js')
+    const dist = modules.saetta
     try {
       libs.saetta = require(dist)
     } catch (err) {
@@ -153,7 +179,7 @@ function loadLibs (cfg) {
     }
     if (typeof libs.saetta.Pool !== 'function') fail(`${dist} does not export Pool`)
   }
-  if (cfg.targets.includes('undici')) libs.undici = require('undici')
+  if (cfg.targets.includes('undici')) libs.undici = require(modules.undici)
   if (cfg.targets.includes('node')) {
     libs.node = true
     // The WebSocket rows' third column: the `ws` client (a devDependency, as undici).
@@ -305,6 +331,8 @@ function printThroughput (rows) {
         versus(rows, r, (x) => x.rps), r.cpu.toFixed(1), versus(rows, r, (x) => x.cpu)]
     })
   )
+  const [ours, nodes] = ['saetta fetch', 'node fetch'].map((name) => rows.find((r) => r.name === name))
+  if (ours && nodes) console.log(`saetta fetch vs Node's global fetch: ${fmtRatio(ours.rps / nodes.rps)} req/s, ${fmtRatio(ours.cpu / nodes.cpu)} CPU`)
 }
 
 function printLatency (rows) {
@@ -392,12 +420,14 @@ async function latency (rows, origin, cfg) {
 
 async function main () {
   const cfg = readConfig()
+  const status = onChosenNode(cfg)
+  if (status !== null) process.exit(status)
   const libs = loadLibs(cfg)
   const cpus = os.cpus()
 
   console.log(`machine: ${cpus[0]?.model?.trim() ?? 'unknown cpu'}, ${cpus.length} cores, ${os.platform()} ${os.arch()}`)
-  console.log(`node ${process.version}, undici ${libVersion('undici')}` +
-    (libs.saetta ? `, saetta ${libVersion('saetta')}` : ''))
+  console.log(`node ${process.version}, undici ${libVersion(libModules(cfg.undici).undici)}` +
+    (libs.saetta ? `, saetta ${libVersion('saetta')}${cfg.undici === 7 ? ' (saetta/undici7)' : ''}` : ''))
 
   let server
   let proxy

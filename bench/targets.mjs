@@ -85,6 +85,15 @@ const apis = {
 export const API_NAMES = Object.keys(apis)
 
 /**
+ * The modules a run compares, by the undici major it follows (`--undici`): saetta's main entry
+ * beside undici 8, or saetta/undici7 beside undici 7.30 (the `undici7` alias).
+ */
+export function libModules (undici) {
+  const dist = new URL(`../dist/${undici === 7 ? 'undici7' : 'index'}.js`, import.meta.url).pathname
+  return { saetta: dist, undici: undici === 7 ? 'undici7' : 'undici' }
+}
+
+/**
  * A row of `lib`'s `api` on the dispatcher `make(origin)` returns; `variant` names the way it
  * goes; `mod` is the library's module (for its own `fetch`).
  */
@@ -159,7 +168,23 @@ export function makeRows (libs, cfg, { path, apis = cfg.apis, single = false }) 
     }
   }
   if (libs.node) rows.push(nodeHttpRow({ path, connections: single ? 1 : cfg.connections }))
+  if (libs.node && apis.includes('fetch') && !single) rows.push(nodeFetchRow(cfg, path))
   return rows
+}
+
+/**
+ * Node's global `fetch` (its bundled undici), on an Agent of that undici made as the other rows'
+ * Pools are (the class of the global dispatcher Node installs; its default Agent would open a
+ * connection per request in flight, without pipelining).
+ */
+function nodeFetchRow (cfg, path) {
+  const agent = () => {
+    // Node installs its Agent on the first call (undici 8, Node 26: in slot 2, a wrapper in 1).
+    fetch('data:,').catch(() => {})
+    const installed = globalThis[Symbol.for('undici.globalDispatcher.2')] ?? globalThis[Symbol.for('undici.globalDispatcher.1')]
+    return new installed.constructor({ connections: cfg.connections, pipelining: cfg.pipelining })
+  }
+  return libRow('node', 'fetch', agent, path, '', { fetch: (url, init) => globalThis.fetch(url, init) })
 }
 
 /**

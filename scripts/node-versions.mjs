@@ -12,8 +12,8 @@ import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { root } from './platforms.mjs'
 
-/** The Node.js releases saetta is tested on, one per supported major. */
-const VERSIONS = ['22.23.3', '24.21.0', '26.10.0']
+/** The Node.js releases saetta is tested on, one per supported major (bench/run.mjs runs on them too). */
+export const VERSIONS = ['22.23.3', '24.21.0', '26.10.0']
 
 const cache =
   process.env.SAETTA_NODE_CACHE ??
