@@ -698,8 +698,9 @@ export class Client extends DispatcherBase {
         const emit = (): void => void (scope === null ? c.emit('disconnect', c.#url, [c], error) : scope.runInAsyncScope(() => c.emit('disconnect', c.#url, [c], error)))
         // A close that fails nothing (after a response: `connection: close`, a keep-alive hint, an
         // idle timeout) is told on the next turn, as undici tells it when its socket has closed:
-        // after the last response's body has ended.
-        if ((error as { code?: unknown } | undefined)?.code === 'UND_ERR_INFO') setImmediate(emit)
+        // after the last response's body has ended. (HTTP/2's GOAWAY and PING closes fail streams.)
+        const info = error as { code?: unknown; message?: unknown } | undefined
+        if (info?.code === 'UND_ERR_INFO' && !String(info.message).startsWith('HTTP/2')) setImmediate(emit)
         else emit()
       },
       onConnectFailed: (err) => {
