@@ -7,24 +7,8 @@ import { AsyncResource } from 'node:async_hooks'
 import { Readable } from 'node:stream'
 import { Blob } from 'node:buffer'
 import { addon } from '../native/addon-handle'
-import {
-  newOriginId,
-  afterBatch,
-  batchNumber,
-  bodyEnd,
-  bodyWrite,
-  flushAfter,
-  headerBuffers,
-  flushSoon,
-  lone,
-  newRequestId,
-  proceed,
-  track,
-  untrack,
-  whenClosed,
-  type OriginListener,
-  type RequestSink,
-} from '../native/bridge'
+import { headerBuffers, newOriginId, whenClosed, type OriginListener } from '../native/bridge'
+import { afterBatch, batchNumber, bodyEnd, bodyWrite, flushAfter, flushSoon, lone, newRequestId, proceed, track, untrack, type RequestSink } from '../native/batch'
 import { NativeOrigin } from '../native/addon-handle'
 import type { ProxyOriginOptions } from '../native/addon'
 import { BodyTimeoutError, ClientDestroyedError, InvalidArgumentError, RequestAbortedError, RequestContentLengthMismatchError } from '../errors'

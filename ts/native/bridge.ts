@@ -2,29 +2,10 @@
 // per-request sinks and per-origin listeners, and keeps the process alive only while
 // requests are in flight.
 
-import type { AsyncResource } from 'node:async_hooks'
 import { addon } from './load'
-import { Numbered } from '../util/numbered'
 import { fromNative, type NativeSocketInfo } from './native-error'
 import { externalError, refuseSocket, releaseError, socketCredit, socketDestroy, socketEnd, socketWrite } from './js-socket'
-
-/** Receives the engine's events for one request. */
-export interface RequestSink {
-  /** The async context its events run in (its connection's, as undici's socket events). */
-  readonly scope: AsyncResource | null
-  onConnect(): void
-  /** `at`: where `headers` start in the batch's text, for {@link headerBuffers}. */
-  onHeaders(statusCode: number, statusText: string, headers: string[], at: number): void
-  onData(chunk: Buffer): void
-  onUpgrade(statusCode: number, statusText: string, headers: string[], at: number): void
-  onComplete(trailers: string[]): void
-  onError(err: Error): void
-  onBodyConsumed(bytes: number): void
-  /** A message or control frame of the WebSocket connection the request became (kind: WsKind). */
-  onWebSocket(kind: number, code: number, data: Buffer): void
-  /** A callback of the sink threw: the request must fail with `err` (false: it had settled). */
-  fail(err: unknown): boolean
-}
+import { beginBatch, endBatch, hold, release, requests, type RequestSink } from './batch'
 
 /** Receives the engine's connection events for one origin. */
 export interface OriginListener {
@@ -67,7 +48,6 @@ const WEBSOCKET_SMALL = 21
 const SHARES_NEXT = 1
 const SHARES_PREVIOUS = 2
 
-const requests = new Numbered<RequestSink>(4096)
 // Weak: a Client that is collected must not be kept alive by the bridge.
 const origins = new Map<number, WeakRef<OriginListener>>()
 const forget = new FinalizationRegistry<number>((id) => {
@@ -77,14 +57,8 @@ const forget = new FinalizationRegistry<number>((id) => {
 // Held strongly: whoever awaits a close must see it end, even if the Client is gone.
 const closers = new Map<number, () => void>()
 
-let nextRequestId = 0
 let nextOriginId = 0
 
-export function newRequestId(): number {
-  do nextRequestId = (nextRequestId + 1) >>> 0
-  while (nextRequestId === 0 || requests.has(nextRequestId))
-  return nextRequestId
-}
 
 export function newOriginId(listener: OriginListener): number {
   const id = ++nextOriginId
@@ -93,17 +67,6 @@ export function newOriginId(listener: OriginListener): number {
   return id
 }
 
-// Things that keep the process alive: requests in flight, origins that are closing.
-let holds = 0
-
-/** Keeps the process alive until the matching `release()`. */
-export function hold(): void {
-  if (holds++ === 0) addon.setActive(true)
-}
-
-export function release(): void {
-  if (--holds === 0) addon.setActive(false)
-}
 
 /**
  * Resolves once origin `id` reports that its last connection is gone; the process
@@ -123,127 +86,22 @@ export function whenClosed(id: number, onClosed?: () => void): Promise<void> {
   })
 }
 
-/** Starts routing events for `id` to `sink`; the process stays alive meanwhile. */
-export function track(id: number, sink: RequestSink): void {
-  requests.set(id, sink)
-  hold()
-}
 
-/** Stops routing events for `id`. Returns false when it was not tracked (already settled). */
-export function untrack(id: number): boolean {
-  if (!requests.delete(id)) return false
-  release()
-  return true
-}
 
-let flushQueued = false
-
-/**
- * Nothing is in flight and no batch is being delivered: a request now is alone, and may be
- * written from this thread at once (the engine's `submit_now`).
- */
-export function lone(): boolean {
-  return requests.size === 0 && !pumping
-}
-
-/**
- * Commands reach the engine together once the current job is done: one wakeup of the engine
- * thread for a burst of requests instead of one each. A lone request (nothing else in flight,
- * no batch being delivered) goes at once: it waits for nothing, unless `connecting`: a request
- * that opens a connection waits for the others of its job, so that one connect (and, should it
- * fail, one connectionError) serves them all, as in undici.
- */
-export function flushSoon(connecting = false): void {
-  if (flushQueued) return
-  flushQueued = true
-  if (requests.size <= 1 && !pumping && !connecting) addon.flush()
-  queueMicrotask(flushNow)
-}
-
-// Run by the next flush before it sends anything (see flushAfter).
-let checks: Array<() => void> = []
-
-/**
- * As flushSoon, but never at once: `check` runs first, at the end of the current job, and
- * what it sends goes in the same flush. A request whose streamed body ends in the job that
- * submitted it (pipeline() ended at once) so reaches the engine with its body complete.
- */
-export function flushAfter(check: () => void): void {
-  checks.push(check)
-  if (flushQueued) return
-  flushQueued = true
-  queueMicrotask(flushNow)
-}
-
-function flushNow(): void {
-  if (checks.length > 0) {
-    const run = checks
-    checks = []
-    for (const check of run) check()
-  }
-  flushQueued = false
-  addon.flush()
-}
-
-/** A chunk of request body (or tunnel data) for `id`, sent with the next flush. */
-export function bodyWrite(id: number, chunk: Buffer | string): void {
-  addon.bodyWrite(id, chunk)
-  flushSoon()
-}
-
-/** The end of request body (or tunnel data) for `id`, sent with the next flush. */
-export function bodyEnd(id: number): void {
-  addon.bodyEnd(id)
-  flushSoon()
-}
-
-// Held requests whose onConnect ran in this batch; sent with one call at its end.
-let proceeding: number[] = []
-
-/** Lets a held request be written (after its onConnect did not abort it). */
-export function proceed(id: number): void {
-  proceeding.push(id)
-}
-
-// Work that waits for the end of the batch being delivered (run at once outside one).
-let pumping = false
-/** Counts the batches delivered: events with the same count came in one synchronous pass. */
-export let batchNumber = 0
-let deferred: Array<() => void> = []
-
-/**
- * Runs `fn` once the current batch has been delivered: a request paused by its handler
- * tells the engine only then, and not at all if its response ended in the same batch.
- */
-export function afterBatch(fn: () => void): void {
-  if (pumping) deferred.push(fn)
-  else fn()
-}
 
 // The numbers of each batch are written here by the addon (see takeEvents in src/lib.rs). It
 // starts small and grows with the batches, so that every run takes the growing path early.
 let nums: Float64Array = new Float64Array(64)
 
 function pump(): void {
-  pumping = true
-  batchNumber++
+  beginBatch()
   try {
     const objs = addon.takeEvents(nums)
     // A batch with more numbers than fit came in a new array: keep it for the next ones.
     if (objs[0] !== undefined) nums = objs[0] as Float64Array
     dispatchEvents(nums, objs)
   } finally {
-    pumping = false
-    if (proceeding.length > 0) {
-      const ids = proceeding
-      proceeding = []
-      addon.proceed(ids)
-    }
-    if (deferred.length > 0) {
-      const fns = deferred
-      deferred = []
-      for (const fn of fns) fn()
-    }
+    endBatch()
   }
 }
 

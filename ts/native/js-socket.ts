@@ -6,7 +6,7 @@
 
 import type { Duplex } from 'node:stream'
 import { addon } from './load'
-import { flushSoon } from './bridge'
+import { flushSoon } from './batch'
 import { ClientDestroyedError } from '../errors'
 
 /** Bytes pushed to the engine and not yet read by it, beyond which the socket is paused (WINDOW in js.rs). */

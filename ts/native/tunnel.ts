@@ -2,7 +2,7 @@
 
 import { Duplex } from 'node:stream'
 import { addon } from './load'
-import { bodyEnd, bodyWrite, untrack } from './bridge'
+import { bodyEnd, bodyWrite, untrack } from './batch'
 
 /** Bytes written but not yet taken by the engine, beyond which writes wait. */
 export const WRITE_WINDOW = 256 * 1024

@@ -3,7 +3,7 @@
 // and masked on the engine thread, and goes down the connection as a tunnel's writes do.
 
 import { addon } from './load'
-import { bodyEnd, flushSoon, untrack } from './bridge'
+import { bodyEnd, flushSoon, untrack } from './batch'
 import type { WsTransport, WsTransportEvents } from '../websocket/transport'
 
 // Kinds of the engine's WebSocket events (WsKind in crates/core/src/ws/session.rs).
