@@ -197,7 +197,7 @@ describe('a request failed by its caller while others are pipelined behind it', 
     })
   })
 
-  // A knowing difference (README): when the head's whole response has been read by the time its
+  // A knowing difference (docs/differences.md): when the head's whole response has been read by the time its
   // factory throws, saetta drops that request only; undici resets the connection anyway and sends
   // the others again. What the caller gets is the same.
   test('a stream() factory that throws at the head of the pipeline, its response read whole: the same results', async () => {
@@ -215,7 +215,7 @@ describe('a request failed by its caller while others are pipelined behind it', 
     })
   })
 
-  // A knowing difference (README): saetta calls onConnect as it hands the request to its
+  // A knowing difference (docs/differences.md): saetta calls onConnect as it hands the request to its
   // connection, so an abort there sends nothing and leaves the connection be; undici has written
   // the request by then, resets the connection and sends the one before it again (calling its
   // onConnect twice). What each request ends with is the same.

@@ -3,7 +3,7 @@
 // runs on undici and on saetta, each against its own fresh server, and the records must be
 // equal (sameH2); where undici 7 did otherwise, saetta/undici7 against `undici7` (sameH2With)
 // where it is cheap; what the spec decides otherwise is checked on saetta alone (the tests say
-// which, and README's differences list them).
+// which, and docs/differences.md lists them).
 import http2 from 'node:http2'
 import https from 'node:https'
 import net from 'node:net'
@@ -246,7 +246,7 @@ describe.each(MODES)('over %s', (mode) => {
         const [status, ...rest] = Buffer.concat(out).toString().split(':')
         const echoed = JSON.parse(rest.join(':')) as Echoed
         // Whether the body had ended when its stream opened is a matter of timing: undici then
-        // sends its length, saetta too but from another moment on (README, differences).
+        // sends its length, saetta too but from another moment on (docs/differences.md).
         delete echoed.headers['content-length']
         return { status, echoed }
       },

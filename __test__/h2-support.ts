@@ -142,7 +142,7 @@ export function h2Options(mode: Mode, extra: Record<string, unknown> = {}): Reco
  * A response's headers over HTTP/2 as comparable data: their string keys only, without the
  * ones that vary from run to run (stableObject). undici 8 hands node:http2's own headers object
  * on: no prototype, and an own enumerable `[http2.sensitiveHeaders]: []`; saetta gives a plain
- * object, as undici 7 did (README, differences).
+ * object, as undici 7 did (docs/differences.md).
  */
 export function h2Headers(headers: Record<string, unknown>): Record<string, unknown> {
   const { date: _d, 'keep-alive': _k, connection: _c, ...rest } = Object.fromEntries(Object.entries(headers))

@@ -238,7 +238,7 @@ describe('RedirectHandler', () => {
         })
       return [
         await go('/to/302/to/302/final', { throwOnMaxRedirect: true }),
-        // (A truthy throwOnMaxRedirect would fail the final answer on undici 7, a kept difference: see README.)
+        // (A truthy throwOnMaxRedirect would fail the final answer on undici 7, a kept difference: see docs/differences.md.)
         await go('/to/302/final', { stripHeadersOnRedirect: 'not checked', throwOnMaxRedirect: 0 }),
       ]
     }

@@ -110,7 +110,7 @@ export type errors = Fits<Saetta['errors'], typeof U.errors>
 export type util = Fits<Saetta['util'], typeof U.util>
 
 // Diagnostics channels: the messages saetta publishes are undici's. saetta's connections live in
-// its core: `socket` and `connector` are undefined where undici gives its own (README).
+// its core: `socket` and `connector` are undefined where undici gives its own (docs/differences.md).
 type Native = 'socket' | 'connector'
 export type RequestCreateMessage = Fits<C.RequestCreateMessage, UChannels.RequestCreateMessage>
 export type RequestBodySentMessage = Fits<C.RequestBodySentMessage, UChannels.RequestBodySentMessage>
