@@ -55,6 +55,12 @@ class TunnelHandler<TOpaque> extends ApiHandler<TOpaque> {
   }
 
   onUpgrade(statusCode: number, rawHeaders: Buffer[] | string[] | null, socket: Duplex): void {
+    // As undici: an upgrade is a 101, or over HTTP/2 (an extended CONNECT, whose any answer
+    // hands the stream over) a 200. A CONNECT takes whatever it gets.
+    if (this.#what === 'upgrade' && statusCode !== 101 && statusCode !== 200) {
+      socket.destroy()
+      return this.onError(new SocketError('bad upgrade', null))
+    }
     const callback = this.#callback!
     this.#callback = null
     this.detach()

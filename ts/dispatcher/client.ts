@@ -11,7 +11,7 @@ import { headerBuffers, newOriginId, whenClosed, type OriginListener } from '../
 import { afterBatch, batchNumber, bodyEnd, bodyWrite, flushAfter, flushSoon, lone, newRequestId, proceed, track, untrack, type RequestSink } from '../native/batch'
 import { NativeOrigin } from '../native/addon-handle'
 import type { ProxyOriginOptions } from '../native/addon'
-import { BodyTimeoutError, ClientDestroyedError, InvalidArgumentError, RequestAbortedError, RequestContentLengthMismatchError } from '../errors'
+import { BodyTimeoutError, ClientDestroyedError, InformationalError, InvalidArgumentError, RequestAbortedError, RequestContentLengthMismatchError } from '../errors'
 import { fromNative } from '../native/native-error'
 import { DispatcherBase, kBusy, kClose, kDestroy, kDispatch } from './base'
 import { kComposeOrigin, kComposeUndici7 } from './dispatcher'
@@ -1188,6 +1188,22 @@ function failAll(runs: Run[], err: Error): void {
   }
 }
 
+/**
+ * What undici (8 and 7) makes of an HTTP/2 stream the server closed before its response head
+ * (`err`, the core's words for it) when the request's body is a Readable, which it pipes into
+ * the stream: while the body is still being sent, the pipe fails first (Node's `Premature
+ * close`); once it is all sent (`sent`), a reset with CANCEL ends the stream's read side as
+ * one with NO_ERROR does (`half-closed (remote)`), where other bodies get a bare close.
+ */
+function pipedBodyStreamClosed(err: Error, sent: boolean): Error {
+  const halfClosed = err instanceof InformationalError && err.message === 'HTTP/2: stream half-closed (remote)'
+  const closed = err instanceof InformationalError && err.message === 'HTTP/2: stream closed before the response was complete'
+  const reset = (err as Error & { code?: unknown }).code === 'ERR_HTTP2_STREAM_ERROR'
+  if (!sent && (halfClosed || closed || reset)) return Object.assign(new Error('Premature close'), { code: 'ERR_STREAM_PREMATURE_CLOSE' })
+  if (sent && closed) return new InformationalError('HTTP/2: stream half-closed (remote)')
+  return err
+}
+
 /** One dispatched request: its handler, and the engine's events for it. */
 let runs = 0
 
@@ -1222,6 +1238,8 @@ class Run implements RequestSink {
   #length: number | null = null
   /** The body is being read (from onConnect on, or at once when it had ended). */
   #pumping = false
+  /** The whole request has gone (onRequestSent). */
+  #requestDone = false
   #connected = false
   /** Stops listening for an abort before onConnect (see abortWhileQueued). */
   #offQueuedAbort: (() => void) | null = null
@@ -1521,6 +1539,7 @@ class Run implements RequestSink {
 
   /** The whole request gone: the channel, then the handler's onRequestSent (undici 8; undici 7's legacy handlers too). */
   #requestSent(): void {
+    this.#requestDone = true
     this.#publish(channels.bodySent, {})
     try {
       this.#handler.onRequestSent?.()
@@ -1740,6 +1759,7 @@ class Run implements RequestSink {
     if (err instanceof BodyTimeoutError && client !== null && !client.undici7 && err.message.startsWith('HTTP/2: "body timeout after ')) {
       err = new BodyTimeoutError(err.message.replace('body timeout', 'stream timeout'))
     }
+    if (this.#watched !== null && this.#headBatch === 0) err = pipedBodyStreamClosed(err, this.#requestDone)
     if (!this.#finish()) return
     // An error in the batch of the head reaches the handler later, as undici's always does (it
     // comes from a later read, or the socket's close): Node's fetch, told of an error before its

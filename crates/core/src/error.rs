@@ -269,7 +269,7 @@ impl Error {
 }
 
 /// Milliseconds as JS prints the number (`1500`, `2.5`).
-fn js_ms(t: std::time::Duration) -> String {
+pub(crate) fn js_ms(t: std::time::Duration) -> String {
     let ms = t.as_secs_f64() * 1000.0;
     if ms.fract() == 0.0 {
         format!("{}", ms as u64)

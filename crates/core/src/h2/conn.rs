@@ -16,7 +16,7 @@ use super::head::{outgoing, raw_headers};
 use super::{Host, Settings, GOAWAY_MESSAGE};
 use crate::codec::request::BodyFraming;
 use crate::engine::ReqCtl;
-use crate::error::{Error, SocketInfo};
+use crate::error::{js_ms, Error, SocketInfo};
 use crate::event::{Event, Shared};
 use crate::origin::Queued;
 use crate::request::Request;
@@ -31,6 +31,10 @@ const COALESCE: usize = 128 * 1024;
 /// advises and undici 8 does, so that a server that keeps refusing gets an error back.
 const MAX_REFUSALS: u8 = 1;
 const MAX_GOAWAY_REPLAYS: u8 = 1;
+/// h2's bound on our streams until the server's SETTINGS come: one no SETTINGS can give (they
+/// name a u32, or nothing, which h2 takes as `usize::MAX`), so that its change tells they
+/// came. Until then the connection opens one stream (see `limit`), as undici 8 does.
+const BEFORE_SETTINGS: usize = usize::MAX - 1;
 
 /// Opens HTTP/2 over `io` (the client preface and SETTINGS) and runs the connection to its end.
 pub(crate) async fn run<H: Host>(host: H, io: Transport, settings: Settings) {
@@ -42,8 +46,8 @@ pub(crate) async fn run<H: Host>(host: H, io: Transport, settings: Settings) {
         .initial_connection_window_size(settings.connection_window_size)
         // One stream until the server's SETTINGS say how many it takes (as undici 8): a burst
         // sent before them goes over a lower limit and is refused (REFUSED_STREAM) stream by
-        // stream. h2 lifts this to the server's limit, or to none if it names none.
-        .initial_max_send_streams(1);
+        // stream. h2 replaces this with the server's limit, or with none if it names none.
+        .initial_max_send_streams(BEFORE_SETTINGS);
     match builder.handshake::<_, Bytes>(io).await {
         Ok((send, conn)) => H2Conn::new(host, settings, send, conn, addresses).await,
         Err(e) => {
@@ -81,8 +85,8 @@ struct Open {
     /// stream timeout does, which undici uses over HTTP/2).
     since: Instant,
     received: u64,
-    /// A CONNECT: after its 2xx, the stream is a tunnel (no timeouts; settled once both
-    /// sides ended).
+    /// A CONNECT (a WebSocket's extended one too): after its answer, the stream is a tunnel
+    /// (no timeouts; settled once both sides ended).
     tunnel: bool,
 }
 
@@ -284,9 +288,17 @@ impl<H: Host> H2Conn<H> {
         let ours =
             (self.settings.max_concurrent_streams.max(1) as usize).min(self.host.max_streams());
         match &self.send {
+            Some(s) if s.current_max_send_streams() == BEFORE_SETTINGS => ours.min(1),
             Some(s) => ours.min(s.current_max_send_streams()),
             None => 0,
         }
+    }
+
+    /// Whether the server's SETTINGS came (h2 applied them).
+    fn settings_came(&self) -> bool {
+        self.send
+            .as_ref()
+            .is_some_and(|s| s.current_max_send_streams() != BEFORE_SETTINGS)
     }
 
     /// Takes queued requests while there is room for their streams.
@@ -320,10 +332,7 @@ impl<H: Host> H2Conn<H> {
     /// the origin opens no other connection for them (as undici 8 queues on a new session).
     fn publish_state(&self) {
         let settings_known = self.settings_known.get()
-            || self
-                .send
-                .as_ref()
-                .is_some_and(|s| s.current_max_send_streams() != 1)
+            || self.settings_came()
             || self
                 .streams
                 .iter()
@@ -345,6 +354,12 @@ impl<H: Host> H2Conn<H> {
     /// Sends the head of a stream whose go-ahead came. `Err` when the connection cannot
     /// open it now (not ready: `Ok(None)` then; or failed).
     fn open(&mut self, i: usize, cx: &mut Context<'_>) -> Option<Outcome> {
+        // A CONNECT or an upgrade waits for the server's SETTINGS (as undici 8): whether it
+        // takes extended CONNECT (RFC 8441) is said there.
+        let req = &self.streams[i].req;
+        if (req.upgrade || req.method_is_connect) && !self.settings_came() {
+            return None;
+        }
         let send = self.send.as_mut()?;
         match send.poll_ready(cx) {
             Poll::Ready(Ok(())) => {}
@@ -352,7 +367,8 @@ impl<H: Host> H2Conn<H> {
             Poll::Pending => return None,
         }
         let s = &mut self.streams[i];
-        let out = match outgoing(&s.req, self.settings.scheme) {
+        let extended_connect = send.is_extended_connect_protocol_enabled();
+        let out = match outgoing(&s.req, self.settings.scheme, extended_connect) {
             Ok(o) => o,
             Err(e) => return Some(Outcome::Fail(e)),
         };
@@ -773,6 +789,11 @@ fn reset(phase: Phase, reason: Reason) {
 /// When stream `o` times out, and with what.
 fn stream_deadline(o: &Open, req: &Request, ctl: &ReqCtl) -> Option<(Instant, Error)> {
     match &o.recv {
+        // undici words a tunnel's (CONNECT, upgrade) as Node's stream timeout.
+        Recv::Head(_) if o.tunnel => req.headers_timeout.map(|t| {
+            let message = format!("HTTP/2: \"stream timeout after {}\"", js_ms(t));
+            (o.since + t, Error::Info(message))
+        }),
         Recv::Head(_) => req
             .headers_timeout
             .map(|t| (o.since + t, Error::Http2HeadersTimeout(t))),
@@ -874,13 +895,36 @@ fn pump_body(
     result
 }
 
-/// Reads what came for a stream; `Ok(Some(trailers))` when its response ended just now (the
-/// caller reports it complete).
+/// A stream that failed before its response head, as undici words it: Node ends the read side
+/// of a stream reset with NO_ERROR (`half-closed (remote)`), and closes one reset with CANCEL
+/// without an error; a tunnel's (CONNECT, upgrade) are undici's own words, whatever the code.
+fn head_failure(e: &h2::Error, tunnel: bool) -> Outcome {
+    let info = |m: String| Outcome::Fail(Error::Info(m));
+    let reset = e.is_reset() && e.is_remote();
+    match e.reason() {
+        Some(Reason::NO_ERROR) if reset => info("HTTP/2: stream half-closed (remote)".into()),
+        Some(Reason::CANCEL) if reset && tunnel => {
+            info("HTTP/2: stream closed before response headers".into())
+        }
+        Some(Reason::CANCEL) if reset => {
+            info("HTTP/2: stream closed before the response was complete".into())
+        }
+        // Not retried: undici replays no tunnel a server refused.
+        Some(r) if reset && tunnel => info(format!(
+            "HTTP/2: \"stream error\" received - code {}",
+            u32::from(r)
+        )),
+        _ => stream_failure(e, false),
+    }
+}
+
 /// The server reset the stream with NO_ERROR ("stop sending, the response is whole").
 fn remote_no_error(e: &h2::Error) -> bool {
     e.is_reset() && e.is_remote() && e.reason() == Some(Reason::NO_ERROR)
 }
 
+/// Reads what came for a stream; `Ok(Some(trailers))` when its response ended just now (the
+/// caller reports it complete).
 #[allow(clippy::too_many_arguments)]
 fn read_response(
     o: &mut Open,
@@ -912,18 +956,7 @@ fn read_response(
                 }
                 let resp = match Pin::new(fut).poll(cx) {
                     Poll::Ready(Ok(r)) => r,
-                    Poll::Ready(Err(e))
-                        if e.is_reset()
-                            && e.is_remote()
-                            && matches!(e.reason(), Some(Reason::CANCEL | Reason::NO_ERROR)) =>
-                    {
-                        // Before any response: Node reports this as a bare close, which
-                        // undici words so.
-                        return Err(Outcome::Fail(Error::Info(
-                            "HTTP/2: stream closed before the response was complete".into(),
-                        )));
-                    }
-                    Poll::Ready(Err(e)) => return Err(stream_failure(&e, false)),
+                    Poll::Ready(Err(e)) => return Err(head_failure(&e, o.tunnel)),
                     Poll::Pending => return Ok(None),
                 };
                 *progress = true;
@@ -939,7 +972,9 @@ fn read_response(
                     o.send = None;
                 }
                 o.since = Instant::now();
-                if o.tunnel && (200..300).contains(&status) {
+                // A tunnel's answer, whatever its status, hands the stream over (as undici
+                // over HTTP/2: `connect()` takes it, `upgrade()` wants a 200).
+                if o.tunnel {
                     events.push(Event::Upgrade {
                         id,
                         status,
@@ -947,7 +982,6 @@ fn read_response(
                         headers,
                     });
                 } else {
-                    o.tunnel = false;
                     events.push(Event::Headers {
                         id,
                         status,

@@ -20,9 +20,12 @@ pub(crate) struct Outgoing {
     pub body: Option<Bytes>,
     /// More body follows through the request's body pipe.
     pub streamed: bool,
-    /// A CONNECT: the stream becomes a tunnel.
+    /// A CONNECT, or a WebSocket's extended CONNECT: the stream becomes a tunnel.
     pub connect: bool,
 }
+
+/// The message undici fails a WebSocket upgrade with when the server did not enable RFC 8441.
+const NO_EXTENDED_CONNECT: &str = "HTTP/2: Extended CONNECT protocol not supported by server";
 
 fn invalid(msg: impl Into<String>) -> Error {
     Error::InvalidArgument(msg.into())
@@ -43,9 +46,14 @@ fn connection_specific(name: &[u8]) -> bool {
         || name.eq_ignore_ascii_case(b"upgrade")
 }
 
-/// Translates `req` for a stream. `scheme` is `http` or `https`; `authority` the one used
-/// when the head has no `host` (it always has: encode_head writes one).
-pub(crate) fn outgoing(req: &Request, scheme: &'static str) -> Result<Outgoing, Error> {
+/// Translates `req` for a stream. `scheme` is `http` or `https`; `extended_connect`: the
+/// server enabled RFC 8441's extended CONNECT (SETTINGS_ENABLE_CONNECT_PROTOCOL), which a
+/// WebSocket upgrade goes over, as undici 8 sends it.
+pub(crate) fn outgoing(
+    req: &Request,
+    scheme: &'static str,
+    extended_connect: bool,
+) -> Result<Outgoing, Error> {
     let head = &req.head;
     let lines = head.windows(2).filter(|w| w == b"\r\n").count();
     let mut fields = vec![httparse::EMPTY_HEADER; lines];
@@ -56,7 +64,9 @@ pub(crate) fn outgoing(req: &Request, scheme: &'static str) -> Result<Outgoing, 
     }
     let method_text = parsed.method.unwrap_or("GET");
     let path = parsed.path.unwrap_or("/");
-    let connect = method_text == "CONNECT";
+    let mut connect = method_text == "CONNECT";
+    // A WebSocket upgrade: an extended CONNECT (:protocol websocket, with :path and :scheme).
+    let mut websocket = false;
     if req.upgrade && !connect {
         let protocol = parsed
             .headers
@@ -64,18 +74,23 @@ pub(crate) fn outgoing(req: &Request, scheme: &'static str) -> Result<Outgoing, 
             .find(|h| h.name.eq_ignore_ascii_case("upgrade"))
             .map(|h| String::from_utf8_lossy(h.value).into_owned())
             .unwrap_or_default();
-        // As undici: only WebSocket has an HTTP/2 form (RFC 8441's extended CONNECT),
-        // which saetta does not speak.
-        return Err(if protocol == "websocket" {
-            Error::Info("HTTP/2: Extended CONNECT protocol not supported by server".into())
-        } else {
-            invalid(format!(
+        // As undici: only WebSocket has an HTTP/2 form, and only where the server takes it.
+        if protocol != "websocket" {
+            return Err(invalid(format!(
                 "Custom upgrade \"{protocol}\" not supported over HTTP/2"
-            ))
-        });
+            )));
+        }
+        if !extended_connect {
+            return Err(Error::Info(NO_EXTENDED_CONNECT.into()));
+        }
+        connect = true;
+        websocket = true;
     }
-    let method = Method::from_bytes(method_text.as_bytes())
-        .map_err(|_| invalid("invalid request method"))?;
+    let method = if websocket {
+        Method::CONNECT
+    } else {
+        Method::from_bytes(method_text.as_bytes()).map_err(|_| invalid("invalid request method"))?
+    };
     let mut authority: Option<&[u8]> = None;
     let mut map = HeaderMap::with_capacity(parsed.headers.len());
     let base = head.as_ptr() as usize;
@@ -88,7 +103,9 @@ pub(crate) fn outgoing(req: &Request, scheme: &'static str) -> Result<Outgoing, 
         if connection_specific(name) {
             continue;
         }
-        if name.eq_ignore_ascii_case(b"content-length") && !sends_length(method_text.as_bytes()) {
+        if name.eq_ignore_ascii_case(b"content-length")
+            && (connect || !sends_length(method_text.as_bytes()))
+        {
             continue;
         }
         if name.eq_ignore_ascii_case(b"te") && !f.value.eq_ignore_ascii_case(b"trailers") {
@@ -108,7 +125,7 @@ pub(crate) fn outgoing(req: &Request, scheme: &'static str) -> Result<Outgoing, 
         );
     }
     let authority = authority.unwrap_or_default();
-    let uri = if connect {
+    let uri = if connect && !websocket {
         Uri::builder().authority(authority).build()
     } else {
         Uri::builder()
@@ -123,6 +140,10 @@ pub(crate) fn outgoing(req: &Request, scheme: &'static str) -> Result<Outgoing, 
     *out.uri_mut() = uri;
     *out.version_mut() = Version::HTTP_2;
     *out.headers_mut() = map;
+    if websocket {
+        out.extensions_mut()
+            .insert(h2::ext::Protocol::from_static("websocket"));
+    }
     let (body, streamed) = match &req.body {
         RequestBody::None => (None, false),
         RequestBody::Bytes(b) if req.framing == BodyFraming::Chunked => (Some(unchunk(b)?), false),
@@ -278,7 +299,7 @@ mod tests {
             &["X-One", "1", "x-one", "2", "cookie", "a=1", "Cookie", "b=2"],
             RequestBody::None,
         );
-        let out = outgoing(&r, "https").unwrap();
+        let out = outgoing(&r, "https", false).unwrap();
         let h = &out.head;
         assert_eq!(h.method(), Method::GET);
         assert_eq!(h.uri().to_string(), "https://example.test:8080/a?b=1");
@@ -293,7 +314,7 @@ mod tests {
     #[test]
     fn host_header_is_the_authority() {
         let r = request("GET", "/", &["Host", "other:1"], RequestBody::None);
-        let out = outgoing(&r, "http").unwrap();
+        let out = outgoing(&r, "http", false).unwrap();
         assert_eq!(out.head.uri().to_string(), "http://other:1/");
     }
 
@@ -301,7 +322,7 @@ mod tests {
     fn content_length_only_for_put_post_patch() {
         let r = request("POST", "/", &[], RequestBody::None);
         assert_eq!(
-            outgoing(&r, "http").unwrap().head.headers()["content-length"],
+            outgoing(&r, "http", false).unwrap().head.headers()["content-length"],
             "0"
         );
         let r = request(
@@ -310,11 +331,11 @@ mod tests {
             &[],
             RequestBody::Bytes(Bytes::from_static(b"abc")),
         );
-        let out = outgoing(&r, "http").unwrap();
+        let out = outgoing(&r, "http", false).unwrap();
         assert!(out.head.headers().get("content-length").is_none());
         assert_eq!(out.body.as_deref(), Some(&b"abc"[..]));
         let r = request("PUT", "/", &[], RequestBody::Stream);
-        let out = outgoing(&r, "http").unwrap();
+        let out = outgoing(&r, "http", false).unwrap();
         assert!(out.head.headers().get("content-length").is_none());
         assert!(out.streamed);
     }
@@ -323,7 +344,7 @@ mod tests {
     fn an_ended_chunked_stream_is_sent_unframed() {
         let mut r = request("POST", "/", &[], RequestBody::Stream);
         assert!(r.end_stream(&[Bytes::from_static(b"hello "), Bytes::from_static(b"world")]));
-        let out = outgoing(&r, "http").unwrap();
+        let out = outgoing(&r, "http", false).unwrap();
         assert_eq!(out.body.as_deref(), Some(&b"hello world"[..]));
         assert!(!out.streamed);
         // As a stream: no length (undici sends one only if the stream had ended when the
@@ -341,34 +362,62 @@ mod tests {
         );
         r.expect_continue = true;
         assert_eq!(
-            outgoing(&r, "http").unwrap().head.headers()["expect"],
+            outgoing(&r, "http", false).unwrap().head.headers()["expect"],
             "100-continue"
         );
     }
 
+    fn upgrade(proto: &str, method: &str) -> Request {
+        use crate::codec::request::{encode_head, BodyInfo, HeadInput};
+        let headers: Vec<String> = vec!["sec-websocket-version".into(), "13".into()];
+        let head = encode_head(&HeadInput {
+            method,
+            path: "/chat?x=1",
+            headers: &headers,
+            default_host: "h:1",
+            body: BodyInfo::None,
+            reset: false,
+            upgrade: Some(proto),
+            strict_content_length: true,
+        })
+        .unwrap();
+        let mut r = Request::new(1, method, head, RequestBody::None);
+        r.upgrade = true;
+        r
+    }
+
     #[test]
     fn upgrades_are_refused_as_undici_refuses_them() {
-        use crate::codec::request::{encode_head, BodyInfo, HeadInput};
-        let headers: Vec<String> = Vec::new();
         for (proto, kind) in [("websocket", "Info"), ("foo", "InvalidArgument")] {
-            let head = encode_head(&HeadInput {
-                method: "GET",
-                path: "/",
-                headers: &headers,
-                default_host: "h",
-                body: BodyInfo::None,
-                reset: false,
-                upgrade: Some(proto),
-                strict_content_length: true,
-            })
-            .unwrap();
-            let mut r = Request::new(1, "GET", head, RequestBody::None);
-            r.upgrade = true;
-            let Err(e) = outgoing(&r, "http") else {
+            let Err(e) = outgoing(&upgrade(proto, "GET"), "http", false) else {
                 panic!("accepted")
             };
             assert_eq!(e.kind(), kind);
         }
+        // Another protocol than WebSocket has no HTTP/2 form, whatever the server enabled.
+        let Err(e) = outgoing(&upgrade("foo", "GET"), "http", true) else {
+            panic!("accepted")
+        };
+        assert_eq!(e.kind(), "InvalidArgument");
+    }
+
+    #[test]
+    fn a_websocket_upgrade_is_an_extended_connect() {
+        let out = outgoing(&upgrade("websocket", "POST"), "https", true).unwrap();
+        let h = &out.head;
+        assert_eq!(h.method(), Method::CONNECT);
+        assert_eq!(h.uri().to_string(), "https://h:1/chat?x=1");
+        assert_eq!(
+            h.extensions()
+                .get::<h2::ext::Protocol>()
+                .map(|p| p.as_str()),
+            Some("websocket")
+        );
+        assert_eq!(h.headers()["sec-websocket-version"], "13");
+        for gone in ["connection", "upgrade", "content-length", "host"] {
+            assert!(h.headers().get(gone).is_none(), "{gone}");
+        }
+        assert!(out.connect && out.streamed && out.body.is_none());
     }
 
     #[test]
