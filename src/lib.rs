@@ -357,9 +357,18 @@ impl NativeOrigin {
                     .map_err(|_| Error::from_reason(format!("invalid localAddress {a}")))?,
             ),
         };
+        // A `servername` rustls cannot send (not a DNS name) is Node's to connect with, as
+        // one a request names later (see set_servername); its config has a stand-in name.
+        let mut odd_name = false;
         let tls = match o.tls {
             None => None,
-            Some(t) => Some(tls_config(t)?),
+            Some(mut t) => {
+                if saetta_core::transport::tls::server_name(&t.servername).is_err() {
+                    odd_name = true;
+                    t.servername = "localhost".into();
+                }
+                Some(tls_config(t)?)
+            }
         };
         let proxy = o.proxy.map(proxy_config).transpose()?;
         let defaults = OriginConfig::default();
@@ -421,7 +430,11 @@ impl NativeOrigin {
                 .map(ms),
             secure,
         };
-        let lanes = bridge()?.engine.open(id as u64, cfg);
+        let engine = &bridge()?.engine;
+        let lanes = engine.open(id as u64, cfg);
+        if odd_name {
+            engine.set_server_name(id as u64, None);
+        }
         let submitter = Rc::new(Submitter {
             lanes,
             host_header: o.host_header,
@@ -444,10 +457,11 @@ impl NativeOrigin {
 
     /// Later TLS connections send and verify `name` (a request's own `servername`); those
     /// open close, and none is written to from now on. JS calls it with nothing in flight.
+    /// A name rustls cannot send (not a DNS name: Node's TLS sends any) is Node's to connect
+    /// with: JS makes the connections, with undici's connector, while it is the name.
     #[napi(catch_unwind)]
     pub fn set_servername(&self, name: String) -> Result<()> {
-        let name = saetta_core::transport::tls::server_name(&name)
-            .map_err(|e| Error::from_reason(e.to_string()))?;
+        let name = saetta_core::transport::tls::server_name(&name).ok();
         if let Some(o) = ORIGINS.with(|m| m.borrow().get(&self.id).cloned()) {
             o.lanes.retire();
         }

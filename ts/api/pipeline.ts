@@ -80,7 +80,7 @@ class PipelineHandler_<TOpaque> extends ApiHandler<TOpaque> {
       },
     })
     // Not `final` (a tick later): a Duplex ended at once ends the request body in the same
-    // job, and the request goes with its body complete (see Client's #pumpReadable).
+    // job, and the request goes with its body complete (see Client's #pumpStream).
     this.duplex.on('prefinish', () => this.#req.push(null))
   }
 

@@ -5,6 +5,7 @@ import net from 'node:net'
 import http from 'node:http'
 import { AsyncResource } from 'node:async_hooks'
 import { Readable } from 'node:stream'
+import type { EventEmitter } from 'node:events'
 import { Blob } from 'node:buffer'
 import { addon } from '../native/addon-handle'
 import { headerBuffers, newOriginId, whenClosed, type OriginListener } from '../native/bridge'
@@ -274,9 +275,9 @@ type ConnectOptions = Partial<tls.ConnectionOptions> & {
  * What an ended byte stream holds, whole: `read()` gives all of it up to Node 24, the first
  * chunk from Node 26 on.
  */
-function readBuffered(body: Readable): Buffer | string {
+function readBuffered(body: { read?: (n?: number) => unknown }): Buffer | string {
   const parts: Array<Buffer | string> = []
-  for (let chunk; (chunk = body.read() as Buffer | string | null) !== null; ) parts.push(chunk)
+  for (let chunk; (chunk = body.read!() as Buffer | string | null) !== null; ) parts.push(chunk)
   if (parts.length === 1) return parts[0]!
   return typeof parts[0] === 'string' ? parts.join('') : Buffer.concat(parts as Buffer[])
 }
@@ -513,18 +514,50 @@ function infoBody(body: unknown): unknown {
   return body
 }
 
-/** What a Readable's own state says, beyond its public getters: all its data was pushed. */
-interface ReadableInternals {
-  _readableState: { ended: boolean; objectMode: boolean; autoDestroy: boolean }
+/** What a stream's own state says, beyond its public getters (a Readable's; readable-stream's has some). */
+interface ReadableState {
+  ended?: boolean
+  objectMode?: boolean
+  autoDestroy?: boolean
+  length?: number
 }
 
-function isStreamLike(body: unknown): body is Readable | Iterable<unknown> | AsyncIterable<unknown> {
+/**
+ * A body sent as a stream, as undici takes one: anything with `pipe` and `on`. A Readable, or
+ * another kind read by its events all the same (readable-stream's of another version, the
+ * `form-data` package's, an old-style Stream): what else it has is used where it has it.
+ */
+interface StreamBody extends EventEmitter {
+  pipe: (...args: never[]) => unknown
+  pause?: () => unknown
+  resume?: () => unknown
+  read?: (n?: number) => unknown
+  destroy?: (err?: Error) => unknown
+  destroyed?: boolean
+  errored?: Error | null
+  readableEnded?: boolean
+  endEmitted?: boolean
+  _readableState?: ReadableState
+}
+
+function isStream(body: unknown): body is StreamBody {
   return (
-    body instanceof Readable ||
-    (typeof body === 'object' &&
-      body !== null &&
-      (typeof (body as AsyncIterable<unknown>)[Symbol.asyncIterator] === 'function' ||
-        typeof (body as Iterable<unknown>)[Symbol.iterator] === 'function'))
+    typeof body === 'object' &&
+    body !== null &&
+    typeof (body as StreamBody).pipe === 'function' &&
+    typeof (body as StreamBody).on === 'function'
+  )
+}
+
+/** All of a Readable's data was pushed (its 'end' may be still to come). */
+const isEnded = (body: Readable): boolean => (body as unknown as { _readableState: ReadableState })._readableState.ended === true
+
+function isIterable(body: unknown): body is Iterable<unknown> | AsyncIterable<unknown> {
+  return (
+    typeof body === 'object' &&
+    body !== null &&
+    (typeof (body as AsyncIterable<unknown>)[Symbol.asyncIterator] === 'function' ||
+      typeof (body as Iterable<unknown>)[Symbol.iterator] === 'function')
   )
 }
 
@@ -1132,10 +1165,10 @@ function knownBody(body: unknown, undici7: boolean): boolean {
     typeof body === 'string' ||
     ArrayBuffer.isView(body) ||
     body instanceof ArrayBuffer ||
-    body instanceof Readable ||
+    isStream(body) ||
     isBlob(body, undici7) ||
     isFormData(body) ||
-    isStreamLike(body)
+    isIterable(body)
   )
 }
 
@@ -1226,12 +1259,12 @@ class Run implements RequestSink {
   #headBatch = 0
   /** Events that arrived while the handler had paused, delivered on resume. */
   #backlog: Array<() => void> = []
-  #source: Readable | Iterable<unknown> | AsyncIterable<unknown> | null = null
+  #source: StreamBody | Iterable<unknown> | AsyncIterable<unknown> | null = null
   /**
-   * A Readable body, streamed or (ended when submitted) sent as a known one: as undici, its
+   * A stream body, streamed or (ended when submitted) sent as a known one: as undici, its
    * errors are the request's until the request settles (see #onSourceError).
    */
-  #watched: Readable | null = null
+  #watched: StreamBody | null = null
   /** The body's error before onConnect: as undici, it fails the request then. */
   #sourceError: Error | null = null
   /** The body's length where known when submitted (none: 0), for the HTTP/2 head diagnostics show. */
@@ -1249,9 +1282,13 @@ class Run implements RequestSink {
   /** See #lenient: the length a streamed body is held to, and the bytes it has streamed. */
   #warnLength: number | null = null
   #warnOnce = false
+  /** A known body that disagrees with its content-length: warned of as the request is written. */
+  #knownMismatch = false
   #warned = false
   #streamed = 0
   #creditWaiter: (() => void) | null = null
+  /** While a stream body is being read: stops reading it, and destroys it. */
+  #stopPump: (() => void) | null = null
   #opts: DispatchOptions
   /** After an upgrade: the socket the engine's events for this request now go to. */
   #tunnel: TunnelSocket | null = null
@@ -1292,17 +1329,17 @@ class Run implements RequestSink {
       bytes = Buffer.isBuffer(body) ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength)
     } else if (body instanceof ArrayBuffer) {
       bytes = Buffer.from(body)
-    } else if (body instanceof Readable) {
+    } else if (isStream(body)) {
       this.#watched = body
+      const state = body._readableState
+      // As undici: one that does not destroy itself is destroyed at its 'end' (a destroy(err)
+      // after that is no one's), before the request hears of it, unless the request settles first.
+      if (!state?.autoDestroy) body.on('end', this.#onWatchedEnd)
       // As undici: a byte stream that has ended is a known body (sent with its length), and
       // one that has ended empty is not read at all.
-      body.read(0)
-      const state = (body as unknown as ReadableInternals)._readableState
-      if (state.ended && !state.objectMode) {
-        bytes = body.readableLength === 0 ? undefined : readBuffered(body)
-        // As undici: one that does not destroy itself is destroyed at its 'end' (a destroy(err)
-        // after that is no one's), unless the request settles first.
-        if (!state.autoDestroy) body.once('end', this.#onWatchedEnd)
+      if (typeof body.read === 'function') body.read(0)
+      if (state?.ended && !state.objectMode && typeof body.read === 'function') {
+        bytes = state.length === 0 ? undefined : readBuffered(body)
       } else {
         flags |= STREAM
         this.#source = body
@@ -1324,7 +1361,7 @@ class Run implements RequestSink {
         flags |= STREAM
         this.#source = known.parts
       }
-    } else if (isStreamLike(body)) {
+    } else if (isIterable(body)) {
       flags |= STREAM
       this.#source = body
     } else {
@@ -1359,7 +1396,7 @@ class Run implements RequestSink {
       flags |= HOLD
     }
     // A lone request goes at once, but not with a streamed body (it waits for the flush, see
-    // #pumpReadable), nor when it opens a connection (see flushSoon).
+    // #pumpStream), nor when it opens a connection (see flushSoon).
     const connecting = this.#client!.connected === 0
     if (!this.#source && lone() && !connecting) flags |= LONE
     const defaults = this.#client!.timeouts
@@ -1395,7 +1432,7 @@ class Run implements RequestSink {
     // known body, which may be pipelined.
     if (source instanceof Readable) {
       flushAfter(() => {
-        if (!this.#settled && !this.#pumping && (source as unknown as ReadableInternals)._readableState.ended) this.#pumpReadable(source, true)
+        if (!this.#settled && !this.#pumping && isEnded(source)) this.#pumpStream(source, true)
       })
     }
   }
@@ -1412,26 +1449,33 @@ class Run implements RequestSink {
   }
 
   /** Streams a request body to the engine, within the write window. */
-  #pumpBody(source: Readable | Iterable<unknown> | AsyncIterable<unknown>): void {
+  #pumpBody(source: StreamBody | Iterable<unknown> | AsyncIterable<unknown>): void {
     if (this.#pumping) return
-    if (source instanceof Readable) this.#pumpReadable(source)
+    if (isStream(source)) this.#pumpStream(source)
     else void this.#pumpIterable(source)
   }
 
   /**
-   * A Readable is read with events rather than an async iterator: no promise per chunk and no
+   * A stream is read with events rather than an async iterator: no promise per chunk and no
    * end-of-stream helper (what `pipeline()` pays for every request).
    */
-  #pumpReadable(src: Readable, ended = false): void {
+  #pumpStream(src: StreamBody, ended = false): void {
     this.#pumping = true
     // Both send the request on their way.
-    if (src.readableEnded) return void (this.#endBody(), destroyStream(src))
+    if (src.endEmitted ?? src.readableEnded) return void (this.#endBody(), destroyStream(src))
     // As undici: a stream closed before its end, without an error, aborts the request.
-    if (src.destroyed) return void this.fail(src.errored ?? new RequestAbortedError())
+    if (src.destroyed === true) return void this.fail(src.errored ?? new RequestAbortedError())
     let reading = true
     const done = (): void => {
       reading = false
+      this.#stopPump = null
       src.off('data', onData).off('end', onEnd).off('error', onError).off('close', onClose)
+    }
+    // A response that completes the request before the body's end: as undici, the body is
+    // done with (its connection closes).
+    this.#stopPump = () => {
+      done()
+      destroyStream(src)
     }
     const onData = (chunk: unknown): void => {
       if (this.#settled) {
@@ -1440,9 +1484,9 @@ class Run implements RequestSink {
         return
       }
       try {
-        if (!this.#writeChunk(chunk)) {
+        if (!this.#writeChunk(chunk) && typeof src.pause === 'function') {
           src.pause()
-          this.#creditWaiter = () => src.resume()
+          this.#creditWaiter = () => src.resume?.()
         }
       } catch (err) {
         done()
@@ -1459,17 +1503,22 @@ class Run implements RequestSink {
       done()
       this.fail(err)
     }
-    const onClose = (): void => {
-      done()
-      this.fail(new RequestAbortedError())
-    }
+    // As undici, a microtask later: a stream may close before its 'error', or within its 'end'
+    // (one that is destroyed there, see #onWatchedEnd, and closes at once).
+    const onClose = (): void =>
+      queueMicrotask(() => {
+        if (!reading) return
+        done()
+        this.fail(new RequestAbortedError())
+      })
     src.on('data', onData).on('end', onEnd).on('error', onError).on('close', onClose)
     // As undici: a stream paused by its owner flows all the same.
-    src.resume()
+    src.resume?.()
+    if (!(src instanceof Readable)) return
     // A body that has ended by the end of this job (its 'end' still to come) is read then, to
     // go with its request: the engine gets it as a known body, which may be pipelined.
     const drain = (): void => {
-      if (!reading || !(src as unknown as ReadableInternals)._readableState.ended) return
+      if (!reading || !isEnded(src)) return
       try {
         while (reading && src.readableFlowing && src.read() !== null);
         if (reading && src.readableLength === 0) onEnd()
@@ -1550,15 +1599,16 @@ class Run implements RequestSink {
 
   /**
    * With `strictContentLength: false`, a body that disagrees with its content-length is sent
-   * anyway, with the warnings undici gives: a known one now (the engine sends it with its own
-   * length), a streamed one as its chunks go (under the length given).
+   * anyway, with the warnings undici gives: a known one as the request is written (the engine
+   * sends it with its own length; see #connectNow), a streamed one as its chunks go (under the
+   * length given).
    */
   #lenient(headers: string[], method: string, bytes: Buffer | string | undefined): void {
     const given = givenLength(headers)
     if (given === null) return
     if (this.#source === null) {
       const length = bytes === undefined ? 0 : typeof bytes === 'string' ? Buffer.byteLength(bytes) : bytes.length
-      if (length > 0 && length !== given && checksLength(method)) lengthMismatch(false)
+      this.#knownMismatch = length > 0 && length !== given && checksLength(method)
     } else if (given > 0 || expectsBody(method)) {
       // (`content-length: 0` on a stream of a method that expects no body is ignored.)
       this.#warnLength = given
@@ -1604,6 +1654,7 @@ class Run implements RequestSink {
 
   #connectNow(): void {
     this.#connected = true
+    if (this.#knownMismatch) lengthMismatch(false)
     this.#offQueuedAbort?.()
     this.#offQueuedAbort = null
     // As undici: a body that failed while the request waited fails it now, instead of onConnect.
@@ -1747,6 +1798,10 @@ class Run implements RequestSink {
     if (!this.#finish()) return
     if (this.#info) this.#info.completed = true
     if (this.#info !== null) this.#publish(channels.trailers, { trailers: toBuffers(trailers) })
+    // As undici: a stream body still being read when the response completes the request is
+    // destroyed as its connection closes, a tick after.
+    const stop = this.#stopPump
+    if (stop !== null) process.nextTick(stop)
     this.#handler.onComplete!(this.#raw(trailers))
   }
 
@@ -1802,7 +1857,7 @@ class Run implements RequestSink {
     this.#publish(channels.error, { error: err })
     if (this.#info !== null) this.#info.aborted = true
     // (A body without `destroy` hears of it by an 'error' event: #finish left a no-op listening.)
-    if (this.#source instanceof Readable) destroyStream(this.#source, err)
+    if (isStream(this.#source)) destroyStream(this.#source, err)
     this.#callOnError(client, err)
     return true
   }

@@ -70,7 +70,7 @@ enum Command {
     },
     SetServerName {
         origin: u64,
-        name: ServerName<'static>,
+        name: Option<ServerName<'static>>,
     },
     /// A request of `origin` was written by the caller and must be adopted now, as its headers
     /// timeout ends before its connection would run again (see [`Engine::submit_now`]).
@@ -315,8 +315,9 @@ impl Engine {
 
     /// Later connections of TLS origin `origin` send and verify `name` (a request's own
     /// `servername`); those open close, with `servername changed`. The caller has retired
-    /// the origin's lanes ([`Lanes::retire`]) and waits until nothing is in flight.
-    pub fn set_server_name(&self, origin: u64, name: ServerName<'static>) {
+    /// the origin's lanes ([`Lanes::retire`]) and waits until nothing is in flight. `None`: a
+    /// name rustls cannot send (not a DNS name): JS makes the connections with Node's TLS.
+    pub fn set_server_name(&self, origin: u64, name: Option<ServerName<'static>>) {
         self.send(Command::SetServerName { origin, name });
     }
 

@@ -364,11 +364,13 @@ impl Origin {
     }
 
     /// Later connections send and verify `name`; the open ones close (as undici's Client
-    /// leaves its socket when a request names another server).
-    pub fn set_server_name(this: &Rc<RefCell<Origin>>, name: ServerName<'static>) {
+    /// leaves its socket when a request names another server). `None`: a name rustls cannot
+    /// send, which Node's TLS can: JS makes the connections while it is the name.
+    pub fn set_server_name(this: &Rc<RefCell<Origin>>, name: Option<ServerName<'static>>) {
         let mut o = this.borrow_mut();
+        o.js.set_odd_name(name.is_none());
         // (Sockets from JS: their connector is given the name there.)
-        if o.cfg.tls.is_some() {
+        if let Some(name) = name.filter(|_| o.cfg.tls.is_some()) {
             let mut cfg = (*o.cfg).clone();
             if let Some(tls) = cfg.tls.as_mut() {
                 tls.rename(name);

@@ -31,12 +31,6 @@ use crate::transport::Transport;
 /// Polls of work before yielding to other connections on the runtime.
 const BUDGET: usize = 32;
 
-/// How long a request whose response came early may still finish sending its body. The
-/// caller usually ends it within a turn of its event loop; then the connection stays usable
-/// and the response is reported complete once the body is out. After this, the response is
-/// reported and, as undici does, the connection is closed instead (its framing is unfinished).
-const EARLY_RESPONSE_GRACE: Duration = Duration::from_secs(1);
-
 /// What of the body being read goes whole into one buffer (read buffers start with it), to go
 /// out as one chunk: the rest of a body of known length up to WHOLE_BODY_MAX; 0 for others.
 fn whole_body(decoder: &BodyDecoder) -> usize {
@@ -72,8 +66,6 @@ enum TimerKind {
     Headers,
     Body,
     Idle,
-    /// The grace of an early response ran out.
-    Early,
 }
 
 pub(crate) struct Conn {
@@ -248,9 +240,6 @@ impl Conn {
         if pumped.closes {
             self.taken_last = true;
         }
-        if let Some(trailers) = pumped.early_done {
-            self.settle_front(trailers);
-        }
         Ok(())
     }
 
@@ -262,7 +251,7 @@ impl Conn {
     fn process(&mut self, hold_partial: bool) -> Result<(), Error> {
         loop {
             let rbuf = &mut self.io.rbuf;
-            let Some(cur) = self.pipe.front_mut().filter(|f| f.early.is_none()) else {
+            let Some(cur) = self.pipe.front_mut() else {
                 // Empty lines between responses are skipped, as llhttp does.
                 let blank = rbuf.iter().take_while(|&&b| b == b'\r' || b == b'\n');
                 rbuf.advance(blank.count());
@@ -467,13 +456,14 @@ impl Conn {
         Ok(progress)
     }
 
-    /// The response at the front is whole: it is reported once its request is all sent.
+    /// The response at the front is whole: its request is complete. As undici, one that came
+    /// before its request was all sent ends the connection (its framing is unfinished): the
+    /// rest of the body is dropped, and the caller stops giving it once the request settles.
     fn complete(&mut self, trailers: Vec<RawHeader>) {
         self.read = ReadState::Head;
-        let front = self.pipe.front_mut().unwrap();
-        if !front.body_done {
-            front.early = Some((trailers, Instant::now() + EARLY_RESPONSE_GRACE));
-            return;
+        if !self.pipe.front().unwrap().body_done {
+            self.no_more = true;
+            self.io.discard_writes();
         }
         self.settle_front(trailers);
     }
@@ -491,21 +481,8 @@ impl Conn {
         }
     }
 
-    /// Reports an early response complete although its body was not all sent: the rest is
-    /// dropped and the connection is not reused.
-    fn settle_early(&mut self) {
-        let Some((trailers, _)) = self.pipe.front_mut().and_then(|f| f.early.take()) else {
-            return;
-        };
-        self.no_more = true;
-        self.io.discard_writes();
-        self.settle_front(trailers);
-    }
-
     /// Fails the request at the front with `error`, retries the rest elsewhere, closes.
     fn fail_and_close(&mut self, error: Error) {
-        // A response already complete is reported as such, whatever ends the connection.
-        self.settle_early();
         let error = self.with_socket_info(error);
         if let Some(t) = self.tunnel.take() {
             self.out.fail(t.id, error.clone(), Shared::WithNext);
@@ -590,9 +567,6 @@ impl Conn {
         let Some(front) = self.pipe.front_mut() else {
             return Some((self.idle_end(), TimerKind::Idle));
         };
-        if let Some((_, until)) = &front.early {
-            return Some((*until, TimerKind::Early));
-        }
         if !front.got_headers {
             if !front.body_done {
                 return None;
@@ -714,7 +688,6 @@ impl Conn {
             // Upgraded just now: the tunnel meets the end itself.
             return;
         }
-        self.settle_early();
         if let (
             Some(_),
             ReadState::Body {
@@ -761,7 +734,6 @@ impl Conn {
                     self.close(Error::Info("socket idle timeout".into()))
                 }
             }
-            TimerKind::Early => self.settle_early(),
         }
     }
 }

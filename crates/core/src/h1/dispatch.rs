@@ -98,9 +98,6 @@ pub(super) struct InFlight {
     pub got_headers: bool,
     /// When this request started waiting for its head (at the front, fully sent).
     pub waiting_since: Option<Instant>,
-    /// The response ended before the request body was all sent: its trailers, and until
-    /// when the body may still finish (see `EARLY_RESPONSE_GRACE` in `conn`).
-    pub early: Option<(Vec<RawHeader>, Instant)>,
 }
 
 /// What moving a streamed body on did, beyond queueing its bytes.
@@ -108,9 +105,6 @@ pub(super) struct InFlight {
 pub(super) struct Pumped {
     /// Its first byte made it the last request on the connection (`Request::body_closes`).
     pub closes: bool,
-    /// It ended, and its response had come early: the response is complete now, with these
-    /// trailers.
-    pub early_done: Option<Vec<RawHeader>>,
 }
 
 /// The requests on one connection, oldest first.
@@ -188,7 +182,6 @@ impl Pipeline {
             body_sent: 0,
             got_headers: false,
             waiting_since: None,
-            early: None,
         });
     }
 
@@ -305,9 +298,6 @@ impl Pipeline {
                 return Err((id, Error::RequestContentLengthMismatch));
             }
             last.body_done = true;
-            // Its response came early and waited for this: it is complete now; the
-            // connection is in step again.
-            pumped.early_done = last.early.take().map(|(trailers, _)| trailers);
         }
         Ok(pumped)
     }

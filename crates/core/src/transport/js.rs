@@ -197,6 +197,9 @@ pub(crate) struct Opener {
     /// A TLS handshake of this origin needed what only Node's TLS has: its connections go
     /// through Node's from now on.
     via_node: Cell<bool>,
+    /// The server name asked for is one rustls cannot send (not a DNS name, as Node's TLS
+    /// takes any): its connections go through Node's TLS too, while it is the name.
+    odd_name: Cell<bool>,
 }
 
 impl Opener {
@@ -205,6 +208,7 @@ impl Opener {
             registry,
             origin,
             via_node: Cell::new(false),
+            odd_name: Cell::new(false),
         })
     }
 
@@ -217,7 +221,12 @@ impl Opener {
     }
 
     pub fn via_node(&self) -> bool {
-        self.via_node.get()
+        self.via_node.get() || self.odd_name.get()
+    }
+
+    /// Whether the server name connections are made for now is one only Node's TLS can send.
+    pub fn set_odd_name(&self, odd: bool) {
+        self.odd_name.set(odd);
     }
 
     pub fn use_node(&self) {
