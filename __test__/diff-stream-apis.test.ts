@@ -1,0 +1,113 @@
+// Differential tests of the stream-shaped APIs and what surrounds them: the handler callbacks
+// behind an interceptor, a body given an encoding, pipeline() and stream() with their streams
+// and signals, upgrade() on a bad 101, and the headers a WebSocket hands a custom dispatcher.
+// Each scenario runs on undici and on saetta (and, where they differ, on undici 7 and
+// saetta/undici7), each against its own fresh server, and the records must be equal.
+import { afterEach, describe, test } from 'vitest'
+import { cleanup, httpServer, onCleanup, waitFor } from './helpers'
+import { client, same7, settled, type Lib } from './differential-support'
+
+afterEach(cleanup)
+
+const hello = () => httpServer((_req, res) => res.end('hello'))
+
+describe('onResponseStarted behind an interceptor', () => {
+  type Interceptor = Parameters<InstanceType<Lib['Client']>['compose']>[0]
+  type Dispatch = (opts: object, handler: object) => boolean
+  const interceptors: Record<string, (lib: Lib) => Interceptor> = {
+    'a pass-through interceptor': () => ((dispatch: Dispatch) => (opts: object, handler: object) => dispatch(opts, handler)) as never,
+    // DecoratorHandler has no onResponseStarted: behind it, nothing hears it.
+    'an interceptor wrapping in a DecoratorHandler': (lib) =>
+      ((dispatch: Dispatch) => (opts: object, handler: object) => dispatch(opts, new (class extends lib.DecoratorHandler {})(handler as never))) as never,
+    'the dns interceptor (an IP origin: the handler as it is)': (lib) => lib.interceptors.dns(),
+    'the dump interceptor': (lib) => lib.interceptors.dump(),
+  }
+  const handlers = {
+    'a first-API handler': (calls: string[], done: () => void) => ({
+      onConnect: () => calls.push('connect'),
+      onResponseStarted: () => calls.push('started'),
+      onHeaders: () => (calls.push('headers'), true),
+      onData: () => true,
+      onComplete: () => (calls.push('complete'), done()),
+      onError: (err: Error) => (calls.push(`error ${err.message}`), done()),
+    }),
+    'a controller-style handler': (calls: string[], done: () => void) => ({
+      onRequestStart: () => calls.push('start'),
+      onResponseStarted: () => calls.push('started'),
+      onResponseStart: () => calls.push('headers'),
+      onResponseData: () => {},
+      onResponseEnd: () => (calls.push('complete'), done()),
+      onResponseError: (_c: unknown, err: Error) => (calls.push(`error ${err.message}`), done()),
+    }),
+  }
+  for (const [handlerName, handler] of Object.entries(handlers)) {
+    test(`${handlerName}: the callbacks it hears, on a Client and an Agent, without and with each interceptor`, async () => {
+      await same7(hello, async (lib, origin) => {
+        const out: Record<string, string[]> = {}
+        for (const kind of ['Client', 'Agent'] as const) {
+          const dispatchers: Record<string, (d: InstanceType<Lib['Client']>) => { dispatch: Dispatch }> = {
+            'no interceptor': (d) => d as never,
+          }
+          for (const [name, make] of Object.entries(interceptors)) dispatchers[name] = (d) => d.compose(make(lib)) as never
+          for (const [name, wrapIn] of Object.entries(dispatchers)) {
+            const d = (kind === 'Client' ? client(lib, origin) : new lib.Agent()) as InstanceType<Lib['Client']>
+            if (kind === 'Agent') onCleanup(() => d.destroy())
+            const calls: string[] = []
+            await new Promise<void>((resolve) => wrapIn(d).dispatch({ origin, path: '/', method: 'GET' }, handler(calls, resolve)))
+            out[`${kind}, ${name}`] = calls
+          }
+        }
+        return out
+      })
+    })
+  }
+})
+
+describe('a response body given an encoding', () => {
+  // A BOM, a JSON text with two-byte and three-byte characters; the first chunk ends inside é.
+  const bytes = Buffer.from('\ufeff{"a":"é€"}')
+  /** The body in two writes, the second once the test says (see release()). */
+  let release: () => void = () => {}
+  const split = (at: number) => () =>
+    httpServer((_req, res) => {
+      res.write(bytes.subarray(0, at))
+      release = () => res.end(bytes.subarray(at))
+    })
+  const encodings = ['utf8', 'utf-8', 'hex', 'latin1', 'base64', 'utf16le'] as const
+  const reads = ['text', 'json', 'bytes', 'arrayBuffer', 'blob'] as const
+
+  async function read(body: InstanceType<Lib['BodyReadable']>, how: (typeof reads)[number]): Promise<unknown> {
+    const value: unknown = await body[how]()
+    if (value instanceof Blob) return ['blob', value.type, Buffer.from(await value.arrayBuffer()).toString('hex')]
+    if (value instanceof ArrayBuffer || value instanceof Uint8Array) return [how, Buffer.from(value as Uint8Array).toString('hex')]
+    return value
+  }
+
+  for (const at of [10, 11]) {
+    test(`setEncoding() then text(), json(), bytes(), arrayBuffer(), blob(): read at once, and once a first chunk (ending inside a character, at ${at}) is buffered`, async () => {
+      await same7(split(at), async (lib, origin) => {
+        const c = client(lib, origin)
+        const out: unknown[] = []
+        for (const encoding of encodings) {
+          for (const how of reads) {
+            for (const buffered of [false, true]) {
+              const { body } = await c.request({ path: '/', method: 'GET' })
+              body.setEncoding(encoding)
+              if (buffered) {
+                // The first chunk sits in the body (its split character in the decoder) before the read.
+                if (!(await waitFor(() => body.readableLength > 0, 5000))) throw new Error('no first chunk')
+                release()
+                out.push([encoding, how, 'buffered', await settled(read(body, how))])
+              } else {
+                const result = settled(read(body, how))
+                release()
+                out.push([encoding, how, await result])
+              }
+            }
+          }
+        }
+        return out
+      })
+    })
+  }
+})
