@@ -3,11 +3,16 @@
 // and signals, upgrade() on a bad 101, and the headers a WebSocket hands a custom dispatcher.
 // Each scenario runs on undici and on saetta (and, where they differ, on undici 7 and
 // saetta/undici7), each against its own fresh server, and the records must be equal.
+import { createRequire } from 'node:module'
+import { PassThrough, Readable, Writable, pipeline as streamPipeline, type Duplex } from 'node:stream'
 import { afterEach, describe, test } from 'vitest'
 import { cleanup, httpServer, onCleanup, waitFor } from './helpers'
-import { client, same7, settled, type Lib } from './differential-support'
+import { client, describeError, same7, settled, type Lib } from './differential-support'
 
 afterEach(cleanup)
+
+/** readable-stream 2: streams of the old kind (no autoDestroy: one without destroy raises nothing at its end). */
+const legacy = createRequire(import.meta.url)('readable-stream2') as { PassThrough: typeof PassThrough }
 
 const hello = () => httpServer((_req, res) => res.end('hello'))
 
@@ -107,6 +112,111 @@ describe('a response body given an encoding', () => {
           }
         }
         return out
+      })
+    })
+  }
+})
+
+describe('pipeline(): the stream its handler returns', () => {
+  /** Reads the request; answers 10 bytes, then (on /end) 10 more and the end, or nothing more. */
+  const server = () =>
+    httpServer((req, res) => {
+      req.resume()
+      req.on('end', () => {
+        res.write('a'.repeat(10))
+        if (req.url === '/end') setTimeout(() => res.end('b'.repeat(10)), 20)
+      })
+    })
+  type Body = InstanceType<Lib['BodyReadable']>
+  type Scenario = [path: string, handler: (body: Body, duplex: () => Duplex, events: string[]) => Readable]
+  const scenarios: Record<string, Scenario> = {
+    'a PassThrough destroyed without an error after the first chunk': [
+      '/',
+      (body, _d, events) => {
+        // (undici's response body raises the abort where nobody listens.)
+        body.on('error', (err) => events.push(`body error ${err.message}`))
+        const out = new PassThrough()
+        body.once('data', (chunk) => {
+          out.write(chunk)
+          setImmediate(() => out.destroy())
+        })
+        return out
+      },
+    ],
+    'a PassThrough destroyed with an error after the first chunk': [
+      '/',
+      (body, _d, events) => {
+        body.on('error', (err) => events.push(`body error ${err.message}`))
+        const out = new PassThrough()
+        body.once('data', (chunk) => {
+          out.write(chunk)
+          setImmediate(() => out.destroy(new Error('mine')))
+        })
+        return out
+      },
+    ],
+    'the response body, its destroy taken away, the pipeline destroyed after its first chunk': [
+      '/',
+      (body, duplex) => {
+        ;(body as { destroy: unknown }).destroy = null
+        body.once('data', () => setImmediate(() => duplex().destroy()))
+        return body
+      },
+    ],
+    'the response body, its destroy taken away, the pipeline destroyed with an error': [
+      '/',
+      (body, duplex) => {
+        ;(body as { destroy: unknown }).destroy = null
+        body.once('data', () => setImmediate(() => duplex().destroy(new Error('mine'))))
+        return body
+      },
+    ],
+    'an old-style stream without destroy, raising an error after its end': [
+      '/end',
+      (body, _d, events) => {
+        const out = new legacy.PassThrough()
+        ;(out as { destroy: unknown }).destroy = null
+        body.pipe(out)
+        out.on('end', () =>
+          setImmediate(() => {
+            events.push('late error')
+            out.emit('error', new Error('late'))
+          }),
+        )
+        return out
+      },
+    ],
+    'an old-style stream without destroy, the pipeline destroyed after the first chunk': [
+      '/',
+      (body, duplex, events) => {
+        body.on('error', (err) => events.push(`body error ${err.message}`))
+        const out = new legacy.PassThrough()
+        ;(out as { destroy: unknown }).destroy = null
+        out.on('error', (err) => events.push(`returned stream error ${err.message}`))
+        body.pipe(out)
+        body.once('data', () => setImmediate(() => duplex().destroy()))
+        return out
+      },
+    ],
+  }
+  for (const [name, [path, handler]] of Object.entries(scenarios)) {
+    test(`${name}: how the pipeline ends`, async () => {
+      await same7(server, async (lib, origin) => {
+        const c = client(lib, origin)
+        const events: string[] = []
+        let got = ''
+        const duplex: Duplex = c.pipeline({ path, method: 'POST' }, ({ body }) => handler(body, () => duplex, events))
+        duplex.on('end', () => events.push('end')).on('error', (err) => events.push(`error ${err.message}`))
+        const sink = new Writable({
+          write(chunk, _enc, callback) {
+            got += String(chunk)
+            callback()
+          },
+        })
+        const err = await new Promise<Error | null | undefined>((resolve) => streamPipeline(Readable.from(['x']), duplex, sink, resolve))
+        // What may still come after the pipeline's end (a late error).
+        await new Promise((resolve) => setTimeout(resolve, 50))
+        return { err: err ? describeError(err) : null, got, events }
       })
     })
   }

@@ -8,7 +8,6 @@ import type { IncomingHttpHeaders, RequestOptions } from '../dispatcher/types'
 import type { Dispatcher } from '../dispatcher/dispatcher'
 import { ApiHandler } from './api-handler'
 import { BodyReadable } from './readable'
-import { whenDone } from './done'
 import { withOptions } from '../dispatcher/options'
 import { destroyStream } from '../util/destroy'
 
@@ -74,7 +73,8 @@ class PipelineHandler_<TOpaque> extends ApiHandler<TOpaque> {
         // After a complete exchange there is nothing to abort (and no error worth its stack).
         if (err) self.abortWith(err)
         self.#req.destroy()
-        self.#res?.destroy(err ?? undefined)
+        // Returned by the handler, the response body may have lost its destroy too.
+        if (self.#res) destroyStream(self.#res, err ?? undefined)
         if (self.#body) destroyStream(self.#body, err ?? undefined)
         callback(err)
       },
@@ -107,6 +107,7 @@ class PipelineHandler_<TOpaque> extends ApiHandler<TOpaque> {
     if (!body || typeof body.on !== 'function') throw new InvalidReturnValueError('expected Readable')
     this.#body = body
     const duplex = this.duplex
+    let ended = false
     body
       .on('data', (chunk) => {
         // As undici: a returned stream without pause/resume is not paused (the Duplex buffers).
@@ -115,10 +116,17 @@ class PipelineHandler_<TOpaque> extends ApiHandler<TOpaque> {
           this.#onReadable = () => (typeof body.resume === 'function' ? body.resume() : undefined)
         }
       })
-      .on('end', () => duplex.push(null))
-    whenDone({ readable: body }, (err) => {
-      if (err) duplex.destroy(err)
-    })
+      .on('end', () => {
+        ended = true
+        duplex.push(null)
+      })
+      // As undici: its errors fail the pipeline for as long as they come (one after its end
+      // included: a stream without destroy may still raise one), and closed before its end, it
+      // aborts it.
+      .on('error', (err: Error) => destroyStream(duplex, err))
+      .on('close', () => {
+        if (!ended) destroyStream(duplex, new RequestAbortedError())
+      })
     return true
   }
 
