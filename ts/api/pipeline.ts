@@ -76,6 +76,8 @@ class PipelineHandler_<TOpaque> extends ApiHandler<TOpaque> {
         // Returned by the handler, the response body may have lost its destroy too.
         if (self.#res) destroyStream(self.#res, err ?? undefined)
         if (self.#body) destroyStream(self.#body, err ?? undefined)
+        // Done with, as undici's: the abort signal is let go.
+        self.detach()
         callback(err)
       },
     })
