@@ -3,6 +3,7 @@
 // and signals, upgrade() on a bad 101, and the headers a WebSocket hands a custom dispatcher.
 // Each scenario runs on undici and on saetta (and, where they differ, on undici 7 and
 // saetta/undici7), each against its own fresh server, and the records must be equal.
+import { EventEmitter, getEventListeners, once } from 'node:events'
 import { createRequire } from 'node:module'
 import { PassThrough, Readable, Writable, pipeline as streamPipeline, type Duplex } from 'node:stream'
 import { afterEach, describe, test } from 'vitest'
@@ -217,6 +218,98 @@ describe('pipeline(): the stream its handler returns', () => {
         // What may still come after the pipeline's end (a late error).
         await new Promise((resolve) => setTimeout(resolve, 50))
         return { err: err ? describeError(err) : null, got, events }
+      })
+    })
+  }
+})
+
+describe("an abort signal's listener once the request is done", () => {
+  /** Answers a request, an upgrade and a CONNECT; on /fail, closes the connection instead. */
+  const server = async () => {
+    const srv = await httpServer((req, res) => {
+      if (req.url === '/fail') return void req.socket.destroy()
+      req.resume()
+      res.end('hello')
+    })
+    const tunnel = (head: string) => (req: { url?: string }, socket: import('node:net').Socket) => {
+      socket.on('error', () => {})
+      if (req.url === '/fail') return void socket.destroy()
+      socket.write(head)
+      socket.on('end', () => socket.end())
+    }
+    srv.server.on('upgrade', tunnel('HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\n'))
+    srv.server.on('connect', tunnel('HTTP/1.1 200 OK\r\n\r\n'))
+    return srv
+  }
+  const signals = {
+    'an EventEmitter': () => {
+      const emitter = new EventEmitter()
+      return { signal: emitter, count: () => emitter.listenerCount('abort') }
+    },
+    'an AbortSignal': () => {
+      const { signal } = new AbortController()
+      return { signal, count: () => getEventListeners(signal, 'abort').length }
+    },
+  }
+  const sink = () =>
+    new Writable({
+      write(_chunk, _enc, callback) {
+        callback()
+      },
+    })
+  const turn = () => new Promise((resolve) => setImmediate(resolve))
+
+  for (const [signalName, make] of Object.entries(signals)) {
+    test(`${signalName}: request(), stream(), pipeline(), upgrade(), connect(), answered and failed`, async () => {
+      await same7(server, async (lib, origin) => {
+        const c = client(lib, origin)
+        const out: Record<string, unknown[]> = {}
+        for (const path of ['/', '/fail']) {
+          const counts = (out[`request ${path}`] = [] as unknown[])
+          let s = make()
+          try {
+            const { body } = await c.request({ path, method: 'GET', signal: s.signal as AbortSignal })
+            counts.push(s.count())
+            const closed = once(body, 'close')
+            await body.text()
+            counts.push('read', s.count())
+            await closed
+            counts.push('closed', s.count())
+          } catch (err) {
+            counts.push(describeError(err).class, s.count())
+          }
+
+          const streamed = (out[`stream ${path}`] = [] as unknown[])
+          s = make()
+          const result = await settled(c.stream({ path, method: 'GET', signal: s.signal as AbortSignal }, () => sink()))
+          streamed.push(result.ok, s.count())
+          await turn()
+          streamed.push(s.count())
+
+          const piped = (out[`pipeline ${path}`] = [] as unknown[])
+          s = make()
+          const duplex = c.pipeline({ path, method: 'POST', signal: s.signal as AbortSignal }, ({ body }) => body)
+          const err = await new Promise<Error | null | undefined>((resolve) => streamPipeline(Readable.from(['x']), duplex, sink(), resolve))
+          piped.push(err ? describeError(err).class : 'ok', s.count())
+          await turn()
+          piped.push(s.count())
+
+          for (const api of ['upgrade', 'connect'] as const) {
+            const tunnelled = (out[`${api} ${path}`] = [] as unknown[])
+            s = make()
+            try {
+              const { socket } = await c[api]({ path, signal: s.signal as AbortSignal })
+              tunnelled.push(s.count())
+              const closed = once(socket, 'close')
+              socket.destroy()
+              await closed
+              tunnelled.push('closed', s.count())
+            } catch (err) {
+              tunnelled.push(describeError(err).class, s.count())
+            }
+          }
+        }
+        return out
       })
     })
   }

@@ -39,6 +39,8 @@ export class BodyReadable extends Readable {
   #contentType: string
   #contentLength: number | undefined
   #used = false
+  /** Whether 'data' or 'readable' was ever listened to (not by text() and the others). */
+  #listened = false
   /** While text() and the others read a body given an encoding: where its chunks go, as pushed. */
   #sink: ((chunk: Buffer) => void) | null = null
 
@@ -54,10 +56,20 @@ export class BodyReadable extends Readable {
     // Destroying the body before its end aborts the request.
     if (!err && !this.readableEnded) err = new RequestAbortedError()
     if (err) this.#abort(err)
-    // As undici: a body nobody reads yet fails a turn later, so that an 'error' listener
-    // attached after an await (or by the request's own failure) is in time.
-    if (this.readableDidRead || this.listenerCount('data') > 0 || this.listenerCount('readable') > 0) callback(err)
+    // As undici: a body never listened to ('data', 'readable') closes a turn later, so that
+    // an 'error' listener attached after an await (or by the request's own failure) is in
+    // time; one read by text() and the others too (they listen to nothing, in undici).
+    if (this.#listened) callback(err)
     else setImmediate(callback, err)
+  }
+
+  override on(event: string | symbol, listener: (...args: never[]) => void): this {
+    if (event === 'data' || event === 'readable') this.#listened = true
+    return super.on(event, listener as (...args: unknown[]) => void)
+  }
+
+  override addListener(event: string | symbol, listener: (...args: never[]) => void): this {
+    return this.on(event, listener)
   }
 
   override push(chunk: unknown, encoding?: BufferEncoding): boolean {
@@ -153,7 +165,7 @@ export class BodyReadable extends Readable {
         length += chunk.length
       }
       const encoding = this.readableEncoding
-      if (encoding === null) this.on('data', add)
+      if (encoding === null) super.on('data', add)
       else this.#consumeBytes(encoding, add)
       this.once('error', reject)
       this.once('end', () => {
@@ -180,7 +192,7 @@ export class BodyReadable extends Readable {
     const { lastChar, lastNeed = 0, lastTotal = 0 } = decoder ?? {}
     if (lastChar && lastNeed > 0) add(Buffer.from(lastChar.subarray(0, lastTotal - lastNeed)))
     this.#sink = add
-    this.on('data', () => {})
+    super.on('data', () => {})
   }
 
   #locked(): boolean {
