@@ -5,15 +5,17 @@
 // saetta/undici7), each against its own fresh server, and the records must be equal.
 import { EventEmitter, getEventListeners, once } from 'node:events'
 import { createRequire } from 'node:module'
-import { PassThrough, Readable, Writable, pipeline as streamPipeline, type Duplex } from 'node:stream'
+import { PassThrough, Readable, Stream, Writable, pipeline as streamPipeline, type Duplex } from 'node:stream'
 import { afterEach, describe, test } from 'vitest'
-import { cleanup, httpServer, onCleanup, waitFor } from './helpers'
+import { cleanup, httpServer, netServer, onCleanup, sleep, waitFor } from './helpers'
 import { client, describeError, same7, settled, type Lib } from './differential-support'
 
 afterEach(cleanup)
 
 /** readable-stream 2: streams of the old kind (no autoDestroy: one without destroy raises nothing at its end). */
-const legacy = createRequire(import.meta.url)('readable-stream2') as { PassThrough: typeof PassThrough }
+const legacy = createRequire(import.meta.url)('readable-stream2') as { PassThrough: typeof PassThrough; Writable: typeof Writable }
+
+const turn = () => new Promise((resolve) => setImmediate(resolve))
 
 const hello = () => httpServer((_req, res) => res.end('hello'))
 
@@ -257,7 +259,6 @@ describe("an abort signal's listener once the request is done", () => {
         callback()
       },
     })
-  const turn = () => new Promise((resolve) => setImmediate(resolve))
 
   for (const [signalName, make] of Object.entries(signals)) {
     test(`${signalName}: request(), stream(), pipeline(), upgrade(), connect(), answered and failed`, async () => {
@@ -313,4 +314,107 @@ describe("an abort signal's listener once the request is done", () => {
       })
     })
   }
+})
+
+describe('stream(): its destination', () => {
+  const writable = (opts: ConstructorParameters<typeof Writable>[0] = {}) =>
+    new Writable({
+      write(_chunk, _enc, callback) {
+        callback()
+      },
+      ...opts,
+    })
+  const notReadable = <T extends object>(stream: T): T => Object.defineProperty(stream, 'readable', { value: false })
+  const destinations: Record<string, (events: string[]) => Writable> = {
+    'a Writable that does not destroy itself': () => writable({ autoDestroy: false }),
+    'a Writable whose readable is false': () => notReadable(writable({ autoDestroy: false })),
+    'a PassThrough (readable: left to its reader)': () => new PassThrough(),
+    'a PassThrough whose readable is false': () => notReadable(new PassThrough()),
+    'an old-style Writable': () => new legacy.Writable({ write: (_c: unknown, _e: unknown, callback: () => void) => callback() }),
+    'an old-style PassThrough': () => new legacy.PassThrough(),
+    'a Writable that does not destroy itself, failing its write': (events) =>
+      writable({
+        autoDestroy: false,
+        write: (_chunk, _enc, callback) => callback(new Error('write failed')),
+        destroy: (err, callback) => {
+          events.push(`destroy ${err?.message}`)
+          callback(err)
+        },
+      }),
+  }
+  for (const [name, make] of Object.entries(destinations)) {
+    test(`${name}: destroyed at the end or not`, async () => {
+      await same7(hello, async (lib, origin) => {
+        const c = client(lib, origin)
+        const events: string[] = []
+        let dest!: Writable
+        const result = await settled(
+          c.stream({ path: '/', method: 'GET' }, () => {
+            dest = make(events)
+            dest.on('error', (err) => events.push(`error ${err.message}`))
+            return dest
+          }),
+        )
+        const atEnd = dest.destroyed
+        await turn()
+        return { ok: result.ok, atEnd, destroyed: dest.destroyed, closed: dest.closed ?? null, events }
+      })
+    })
+  }
+
+  /** A head and 'hello' in one write, then 'world' a little later: two chunks. */
+  const twoChunks = () =>
+    netServer((socket) => {
+      socket.once('data', () => {
+        socket.write('HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nhello')
+        setTimeout(() => socket.write('world'), 20)
+      })
+    })
+
+  test('an old-style destination full when the factory returns it (no writableNeedDrain, its state says needDrain): written to after its drain', async () => {
+    await same7(twoChunks, async (lib, origin) => {
+      const c = client(lib, origin)
+      const writes: string[] = []
+      let release: (() => void) | undefined
+      const done = settled(
+        c.stream({ path: '/', method: 'GET' }, () => {
+          const dest = new legacy.Writable({
+            highWaterMark: 1,
+            write: (chunk: Buffer, _e: unknown, callback: () => void) => (String(chunk) === 'full' ? (release = callback) : callback()),
+          })
+          dest.write('full')
+          const write = dest.write.bind(dest)
+          dest.write = ((chunk: Buffer) => (writes.push(String(chunk)), write(chunk))) as typeof dest.write
+          return dest
+        }),
+      )
+      if (!(await waitFor(() => release !== undefined, 5000))) throw new Error('no factory call')
+      // Time enough for a client that does not wait to write what came.
+      await sleep(60)
+      const before = [...writes]
+      release!()
+      return { before, result: (await done).ok, writes }
+    })
+  })
+
+  test('a legacy Stream whose write() returns false (no writable state at all): each chunk after a drain', async () => {
+    await same7(twoChunks, async (lib, origin) => {
+      const c = client(lib, origin)
+      const writes: string[] = []
+      const dest = Object.assign(new Stream(), {
+        writable: true,
+        write: (chunk: Buffer) => (writes.push(String(chunk)), false),
+        end: () => (writes.push('end'), setImmediate(() => dest.emit('finish'))),
+      })
+      const done = settled(c.stream({ path: '/', method: 'GET' }, () => dest as unknown as Writable))
+      if (!(await waitFor(() => writes.length > 0, 5000))) throw new Error('nothing written')
+      await sleep(60)
+      const before = [...writes]
+      dest.emit('drain')
+      if (!(await waitFor(() => writes.length > 1, 5000))) throw new Error('nothing written after the drain')
+      const afterDrain = [...writes]
+      dest.emit('drain')
+      return { before, afterDrain, result: (await done).ok, writes }
+    })
+  })
 })
