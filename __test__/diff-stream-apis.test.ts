@@ -418,3 +418,102 @@ describe('stream(): its destination', () => {
     })
   })
 })
+
+describe('upgrade(): a 101 that does not switch protocols', () => {
+  const U = 'Upgrade: x\r\n'
+  const C = 'Connection: Upgrade\r\n'
+  // As llhttp (undici's parser) reads them: an Upgrade with a value, and an `upgrade` item in
+  // a Connection (or Proxy-Connection) header.
+  const heads: Record<string, string> = {
+    'both headers': U + C,
+    'no Upgrade': C,
+    'neither': '',
+    'no Connection': U,
+    'an empty Upgrade': 'Upgrade:   \r\n' + C,
+    'Upgrade: ,': 'Upgrade: ,\r\n' + C,
+    'an empty Upgrade, then one': 'Upgrade:\r\nUpgrade: x\r\n' + C,
+    'Connection: close': U + 'Connection: close\r\n',
+    'Connection: keep-alive, upgrade': U + 'Connection: keep-alive, upgrade\r\n',
+    'Connection: upgrade , close': U + 'Connection: upgrade , close\r\n',
+    'Connection: ,,UPGRADE': U + 'Connection: ,,UPGRADE\r\n',
+    'Connection: upgradeX': U + 'Connection: upgradeX\r\n',
+    'Connection: upgrade x': U + 'Connection: upgrade x\r\n',
+    'Connection: keep-alive upgrade': U + 'Connection: keep-alive upgrade\r\n',
+    'Connection: x upgrade, y': U + 'Connection: x upgrade, y\r\n',
+    'Connection: keep-alive x, upgrade': U + 'Connection: keep-alive x, upgrade\r\n',
+    'Connection: "upgrade"': U + 'Connection: "upgrade"\r\n',
+    'Connection: upgrade;x': U + 'Connection: upgrade;x\r\n',
+    'two Connection headers, the second with upgrade': U + 'Connection: close\r\nConnection: upgrade\r\n',
+    'Proxy-Connection: upgrade': U + 'Proxy-Connection: upgrade\r\n',
+  }
+  /** Answers an upgrade with the 101 of `path`'s head (and a byte after it), anything else with 200. */
+  const server = () =>
+    netServer((socket) => {
+      socket.on('error', () => {})
+      socket.once('data', (data) => {
+        const path = decodeURIComponent(String(data).split(' ')[1].slice(1))
+        if (path in heads) socket.write(`HTTP/1.1 101 Switching Protocols\r\n${heads[path]}\r\n!`)
+        else socket.end('HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 2\r\n\r\nhi')
+      })
+    })
+
+  for (const kind of ['Client', 'Pool'] as const) {
+    test(`${kind}: which heads upgrade(), and what follows on the dispatcher`, async () => {
+      await same7(server, async (lib, origin) => {
+        const d = new lib[kind](origin)
+        onCleanup(() => d.destroy())
+        const out: Record<string, unknown> = {}
+        for (const name of Object.keys(heads)) {
+          const result = await settled(
+            d.upgrade({ path: `/${encodeURIComponent(name)}`, protocol: 'x' }).then(({ headers, socket }) => {
+              socket.destroy()
+              return headers
+            }),
+          )
+          const next = await settled(d.request({ path: '/after', method: 'GET' }).then(async (r) => [r.statusCode, await r.body.text()]))
+          out[name] = [result, next]
+        }
+        return out
+      })
+    })
+  }
+
+  test('the top-level upgrade() (an Agent)', async () => {
+    await same7(server, async (lib, origin) => {
+      const agent = new lib.Agent()
+      onCleanup(() => agent.destroy())
+      const prev = lib.getGlobalDispatcher()
+      lib.setGlobalDispatcher(agent)
+      try {
+        return await Promise.all(
+          ['no Upgrade', 'both headers'].map((name) =>
+            settled(lib.upgrade(`${origin}/${encodeURIComponent(name)}`, { protocol: 'x' }).then(({ socket }) => void socket.destroy())),
+          ),
+        )
+      } finally {
+        lib.setGlobalDispatcher(prev)
+      }
+    })
+  })
+
+  test('a handler dispatched with upgrade: onResponseStarted before onUpgrade', async () => {
+    await same7(server, async (lib, origin) => {
+      const c = client(lib, origin)
+      const calls: string[] = []
+      await new Promise<void>((resolve) =>
+        c.dispatch({ path: `/${encodeURIComponent('both headers')}`, method: 'GET', upgrade: 'x' }, {
+          onRequestStart: () => calls.push('start'),
+          onResponseStarted: () => calls.push('started'),
+          onResponseStart: () => calls.push('headers'),
+          onRequestUpgrade: (_c: unknown, status: number, _h: unknown, socket: Duplex) => {
+            calls.push(`upgrade ${status}`)
+            socket.destroy()
+            resolve()
+          },
+          onResponseError: (_c: unknown, err: Error) => (calls.push(`error ${err.message}`), resolve()),
+        } as never),
+      )
+      return calls
+    })
+  })
+})
