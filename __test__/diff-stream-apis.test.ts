@@ -7,6 +7,7 @@ import { EventEmitter, getEventListeners, once } from 'node:events'
 import { createRequire } from 'node:module'
 import { PassThrough, Readable, Stream, Writable, pipeline as streamPipeline, type Duplex } from 'node:stream'
 import { afterEach, describe, test } from 'vitest'
+import { WebSocketServer } from 'ws'
 import { cleanup, httpServer, netServer, onCleanup, sleep, waitFor } from './helpers'
 import { client, describeError, same7, settled, type Lib } from './differential-support'
 
@@ -516,4 +517,75 @@ describe('upgrade(): a 101 that does not switch protocols', () => {
       return calls
     })
   })
+})
+
+describe('WebSocket: what a custom dispatcher is handed', () => {
+  /** A `ws` server that records each handshake's raw headers and sends one message. */
+  let handshakes: string[][] = []
+  const server = async () => {
+    handshakes = []
+    const wss = new WebSocketServer({ port: 0, host: '127.0.0.1' })
+    await once(wss, 'listening')
+    wss.on('connection', (socket, req) => {
+      handshakes.push(req.rawHeaders)
+      socket.send('hi')
+    })
+    onCleanup(
+      () =>
+        new Promise<void>((resolve) => {
+          for (const client of wss.clients) client.terminate()
+          wss.close(() => resolve())
+        }),
+    )
+    return { origin: `ws://127.0.0.1:${(wss.address() as import('node:net').AddressInfo).port}` }
+  }
+  const stable = (headers: Record<string, string>) => ({ ...headers, 'sec-websocket-key': typeof headers['sec-websocket-key'] })
+  const cases: Record<string, HeadersInit> = {
+    'a record': { 'x-a': '1', 'X-B': 'two' },
+    'repeated names (a Cookie joined with "; ")': [
+      ['x-a', '1'],
+      ['X-A', '2'],
+      ['cookie', 'a=1'],
+      ['Cookie', 'b=2'],
+    ],
+    'a Headers': new Headers([
+      ['x-c', '3'],
+      ['accept', 'text/x'],
+    ]),
+    'names such as __proto__ and constructor': [
+      ['__proto__', 'x'],
+      ['constructor', 'y'],
+    ],
+  }
+  for (const [name, headers] of Object.entries(cases)) {
+    test(`headers as ${name}: the dispatch options (an object of headers) and what the server gets`, async () => {
+      await same7(server, async (lib, origin) => {
+        const seen: Array<Record<string, unknown>> = []
+        class Recording extends lib.Agent {
+          override dispatch(opts: Parameters<InstanceType<Lib['Agent']>['dispatch']>[0], handler: Parameters<InstanceType<Lib['Agent']>['dispatch']>[1]): boolean {
+            seen.push(opts as unknown as Record<string, unknown>)
+            return super.dispatch(opts, handler)
+          }
+        }
+        const dispatcher = new Recording()
+        onCleanup(() => dispatcher.destroy())
+        const ws = new lib.WebSocket(`${origin}/p?q=1`, { headers, dispatcher, protocols: ['p1'] } as never)
+        const message = await new Promise<string>((resolve, reject) => {
+          ws.onmessage = (event) => resolve(String(event.data))
+          ws.onerror = () => reject(new Error('no message'))
+        })
+        ws.close()
+        const opts = seen[0]
+        const given = opts.headers as Record<string, string>
+        return {
+          message,
+          keys: Object.keys(opts),
+          // (String keys: saetta's own handshake key is a symbol.)
+          options: { ...Object.fromEntries(Object.entries(opts)), origin: typeof opts.origin, headers: undefined },
+          headers: { array: Array.isArray(given), prototype: Object.getPrototypeOf(given) === Object.prototype, own: Object.getOwnPropertyNames(given), values: stable(given) },
+          received: handshakes[0].filter((_v, i, all) => !/^(host|sec-websocket-key)$/i.test(all[i - (i % 2)])),
+        }
+      })
+    })
+  }
 })
