@@ -83,9 +83,19 @@ describe('a response body given an encoding', () => {
       release = () => res.end(bytes.subarray(at))
     })
   const encodings = ['utf8', 'utf-8', 'hex', 'latin1', 'base64', 'utf16le'] as const
-  const reads = ['text', 'json', 'bytes', 'arrayBuffer', 'blob'] as const
+  const reads = ['text', 'json', 'bytes', 'arrayBuffer', 'blob', 'for await'] as const
 
   async function read(body: InstanceType<Lib['BodyReadable']>, how: (typeof reads)[number]): Promise<unknown> {
+    if (how === 'for await') {
+      // What the chunks are (undici 7: Buffers all the same) and what they add up to.
+      const kinds = new Set<string>()
+      let all = ''
+      for await (const chunk of body) {
+        kinds.add(typeof chunk === 'string' ? 'string' : chunk.constructor.name)
+        all += typeof chunk === 'string' ? chunk : (chunk as Buffer).toString('hex')
+      }
+      return [body.readableEncoding, [...kinds], all]
+    }
     const value: unknown = await body[how]()
     if (value instanceof Blob) return ['blob', value.type, Buffer.from(await value.arrayBuffer()).toString('hex')]
     if (value instanceof ArrayBuffer || value instanceof Uint8Array) return [how, Buffer.from(value as Uint8Array).toString('hex')]
@@ -93,7 +103,7 @@ describe('a response body given an encoding', () => {
   }
 
   for (const at of [10, 11]) {
-    test(`setEncoding() then text(), json(), bytes(), arrayBuffer(), blob(): read at once, and once a first chunk (ending inside a character, at ${at}) is buffered`, async () => {
+    test(`setEncoding() then text(), json(), bytes(), arrayBuffer(), blob(), for await: read at once, and once a first chunk (ending inside a character, at ${at}) is buffered`, async () => {
       await same7(split(at), async (lib, origin) => {
         const c = client(lib, origin)
         const out: unknown[] = []
@@ -119,6 +129,29 @@ describe('a response body given an encoding', () => {
       })
     })
   }
+
+  test('an unknown encoding: ignored by a request body, refused by a pipeline body (a plain Readable in undici)', async () => {
+    await same7(hello, async (lib, origin) => {
+      const c = client(lib, origin)
+      const { body } = await c.request({ path: '/', method: 'GET' })
+      const request = settled(Promise.resolve().then(() => body.setEncoding('bogus' as BufferEncoding) === body))
+      const out: unknown[] = [await request, body.readableEncoding, await body.text()]
+      const duplex = c.pipeline({ path: '/', method: 'GET' }, ({ body }) => {
+        try {
+          body.setEncoding('bogus' as BufferEncoding)
+          out.push('set')
+        } catch (err) {
+          out.push(describeError(err))
+        }
+        body.setEncoding('hex')
+        return body
+      })
+      const chunks: unknown[] = []
+      await new Promise<void>((resolve) => duplex.on('data', (c) => chunks.push(c)).on('end', resolve).end())
+      out.push(chunks.map((c) => typeof c).join(), chunks.join(''))
+      return out
+    })
+  })
 })
 
 describe('pipeline(): the stream its handler returns', () => {

@@ -103,7 +103,7 @@ class PipelineHandler_<TOpaque> extends ApiHandler<TOpaque> {
     }
     // Destroying it fails the pipeline through the Duplex, not the request directly; its
     // errors reach the caller through the Duplex too (so none goes unhandled).
-    const res = new BodyReadable({ resume, abort: () => {} }).on('error', () => {})
+    const res = new BodyReadable({ resume, abort: () => {}, setEncoding: 'node' }).on('error', () => {})
     this.#res = res
     const body = this.inScope(this.#handler, { statusCode, headers, opaque: this.opaque, body: res, context: this.context })
     if (!body || typeof body.on !== 'function') throw new InvalidReturnValueError('expected Readable')

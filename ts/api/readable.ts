@@ -10,6 +10,12 @@ export interface BodyReadableOptions {
   contentType?: string
   contentLength?: number
   highWaterMark?: number
+  /**
+   * How setEncoding() works: as undici 8's request body (an unknown encoding ignored), as
+   * undici 7's (the encoding only noted: 'data' still gives Buffers), or as Node's (pipeline()'s
+   * body, a plain Readable in undici).
+   */
+  setEncoding?: 'undici8' | 'undici7' | 'node'
 }
 
 // Decodes as the Fetch Standard's text() does (a leading BOM is dropped).
@@ -44,8 +50,11 @@ export class BodyReadable extends Readable {
   /** While text() and the others read a body given an encoding: where its chunks go, as pushed. */
   #sink: ((chunk: Buffer) => void) | null = null
 
-  constructor({ resume, abort, contentType = '', contentLength, highWaterMark = 64 * 1024 }: BodyReadableOptions) {
+  #setEncoding: 'undici8' | 'undici7' | 'node'
+
+  constructor({ resume, abort, contentType = '', contentLength, highWaterMark = 64 * 1024, setEncoding = 'undici8' }: BodyReadableOptions) {
     super({ autoDestroy: true, read: resume, highWaterMark })
+    this.#setEncoding = setEncoding
     this.#resume = resume
     this.#abort = abort
     this.#contentType = contentType
@@ -70,6 +79,15 @@ export class BodyReadable extends Readable {
 
   override addListener(event: string | symbol, listener: (...args: never[]) => void): this {
     return this.on(event, listener)
+  }
+
+  override setEncoding(encoding: BufferEncoding): this {
+    if (this.#setEncoding === 'node') return super.setEncoding(encoding)
+    if (!Buffer.isEncoding(encoding)) return this
+    // undici 7 sets the state's encoding alone, as given: no decoder, so chunks stay Buffers.
+    if (this.#setEncoding === 'undici7') (this as unknown as { _readableState: { encoding: string } })._readableState.encoding = encoding
+    else super.setEncoding(encoding)
+    return this
   }
 
   override push(chunk: unknown, encoding?: BufferEncoding): boolean {
