@@ -11,21 +11,22 @@ export function prematureClose(): Error {
 
 type Side = { readable: Readable } | { writable: Writable }
 
-export function whenDone(side: Side, callback: (err?: Error) => void): void {
+/** `fromErrorEvent`: the error came by the stream's 'error' event (not found on its close). */
+export function whenDone(side: Side, callback: (err?: Error, fromErrorEvent?: boolean) => void): void {
   const readable = 'readable' in side
   const stream: Readable | Writable = readable ? side.readable : side.writable
   const doneEvent = readable ? 'end' : 'finish'
   const ended = (): boolean => (readable ? (stream as Readable).readableEnded : (stream as Writable).writableFinished)
   const errored = (): Error | null | undefined => (stream as { errored?: Error | null }).errored
   let called = false
-  const finish = (err?: Error): void => {
+  const finish = (err?: Error, fromErrorEvent = false): void => {
     if (called) return
     called = true
     stream.off(doneEvent, onDone).off('error', onError).off('close', onClose)
-    callback(err)
+    callback(err, fromErrorEvent)
   }
   const onDone = (): void => finish()
-  const onError = (err: Error): void => finish(err)
+  const onError = (err: Error): void => finish(err, true)
   const onClose = (): void => finish(ended() ? undefined : (errored() ?? prematureClose()))
   const err = errored()
   const done = ended()

@@ -8,7 +8,6 @@ import type { IncomingHttpHeaders, RequestOptions } from '../dispatcher/types'
 import type { Dispatcher } from '../dispatcher/dispatcher'
 import { ApiHandler } from './api-handler'
 import { BodyReadable } from './readable'
-import { whenDone } from './done'
 import { withOptions } from '../dispatcher/options'
 import { destroyStream } from '../util/destroy'
 
@@ -74,8 +73,11 @@ class PipelineHandler_<TOpaque> extends ApiHandler<TOpaque> {
         // After a complete exchange there is nothing to abort (and no error worth its stack).
         if (err) self.abortWith(err)
         self.#req.destroy()
-        self.#res?.destroy(err ?? undefined)
+        // Returned by the handler, the response body may have lost its destroy too.
+        if (self.#res) destroyStream(self.#res, err ?? undefined)
         if (self.#body) destroyStream(self.#body, err ?? undefined)
+        // Done with, as undici's: the abort signal is let go.
+        self.detach()
         callback(err)
       },
     })
@@ -101,12 +103,13 @@ class PipelineHandler_<TOpaque> extends ApiHandler<TOpaque> {
     }
     // Destroying it fails the pipeline through the Duplex, not the request directly; its
     // errors reach the caller through the Duplex too (so none goes unhandled).
-    const res = new BodyReadable({ resume, abort: () => {} }).on('error', () => {})
+    const res = new BodyReadable({ resume, abort: () => {}, setEncoding: 'node' }).on('error', () => {})
     this.#res = res
     const body = this.inScope(this.#handler, { statusCode, headers, opaque: this.opaque, body: res, context: this.context })
     if (!body || typeof body.on !== 'function') throw new InvalidReturnValueError('expected Readable')
     this.#body = body
     const duplex = this.duplex
+    let ended = false
     body
       .on('data', (chunk) => {
         // As undici: a returned stream without pause/resume is not paused (the Duplex buffers).
@@ -115,10 +118,17 @@ class PipelineHandler_<TOpaque> extends ApiHandler<TOpaque> {
           this.#onReadable = () => (typeof body.resume === 'function' ? body.resume() : undefined)
         }
       })
-      .on('end', () => duplex.push(null))
-    whenDone({ readable: body }, (err) => {
-      if (err) duplex.destroy(err)
-    })
+      .on('end', () => {
+        ended = true
+        duplex.push(null)
+      })
+      // As undici: its errors fail the pipeline for as long as they come (one after its end
+      // included: a stream without destroy may still raise one), and closed before its end, it
+      // aborts it.
+      .on('error', (err: Error) => destroyStream(duplex, err))
+      .on('close', () => {
+        if (!ended) destroyStream(duplex, new RequestAbortedError())
+      })
     return true
   }
 

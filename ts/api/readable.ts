@@ -10,14 +10,34 @@ export interface BodyReadableOptions {
   contentType?: string
   contentLength?: number
   highWaterMark?: number
+  /**
+   * How setEncoding() works: as undici 8's request body (an unknown encoding ignored), as
+   * undici 7's (the encoding only noted: 'data' still gives Buffers), or as Node's (pipeline()'s
+   * body, a plain Readable in undici).
+   */
+  setEncoding?: 'undici8' | 'undici7' | 'node'
 }
 
 // Decodes as the Fetch Standard's text() does (a leading BOM is dropped).
 const utf8 = new TextDecoder()
 
+/** The body as text: UTF-8, or the encoding given to setEncoding() (a leading UTF-8 BOM dropped, as undici). */
+function decode(buf: Buffer, encoding: BufferEncoding | null): string {
+  if (encoding === null || encoding === 'utf8') return utf8.decode(buf)
+  const bom = buf.length > 2 && buf[0] === 0xef && buf[1] === 0xbb && buf[2] === 0xbf
+  return buf.toString(encoding, bom ? 3 : 0)
+}
+
 type ConsumeKind = 'text' | 'json' | 'bytes' | 'arrayBuffer' | 'blob'
 
 const NULL = null as unknown as void
+
+/** What Node's StringDecoder holds of a character split across chunks (its own fields). */
+interface PendingBytes {
+  lastChar?: Buffer
+  lastNeed?: number
+  lastTotal?: number
+}
 
 export class BodyReadable extends Readable {
   #resume: () => void
@@ -25,9 +45,16 @@ export class BodyReadable extends Readable {
   #contentType: string
   #contentLength: number | undefined
   #used = false
+  /** Whether 'data' or 'readable' was ever listened to (not by text() and the others). */
+  #listened = false
+  /** While text() and the others read a body given an encoding: where its chunks go, as pushed. */
+  #sink: ((chunk: Buffer) => void) | null = null
 
-  constructor({ resume, abort, contentType = '', contentLength, highWaterMark = 64 * 1024 }: BodyReadableOptions) {
+  #setEncoding: 'undici8' | 'undici7' | 'node'
+
+  constructor({ resume, abort, contentType = '', contentLength, highWaterMark = 64 * 1024, setEncoding = 'undici8' }: BodyReadableOptions) {
     super({ autoDestroy: true, read: resume, highWaterMark })
+    this.#setEncoding = setEncoding
     this.#resume = resume
     this.#abort = abort
     this.#contentType = contentType
@@ -38,10 +65,34 @@ export class BodyReadable extends Readable {
     // Destroying the body before its end aborts the request.
     if (!err && !this.readableEnded) err = new RequestAbortedError()
     if (err) this.#abort(err)
-    // As undici: a body nobody reads yet fails a turn later, so that an 'error' listener
-    // attached after an await (or by the request's own failure) is in time.
-    if (this.readableDidRead || this.listenerCount('data') > 0 || this.listenerCount('readable') > 0) callback(err)
+    // As undici: a body never listened to ('data', 'readable') closes a turn later, so that
+    // an 'error' listener attached after an await (or by the request's own failure) is in
+    // time; one read by text() and the others too (they listen to nothing, in undici).
+    if (this.#listened) callback(err)
     else setImmediate(callback, err)
+  }
+
+  override on(event: string | symbol, listener: (...args: never[]) => void): this {
+    if (event === 'data' || event === 'readable') this.#listened = true
+    return super.on(event, listener as (...args: unknown[]) => void)
+  }
+
+  override addListener(event: string | symbol, listener: (...args: never[]) => void): this {
+    return this.on(event, listener)
+  }
+
+  override setEncoding(encoding: BufferEncoding): this {
+    if (this.#setEncoding === 'node') return super.setEncoding(encoding)
+    if (!Buffer.isEncoding(encoding)) return this
+    // undici 7 sets the state's encoding alone, as given: no decoder, so chunks stay Buffers.
+    if (this.#setEncoding === 'undici7') (this as unknown as { _readableState: { encoding: string } })._readableState.encoding = encoding
+    else super.setEncoding(encoding)
+    return this
+  }
+
+  override push(chunk: unknown, encoding?: BufferEncoding): boolean {
+    if (this.#sink !== null && Buffer.isBuffer(chunk)) this.#sink(chunk)
+    return super.push(chunk, encoding)
   }
 
   get bodyUsed(): boolean {
@@ -127,14 +178,18 @@ export class BodyReadable extends Readable {
     return new Promise((resolve, reject) => {
       const chunks: Buffer[] = []
       let length = 0
-      this.on('data', (chunk: Buffer) => {
+      const add = (chunk: Buffer): void => {
         chunks.push(chunk)
         length += chunk.length
-      })
+      }
+      const encoding = this.readableEncoding
+      if (encoding === null) super.on('data', add)
+      else this.#consumeBytes(encoding, add)
       this.once('error', reject)
       this.once('end', () => {
+        this.#sink = null
         try {
-          resolve(this.#finish(kind, chunks, length))
+          resolve(this.#finish(kind, chunks, length, encoding))
         } catch (err) {
           reject(err)
         }
@@ -144,17 +199,31 @@ export class BodyReadable extends Readable {
     })
   }
 
+  /**
+   * After setEncoding() the stream gives decoded strings; the body is still read as bytes (as
+   * undici): what is buffered, encoded back, the bytes of a character the decoder holds, then
+   * each chunk as it is pushed (the decoded strings are let go).
+   */
+  #consumeBytes(encoding: BufferEncoding, add: (chunk: Buffer) => void): void {
+    for (let s: unknown; (s = this.read()) !== null; ) add(typeof s === 'string' ? Buffer.from(s, encoding) : (s as Buffer))
+    const decoder = (this as unknown as { _readableState: { decoder?: PendingBytes | null } })._readableState.decoder
+    const { lastChar, lastNeed = 0, lastTotal = 0 } = decoder ?? {}
+    if (lastChar && lastNeed > 0) add(Buffer.from(lastChar.subarray(0, lastTotal - lastNeed)))
+    this.#sink = add
+    super.on('data', () => {})
+  }
+
   #locked(): boolean {
     return this.readableFlowing === true || this.listenerCount('data') > 0
   }
 
-  #finish(kind: ConsumeKind, chunks: Buffer[], length: number): unknown {
+  #finish(kind: ConsumeKind, chunks: Buffer[], length: number, encoding: BufferEncoding | null): unknown {
     const buf = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, length)
     switch (kind) {
       case 'text':
-        return utf8.decode(buf)
+        return decode(buf, encoding)
       case 'json':
-        return JSON.parse(utf8.decode(buf))
+        return JSON.parse(decode(buf, encoding))
       case 'bytes':
         return new Uint8Array(buf.buffer, buf.byteOffset, buf.byteLength).slice()
       case 'arrayBuffer':

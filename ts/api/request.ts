@@ -5,6 +5,7 @@ import { parseHeaders } from '../dispatcher/headers'
 import type { IncomingHttpHeaders, RequestOptions, ResponseData } from '../dispatcher/types'
 import type { Dispatcher } from '../dispatcher/dispatcher'
 import { BodyReadable } from './readable'
+import { isUndici7Dispatcher } from '../util/undici7'
 import { ApiHandler, destroyBody, dispatchWith, failed, withCallback } from './api-handler'
 
 type Callback<TOpaque> = (err: Error | null, data: ResponseData<TOpaque> | null) => void
@@ -16,13 +17,17 @@ class RequestHandler<TOpaque> extends ApiHandler<TOpaque> {
   #body: BodyReadable | null = null
   #trailers: Record<string, string> = {}
 
-  constructor(opts: RequestOptions<TOpaque>, callback: Callback<TOpaque>) {
+  /** Run on a dispatcher of the undici7 entry. */
+  #undici7: boolean
+
+  constructor(opts: RequestOptions<TOpaque>, callback: Callback<TOpaque>, undici7: boolean) {
     // Checked first, as undici does.
     if (opts.highWaterMark != null && !(Number.isFinite(opts.highWaterMark) && opts.highWaterMark >= 0)) {
       throw new InvalidArgumentError('invalid highWaterMark')
     }
     super(opts, { kind: 'REQUEST' })
     this.#callback = callback
+    this.#undici7 = undici7
   }
 
   protected onAbortBeforeConnect(reason: Error): void {
@@ -47,6 +52,7 @@ class RequestHandler<TOpaque> extends ApiHandler<TOpaque> {
       contentType: typeof headers['content-type'] === 'string' ? headers['content-type'] : '',
       contentLength: typeof contentLength === 'string' ? Number(contentLength) : undefined,
       highWaterMark: this.opts.highWaterMark,
+      setEncoding: this.#undici7 ? 'undici7' : 'undici8',
     })
     this.#body = body
     // Closed, the body is done with (see onComplete for why it is let go).
@@ -110,5 +116,5 @@ export function request<TOpaque = null>(
   opts: RequestOptions<TOpaque>,
   callback?: Callback<TOpaque>,
 ): Promise<ResponseData<TOpaque>> | void {
-  return withCallback(opts, callback, (cb) => dispatchWith(this, opts, cb, () => new RequestHandler(opts, cb)))
+  return withCallback(opts, callback, (cb) => dispatchWith(this, opts, cb, () => new RequestHandler(opts, cb, isUndici7Dispatcher(this))))
 }

@@ -9,6 +9,7 @@ import type { IncomingHttpHeaders, RequestOptions } from '../dispatcher/types'
 import type { Dispatcher } from '../dispatcher/dispatcher'
 import { ApiHandler, destroyBody, dispatchWith, failed, withCallback } from './api-handler'
 import { destroyStream } from '../util/destroy'
+import { isUndici7Dispatcher } from '../util/undici7'
 
 const noop = (): void => {}
 
@@ -41,12 +42,16 @@ class StreamHandler<TOpaque> extends ApiHandler<TOpaque> {
   /** Parsed once the response completes (null before, as undici hands them to an error). */
   #trailers: Record<string, string> | null = null
 
-  constructor(opts: RequestOptions<TOpaque>, factory: StreamFactory<TOpaque>, callback: Callback<TOpaque>) {
+  /** Run on a dispatcher of the undici7 entry. */
+  #undici7: boolean
+
+  constructor(opts: RequestOptions<TOpaque>, factory: StreamFactory<TOpaque>, callback: Callback<TOpaque>, undici7: boolean) {
     // Checked first, as undici does.
     if (typeof factory !== 'function') throw new InvalidArgumentError('invalid factory')
     super(opts, { kind: 'STREAM' })
     this.#factory = factory
     this.#callback = callback
+    this.#undici7 = undici7
   }
 
   protected onAbortBeforeConnect(reason: Error): void {
@@ -64,10 +69,15 @@ class StreamHandler<TOpaque> extends ApiHandler<TOpaque> {
     const res = this.inScope(factory, { statusCode, headers, opaque: this.opaque, context: this.context })
     if (!isWritable(res)) throw new InvalidReturnValueError('expected Writable')
     // The callback runs once the Writable has finished (or failed): then the data is really written.
-    whenDone({ writable: res }, (err) => {
+    whenDone({ writable: res }, (err, fromErrorEvent) => {
       // As undici (whose end-of-stream listener stays): a later error of the destination, its
       // destroy() with the request's error included, is no one's.
       res.on('error', noop)
+      // As undici: a destination that failed, or that is not also readable (a Duplex whose
+      // readable side is still open is left to its reader), is destroyed (with the error found
+      // on its close, not one it raised itself).
+      // (undici 7: with the error it raised too.)
+      if (err || !(res as { readable?: unknown }).readable) destroyStream(res, fromErrorEvent && !this.#undici7 ? undefined : err)
       const callback = this.#callback
       this.#callback = null
       this.detach()
@@ -80,7 +90,10 @@ class StreamHandler<TOpaque> extends ApiHandler<TOpaque> {
     })
     res.on('drain', resume)
     this.#res = res
-    return res.writableNeedDrain !== true
+    // Full already, it is written to after its 'drain' (a stream of the old kind, without
+    // writableNeedDrain, says so in its state, as undici reads it).
+    const needDrain = res.writableNeedDrain ?? (res as { _writableState?: { needDrain?: unknown } })._writableState?.needDrain
+    return needDrain !== true
   }
 
   onData(chunk: Buffer): boolean {
@@ -115,5 +128,5 @@ export function stream<TOpaque = null>(
   factory: StreamFactory<TOpaque>,
   callback?: Callback<TOpaque>,
 ): Promise<StreamData<TOpaque>> | void {
-  return withCallback(opts, callback, (cb) => dispatchWith(this, opts, cb, () => new StreamHandler(opts, factory, cb)))
+  return withCallback(opts, callback, (cb) => dispatchWith(this, opts, cb, () => new StreamHandler(opts, factory, cb, isUndici7Dispatcher(this))))
 }

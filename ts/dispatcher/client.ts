@@ -12,7 +12,7 @@ import { headerBuffers, newOriginId, whenClosed, type OriginListener } from '../
 import { afterBatch, batchNumber, bodyEnd, bodyWrite, flushAfter, flushSoon, lone, newRequestId, proceed, track, untrack, type RequestSink } from '../native/batch'
 import { NativeOrigin } from '../native/addon-handle'
 import type { ProxyOriginOptions } from '../native/addon'
-import { BodyTimeoutError, ClientDestroyedError, InformationalError, InvalidArgumentError, RequestAbortedError, RequestContentLengthMismatchError } from '../errors'
+import { BodyTimeoutError, ClientDestroyedError, InformationalError, InvalidArgumentError, RequestAbortedError, RequestContentLengthMismatchError, SocketError } from '../errors'
 import { fromNative } from '../native/native-error'
 import { DispatcherBase, kBusy, kClose, kDestroy, kDispatch } from './base'
 import { kComposeOrigin, kComposeUndici7 } from './dispatcher'
@@ -1237,6 +1237,24 @@ function pipedBodyStreamClosed(err: Error, sent: boolean): Error {
   return err
 }
 
+/**
+ * Whether a 101's head switches protocols, as llhttp (undici's parser) decides: an Upgrade
+ * header with a value, and a Connection (or Proxy-Connection) header with an `upgrade` item
+ * (any case; blanks before it, spaces only after it, up to a comma or the end).
+ */
+function switchesProtocols(headers: string[]): boolean {
+  let upgrade = false
+  let connection = false
+  for (let i = 0; i + 1 < headers.length; i += 2) {
+    const name = headers[i].toLowerCase()
+    if (name === 'upgrade') upgrade ||= /[^ \t]/.test(headers[i + 1])
+    else if (name === 'connection' || name === 'proxy-connection') {
+      connection ||= headers[i + 1].split(',').some((item) => /^[ \t]*upgrade *$/i.test(item))
+    }
+  }
+  return upgrade && connection
+}
+
 /** One dispatched request: its handler, and the engine's events for it. */
 let runs = 0
 
@@ -1732,6 +1750,16 @@ class Run implements RequestSink {
 
   onUpgrade(statusCode: number, _statusText: string, headers: string[], at: number): void {
     if (this.#settled) return
+    if (statusCode === 101 && !switchesProtocols(headers)) {
+      // As undici: a response like any other, which upgrade() and connect() refuse ('bad
+      // upgrade', thrown by their onHeaders); a handler that takes it fails all the same (in
+      // undici, on an assertion): the connection was handed over already.
+      this.onHeaders(statusCode, _statusText, headers, at)
+      this.failWith(new SocketError('bad upgrade', null))
+      return
+    }
+    // As undici: at the start of every response message, an upgrade's included.
+    this.#handler.onResponseStarted?.()
     const ws = statusCode === 101 && websocketSpec(this.#opts) ? new NativeWsTransport(this.#id) : null
     const socket = ws ?? new TunnelSocket(this.#id)
     if (ws) this.#ws = ws

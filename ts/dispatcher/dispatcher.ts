@@ -26,8 +26,8 @@ export type DispatcherComposeInterceptor = { intercept(dispatch: Dispatch): Disp
  * request's own origin counts).
  */
 export const kComposeOrigin: unique symbol = Symbol('saetta.composeOrigin')
-/** On a dispatcher: whether compose() works as undici 7.30's (the saetta/undici7 entry's). */
-export const kComposeUndici7: unique symbol = Symbol('saetta.composeUndici7')
+import { kComposeUndici7 } from '../util/undici7'
+export { kComposeUndici7 }
 
 const CACHE_BEFORE_REDIRECT =
   "the cache interceptor must be composed after the redirect interceptor; composing the cache before the redirect disables the cache's cross-origin and credential redirect guards (GHSA-75VM-9G8F-99J4, GHSA-MQG3-3V4R-CM32, GHSA-4W7W-5XRC-9H26, GHSA-7XG3-FPHP-28HG)"

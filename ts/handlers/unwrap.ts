@@ -64,6 +64,7 @@ export type NewStyleHandler = Pick<
   | 'onResponseError'
   | 'onBodySent'
   | 'onRequestSent'
+  | 'onResponseStarted'
 >
 
 class UnwrapHandler implements DispatchHandler {
@@ -115,6 +116,10 @@ class UnwrapHandler implements DispatchHandler {
 
   onRequestSent(): void {
     this.#handler.onRequestSent?.()
+  }
+
+  onResponseStarted(): void {
+    this.#handler.onResponseStarted?.()
   }
 
   onError(err: Error): void {

@@ -74,6 +74,11 @@ class WrapHandler implements NewStyleHandler {
   onRequestSent(): void {
     this.#handler.onRequestSent?.()
   }
+
+  // Passed on, as undici's adapters do: the engine calls it on the handler it was given.
+  onResponseStarted(): void {
+    this.#handler.onResponseStarted?.()
+  }
 }
 
 /**

@@ -11,6 +11,7 @@ import { channels } from '../diagnostics'
 import { Headers, type HeadersInit } from '../fetch/fetch'
 import { kWebSocket, type WebSocketDispatchOption, type WsTransport, type WsTransportEvents } from './transport'
 import { CLOSED, CLOSING, CONNECTING, OPEN, type ReadyState } from './util'
+import { isUndici7Dispatcher } from '../util/undici7'
 
 const GUID = '258EAFA5-E914-47DA-95CA-C5AB0DC85B11'
 /** The extension undici offers (Firefox's value). */
@@ -48,9 +49,11 @@ class HeaderList {
   #map = new Map<string, [string, string]>()
 
   append(name: string, value: string): void {
-    const entry = this.#map.get(name.toLowerCase())
-    if (entry) entry[1] += `, ${value}`
-    else this.#map.set(name.toLowerCase(), [name, value])
+    const lower = name.toLowerCase()
+    const entry = this.#map.get(lower)
+    // (fetch joins cookies as a Cookie header has them.)
+    if (entry) entry[1] += `${lower === 'cookie' ? '; ' : ', '}${value}`
+    else this.#map.set(lower, [name, value])
   }
 
   /** Replaces the value in place (the header keeps its position). */
@@ -74,9 +77,16 @@ class HeaderList {
     this.#map.delete(name.toLowerCase())
   }
 
-  flat(): string[] {
-    const out: string[] = []
-    for (const [name, value] of this.#map.values()) out.push(name, value)
+  /**
+   * As fetch hands them to a dispatcher: an object, names as first given. undici 8 makes a
+   * `__proto__` header an own property; undici 7 assigns it (which drops it).
+   */
+  toObject(undici7: boolean): Record<string, string> {
+    const out: Record<string, string> = {}
+    for (const [name, value] of this.#map.values()) {
+      if (name === '__proto__' && !undici7) Object.defineProperty(out, name, { value, enumerable: true, configurable: true, writable: true })
+      else out[name] = value
+    }
     return out
   }
 }
@@ -403,11 +413,16 @@ class Handshake {
     if (this.#aborted) return
     const url = this.#url
     const path = url.pathname + url.search + (url.search.length === 0 && url.href.endsWith('?') ? '?' : '')
+    const undici7 = isUndici7Dispatcher(this.#dispatcher)
+    // What undici's fetch gives a dispatcher, in its order (undici 8's adds its MockAgent's key).
     const opts: DispatchOptions & { [kWebSocket]: WebSocketDispatchOption } = {
-      origin: `${url.protocol === 'wss:' ? 'https:' : 'http:'}//${url.host}`,
       path,
+      origin: `${url.protocol === 'wss:' ? 'https:' : 'http:'}//${url.host}`,
       method: 'GET',
-      headers: this.#headers.flat(),
+      body: null,
+      ...(undici7 ? null : { __mockAgentBodyForDispatch: null }),
+      headers: this.#headers.toObject(undici7),
+      maxRedirections: 0,
       upgrade: 'websocket',
       [kWebSocket]: Session.dispatchOption(this.#dispatcher),
     }
