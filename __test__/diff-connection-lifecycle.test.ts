@@ -182,37 +182,32 @@ describe('a request failed by its caller while others are pipelined behind it', 
     }))
   const results = (settledAll: PromiseSettledResult<string>[]) => settledAll.map((r) => (r.status === 'fulfilled' ? r.value : `${r.reason.constructor.name}: ${r.reason.message}`))
 
+  /** A stream() of `head` whose factory throws, with two requests pipelined behind it: what each ends with. */
+  async function factoryThrows(lib: Lib, origin: string, head: string) {
+    const c = client(lib, origin, { pipelining: 3 })
+    const opts = (path: string) => ({ path, method: 'GET' as const, blocking: false })
+    const all = await Promise.allSettled([
+      c.stream(opts(head), () => {
+        throw new Error('factory')
+      }).then(() => 'streamed'),
+      c.request(opts('/2')).then((r) => r.body.text()),
+      c.request(opts('/3')).then((r) => r.body.text()),
+    ])
+    return results(all)
+  }
+
   test('a stream() factory that throws at the head of the pipeline, its body still coming: the connection is reset, the others sent again on a new one', async () => {
-    await same7(pipelined, async (lib, origin) => {
-      const c = client(lib, origin, { pipelining: 3 })
-      const opts = (path: string) => ({ path, method: 'GET' as const, blocking: false })
-      const all = await Promise.allSettled([
-        c.stream(opts('/slow'), () => {
-          throw new Error('factory')
-        }).then(() => 'streamed'),
-        c.request(opts('/2')).then((r) => r.body.text()),
-        c.request(opts('/3')).then((r) => r.body.text()),
-      ])
-      return { results: results(all), wire: srv.requests.map((r) => `${r.connection} ${r.path}`) }
-    })
+    await same7(pipelined, async (lib, origin) => ({
+      results: await factoryThrows(lib, origin, '/slow'),
+      wire: srv.requests.map((r) => `${r.connection} ${r.path}`),
+    }))
   })
 
-  // A knowing difference (docs/differences.md): when the head's whole response has been read by the time its
-  // factory throws, saetta drops that request only; undici resets the connection anyway and sends
-  // the others again. What the caller gets is the same.
+  // A knowing difference (docs/differences.md): when the head's whole response has been read by
+  // the time its factory throws, saetta drops that request only; undici resets the connection
+  // anyway and sends the others again. What the caller gets is the same.
   test('a stream() factory that throws at the head of the pipeline, its response read whole: the same results', async () => {
-    await same7(pipelined, async (lib, origin) => {
-      const c = client(lib, origin, { pipelining: 3 })
-      const opts = (path: string) => ({ path, method: 'GET' as const, blocking: false })
-      const all = await Promise.allSettled([
-        c.stream(opts('/1'), () => {
-          throw new Error('factory')
-        }).then(() => 'streamed'),
-        c.request(opts('/2')).then((r) => r.body.text()),
-        c.request(opts('/3')).then((r) => r.body.text()),
-      ])
-      return results(all)
-    })
+    await same7(pipelined, (lib, origin) => factoryThrows(lib, origin, '/1'))
   })
 
   // A knowing difference (docs/differences.md): saetta calls onConnect as it hands the request to its

@@ -2,7 +2,7 @@
 // given in the options or the global one.
 
 import { InvalidArgumentError } from '../errors'
-import { parseOrigin, parseUrl, type UrlObject } from '../dispatcher/client'
+import { parseOrigin, parseUrl, type UrlObject } from '../dispatcher/url'
 import type { Dispatcher } from '../dispatcher/dispatcher'
 import { withOptions } from '../dispatcher/options'
 import { request as requestImpl } from './request'

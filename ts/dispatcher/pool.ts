@@ -4,7 +4,8 @@
 
 import { InvalidArgumentError } from '../errors'
 import { isUndici7 } from '../util/undici7'
-import { Client, kConnections, parseOrigin } from './client'
+import { Client, kConnections } from './client'
+import { parseOrigin } from './url'
 import { PoolBase, type FactoryDispatcher, type Member } from './pool-base'
 import type { ClientOptions } from './types'
 import { constructorOptions } from './options'

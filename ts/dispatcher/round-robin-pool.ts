@@ -3,7 +3,8 @@
 // connections a load balancer behind the origin assigned to different backends.
 
 import { InvalidArgumentError } from '../errors'
-import { Client, parseOrigin } from './client'
+import { Client } from './client'
+import { parseOrigin } from './url'
 import { kComposeOrigin } from './dispatcher'
 import { PoolBase, type Member } from './pool-base'
 import type { PoolFactory, PoolOptions } from './pool'

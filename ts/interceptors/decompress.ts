@@ -14,8 +14,9 @@ import type { DispatchHandler, DispatchOptions, IncomingHttpHeaders } from '../d
 import { InvalidArgumentError, ResponseExceededMaxSizeError } from '../errors'
 import { DecoratorHandler } from '../handlers/decorator'
 import { DispatchController } from '../handlers/unwrap'
-import { kDecode, type DecodeRequest } from '../dispatcher/client'
+import { kDecode, type DecodeRequest } from '../dispatcher/run'
 import { isUndici7 } from '../util/undici7'
+import { addon } from '../native/addon-handle'
 
 export interface DecompressInterceptorOptions {
   /** Leave responses with a status >= 400 as they are. Default true. */
@@ -194,8 +195,8 @@ class DecompressHandler extends DecoratorHandler {
     // Options the core cannot take as they are (a status list that is not one) leave it all here.
     if (Array.isArray(skipStatusCodes)) {
       const codes = skipStatusCodes.filter((c) => Number.isInteger(c) && c >= 0 && c <= 0xffff)
-      // (Flags: 1 skips error responses; 2 decodes `compress` as zlib, as undici 7 did.)
-      const flags = (skipErrorResponses ? 1 : 0) | (isUndici7(options) ? 2 : 0)
+      // (`compress` is decoded as zlib, as undici 7 did.)
+      const flags = (skipErrorResponses ? addon.DecodeFlag.SkipErrorResponses : 0) | (isUndici7(options) ? addon.DecodeFlag.Compress : 0)
       this.decodeRequest = { handler: this, spec: [maxSize, flags, ...codes] }
     }
     this.#ctl = new DecompressController({

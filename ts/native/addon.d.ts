@@ -11,6 +11,8 @@ export declare class NativeOrigin {
   /**
    * Later TLS connections send and verify `name` (a request's own `servername`); those
    * open close, and none is written to from now on. JS calls it with nothing in flight.
+   * A name rustls cannot send (not a DNS name: Node's TLS sends any) is Node's to connect
+   * with: JS makes the connections, with undici's connector, while it is the name.
    */
   setServername(name: string): void
   /** Graceful close: queued requests still run, then the connections close. */
@@ -26,6 +28,62 @@ export declare function bodyEnd(id: number): void
 
 /** A chunk of a streamed request body (or tunnel), held until the next `flush()`. */
 export declare function bodyWrite(id: number, chunk: Buffer | string): void
+
+/** The decompress interceptor's flags in `submit`'s decode spec. */
+export declare const enum DecodeFlag {
+  /** Error responses (status >= 400) are passed on undecoded. */
+  SkipErrorResponses = 1,
+  /** `compress` is decoded (undici 7; undici 8 leaves it encoded). */
+  Compress = 2,
+}
+
+/** What an event of the flat event array is: its first number (see `events.rs`). */
+export declare const enum EventTag {
+  /** `[id]`: the request is being written on a connection. */
+  Connect = 0,
+  /** `[id, status]`, its reason and headers in the batch's text. */
+  Headers = 1,
+  /** `[id]`, a body chunk in a Buffer of its own. */
+  Data = 2,
+  /** `[id]`, the trailers in the batch's text. */
+  Complete = 3,
+  /** `[id, shares]` (see `Shares`), the error's four objects. */
+  Error = 4,
+  /** `[id, bytes]`: so much of the streamed body was taken by the engine. */
+  BodyConsumed = 5,
+  /** `[origin, conn, h2]`. */
+  Connected = 6,
+  /** `[origin, conn]`, the error's four objects. */
+  Disconnected = 7,
+  /** `[origin]`, the error's four objects. */
+  ConnectFailed = 8,
+  /** `[origin]`: its last connection is gone. */
+  Closed = 9,
+  /** `[id, status]`, its reason and headers: the connection is the caller's now. */
+  Upgrade = 10,
+  /** `[origin]`: a connection is being made. */
+  Connecting = 11,
+  /** `[id, offset, length]` into the batch's shared Buffer of small chunks. */
+  DataSmall = 12,
+  /** `[origin, socket]`: the origin's connector is to open a socket (a JS transport). */
+  SocketOpen = 13,
+  /** `[socket]`, bytes for the JS socket to write. */
+  SocketWrite = 14,
+  /** `[socket, bytes]`: the engine read so much of what the JS socket pushed. */
+  SocketCredit = 15,
+  /** `[socket]`: the engine is done writing to it. */
+  SocketEnd = 16,
+  /** `[socket]`, and the error (if any) it goes down with. */
+  SocketDestroy = 17,
+  /** `[handle]`: no event names that JS error object any more. */
+  ErrorReleased = 18,
+  /** `[origin, conn, milliseconds]`: an HTTP/2 PING's round trip. */
+  Ping = 19,
+  /** `[id, kind, code]` (see `WsKind`), its bytes in a Buffer of its own. */
+  WebSocket = 20,
+  /** `[id, kind, code, offset, length]` into the batch's shared Buffer. */
+  WebSocketSmall = 21,
+}
 
 /**
  * Sends what `submit`, `bodyWrite` and `bodyEnd` held back since the last flush (one
@@ -114,6 +172,18 @@ export declare function resume(id: number): void
 /** Keeps the process alive (true) while requests are in flight, or lets it exit (false). */
 export declare function setActive(active: boolean): void
 
+/**
+ * An error event's relation to its neighbours (core `event::Shared`): one connection's
+ * failure reported to several requests, and to the origin, with one error object.
+ */
+export declare const enum Shares {
+  None = 0,
+  /** The `Disconnected` event after this run of errors. */
+  WithNext = 1,
+  /** The `ConnectFailed` event before this run of errors. */
+  WithPrevious = 2,
+}
+
 /** Bytes socket `id` read. */
 export declare function socketData(id: number, chunk: Buffer): void
 
@@ -144,6 +214,28 @@ export declare function socketWritten(id: number, bytes: number): void
  */
 export declare function submit(origin: number, id: number, method: string, path: string, headers: Array<string>, body: Buffer | string | undefined | null, flags: number, headersTimeout: number, bodyTimeout: number, upgrade?: string | undefined | null, decode?: Array<number> | undefined | null, websocket?: Array<number> | undefined | null): Array<string> | null
 
+/** `submit`'s flags, or-ed. */
+export declare const enum SubmitFlag {
+  /** May be retried, and pipelined behind others. */
+  Idempotent = 1,
+  /** Nothing is pipelined behind it until its head arrives. */
+  Blocking = 2,
+  /** The connection closes after it (`reset: true`). */
+  Reset = 4,
+  /** Its body is streamed with `bodyWrite` / `bodyEnd`. */
+  Stream = 8,
+  /** A non-empty body makes it the last request on its connection (`Request::body_closes`). */
+  BodyCloses = 16,
+  /** Waits after its `Connect` event for `proceed()` (its onConnect may still abort it). */
+  Hold = 32,
+  /** Its onConnect already ran: no `Connect` event the first time it is written. */
+  Connected = 64,
+  /** Nothing else is in flight: written at once if a connection is idle (`Engine::submit_now`). */
+  Lone = 128,
+  /** `expectContinue`: over HTTP/2, the body waits for a 100 (`Request::expect_continue`). */
+  ExpectContinue = 256,
+}
+
 /**
  * Takes the events waiting. `nums[0]` is set to the count of numbers written after it; when
  * they do not fit, they go into a new array, returned as the first object (else empty). The
@@ -163,6 +255,30 @@ export interface TlsOriginOptions {
   /** `TLSv1.2` or `TLSv1.3` (JS sends others to Node's TLS). */
   minVersion?: string
   maxVersion?: string
+}
+
+/** What a WebSocket event carries (core `ws::WsKind`). */
+export declare const enum WsKind {
+  Text = 0,
+  Binary = 1,
+  /** Answered with a pong already. */
+  Ping = 2,
+  Pong = 3,
+  /** The server's close frame: the event's code (-1: none) and its reason. */
+  Close = 4,
+  /** The server broke the protocol: close with the code; the data is undici's reason. */
+  Fail = 5,
+  /** The connection is a WebSocket now: the data is its local address, `ip port family`. */
+  Open = 6,
+}
+
+/** A frame JS sends with `wsSend` (the RFC 6455 opcodes). */
+export declare const enum WsOpcode {
+  Text = 1,
+  Binary = 2,
+  Close = 8,
+  Ping = 9,
+  Pong = 10,
 }
 
 /**

@@ -20,33 +20,8 @@ export interface OriginListener {
   onPing?(conn: number, duration: number): void
 }
 
-// Event tags of the flat event array, as written by src/lib.rs.
-const CONNECT = 0
-const HEADERS = 1
-const DATA = 2
-const COMPLETE = 3
-const ERROR = 4
-const BODY_CONSUMED = 5
-const CONNECTED = 6
-const DISCONNECTED = 7
-const CONNECT_FAILED = 8
-const CLOSED = 9
-const UPGRADE = 10
-const CONNECTING = 11
-const DATA_SMALL = 12
-const SOCKET_OPEN = 13
-const SOCKET_WRITE = 14
-const SOCKET_CREDIT = 15
-const SOCKET_END = 16
-const SOCKET_DESTROY = 17
-const ERROR_RELEASED = 18
-const PING = 19
-const WEBSOCKET = 20
-const WEBSOCKET_SMALL = 21
-
-// Values of an ERROR event's last slot (Shared in crates/core/src/event.rs).
-const SHARES_NEXT = 1
-const SHARES_PREVIOUS = 2
+// Event tags (`addon.EventTag`) and the rest of the numbers the addon and this side share are
+// declared once, in src/contract.rs (tsc writes their values in).
 
 // Weak: a Client that is collected must not be kept alive by the bridge.
 const origins = new Map<number, WeakRef<OriginListener>>()
@@ -141,39 +116,39 @@ function dispatchEvents(n: Float64Array, o: unknown[]): void {
     const tag = n[i]
     const id = n[i + 1]
     switch (tag) {
-      case CONNECT:
+      case addon.EventTag.Connect:
         deliver(id, (s) => s.onConnect())
         i += 2
         break
-      case HEADERS:
-      case UPGRADE: {
+      case addon.EventTag.Headers:
+      case addon.EventTag.Upgrade: {
         const status = n[i + 2]
         const list = text.slice(t, t + n[i + 3])
         const reason = statusText(text[t + n[i + 3]])
         const from = at
         skip(list.length + 1)
-        if (tag === HEADERS) deliver(id, (s) => s.onHeaders(status, reason, list, from))
+        if (tag === addon.EventTag.Headers) deliver(id, (s) => s.onHeaders(status, reason, list, from))
         else deliver(id, (s) => s.onUpgrade(status, reason, list, from))
         i += 4
         break
       }
-      case DATA: {
+      case addon.EventTag.Data: {
         const chunk = o[k] as Buffer
         deliver(id, (s) => s.onData(chunk))
         i += 2
         k += 1
         break
       }
-      case DATA_SMALL: {
+      case addon.EventTag.DataSmall: {
         const chunk = Buffer.from((o[1] as Buffer).buffer, n[i + 2], n[i + 3])
         deliver(id, (s) => s.onData(chunk))
         i += 4
         break
       }
-      case WEBSOCKET:
-      case WEBSOCKET_SMALL: {
-        // As DATA and DATA_SMALL: its own Buffer, or a view of the batch's shared memory.
-        const small = tag === WEBSOCKET_SMALL
+      case addon.EventTag.WebSocket:
+      case addon.EventTag.WebSocketSmall: {
+        // As Data and DataSmall: its own Buffer, or a view of the batch's shared memory.
+        const small = tag === addon.EventTag.WebSocketSmall
         const data = small ? Buffer.from((o[1] as Buffer).buffer, n[i + 4], n[i + 5]) : o[k++] as Buffer
         const kind = n[i + 2]
         const code = n[i + 3]
@@ -181,83 +156,83 @@ function dispatchEvents(n: Float64Array, o: unknown[]): void {
         i += small ? 6 : 4
         break
       }
-      case COMPLETE: {
+      case addon.EventTag.Complete: {
         const trailers = text.slice(t, t + n[i + 2])
         skip(trailers.length)
         deliver(id, (s) => s.onComplete(trailers))
         i += 3
         break
       }
-      case ERROR: {
+      case addon.EventTag.Error: {
         const shares = n[i + 2]
-        const err = shares === SHARES_NEXT ? (next ??= errorAt(o, k)) : shares === SHARES_PREVIOUS && previous ? previous : errorAt(o, k)
+        const err = shares === addon.Shares.WithNext ? (next ??= errorAt(o, k)) : shares === addon.Shares.WithPrevious && previous ? previous : errorAt(o, k)
         deliver(id, (s) => s.onError(err))
         i += 3
         k += 4
         break
       }
-      case BODY_CONSUMED: {
+      case addon.EventTag.BodyConsumed: {
         const bytes = n[i + 2]
         deliver(id, (s) => s.onBodyConsumed(bytes))
         i += 3
         break
       }
-      case CONNECTING:
+      case addon.EventTag.Connecting:
         origins.get(id)?.deref()?.onConnecting()
         i += 2
         break
-      case CONNECTED:
+      case addon.EventTag.Connected:
         origins.get(id)?.deref()?.onConnected(n[i + 2], n[i + 3] === 2)
         i += 4
         break
-      case DISCONNECTED:
+      case addon.EventTag.Disconnected:
         origins.get(id)?.deref()?.onDisconnected(n[i + 2], next ?? errorAt(o, k))
         next = null
         i += 3
         k += 4
         break
-      case CLOSED:
+      case addon.EventTag.Closed:
         closers.get(id)?.()
         i += 2
         break
-      case CONNECT_FAILED:
+      case addon.EventTag.ConnectFailed:
         previous = errorAt(o, k)
         origins.get(id)?.deref()?.onConnectFailed(previous)
         i += 2
         k += 4
         break
-      case SOCKET_OPEN: {
+      case addon.EventTag.SocketOpen: {
         const listener = origins.get(id)?.deref()
         if (listener) listener.onSocketOpen(n[i + 2])
         else refuseSocket(n[i + 2])
         i += 3
         break
       }
-      case SOCKET_WRITE:
+      case addon.EventTag.SocketWrite:
         socketWrite(id, o[k] as Buffer)
         i += 2
         k += 1
         break
-      case SOCKET_CREDIT:
+      case addon.EventTag.SocketCredit:
         socketCredit(id, n[i + 2])
         i += 3
         break
-      case SOCKET_END:
+      case addon.EventTag.SocketEnd:
         socketEnd(id)
         i += 2
         break
-      case SOCKET_DESTROY:
+      case addon.EventTag.SocketDestroy:
         if (n[i + 2] === 1) {
           socketDestroy(id, errorAt(o, k))
           k += 4
         } else socketDestroy(id)
         i += 3
         break
-      case ERROR_RELEASED:
+      case addon.EventTag.ErrorReleased:
         releaseError(id)
         i += 2
         break
-      case PING:
+      case addon.EventTag.Ping:
         origins.get(id)?.deref()?.onPing?.(n[i + 2], n[i + 3])
         i += 4
         break

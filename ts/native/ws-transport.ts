@@ -6,17 +6,6 @@ import { addon } from './load'
 import { bodyEnd, flushSoon, untrack } from './batch'
 import type { WsTransport, WsTransportEvents } from '../websocket/transport'
 
-// Kinds of the engine's WebSocket events (WsKind in crates/core/src/ws/session.rs).
-const TEXT = 0
-const BINARY = 1
-const PING = 2
-const PONG = 3
-const CLOSE = 4
-const FAIL = 5
-const OPEN = 6
-
-const CLOSE_OPCODE = 8
-
 /** Bytes of a client frame with `payload` bytes on the wire: header, length and masking key. */
 function frameSize(payload: number): number {
   return payload + 6 + (payload > 0xffff ? 8 : payload > 125 ? 2 : 0)
@@ -66,7 +55,7 @@ export class NativeWsTransport implements WsTransport {
 
   close(code: number | undefined, reason: Buffer): number {
     if (!this.#over) {
-      addon.wsSend(this.#id, CLOSE_OPCODE, code ?? null, reason)
+      addon.wsSend(this.#id, addon.WsOpcode.Close, code ?? null, reason)
       flushSoon()
     }
     return frameSize(code === undefined ? 0 : 2 + reason.length)
@@ -83,24 +72,24 @@ export class NativeWsTransport implements WsTransport {
 
   /** A message or control frame from the engine. */
   deliver(kind: number, code: number, data: Buffer): void {
-    if (kind === OPEN) {
+    if (kind === addon.WsKind.Open) {
       const [address, port, family] = data.toString().split(' ')
       if (address) this.address = { address, family, port: Number(port) }
       return
     }
     this.#emit((e) => {
       switch (kind) {
-        case TEXT:
-        case BINARY:
-          return e.onMessage(kind === BINARY, data)
-        case PING:
+        case addon.WsKind.Text:
+        case addon.WsKind.Binary:
+          return e.onMessage(kind === addon.WsKind.Binary, data)
+        case addon.WsKind.Ping:
           this.#pongs += frameSize(data.length)
           return e.onPing(data)
-        case PONG:
+        case addon.WsKind.Pong:
           return e.onPong(data)
-        case CLOSE:
+        case addon.WsKind.Close:
           return e.onCloseFrame(code < 0 ? undefined : code, data)
-        case FAIL:
+        case addon.WsKind.Fail:
           return e.onFail(code, data.toString())
       }
     })

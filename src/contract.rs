@@ -1,0 +1,146 @@
+//! The numbers the binding and `ts/native` agree on, declared once. Each is a napi enum:
+//! `napi build` writes it into `ts/native/addon.d.ts` as a `const enum`, whose members tsc
+//! writes into the JavaScript as plain numbers; napi also puts each enum on the addon's exports
+//! (where sources run untranspiled by tsc, as under vitest, read them).
+
+use napi_derive::napi;
+use saetta_core::ws::WsKind as CoreWsKind;
+use saetta_core::Shared;
+
+/// What an event of the flat event array is: its first number (see `events.rs`).
+#[napi]
+#[derive(Clone, Copy)]
+pub enum EventTag {
+    /// `[id]`: the request is being written on a connection.
+    Connect = 0,
+    /// `[id, status]`, its reason and headers in the batch's text.
+    Headers = 1,
+    /// `[id]`, a body chunk in a Buffer of its own.
+    Data = 2,
+    /// `[id]`, the trailers in the batch's text.
+    Complete = 3,
+    /// `[id, shares]` (see `Shares`), the error's four objects.
+    Error = 4,
+    /// `[id, bytes]`: so much of the streamed body was taken by the engine.
+    BodyConsumed = 5,
+    /// `[origin, conn, h2]`.
+    Connected = 6,
+    /// `[origin, conn]`, the error's four objects.
+    Disconnected = 7,
+    /// `[origin]`, the error's four objects.
+    ConnectFailed = 8,
+    /// `[origin]`: its last connection is gone.
+    Closed = 9,
+    /// `[id, status]`, its reason and headers: the connection is the caller's now.
+    Upgrade = 10,
+    /// `[origin]`: a connection is being made.
+    Connecting = 11,
+    /// `[id, offset, length]` into the batch's shared Buffer of small chunks.
+    DataSmall = 12,
+    /// `[origin, socket]`: the origin's connector is to open a socket (a JS transport).
+    SocketOpen = 13,
+    /// `[socket]`, bytes for the JS socket to write.
+    SocketWrite = 14,
+    /// `[socket, bytes]`: the engine read so much of what the JS socket pushed.
+    SocketCredit = 15,
+    /// `[socket]`: the engine is done writing to it.
+    SocketEnd = 16,
+    /// `[socket]`, and the error (if any) it goes down with.
+    SocketDestroy = 17,
+    /// `[handle]`: no event names that JS error object any more.
+    ErrorReleased = 18,
+    /// `[origin, conn, milliseconds]`: an HTTP/2 PING's round trip.
+    Ping = 19,
+    /// `[id, kind, code]` (see `WsKind`), its bytes in a Buffer of its own.
+    WebSocket = 20,
+    /// `[id, kind, code, offset, length]` into the batch's shared Buffer.
+    WebSocketSmall = 21,
+}
+
+/// An error event's relation to its neighbours (core `event::Shared`): one connection's
+/// failure reported to several requests, and to the origin, with one error object.
+#[napi]
+#[derive(Clone, Copy)]
+pub enum Shares {
+    None = 0,
+    /// The `Disconnected` event after this run of errors.
+    WithNext = 1,
+    /// The `ConnectFailed` event before this run of errors.
+    WithPrevious = 2,
+}
+
+/// `submit`'s flags, or-ed.
+#[napi]
+#[derive(Clone, Copy)]
+pub enum SubmitFlag {
+    /// May be retried, and pipelined behind others.
+    Idempotent = 1,
+    /// Nothing is pipelined behind it until its head arrives.
+    Blocking = 2,
+    /// The connection closes after it (`reset: true`).
+    Reset = 4,
+    /// Its body is streamed with `bodyWrite` / `bodyEnd`.
+    Stream = 8,
+    /// A non-empty body makes it the last request on its connection (`Request::body_closes`).
+    BodyCloses = 16,
+    /// Waits after its `Connect` event for `proceed()` (its onConnect may still abort it).
+    Hold = 32,
+    /// Its onConnect already ran: no `Connect` event the first time it is written.
+    Connected = 64,
+    /// Nothing else is in flight: written at once if a connection is idle (`Engine::submit_now`).
+    Lone = 128,
+    /// `expectContinue`: over HTTP/2, the body waits for a 100 (`Request::expect_continue`).
+    ExpectContinue = 256,
+}
+
+/// The decompress interceptor's flags in `submit`'s decode spec.
+#[napi]
+#[derive(Clone, Copy)]
+pub enum DecodeFlag {
+    /// Error responses (status >= 400) are passed on undecoded.
+    SkipErrorResponses = 1,
+    /// `compress` is decoded (undici 7; undici 8 leaves it encoded).
+    Compress = 2,
+}
+
+/// What a WebSocket event carries (core `ws::WsKind`).
+#[napi]
+#[derive(Clone, Copy)]
+pub enum WsKind {
+    Text = 0,
+    Binary = 1,
+    /// Answered with a pong already.
+    Ping = 2,
+    Pong = 3,
+    /// The server's close frame: the event's code (-1: none) and its reason.
+    Close = 4,
+    /// The server broke the protocol: close with the code; the data is undici's reason.
+    Fail = 5,
+    /// The connection is a WebSocket now: the data is its local address, `ip port family`.
+    Open = 6,
+}
+
+/// A frame JS sends with `wsSend` (the RFC 6455 opcodes).
+#[napi]
+#[derive(Clone, Copy)]
+pub enum WsOpcode {
+    Text = 1,
+    Binary = 2,
+    Close = 8,
+    Ping = 9,
+    Pong = 10,
+}
+
+// The core's own numbering of what crosses unchanged.
+const _: () = {
+    assert!(Shares::None as u8 == Shared::No as u8);
+    assert!(Shares::WithNext as u8 == Shared::WithNext as u8);
+    assert!(Shares::WithPrevious as u8 == Shared::WithPrevious as u8);
+    assert!(WsKind::Text as u8 == CoreWsKind::Text as u8);
+    assert!(WsKind::Binary as u8 == CoreWsKind::Binary as u8);
+    assert!(WsKind::Ping as u8 == CoreWsKind::Ping as u8);
+    assert!(WsKind::Pong as u8 == CoreWsKind::Pong as u8);
+    assert!(WsKind::Close as u8 == CoreWsKind::Close as u8);
+    assert!(WsKind::Fail as u8 == CoreWsKind::Fail as u8);
+    assert!(WsKind::Open as u8 == CoreWsKind::Open as u8);
+};

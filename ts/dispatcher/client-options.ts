@@ -1,0 +1,267 @@
+// A Client's options: validated as undici validates them (its rules, order and messages), and
+// the connection options mapped onto the engine's origin (TLS on rustls or Node's, proxies).
+
+import http from 'node:http'
+import { NativeOrigin } from '../native/addon-handle'
+import type { ProxyOriginOptions } from '../native/addon'
+import { InvalidArgumentError } from '../errors'
+import type { Connector, ConnectorOptions } from '../native/js-socket'
+import { buildConnector } from './connector'
+import type { Tunnel } from './proxy-tunnel'
+import tls from 'node:tls'
+import type { ClientOptions, H2Options } from './types'
+
+
+const isNonNegativeInteger = (v: number): boolean => Number.isInteger(v) && v >= 0
+const isPositiveFinite = (v: number): boolean => Number.isFinite(v) && v > 0
+
+/** Numeric options, each with undici's rule and message. */
+const numberRules: Array<[keyof ClientOptions, (v: number) => boolean, string]> = [
+  ['pipelining', isNonNegativeInteger, 'invalid pipelining'],
+  ['maxHeaderSize', (v) => Number.isInteger(v) && v >= 1, 'invalid maxHeaderSize'],
+  ['connectTimeout', (v) => Number.isFinite(v) && v >= 0, 'invalid connectTimeout'],
+  ['keepAliveTimeout', isPositiveFinite, 'invalid keepAliveTimeout'],
+  ['keepAliveMaxTimeout', isPositiveFinite, 'invalid keepAliveMaxTimeout'],
+  ['keepAliveTimeoutThreshold', Number.isFinite, 'invalid keepAliveTimeoutThreshold'],
+  ['headersTimeout', isNonNegativeInteger, 'headersTimeout must be a positive integer or zero'],
+  ['bodyTimeout', isNonNegativeInteger, 'bodyTimeout must be a positive integer or zero'],
+  ['maxRequestsPerClient', isNonNegativeInteger, 'maxRequestsPerClient must be a positive number'],
+  ['maxResponseSize', (v) => Number.isInteger(v) && v >= -1, 'maxResponseSize must be a positive number'],
+  ['autoSelectFamilyAttemptTimeout', (v) => Number.isInteger(v) && v >= -1, 'autoSelectFamilyAttemptTimeout must be a positive number'],
+]
+
+/** Options undici dropped, with the message naming their replacement. */
+const retiredOptions: Array<[string, string]> = [
+  ['keepAlive', 'unsupported keepAlive, use pipelining=0 instead'],
+  ['socketTimeout', 'unsupported socketTimeout, use headersTimeout & bodyTimeout instead'],
+  ['requestTimeout', 'unsupported requestTimeout, use headersTimeout & bodyTimeout instead'],
+  ['idleTimeout', 'unsupported idleTimeout, use keepAliveTimeout instead'],
+  ['maxKeepAliveTimeout', 'unsupported maxKeepAliveTimeout, use keepAliveMaxTimeout instead'],
+]
+
+export function validateOptions(opts: ClientOptions): void {
+  for (const [key, message] of retiredOptions) {
+    if ((opts as Record<string, unknown>)[key] !== undefined) throw new InvalidArgumentError(message)
+  }
+  for (const [key, valid, message] of numberRules) {
+    const v = opts[key]
+    // As undici: `pipelining: true` is taken (for one request at a time).
+    if (v != null && (typeof v !== 'number' || !valid(v)) && !(key === 'pipelining' && v === true)) throw new InvalidArgumentError(message)
+    // Without one of its own, node's --max-http-header-size, which must be usable.
+    if (key === 'maxHeaderSize' && v == null && !(Number.isInteger(http.maxHeaderSize) && http.maxHeaderSize > 0)) {
+      throw new InvalidArgumentError('http module not available or http.maxHeaderSize invalid')
+    }
+  }
+}
+
+/** The HTTP/2 options, each with undici's rule and message (checked after the others, as undici). */
+const h2Rules: Array<[keyof ClientOptions & keyof H2Options, (v: unknown) => boolean, string]> = [
+  ['useH2c', (v) => typeof v === 'boolean', 'useH2c must be a valid boolean value'],
+  // (A fraction passes, as in undici.)
+  ['maxConcurrentStreams', (v) => typeof v === 'number' && !(v < 1), 'maxConcurrentStreams must be a positive integer, greater than 0'],
+  ['initialWindowSize', (v) => Number.isInteger(v) && (v as number) >= 1, 'initialWindowSize must be a positive integer, greater than 0'],
+  ['connectionWindowSize', (v) => Number.isInteger(v) && (v as number) >= 1, 'connectionWindowSize must be a positive integer, greater than 0'],
+  ['pingInterval', (v) => Number.isInteger(v) && (v as number) >= 0, 'pingInterval must be a positive integer, greater or equal to 0'],
+]
+/** undici 7's order of the same rules. */
+const h2Rules7 = ['maxConcurrentStreams', 'useH2c', 'initialWindowSize', 'connectionWindowSize', 'pingInterval'].map(
+  (key) => h2Rules.find(([k]) => k === key)!,
+)
+
+let h2OptionsWarned = false
+
+/**
+ * The HTTP/2 options as undici checks them: `allowH2`, then (undici 8) nothing more when it is
+ * false, `h2Options`' when given (its integers strictly), else the flat ones, an invalid one
+ * first warning, once, that `h2Options` replaces them. undici 7 checks the flat ones always.
+ */
+export function validateH2(opts: ClientOptions, undici7: boolean): void {
+  if (opts.allowH2 != null && typeof opts.allowH2 !== 'boolean') throw new InvalidArgumentError('allowH2 must be a valid boolean value')
+  if (undici7) {
+    for (const [key, valid, message] of h2Rules7) {
+      if (opts[key] != null && !valid(opts[key])) throw new InvalidArgumentError(message)
+    }
+    return
+  }
+  if (opts.allowH2 === false) return
+  const h2 = opts.h2Options
+  if (h2 != null) {
+    const settings = h2.settings as { initialWindowSize?: unknown } | undefined
+    const checks: Array<[unknown, (v: unknown) => boolean, string]> = [
+      [h2.useH2c, (v) => typeof v === 'boolean', 'useH2c must be a valid boolean value'],
+      [settings?.initialWindowSize, (v) => Number.isInteger(v) && (v as number) >= 1, 'settings.initialWindowSize must be a positive integer, greater than 0'],
+      [h2.maxConcurrentStreams, (v) => Number.isInteger(v) && (v as number) >= 1, 'maxConcurrentStreams must be a positive integer, greater than 0'],
+      [h2.connectionWindowSize, (v) => Number.isInteger(v) && (v as number) >= 1, 'connectionWindowSize must be a positive integer, greater than 0'],
+      [h2.pingInterval, (v) => Number.isInteger(v) && (v as number) >= 0, 'pingInterval must be a positive integer, greater or equal to 0'],
+    ]
+    for (const [v, valid, message] of checks) if (v != null && !valid(v)) throw new InvalidArgumentError(`h2Options.${message}`)
+    return
+  }
+  for (const [key, valid, message] of h2Rules) {
+    if (opts[key] == null || valid(opts[key])) continue
+    if (!h2OptionsWarned) {
+      h2OptionsWarned = true
+      process.emitWarning(`Use h2Options.${key} instead. ${key} for H2 will be deprecated in future major.`, { code: 'UNDICI-H2-OPTIONS' })
+    }
+    throw new InvalidArgumentError(message)
+  }
+}
+
+/** An HTTP/2 option: `h2Options`' over the flat one (undici 8), or the flat one (undici 7). */
+export function h2Option(opts: ClientOptions, key: 'maxConcurrentStreams' | 'connectionWindowSize' | 'pingInterval' | 'useH2c'): unknown {
+  return (opts.h2Options?.[key] as unknown) ?? opts[key]
+}
+
+/** HTTP/2's largest window and stream count (2^31 - 1): a larger value given is that. */
+export const H2_MAX = 0x7fffffff
+export const h2Number = (v: number | undefined | null, fallback: number): number =>
+  v == null ? fallback : Number.isNaN(v) ? fallback : Math.min(H2_MAX, Math.max(1, Math.floor(v)))
+
+export function optNumber(opts: ClientOptions, key: keyof ClientOptions, fallback: number): number {
+  return (opts[key] as number | null | undefined) ?? fallback
+}
+
+/** An origin given as the parts of a URL (as `url.parse()` returns them), which undici takes too. */
+export type Pem = string | Buffer | Array<string | Buffer>
+
+/** PEM input as Node takes it (a string, a Buffer, or a list of them) as one Buffer. */
+export function pem(value: unknown, key: string): Buffer | undefined {
+  if (value == null) return undefined
+  const parts = Array.isArray(value) ? value : [value]
+  if (!parts.every((p) => typeof p === 'string' || Buffer.isBuffer(p))) {
+    throw new InvalidArgumentError(`${key} must be a string, a Buffer, or an array of them`)
+  }
+  return Buffer.concat((parts as Array<string | Buffer>).flatMap((p) => [Buffer.from(p), Buffer.from('\n')]))
+}
+
+/** The connect options given (over `tls`'s), read loosely: any of Node's may be there. */
+export type ConnectOptions = Partial<tls.ConnectionOptions> & {
+  timeout?: number | null
+  socketPath?: string | null
+  maxCachedSessions?: number | null
+  autoSelectFamily?: boolean
+  [key: string]: unknown
+}
+
+let warnedUnauthorized = false
+
+/**
+ * Whether certificates are verified: as the options say, else as Node's switch for development
+ * against self-signed servers says (`NODE_TLS_REJECT_UNAUTHORIZED=0` turns verification off,
+ * with Node's warning, once), as Node's TLS reads them for undici.
+ */
+function rejectsUnauthorized(given: unknown): boolean {
+  if (given !== undefined) return Boolean(given)
+  if (process.env.NODE_TLS_REJECT_UNAUTHORIZED !== '0') return true
+  if (!warnedUnauthorized) {
+    warnedUnauthorized = true
+    process.emitWarning(
+      "Setting the NODE_TLS_REJECT_UNAUTHORIZED environment variable to '0' makes TLS connections and HTTPS requests insecure by disabling certificate verification.",
+    )
+  }
+  return false
+}
+
+/** The TLS part of the `connect` options, for an `https:` origin on the engine's TLS. */
+export function tlsOptions(connect: ConnectOptions, host: string, maxCachedSessions: number | null | undefined) {
+  const { ca, cert, key, servername, rejectUnauthorized } = connect as {
+    ca?: Pem
+    cert?: Pem
+    key?: Pem
+    servername?: string
+    rejectUnauthorized?: boolean
+  }
+  if (servername != null && typeof servername !== 'string') throw new InvalidArgumentError('servername must be a string')
+  return {
+    servername: servername || host,
+    ca: pem(ca, 'ca'),
+    cert: pem(cert, 'cert'),
+    key: pem(key, 'key'),
+    rejectUnauthorized: rejectsUnauthorized(rejectUnauthorized),
+    maxCachedSessions: maxCachedSessions ?? undefined,
+    // As Node's: its defaults unless given (needsNode leaves only TLSv1.2 and TLSv1.3 here).
+    minVersion: connect.minVersion ?? tls.DEFAULT_MIN_VERSION,
+    maxVersion: connect.maxVersion ?? tls.DEFAULT_MAX_VERSION,
+  }
+}
+
+/** Connect options the engine's sockets and rustls apply, or that undici's connector overrides. */
+const NATIVE_KEYS = new Set([
+  'ca', 'cert', 'key', 'servername', 'rejectUnauthorized', 'minVersion', 'maxVersion', 'timeout', 'socketPath',
+  'maxCachedSessions', 'keepAlive', 'keepAliveInitialDelay', 'noDelay', 'highWaterMark', 'autoSelectFamily',
+  'autoSelectFamilyAttemptTimeout', 'allowH2', 'useH2c', 'typeOfService', 'localAddress', 'port', 'host',
+  'hostname', 'ALPNProtocols', 'preferH2',
+])
+/** Of the others, the ones net.connect applies (on an `http:` origin the rest are TLS's, unused). */
+const NET_KEYS = new Set(['lookup', 'family', 'hints', 'fd', 'onread', 'signal', 'blockList'])
+const NATIVE_VERSIONS = ['TLSv1.2', 'TLSv1.3']
+
+const isPem = (v: unknown): boolean =>
+  typeof v === 'string' || Buffer.isBuffer(v) || (Array.isArray(v) && v.every((p) => typeof p === 'string' || Buffer.isBuffer(p)))
+
+/**
+ * Whether the connect options ask for what only Node's net or TLS does (`pfx`, `ciphers`,
+ * `checkServerIdentity`, `session`, a key with its `passphrase`, TLS 1.0 ...): then Node's
+ * own sockets carry the origin's connections, made by undici's default connector.
+ */
+export function needsNode(opts: ConnectOptions, https: boolean): boolean {
+  for (const [key, value] of Object.entries(opts)) {
+    if (value == null) continue
+    if (!NATIVE_KEYS.has(key)) {
+      if (https || NET_KEYS.has(key)) return true
+    } else if (https && (key === 'ca' || key === 'cert' || key === 'key') && !isPem(value)) {
+      return true
+    }
+  }
+  if (!https) return false
+  const min = opts.minVersion ?? tls.DEFAULT_MIN_VERSION
+  const max = opts.maxVersion ?? tls.DEFAULT_MAX_VERSION
+  // Below TLS 1.2 by default is for the server to ask: a handshake rustls cannot make goes to Node then.
+  const minOk = NATIVE_VERSIONS.includes(min) || opts.minVersion == null
+  return !minOk || !NATIVE_VERSIONS.includes(max) || (min === 'TLSv1.3' && max === 'TLSv1.2')
+}
+
+/**
+ * The tunnel the engine opens for a proxy's connector (ProxyAgent's, Socks5ProxyAgent's), or
+ * null where only the connector can: for options only Node's TLS has (see proxy-tunnel.ts).
+ */
+export function nativeTunnel(tunnel: Tunnel | null, https: boolean): Tunnel | null {
+  if (tunnel === null || tunnel.jsOnly) return null
+  if (tunnel.proxyTls !== null && needsNode(tunnel.proxyTls as ConnectOptions, true)) return null
+  return https && needsNode(tunnel.requestTls as ConnectOptions, true) ? null : tunnel
+}
+
+/** A tunnel as the engine takes it. */
+export function proxyOptions(t: Tunnel): ProxyOriginOptions {
+  return {
+    host: t.host,
+    port: t.port,
+    tls: t.proxyTls === null ? undefined : tlsOptions(t.proxyTls as ConnectOptions, t.host, undefined),
+    connectHead: t.connectHead,
+    targetHost: t.socks?.host,
+    targetPort: t.socks?.port,
+    username: t.socks?.username,
+    password: t.socks?.password,
+  }
+}
+
+/** How a Client gets sockets that live in JS: the caller's connector, or Node's (undici's default). */
+export interface JsRoute {
+  /** The caller's connector function, if it gave one. */
+  custom: Connector | null
+  /** undici's default connector with the Client's options, made when first needed. */
+  node: Connector | null
+  nodeOptions: buildConnector.BuildOptions
+  /** What each call of the connector gets. */
+  options: ConnectorOptions
+}
+
+/** The engine's origin; options it refuses (bad certificates ...) are invalid arguments. */
+export function nativeOrigin(id: number, options: ConstructorParameters<typeof NativeOrigin>[1]): InstanceType<typeof NativeOrigin> {
+  try {
+    return new NativeOrigin(id, options)
+  } catch (err) {
+    throw new InvalidArgumentError((err as Error).message)
+  }
+}
+
