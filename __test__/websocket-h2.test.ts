@@ -469,7 +469,7 @@ describe.each(MODES)('undici 7 (saetta/undici7): WebSocket over HTTP/2 (%s)', (m
   test('with it, messages both ways, and a close from either side (its stream stays open until the server closes it)', async () => {
     for (const onOpen of [(ws: WS) => ws.send('close'), (ws: WS) => ws.close(3000, 'mine')]) {
       const w = await same7(
-        () => wsH2Server(mode, { accept: true, closeTimeout: 50 }),
+        () => wsH2Server(mode, { accept: true, closeTimeout: 500 }),
         (lib, srv) => watch(lib, srv, { dispatcher: h2, protocols: ['chat'], onOpen: (ws) => (ws.send('hello'), ws.send(new Uint8Array([1, 2])), onOpen(ws)) }),
       )
       expect(w.events[0]).toMatchObject({ type: 'open' })
