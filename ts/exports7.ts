@@ -171,5 +171,7 @@ export { getSetCookiesUndici7 as getSetCookies, parseCookieUndici7 as parseCooki
 export { EventSource } from './eventsource/undici7'
 export type { EventSourceInit, EventSourceEventMap } from './eventsource'
 export * from './websocket'
+// Explicit exports win over the star's: undici 7's WebSocket and WebSocketStream.
+export { WebSocket, WebSocketStream } from './websocket/undici7'
 
 // `import saetta from 'saetta/undici7'`: the module itself.

@@ -795,7 +795,10 @@ export class Run implements RequestSink {
     }
     // As undici: at the start of every response message, an upgrade's included.
     this.#handler.onResponseStarted?.()
-    const ws = statusCode === 101 && websocketSpec(this.#opts) ? new NativeWsTransport(this.#id) : null
+    // A WebSocket handshake's connection: its frames are the core's. HTTP/1.1 hands a handshake
+    // (a GET) over on a 101 only; HTTP/2 the extended CONNECT's stream (RFC 8441), whatever its
+    // answer (the handshake wants a 200), and it never answers 101.
+    const ws = websocketSpec(this.#opts) ? new NativeWsTransport(this.#id, statusCode !== 101) : null
     const socket = ws ?? new TunnelSocket(this.#id)
     if (ws) this.#ws = ws
     else this.#tunnel = socket as TunnelSocket

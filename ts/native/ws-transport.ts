@@ -26,11 +26,16 @@ export class NativeWsTransport implements WsTransport {
   /** What arrived before `bind`. */
   #backlog: Array<(events: WsTransportEvents) => void> = []
   #over = false
+  /** The server ended the connection, and this side's end followed. */
+  #ended = false
   /** Bytes of the pongs the core sent for pings (its own writes, credited with the caller's). */
   #pongs = 0
 
-  constructor(id: number) {
+  readonly http2: boolean
+
+  constructor(id: number, http2: boolean) {
     this.#id = id
+    this.http2 = http2
   }
 
   /** `address:port` of the connection's local end, as undici's debug line shows it. */
@@ -66,7 +71,9 @@ export class NativeWsTransport implements WsTransport {
   }
 
   destroy(): void {
-    if (untrack(this.#id)) addon.abort(this.#id)
+    // Once the server ended the connection, this side's end is on its way (see ended): the
+    // core closes the connection when it went (an HTTP/2 stream ends, not reset).
+    if (untrack(this.#id) && !this.#ended) addon.abort(this.#id)
     this.#end(null)
   }
 
@@ -106,7 +113,10 @@ export class NativeWsTransport implements WsTransport {
   ended(err: Error | null): void {
     if (this.#over) return
     // As undici's socket (not half-open): the server's end ends this side too.
-    if (err === null) bodyEnd(this.#id)
+    if (err === null) {
+      this.#ended = true
+      bodyEnd(this.#id)
+    }
     this.#end(err)
   }
 

@@ -42,6 +42,8 @@ export interface SessionOptions {
   protocols: string[]
   headers?: HeadersInit | null
   dispatcher: Dispatcher
+  /** undici 7's ways (the undici7 entry): see Handshake. */
+  undici7?: boolean
 }
 
 /** A header list as fetch keeps one: names matched without case, the first casing kept, values joined. */
@@ -132,15 +134,37 @@ function extensionNames(header: string): Set<string> {
   return new Set(header.split(';').map((pair) => pair.split('=', 1)[0].replace(/^[\t\n\r ]+/, '')))
 }
 
-/** undici's checks of the server's answer (RFC 6455 section 4.1): null when it is valid, else why not. */
-function check(status: number, headers: Map<string, string>, handshake: Handshake): string | null {
-  if (status !== 101) return 'Received network error or non-101 status code.'
+/** The message an HTTP/2 dispatcher fails a WebSocket upgrade with when the server did not enable RFC 8441. */
+const NO_EXTENDED_CONNECT = 'HTTP/2: Extended CONNECT protocol not supported by server'
+
+/** The warning undici emits (each undici once) for the first WebSocket it opens over HTTP/2. */
+const warnedHttp2 = { undici8: false, undici7: false }
+
+function warnHttp2(undici7: boolean): void {
+  const key = undici7 ? 'undici7' : 'undici8'
+  if (warnedHttp2[key]) return
+  warnedHttp2[key] = true
+  process.emitWarning('WebSocket over HTTP2 is experimental, and subject to change.', 'ExperimentalWarning')
+}
+
+/**
+ * undici's checks of the server's answer (RFC 6455 section 4.1; over HTTP/2, RFC 8441 section
+ * 5: a 200, and no Upgrade, Connection nor Sec-WebSocket-Accept to check, though undici 7
+ * checks Sec-WebSocket-Accept all the same): null when it is valid, else why not.
+ */
+function check(status: number, headers: Map<string, string>, handshake: Handshake, http2: boolean): string | null {
+  // undici's fetch turns an HTTP/2 answer other than 200 into a network error.
+  if (status !== (http2 ? 200 : 101)) return 'Received network error or non-101 status code.'
   const protocol = headers.get('sec-websocket-protocol')
   if (handshake.protocols.length !== 0 && !protocol) return 'Server did not respond with sent protocols.'
-  if (headers.get('upgrade')?.toLowerCase() !== 'websocket') return 'Server did not set Upgrade header to "websocket".'
-  if (headers.get('connection')?.toLowerCase() !== 'upgrade') return 'Server did not set Connection header to "upgrade".'
-  const accept = createHash('sha1').update(handshake.key + GUID).digest('base64')
-  if (headers.get('sec-websocket-accept') !== accept) return 'Incorrect hash received in Sec-WebSocket-Accept header.'
+  if (!http2) {
+    if (headers.get('upgrade')?.toLowerCase() !== 'websocket') return 'Server did not set Upgrade header to "websocket".'
+    if (headers.get('connection')?.toLowerCase() !== 'upgrade') return 'Server did not set Connection header to "upgrade".'
+  }
+  if (!http2 || handshake.undici7) {
+    const accept = createHash('sha1').update(handshake.key + GUID).digest('base64')
+    if (headers.get('sec-websocket-accept') !== accept) return 'Incorrect hash received in Sec-WebSocket-Accept header.'
+  }
   const extensions = headers.get('sec-websocket-extensions')
   if (extensions !== undefined && !extensionNames(extensions).has('permessage-deflate')) {
     return 'Sec-WebSocket-Extensions header does not match.'
@@ -233,7 +257,7 @@ export class Session {
   constructor(owner: SessionOwner, url: URL, options: SessionOptions) {
     this.#owner = owner
     const headers = userHeaders(options.headers)
-    this.#handshake = new Handshake(this, url, options.protocols, headers, options.dispatcher)
+    this.#handshake = new Handshake(this, url, options.protocols, headers, options.dispatcher, options.undici7 === true)
   }
 
   /** Queues a frame; `done` runs once it is written (or the connection is over). */
@@ -288,23 +312,29 @@ export class Session {
       socket.destroy()
       return this.#end(null, plainSocketError())
     }
-    const failure = check(status, headers, handshake)
+    const failure = check(status, headers, handshake, socket.http2)
+    // undici warns of a WebSocket over HTTP/2 once its status passed, whatever the other checks
+    // say, after the events that their outcome fires at once (the warning waits for a tick).
+    const warn = socket.http2 && status === 200
     if (failure !== null) {
       socket.destroy()
-      return this.fail(1002, failure)
+      this.fail(1002, failure)
+      if (warn) warnHttp2(handshake.undici7)
+      return
     }
     this.#transport = socket
     // Opened once the batch that carried the upgrade is delivered: the transport learns its
     // address from an event after the upgrade's; what else came meanwhile waits for bind().
     // The open event goes first: bind() delivers at once what waited.
     queueMicrotask(() => {
-      if (this.#over) return
+      if (this.#over) return void (warn && warnHttp2(handshake.undici7))
       this.address = (socket as { address?: Session['address'] }).address ?? null
       this.wasEverConnected = true
       this.readyState = OPEN
       this.extensions = headers.get('sec-websocket-extensions') ?? null
       this.protocol = headers.get('sec-websocket-protocol') ?? null
       this.#owner.opened({ status, statusText: STATUS_CODES[status] ?? '', headers: Object.fromEntries(headers) })
+      if (warn) warnHttp2(handshake.undici7)
       if (!this.#over) socket.bind(this.#events())
     })
   }
@@ -368,6 +398,11 @@ class Handshake {
   readonly protocols: string[]
   /** The request's Sec-WebSocket-Protocol values (the caller's own headers may add to them). */
   readonly requested: string[]
+  /**
+   * undici 7's ways: no zstd accepted over https; over HTTP/2, Sec-WebSocket-Accept checked
+   * too, and no second try over HTTP/1.1 where the server does not take extended CONNECT.
+   */
+  readonly undici7: boolean
   #session: Session
   #url: URL
   #headers: HeaderList
@@ -376,7 +411,8 @@ class Handshake {
   #aborted = false
   #authorized = false
 
-  constructor(session: Session, url: URL, protocols: string[], headers: HeaderList, dispatcher: Dispatcher) {
+  constructor(session: Session, url: URL, protocols: string[], headers: HeaderList, dispatcher: Dispatcher, undici7: boolean) {
+    this.undici7 = undici7
     this.#session = session
     this.#url = url
     this.#dispatcher = dispatcher
@@ -395,7 +431,7 @@ class Handshake {
     headers.appendMissing('pragma', 'no-cache')
     headers.appendMissing('cache-control', 'no-cache')
     if (headers.has('range')) headers.append('accept-encoding', 'identity')
-    headers.appendMissing('accept-encoding', url.protocol === 'wss:' ? 'br, gzip, deflate' : 'gzip, deflate')
+    headers.appendMissing('accept-encoding', url.protocol !== 'wss:' ? 'gzip, deflate' : undici7 ? 'br, gzip, deflate' : 'br, gzip, deflate, zstd')
     this.#headers = headers
     this.requested = headers.get('sec-websocket-protocol')?.split(',').map((p) => p.trim()) ?? []
     // As fetch's: the request goes out after the constructor returned (so its listeners are set).
@@ -409,7 +445,12 @@ class Handshake {
     this.#attempt = null
   }
 
-  #dispatch(): void {
+  /**
+   * Sends the request. `http1Only`: over HTTP/1.1 (`allowH2: false`, which an Agent serves from
+   * connections of their own), as undici's fetch retries a WebSocket handshake whose origin
+   * speaks HTTP/2 without RFC 8441's extended CONNECT.
+   */
+  #dispatch(http1Only = false): void {
     if (this.#aborted) return
     const url = this.#url
     const path = url.pathname + url.search + (url.search.length === 0 && url.href.endsWith('?') ? '?' : '')
@@ -424,15 +465,22 @@ class Handshake {
       headers: this.#headers.toObject(undici7),
       maxRedirections: 0,
       upgrade: 'websocket',
+      ...(http1Only ? { allowH2: false } : {}),
       [kWebSocket]: Session.dispatchOption(this.#dispatcher),
     }
-    const attempt = new Attempt(this)
+    const attempt = new Attempt(this, http1Only || this.undici7)
     this.#attempt = attempt
     try {
       this.#dispatcher.dispatch(opts, attempt)
     } catch {
-      attempt.onError()
+      attempt.onError(null)
     }
+  }
+
+  /** @internal The origin speaks HTTP/2 without extended CONNECT: again, over HTTP/1.1. */
+  retryHttp1(): void {
+    this.#attempt = null
+    this.#dispatch(true)
   }
 
   /** @internal The attempt's answer: a final response other than an upgrade, or none (null). */
@@ -459,11 +507,13 @@ class Handshake {
 /** One dispatch of the handshake request (a 401 may call for a second one). */
 class Attempt implements DispatchHandler {
   #handshake: Handshake
+  #http1Only: boolean
   #abort: ((err?: Error) => void) | null = null
   #done = false
 
-  constructor(handshake: Handshake) {
+  constructor(handshake: Handshake, http1Only: boolean) {
     this.#handshake = handshake
+    this.#http1Only = http1Only
   }
 
   abort(): void {
@@ -491,10 +541,12 @@ class Attempt implements DispatchHandler {
 
   onComplete(): void {}
 
-  onError(): void {
+  onError(err: Error | null): void {
     if (this.#done) return
     this.#done = true
-    this.#handshake.refused(null)
+    const info = (err as { code?: unknown } | null)?.code === 'UND_ERR_INFO'
+    if (info && err!.message === NO_EXTENDED_CONNECT && !this.#http1Only) this.#handshake.retryHttp1()
+    else this.#handshake.refused(null)
   }
 
   onUpgrade(statusCode: number, rawHeaders: Buffer[] | string[] | null, socket: Duplex): void {

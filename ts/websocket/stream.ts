@@ -6,6 +6,7 @@ import { Session, type SessionOwner } from './connection'
 import type * as Types from './types'
 import { CLOSED, CLOSING, OPEN, checkCloseCodeAndReason, checkProtocols, urlRecord, defaultDispatcher } from './util'
 import { toInterface, toUnsigned, webClass } from './webidl'
+import { kUndici7 } from '../util/undici7'
 
 /** WebSocketCloseInfo as undici converts it (its closeCode without [EnforceRange]: undici's converter drops the flag). */
 function toCloseInfo(value: unknown): { closeCode?: number; reason: string } {
@@ -142,7 +143,8 @@ export class WebSocketStream {
         { once: true },
       )
     }
-    this.#session = new Session(this.#owner(), record, { protocols, dispatcher: defaultDispatcher() })
+    const undici7 = (new.target as unknown as { [kUndici7]?: boolean })[kUndici7] === true
+    this.#session = new Session(this.#owner(), record, { protocols, dispatcher: defaultDispatcher(), undici7 })
   }
 
   get url(): string {

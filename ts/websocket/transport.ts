@@ -29,6 +29,11 @@ export interface WsTransport {
   /** Closes the TCP connection (after what was queued is written: `end`; at once: `destroy`). */
   end(): void
   destroy(): void
+  /**
+   * The connection is an HTTP/2 stream (RFC 8441's extended CONNECT), where undici's socket
+   * has a `session`: the handshake is checked as undici checks one over HTTP/2.
+   */
+  readonly http2: boolean
   /** The remote address, for NODE_DEBUG's "connection opened <ip>" line. */
   readonly remoteAddress: string | undefined
 }

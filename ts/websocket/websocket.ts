@@ -10,6 +10,7 @@ import type * as Types from './types'
 import { CLOSED, CLOSING, CONNECTING, OPEN, checkCloseCodeAndReason, checkProtocols, urlRecord, type ReadyState, defaultDispatcher } from './util'
 import { Clamp, HandlerAttributes, toUnsigned, uncloneable, webClass } from './webidl'
 import type { HeadersInit } from '../fetch/fetch'
+import { kUndici7 } from '../util/undici7'
 
 type EventName = 'open' | 'error' | 'close' | 'message'
 type Frame = { opcode: 1 | 2; data: Buffer }
@@ -83,7 +84,8 @@ export class WebSocket extends EventTarget {
     const list = typeof options.protocols === 'string' ? [options.protocols] : options.protocols
     checkProtocols(list)
     this.#url = new URL(record.href)
-    this.#handler = new Session(this.#owner(), record, { protocols: list, headers: options.headers, dispatcher: options.dispatcher })
+    const undici7 = (new.target as unknown as { [kUndici7]?: boolean })[kUndici7] === true
+    this.#handler = new Session(this.#owner(), record, { protocols: list, headers: options.headers, dispatcher: options.dispatcher, undici7 })
   }
 
   close(code?: number, reason?: string): void {

@@ -380,6 +380,9 @@ fn end_held_stream(cmds: &mut Vec<Command>, id: u64) -> bool {
 pub(crate) struct ReqCtl {
     pub paused: Cell<bool>,
     pub aborted: Cell<bool>,
+    /// Aborted as undici destroys the stream of an open WebSocket, without an error: over
+    /// HTTP/2, Node resets it with NO_ERROR (another abort, CANCEL).
+    pub graceful: Cell<bool>,
     /// May be written (the request is not held, or the caller gave the go-ahead).
     pub proceed: Cell<bool>,
     /// The connection the request is on, to wake it on pause/resume/abort/body data.
@@ -535,6 +538,7 @@ impl Ctx {
         let ctl = Rc::new(ReqCtl {
             paused: Cell::new(false),
             aborted: Cell::new(false),
+            graceful: Cell::new(false),
             proceed: Cell::new(false),
             conn: RefCell::new(None),
             body: RefCell::new(BodyPipe::default()),
@@ -625,12 +629,13 @@ impl Ctx {
                 }
                 // Nothing to stop where the caller has the whole response (as above).
                 self.decodings.borrow_mut().remove(id);
-                self.websockets.borrow_mut().remove(id);
+                let websocket = self.websockets.borrow_mut().remove(id);
                 let ctl = match self.silent.borrow().contains(&id) {
                     true => None,
                     false => self.reqs.borrow_mut().remove(&id),
                 };
                 if let Some(ctl) = ctl {
+                    ctl.graceful.set(websocket);
                     ctl.aborted.set(true);
                     ctl.wake();
                 }

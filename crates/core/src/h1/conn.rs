@@ -365,16 +365,7 @@ impl Conn {
             headers,
         });
         if status == 101 && r.req.websocket.is_some() {
-            let local = self.addresses.0;
-            let data = local.map_or(String::new(), |a| {
-                format!("{} {} {}", a.ip(), a.port(), crate::error::family(&a))
-            });
-            self.out.push(Event::WebSocket {
-                id,
-                kind: crate::ws::WsKind::Open,
-                code: None,
-                data: data.into(),
-            });
+            self.out.push(crate::ws::opened(id, self.addresses.0));
         }
         self.tunnel = Some(Tunnel {
             id,

@@ -73,6 +73,9 @@ enum Phase {
 struct Open {
     /// Our side; `None` once the whole body is handed to h2 (or there is none to send).
     send: Option<SendStream<Bytes>>,
+    /// A tunnel's side once it ended: kept to reset the stream with NO_ERROR if its WebSocket
+    /// is destroyed before the server ended its side (see `ReqCtl::graceful`).
+    ended: Option<SendStream<Bytes>>,
     /// What is being sent now: the known body, or the chunk of a streamed one.
     out: Bytes,
     /// More body comes through the request's body pipe.
@@ -379,6 +382,7 @@ impl<H: Host> H2Conn<H> {
         };
         s.phase = Phase::Open(Box::new(Open {
             send: (!ends).then_some(stream),
+            ended: None,
             awaiting_continue: s.req.expect_continue && !ends,
             out: out.body.unwrap_or_default(),
             streamed: out.streamed,
@@ -415,7 +419,10 @@ impl<H: Host> H2Conn<H> {
             return o;
         }
         let may_read = self.may_read;
-        match read_response(open, req, ctl, settings, may_read, cx, events, progress) {
+        let local = self.addresses.0;
+        match read_response(
+            open, req, ctl, settings, may_read, local, cx, events, progress,
+        ) {
             // A tunnel's read side ended: reported, but it is settled once both sides are.
             Ok(Some(trailers)) if open.tunnel => events.push(Event::Complete {
                 id: req.id,
@@ -457,7 +464,11 @@ impl<H: Host> H2Conn<H> {
                 // Its events stopped with the abort; dropping the stream resets it (CANCEL),
                 // and the connection goes on.
                 let s = self.streams.remove(i);
-                reset(s.phase, Reason::CANCEL);
+                let reason = match s.ctl.graceful.get() {
+                    true => Reason::NO_ERROR,
+                    false => Reason::CANCEL,
+                };
+                reset(s.phase, reason);
                 progress = true;
                 continue;
             }
@@ -779,7 +790,7 @@ fn extract(streams: &mut Vec<Stream>, pick: impl Fn(&Stream) -> bool) -> Vec<Str
 /// Resets a stream that goes before its end (nothing to do for one never sent).
 fn reset(phase: Phase, reason: Reason) {
     if let Phase::Open(mut o) = phase {
-        if let Some(send) = o.send.as_mut() {
+        if let Some(send) = o.send.as_mut().or(o.ended.as_mut()) {
             send.send_reset(reason);
         }
         // Without our side, dropping the receiving one resets it (CANCEL) if not ended.
@@ -851,7 +862,10 @@ fn pump_body(
                     }
                     // An error here is the stream's: its response side reports it.
                     let _ = send.send_data(Bytes::new(), true);
-                    o.send = None;
+                    let send = o.send.take();
+                    if o.tunnel {
+                        o.ended = send;
+                    }
                     *progress = true;
                     break;
                 }
@@ -932,6 +946,7 @@ fn read_response(
     ctl: &ReqCtl,
     settings: &Settings,
     may_read: bool,
+    local: Option<SocketAddr>,
     cx: &mut Context<'_>,
     events: &mut Vec<Event>,
     progress: &mut bool,
@@ -981,6 +996,11 @@ fn read_response(
                         reason: Bytes::new(),
                         headers,
                     });
+                    // A WebSocket handshake's 200 (RFC 8441): the stream is a WebSocket now,
+                    // its frames the core's (see crate::ws), as after HTTP/1.1's 101.
+                    if status == 200 && req.websocket.is_some() {
+                        events.push(crate::ws::opened(id, local));
+                    }
                 } else {
                     events.push(Event::Headers {
                         id,

@@ -113,6 +113,7 @@ impl TestHost {
         let ctl = Rc::new(ReqCtl {
             paused: Default::default(),
             aborted: Default::default(),
+            graceful: Default::default(),
             proceed: Default::default(),
             conn: RefCell::new(None),
             body: RefCell::new(BodyPipe::default()),

@@ -15,7 +15,7 @@ use bytes::Bytes;
 
 pub use deflate::{DeflateParams, ExtensionMismatch, WindowBits};
 pub use frame::{Receiver, Sender};
-pub(crate) use session::Sessions;
+pub(crate) use session::{opened, Sessions};
 pub use session::{WsKind, WsLimits};
 
 /// A frame's opcode (RFC 6455 section 5.2); the others are reserved and fail the connection.

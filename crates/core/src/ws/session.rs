@@ -5,6 +5,7 @@
 //! down the tunnel like any tunnel write. Pings are answered here, as undici answers them.
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 
 use bytes::{Bytes, BytesMut};
 
@@ -54,8 +55,9 @@ impl Sessions {
         self.of.insert(id, Session { limits, open: None });
     }
 
-    pub fn remove(&mut self, id: u64) {
-        self.of.remove(&id);
+    /// Forgets connection `id`; `true` if it was an open WebSocket.
+    pub fn remove(&mut self, id: u64) -> bool {
+        self.of.remove(&id).is_some_and(|s| s.open.is_some())
     }
 
     pub fn is_empty(&self) -> bool {
@@ -94,8 +96,12 @@ impl Sessions {
                 continue;
             };
             match ev {
+                // A WebSocket now: the 101 of HTTP/1.1, or the 200 to an extended CONNECT
+                // (RFC 8441) over HTTP/2. An HTTP/1.1 connection hands a handshake (a GET)
+                // over on a 101 only; an HTTP/2 tunnel's answer hands the stream over whatever
+                // its status, and the caller fails the handshake of any other.
                 Event::Upgrade {
-                    status: 101,
+                    status: 101 | 200,
                     ref headers,
                     ..
                 } => {
@@ -139,6 +145,20 @@ impl Sessions {
                 }
             }
         }
+    }
+}
+
+/// What tells the caller that the connection of handshake `id` is a WebSocket now (after its
+/// `Upgrade`): its local address, `ip port family`, empty if unknown.
+pub(crate) fn opened(id: u64, local: Option<SocketAddr>) -> Event {
+    let data = local.map_or(String::new(), |a| {
+        format!("{} {} {}", a.ip(), a.port(), crate::error::family(&a))
+    });
+    Event::WebSocket {
+        id,
+        kind: WsKind::Open,
+        code: None,
+        data: data.into(),
     }
 }
 
