@@ -4,7 +4,6 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::event::{Event, EventSink};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Error {
@@ -76,19 +75,22 @@ pub enum Error {
     },
 }
 
-/// A handle on an error object kept by JS. When its last clone is gone, JS is told it may
-/// forget the object ([`Event::ErrorReleased`]), which is then after every event that named it.
+/// A handle on an error object kept by JS. When its last clone is gone, `release` tells JS it
+/// may forget the object (an `ErrorReleased` event), which is then after every event that named it.
 #[derive(Clone)]
 pub struct ExternalError(Arc<ExternalInner>);
 
+/// Tells JS that no event names error object `handle` any more.
+pub type Release = Arc<dyn Fn(u64) + Send + Sync>;
+
 struct ExternalInner {
     handle: u64,
-    sink: Arc<dyn EventSink>,
+    release: Release,
 }
 
 impl ExternalError {
-    pub fn new(handle: u64, sink: Arc<dyn EventSink>) -> ExternalError {
-        ExternalError(Arc::new(ExternalInner { handle, sink }))
+    pub fn new(handle: u64, release: Release) -> ExternalError {
+        ExternalError(Arc::new(ExternalInner { handle, release }))
     }
 
     pub fn handle(&self) -> u64 {
@@ -98,9 +100,7 @@ impl ExternalError {
 
 impl Drop for ExternalInner {
     fn drop(&mut self) {
-        self.sink.push(&mut vec![Event::ErrorReleased {
-            handle: self.handle,
-        }]);
+        (self.release)(self.handle);
     }
 }
 

@@ -80,7 +80,9 @@ impl Registry {
 
     /// The error JS keeps under `socket`'s id.
     fn external(&self, socket: u64) -> Error {
-        Error::External(ExternalError::new(socket, self.sink.clone()))
+        let sink = self.sink.clone();
+        let release = Arc::new(move |handle| sink.push(&mut vec![Event::ErrorReleased { handle }]));
+        Error::External(ExternalError::new(socket, release))
     }
 
     fn get(&self, id: u64) -> Option<Rc<Socket>> {
