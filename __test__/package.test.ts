@@ -159,11 +159,13 @@ describe.skipIf(isUndici)('installed from its tarballs', () => {
     )
   })
 
-  test('the main package: the build, its types, README and LICENSE; no tests, bench, sources or binaries', () => {
+  test('the main package: the build, its types, README, docs and LICENSE; no tests, bench, sources or binaries', () => {
     const installed = files(path.join(app, 'node_modules', 'saetta'))
     expect(installed).toEqual(expect.arrayContaining([
       'LICENSE',
       'README.md',
+      'docs/differences.md',
+      'docs/performance.md',
       'package.json',
       'dist/index.js',
       'dist/index.mjs',
@@ -175,6 +177,7 @@ describe.skipIf(isUndici)('installed from its tarballs', () => {
     const stray = installed.filter(
       (f) =>
         !/^dist\/.+\.(js|mjs|d\.ts)$/.test(f) &&
+        !/^docs\/[a-z0-9-]+\.md$/.test(f) &&
         !['LICENSE', 'README.md', 'package.json'].includes(f),
     )
     expect(stray).toEqual([])

@@ -42,7 +42,7 @@ try {
 
   const main = path.join(stage, 'saetta')
   mkdirSync(main)
-  for (const f of ['README.md', 'LICENSE', 'dist']) cpSync(path.join(root, f), path.join(main, f), { recursive: true })
+  for (const f of ['README.md', 'LICENSE', 'docs', 'dist']) cpSync(path.join(root, f), path.join(main, f), { recursive: true })
   // What a user's install reads: no scripts (they build a clone; `prepare` would also make npm
   // warn of an install script), no development dependencies.
   const { scripts, devDependencies, overrides, ...manifest } = mainPackage
