@@ -13,9 +13,9 @@ use tokio::sync::mpsc;
 
 use crate::backlog::Backlog;
 use crate::decode::{self, Decodings};
+use crate::direct::{self, Alarm, Lanes, Written};
 use crate::error::Error;
 use crate::event::{Event, EventSink, Shared};
-use crate::h1::direct::{self, Alarm, Lanes, Written};
 use crate::origin::{ConnShared, Origin, Queued};
 use crate::request::{OriginConfig, Request};
 use crate::transport::js::{self, Registry};

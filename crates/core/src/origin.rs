@@ -8,11 +8,11 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Context, Waker};
 
+use crate::direct::{Lanes, Mail};
 use crate::engine::{Ctx, ReqCtl};
 use crate::error::Error;
 use crate::event::{Event, Shared};
 use crate::h1;
-use crate::h1::direct::{Lanes, Mail};
 use crate::h2;
 use crate::request::{OriginConfig, Request};
 use crate::transport::js::{Opener, Registry};

@@ -17,15 +17,16 @@ use std::time::Duration;
 use bytes::{Buf, Bytes};
 use tokio::time::{Instant, Sleep};
 
-use super::codec::{read_response_head, BodyDecoder, Decoded, RawHeader};
-use super::direct::{Fd, Lanes};
 use super::dispatch::{Outbox, Pipeline};
 use super::io::{Buffered, READ_CHUNK, WHOLE_BODY_MAX, WRITE_HIGH_WATER};
+use crate::codec::{read_response_head, BodyDecoder, Decoded, RawHeader};
+use crate::direct::Lanes;
 use crate::engine::{Ctx, ReqCtl};
 use crate::error::{Error, SocketInfo};
 use crate::event::{Event, Shared};
 use crate::origin::{ConnShared, Origin, Queued};
 use crate::request::{OriginConfig, Request};
+use crate::transport::Fd;
 use crate::transport::Transport;
 
 /// Polls of work before yielding to other connections on the runtime.

@@ -12,10 +12,10 @@ use std::task::Context;
 use bytes::Bytes;
 use tokio::time::Instant;
 
-use super::codec::request::{chunk_parts, empty_body_head, BodyFraming, LAST_CHUNK};
-use super::codec::RawHeader;
 use super::io::{Buffered, WRITE_HIGH_WATER};
 use crate::backlog::Share;
+use crate::codec::request::{chunk_parts, empty_body_head, BodyFraming, LAST_CHUNK};
+use crate::codec::RawHeader;
 use crate::engine::{Ctx, ReqCtl};
 use crate::error::Error;
 use crate::event::{Event, Shared};

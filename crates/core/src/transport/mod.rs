@@ -24,6 +24,12 @@ use tokio::net::UnixStream;
 use crate::error::{Error, Result};
 use crate::request::OriginConfig;
 
+/// A socket's descriptor, for writes from another thread ([`crate::direct`]).
+#[cfg(target_os = "linux")]
+pub(crate) type Fd = std::os::fd::RawFd;
+#[cfg(not(target_os = "linux"))]
+pub(crate) type Fd = i32;
+
 pub enum Transport {
     Tcp(TcpStream),
     #[cfg(unix)]
@@ -115,7 +121,7 @@ fn timed_out(cfg: &OriginConfig) -> Error {
 
 impl Transport {
     /// The socket, for writes from another thread ([`crate::direct`]); plain transports only.
-    pub(crate) fn raw_fd(&self) -> Option<crate::h1::direct::Fd> {
+    pub(crate) fn raw_fd(&self) -> Option<Fd> {
         #[cfg(target_os = "linux")]
         {
             use std::os::fd::AsRawFd;
