@@ -2,7 +2,7 @@
 //! thread enqueue commands without blocking; all engine state lives on that thread.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -16,8 +16,8 @@ use crate::decode::{self, Decodings};
 use crate::direct::{self, Alarm, Lanes, Written};
 use crate::error::Error;
 use crate::event::{Event, EventSink, Shared};
-use crate::origin::{ConnShared, Origin, Queued};
-use crate::request::{OriginConfig, Request};
+use crate::origin::Origin;
+use crate::request::{BodyPipe, OriginConfig, Queued, ReqCtl, Request};
 use crate::transport::js::{self, Registry};
 use rustls::pki_types::ServerName;
 
@@ -374,34 +374,6 @@ fn end_held_stream(cmds: &mut Vec<Command>, id: u64) -> bool {
         i <= at + 1 || !of_id(c)
     });
     true
-}
-
-/// Per-request control shared by the engine and the connection carrying it.
-pub(crate) struct ReqCtl {
-    pub paused: Cell<bool>,
-    pub aborted: Cell<bool>,
-    /// Aborted as undici destroys the stream of an open WebSocket, without an error: over
-    /// HTTP/2, Node resets it with NO_ERROR (another abort, CANCEL).
-    pub graceful: Cell<bool>,
-    /// May be written (the request is not held, or the caller gave the go-ahead).
-    pub proceed: Cell<bool>,
-    /// The connection the request is on, to wake it on pause/resume/abort/body data.
-    pub conn: RefCell<Option<Rc<ConnShared>>>,
-    pub body: RefCell<BodyPipe>,
-}
-
-#[derive(Default)]
-pub(crate) struct BodyPipe {
-    pub chunks: VecDeque<Bytes>,
-    pub ended: bool,
-}
-
-impl ReqCtl {
-    fn wake(&self) {
-        if let Some(c) = self.conn.borrow().as_ref() {
-            c.wake();
-        }
-    }
 }
 
 /// Engine state, on the engine thread only.

@@ -3,6 +3,7 @@
 
 pub mod backlog;
 pub mod codec;
+mod conn;
 pub mod decode;
 pub mod direct;
 pub mod engine;

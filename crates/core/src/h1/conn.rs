@@ -20,12 +20,13 @@ use tokio::time::{Instant, Sleep};
 use super::dispatch::{Outbox, Pipeline};
 use super::io::{Buffered, READ_CHUNK, WHOLE_BODY_MAX, WRITE_HIGH_WATER};
 use crate::codec::{read_response_head, BodyDecoder, Decoded, RawHeader};
+use crate::conn::ConnShared;
 use crate::direct::Lanes;
-use crate::engine::{Ctx, ReqCtl};
+use crate::engine::Ctx;
 use crate::error::{Error, SocketInfo};
 use crate::event::{Event, Shared};
-use crate::origin::{ConnShared, Origin, Queued};
-use crate::request::{OriginConfig, Request};
+use crate::origin::Origin;
+use crate::request::{OriginConfig, Queued, ReqCtl, Request};
 use crate::transport::Fd;
 use crate::transport::Transport;
 

@@ -16,11 +16,12 @@ use super::io::{Buffered, WRITE_HIGH_WATER};
 use crate::backlog::Share;
 use crate::codec::request::{chunk_parts, empty_body_head, BodyFraming, LAST_CHUNK};
 use crate::codec::RawHeader;
-use crate::engine::{Ctx, ReqCtl};
+use crate::conn::ConnShared;
+use crate::engine::Ctx;
 use crate::error::Error;
 use crate::event::{Event, Shared};
-use crate::origin::{ConnShared, Origin, Queued};
-use crate::request::{Request, RequestBody};
+use crate::origin::Origin;
+use crate::request::{Queued, ReqCtl, Request, RequestBody};
 
 /// What a connection reports, in order; handed to the engine once a poll.
 pub(super) struct Outbox {

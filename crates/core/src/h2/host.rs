@@ -6,11 +6,12 @@ use std::task::Context;
 
 use super::{Host, Settings};
 use crate::backlog::{Share, CONN_LIMIT};
-use crate::engine::{Ctx, ReqCtl};
+use crate::conn::ConnShared;
+use crate::engine::Ctx;
 use crate::error::Error;
 use crate::event::Event;
-use crate::origin::{ConnShared, Origin, Queued};
-use crate::request::{OriginConfig, Request};
+use crate::origin::Origin;
+use crate::request::{OriginConfig, Queued, ReqCtl, Request};
 
 pub(crate) struct OriginHost {
     pub ctx: Rc<Ctx>,

@@ -15,11 +15,9 @@ use std::time::Duration;
 pub(crate) use conn::run;
 pub(crate) use host::OriginHost;
 
-use crate::engine::ReqCtl;
 use crate::error::Error;
 use crate::event::Event;
-use crate::origin::Queued;
-use crate::request::Request;
+use crate::request::{Queued, ReqCtl, Request};
 
 /// What an HTTP/2 connection needs of the engine: its origin's queue, the event sink, and
 /// how the origin reaches it.
