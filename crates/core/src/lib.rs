@@ -4,6 +4,7 @@
 pub mod backlog;
 pub mod codec;
 mod conn;
+mod ctx;
 pub mod decode;
 pub mod direct;
 pub mod engine;

@@ -8,8 +8,8 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::conn::ConnShared;
+use crate::ctx::Ctx;
 use crate::direct::Lanes;
-use crate::engine::Ctx;
 use crate::error::Error;
 use crate::event::{Event, Shared};
 use crate::h1;

@@ -17,7 +17,7 @@ use crate::backlog::Share;
 use crate::codec::request::{chunk_parts, empty_body_head, BodyFraming, LAST_CHUNK};
 use crate::codec::RawHeader;
 use crate::conn::ConnShared;
-use crate::engine::Ctx;
+use crate::ctx::Ctx;
 use crate::error::Error;
 use crate::event::{Event, Shared};
 use crate::origin::Origin;

@@ -7,7 +7,7 @@ use std::task::Context;
 use super::{Host, Settings};
 use crate::backlog::{Share, CONN_LIMIT};
 use crate::conn::ConnShared;
-use crate::engine::Ctx;
+use crate::ctx::Ctx;
 use crate::error::Error;
 use crate::event::Event;
 use crate::origin::Origin;
