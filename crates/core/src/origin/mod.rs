@@ -19,6 +19,11 @@ use crate::transport::js::{Opener, Registry};
 use crate::transport::{self, Transport};
 use rustls::pki_types::ServerName;
 
+mod h1_host;
+mod h2_host;
+
+use h2_host::OriginHost;
+
 /// The protocol a connection speaks, chosen once it is made (see [`Protocol::choose`]).
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Protocol {
@@ -223,7 +228,7 @@ impl Origin {
                         Protocol::Http2 => {
                             let secure = cfg.secure || cfg.tls.is_some();
                             let settings = h2::Settings::new(&cfg, secure);
-                            h2::run(h2::OriginHost::new(ctx, this, shared), io, settings).await
+                            h2::run(OriginHost::new(ctx, this, shared), io, settings).await
                         }
                     }
                 }
