@@ -4,7 +4,12 @@
 //! and takes every `crate::` path (`use crate::{a, b::c}` groups too) as an edge from the
 //! file's top-level module to the module the path names; a name the crate root re-exports
 //! (`crate::Engine`) is an edge to the module it comes from. `super::` and `self::` paths stay
-//! inside a top-level module, so they are no edges here.
+//! inside a top-level module, so they are no edges there.
+//!
+//! Within a folder module the same holds between files: no circle among modules of which neither
+//! holds the other (`h1::conn` and `h1::dispatch`, say), by their `crate::`, `super::` and
+//! `self::` paths. A folder's `mod.rs` and its files (re-exports one way, `super::` the other)
+//! are no circle.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -27,6 +32,42 @@ fn the_top_level_modules_have_no_circle() {
             render(&graph)
         );
     }
+}
+
+#[test]
+fn the_files_have_no_circle_between_modules_side_by_side() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let graph = file_graph(&src);
+    assert!(graph.len() > 20, "too few files read: {graph:?}");
+    if let Some(circle) = find_cycle(&graph) {
+        panic!(
+            "files of the core import each other in a circle: {}",
+            circle.join(" -> ")
+        );
+    }
+}
+
+#[test]
+fn paths_resolve_to_the_modules_they_name() {
+    let code = strip(
+        "use super::{io::Buffered, Host}; use crate::codec::{self, request::{encode_head, \
+         BodyInfo as Info}}; fn f() { crate::h2::conn::run(); self::inner::g(); }",
+    );
+    let module = ["h1", "conn"].map(String::from);
+    let paths = paths(&code, &module);
+    let paths: Vec<String> = paths.iter().map(|p| p.join("::")).collect();
+    assert_eq!(
+        paths,
+        [
+            "h1::io::Buffered",
+            "h1::Host",
+            "codec",
+            "codec::request::encode_head",
+            "codec::request::BodyInfo",
+            "h2::conn::run",
+            "h1::conn::inner::g",
+        ]
+    );
 }
 
 #[test]
@@ -109,6 +150,134 @@ fn top_level_graph(src: &Path) -> Graph {
         }
     }
     graph
+}
+
+/// The graph of the crate's files, each named by its module path (`h1::conn`; `h1` for
+/// `h1/mod.rs`), by the paths of their code, leaving out edges between a module and one it
+/// holds or is held by.
+fn file_graph(src: &Path) -> Graph {
+    let lib = strip(&std::fs::read_to_string(src.join("lib.rs")).unwrap());
+    let reexports = reexports(&lib);
+    let files: Vec<(Vec<String>, PathBuf)> = rust_files(src)
+        .into_iter()
+        .map(|file| {
+            let rel = file.strip_prefix(src).unwrap().with_extension("");
+            let mut module: Vec<String> = rel
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect();
+            if matches!(module.last().map(String::as_str), Some("mod" | "lib")) {
+                module.pop();
+            }
+            (module, file)
+        })
+        .collect();
+    let modules: BTreeSet<Vec<String>> = files.iter().map(|(m, _)| m.clone()).collect();
+    let mut graph = Graph::new();
+    for (module, file) in &files {
+        let name = module.join("::");
+        let edges = graph.entry(name.clone()).or_default();
+        if module.is_empty() {
+            continue;
+        }
+        let code = strip(&std::fs::read_to_string(file).unwrap());
+        for mut path in paths(&code, module) {
+            if let Some(module) = path.first().and_then(|first| reexports.get(first)) {
+                path[0] = module.clone();
+            }
+            let Some(target) = (1..=path.len())
+                .rev()
+                .map(|n| path[..n].to_vec())
+                .find(|p| modules.contains(p))
+            else {
+                continue;
+            };
+            let nested = |a: &[String], b: &[String]| a.len() <= b.len() && b[..a.len()] == *a;
+            if !nested(&target, module) && !nested(module, &target) {
+                edges.insert(target.join("::"));
+            }
+        }
+    }
+    graph
+}
+
+/// Every `crate::`, `super::` and `self::` path of stripped code, as absolute module paths
+/// (those of a `{...}` group each on its own), as the code of `module` names them.
+fn paths(code: &str, module: &[String]) -> Vec<Vec<String>> {
+    let toks = tokens(code);
+    let sep = |i: usize| {
+        toks.get(i).is_some_and(|t| t == ":") && toks.get(i + 1).is_some_and(|t| t == ":")
+    };
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < toks.len() {
+        let start = matches!(toks[i].as_str(), "crate" | "super" | "self")
+            && sep(i + 1)
+            && !(i >= 2 && toks[i - 1] == ":" && toks[i - 2] == ":");
+        if !start {
+            i += 1;
+            continue;
+        }
+        let mut base: Vec<String> = match toks[i].as_str() {
+            "crate" => Vec::new(),
+            "super" => module[..module.len().saturating_sub(1)].to_vec(),
+            _ => module.to_vec(),
+        };
+        i += 3;
+        while toks.get(i).is_some_and(|t| t == "super") && sep(i + 1) {
+            base.pop();
+            i += 3;
+        }
+        i = tree(&toks, i, base, &mut found);
+    }
+    found
+}
+
+/// Reads a use tree (or a path) at `toks[i]` under `prefix`; returns where it ends.
+fn tree(
+    toks: &[String],
+    mut i: usize,
+    mut prefix: Vec<String>,
+    found: &mut Vec<Vec<String>>,
+) -> usize {
+    let ident = |t: &str| {
+        t.chars()
+            .next()
+            .is_some_and(|c| c.is_alphabetic() || c == '_')
+    };
+    match toks.get(i).map(String::as_str) {
+        Some("{") => {
+            i += 1;
+            while i < toks.len() && toks[i] != "}" {
+                i = tree(toks, i, prefix.clone(), found);
+                // Past the item's comma (or whatever ends it short of the group's end).
+                if toks.get(i).is_some_and(|t| t != "}") {
+                    i += 1;
+                }
+            }
+            i + 1
+        }
+        Some("self") => {
+            found.push(prefix);
+            i + 1
+        }
+        Some(t) if ident(t) => {
+            prefix.push(t.to_string());
+            i += 1;
+            if toks.get(i).is_some_and(|t| t == ":") && toks.get(i + 1).is_some_and(|t| t == ":") {
+                return tree(toks, i + 2, prefix, found);
+            }
+            if toks.get(i).is_some_and(|t| t == "as") {
+                i += 2;
+            }
+            found.push(prefix);
+            i
+        }
+        _ => {
+            found.push(prefix);
+            i
+        }
+    }
 }
 
 fn rust_files(dir: &Path) -> Vec<PathBuf> {

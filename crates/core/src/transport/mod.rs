@@ -61,7 +61,7 @@ impl Default for Connector {
 /// What connecting needs of an origin's configuration (the origin's address, its socket path,
 /// TLS, proxy and connector, the timeouts and the local address), read where it is needed: the
 /// configuration is the caller's ([`crate::OriginConfig`]), the transport only reads it.
-pub trait Endpoint {
+pub(crate) trait Endpoint {
     /// Host name or IP literal (no brackets) to resolve and connect to.
     fn host(&self) -> &str;
     fn port(&self) -> u16;
