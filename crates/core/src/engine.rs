@@ -2,7 +2,7 @@
 //! thread enqueue commands without blocking; all engine state lives on that thread.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -12,13 +12,13 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 
 use crate::backlog::Backlog;
-use crate::decode::{self, Decodings};
+use crate::ctx::Ctx;
+use crate::direct::{self, Alarm, Lanes, Written};
 use crate::error::Error;
 use crate::event::{Event, EventSink, Shared};
-use crate::h1::direct::{self, Alarm, Lanes, Written};
-use crate::origin::{ConnShared, Origin, Queued};
-use crate::request::{OriginConfig, Request};
-use crate::transport::js::{self, Registry};
+use crate::origin::Origin;
+use crate::request::{OriginConfig, Queued, Request};
+use crate::transport::js;
 use rustls::pki_types::ServerName;
 
 enum Command {
@@ -376,54 +376,17 @@ fn end_held_stream(cmds: &mut Vec<Command>, id: u64) -> bool {
     true
 }
 
-/// Per-request control shared by the engine and the connection carrying it.
-pub(crate) struct ReqCtl {
-    pub paused: Cell<bool>,
-    pub aborted: Cell<bool>,
-    /// Aborted as undici destroys the stream of an open WebSocket, without an error: over
-    /// HTTP/2, Node resets it with NO_ERROR (another abort, CANCEL).
-    pub graceful: Cell<bool>,
-    /// May be written (the request is not held, or the caller gave the go-ahead).
-    pub proceed: Cell<bool>,
-    /// The connection the request is on, to wake it on pause/resume/abort/body data.
-    pub conn: RefCell<Option<Rc<ConnShared>>>,
-    pub body: RefCell<BodyPipe>,
-}
+/// The engine's origins, by id.
+type Origins = Rc<RefCell<HashMap<u64, Rc<RefCell<Origin>>>>>;
 
-#[derive(Default)]
-pub(crate) struct BodyPipe {
-    pub chunks: VecDeque<Bytes>,
-    pub ended: bool,
-}
-
-impl ReqCtl {
-    fn wake(&self) {
-        if let Some(c) = self.conn.borrow().as_ref() {
-            c.wake();
-        }
-    }
-}
-
-/// Engine state, on the engine thread only.
-pub(crate) struct Ctx {
-    pub sink: Arc<dyn EventSink>,
-    reqs: RefCell<HashMap<u64, Rc<ReqCtl>>>,
-    origins: RefCell<HashMap<u64, Rc<RefCell<Origin>>>>,
-    next_conn: Cell<u64>,
+/// The engine thread's command loop: the context origins and connections share, the origins,
+/// and those to schedule at the end of a batch of commands.
+struct Commands {
+    ctx: Rc<Ctx>,
+    origins: Origins,
     /// Handling a batch of commands: origins given requests are scheduled once, at its end.
     batching: Cell<bool>,
     to_schedule: RefCell<Vec<Rc<RefCell<Origin>>>>,
-    /// Requests whose response the caller's thread reported (see [`direct::Mail::delivered`]):
-    /// nothing more is reported of them, up to their last event.
-    silent: RefCell<HashSet<u64>>,
-    /// The sockets that live in JS.
-    sockets: Rc<Registry>,
-    /// Requests whose responses the engine decodes (see [`crate::decode`]).
-    decodings: RefCell<Decodings>,
-    aborter: Aborter,
-    /// WebSocket handshakes and connections (see [`crate::ws`]).
-    websockets: RefCell<crate::ws::Sessions>,
-    pub backlog: Arc<Backlog>,
 }
 
 /// Aborts requests from another thread (the decoding thread, for a body that fails to decode)
@@ -444,118 +407,12 @@ impl Aborter {
     }
 }
 
-impl Ctx {
-    /// Marks `id` settled. `true` the first time only: exactly one final event per request.
-    pub fn settle(&self, id: u64) -> bool {
-        self.reqs.borrow_mut().remove(&id).is_some()
-    }
-
-    /// The origin reported `Closed`: nothing refers to it any more.
-    pub fn forget_origin(&self, id: u64) {
-        self.origins.borrow_mut().remove(&id);
-    }
-
-    pub fn next_conn_id(&self) -> u64 {
-        let id = self.next_conn.get() + 1;
-        self.next_conn.set(id);
-        id
-    }
-
-    /// Registers a request a caller wrote; one whose response the caller's thread reported
-    /// already is silenced: nothing of it is reported, up to its last event.
-    pub fn register_mail(&self, m: &direct::Mail) -> Rc<ReqCtl> {
-        if m.delivered {
-            self.silent.borrow_mut().insert(m.req.id);
-        }
-        self.register(&m.req)
-    }
-
-    /// Hands `events` to the sink, but those of silenced requests and the bodies of responses
-    /// the engine decodes (those go to its decoding thread, see [`crate::decode`]). Returns the
-    /// response bytes it added to the backlog (see [`crate::backlog`]).
-    pub fn publish(&self, events: &mut Vec<Event>) -> usize {
-        let decoding = !self.decodings.borrow().is_empty();
-        let mut read = 0;
-        if decoding {
-            read += self.decodings.borrow_mut().apply(events);
-        }
-        if !self.websockets.borrow().is_empty() {
-            let mut ws = self.websockets.borrow_mut();
-            ws.apply(events, &mut |id, frame| self.queue_write(id, frame));
-        }
-        {
-            let mut silent = self.silent.borrow_mut();
-            if !silent.is_empty() {
-                events.retain(|e| match e.request_id() {
-                    Some(id) if silent.contains(&id) => {
-                        if matches!(e, Event::Complete { .. } | Event::Error { .. }) {
-                            silent.remove(&id);
-                        }
-                        false
-                    }
-                    _ => true,
-                });
-            }
-        }
-        read += crate::event::payload_len(events);
-        self.backlog.add(read);
-        if !events.is_empty() {
-            self.sink.push(events);
-        }
-        if decoding {
-            self.decodings.borrow_mut().send_jobs();
-        }
-        read
-    }
-
-    /// Emits a single event now (outside a connection's batch).
-    pub fn emit(&self, ev: Event) {
-        let mut v = vec![ev];
-        self.publish(&mut v);
-    }
-
-    /// Queues `bytes` to write for request `id`: a chunk of its streamed body, or of its
-    /// tunnel once upgraded (the caller's, or a WebSocket frame of the engine's).
-    fn queue_write(&self, id: u64, bytes: Bytes) {
-        if let Some(ctl) = self.ctl(id) {
-            ctl.body.borrow_mut().chunks.push_back(bytes);
-            ctl.wake();
-        }
-    }
-
-    /// Starts tracking request `req`.
-    pub fn register(&self, req: &Request) -> Rc<ReqCtl> {
-        let id = req.id;
-        if let Some(limits) = req.websocket {
-            self.websockets.borrow_mut().add(id, limits);
-        }
-        if let Some(spec) = &req.decode {
-            let aborter = self.aborter.clone();
-            let backlog = self.backlog.clone();
-            let start = || decode::spawn(self.sink.clone(), backlog, move |id| aborter.abort(id));
-            self.decodings.borrow_mut().add(id, (**spec).clone(), start);
-        }
-        let ctl = Rc::new(ReqCtl {
-            paused: Cell::new(false),
-            aborted: Cell::new(false),
-            graceful: Cell::new(false),
-            proceed: Cell::new(false),
-            conn: RefCell::new(None),
-            body: RefCell::new(BodyPipe::default()),
-        });
-        self.reqs.borrow_mut().insert(id, ctl.clone());
-        ctl
-    }
-
-    fn ctl(&self, id: u64) -> Option<Rc<ReqCtl>> {
-        self.reqs.borrow().get(&id).cloned()
-    }
-
+impl Commands {
     fn origin(&self, id: u64) -> Option<Rc<RefCell<Origin>>> {
         self.origins.borrow().get(&id).cloned()
     }
 
-    fn handle(self: &Rc<Self>, cmd: Command) {
+    fn handle(&self, cmd: Command) {
         match cmd {
             Command::Open { origin, cfg, lanes } => {
                 self.origins.borrow_mut().insert(
@@ -564,27 +421,27 @@ impl Ctx {
                         origin,
                         *cfg,
                         lanes,
-                        self.sockets.clone(),
+                        self.ctx.sockets.clone(),
                     ))),
                 );
             }
             Command::Submit { origin, req } => {
                 let Some(o) = self.origin(origin) else {
-                    return self.emit(Event::Error {
+                    return self.ctx.emit(Event::Error {
                         id: req.id,
                         error: Error::Destroyed,
                         shared: Shared::No,
                     });
                 };
-                let ctl = self.register(&req);
+                let ctl = self.ctx.register(&req);
                 o.borrow_mut().enqueue(Queued { req: *req, ctl });
                 if !self.batching.get() {
-                    Origin::schedule(&o, self);
+                    Origin::schedule(&o, &self.ctx);
                 } else if !self.to_schedule.borrow().iter().any(|s| Rc::ptr_eq(s, &o)) {
                     self.to_schedule.borrow_mut().push(o);
                 }
             }
-            Command::BodyWrite { id, chunk } => self.queue_write(id, chunk),
+            Command::BodyWrite { id, chunk } => self.ctx.queue_write(id, chunk),
             Command::WsSend {
                 id,
                 opcode,
@@ -592,47 +449,50 @@ impl Ctx {
                 payload,
             } => {
                 let frame = self
+                    .ctx
                     .websockets
                     .borrow_mut()
                     .send(id, opcode, code, &payload);
                 if let Some(frame) = frame {
-                    self.queue_write(id, frame);
+                    self.ctx.queue_write(id, frame);
                 }
             }
             Command::BodyEnd { id } => {
-                if let Some(ctl) = self.ctl(id) {
+                if let Some(ctl) = self.ctx.ctl(id) {
                     ctl.body.borrow_mut().ended = true;
                     ctl.wake();
                 }
             }
             // The caller may pause a request it already has the whole response of: that only
             // holds its connection up.
-            Command::Pause { id } if self.silent.borrow().contains(&id) => {}
+            Command::Pause { id } if self.ctx.silent.borrow().contains(id) => {}
             Command::Pause { id } => {
-                if let Some(ctl) = self.ctl(id) {
+                if let Some(ctl) = self.ctx.ctl(id) {
                     ctl.paused.set(true);
                 }
-                self.decodings.borrow_mut().pause(id, true);
+                self.ctx.decodings.borrow_mut().pause(id, true);
             }
             Command::Resume { id } => {
-                if let Some(ctl) = self.ctl(id) {
+                if let Some(ctl) = self.ctx.ctl(id) {
                     ctl.paused.set(false);
                     ctl.wake();
                 }
-                self.decodings.borrow_mut().pause(id, false);
+                self.ctx.decodings.borrow_mut().pause(id, false);
             }
             Command::Abort { id } => {
-                if !self.reqs.borrow().contains_key(&id) {
+                if !self.ctx.reqs.borrow().contains_key(&id) {
                     // It may have been written by the caller and not adopted yet.
                     let origins: Vec<_> = self.origins.borrow().values().cloned().collect();
-                    origins.iter().for_each(|o| Origin::deliver_mail(o, self));
+                    origins
+                        .iter()
+                        .for_each(|o| Origin::deliver_mail(o, &self.ctx));
                 }
                 // Nothing to stop where the caller has the whole response (as above).
-                self.decodings.borrow_mut().remove(id);
-                let websocket = self.websockets.borrow_mut().remove(id);
-                let ctl = match self.silent.borrow().contains(&id) {
+                self.ctx.decodings.borrow_mut().remove(id);
+                let websocket = self.ctx.websockets.borrow_mut().remove(id);
+                let ctl = match self.ctx.silent.borrow().contains(id) {
                     true => None,
-                    false => self.reqs.borrow_mut().remove(&id),
+                    false => self.ctx.reqs.borrow_mut().remove(&id),
                 };
                 if let Some(ctl) = ctl {
                     ctl.graceful.set(websocket);
@@ -642,7 +502,7 @@ impl Ctx {
             }
             Command::Proceed { ids } => {
                 for id in ids {
-                    if let Some(ctl) = self.ctl(id) {
+                    if let Some(ctl) = self.ctx.ctl(id) {
                         ctl.proceed.set(true);
                         ctl.wake();
                     }
@@ -651,7 +511,7 @@ impl Ctx {
             Command::SetPipelining { origin, pipelining } => {
                 if let Some(o) = self.origin(origin) {
                     o.borrow().pipelining.set(pipelining);
-                    Origin::schedule(&o, self);
+                    Origin::schedule(&o, &self.ctx);
                 }
             }
             Command::SetServerName { origin, name } => {
@@ -662,21 +522,21 @@ impl Ctx {
             Command::Close { origin } => {
                 if let Some(o) = self.origin(origin) {
                     o.borrow_mut().closed = true;
-                    Origin::schedule(&o, self);
-                    Origin::check_finished(&o, self);
+                    Origin::schedule(&o, &self.ctx);
+                    Origin::check_finished(&o, &self.ctx);
                 }
             }
             Command::Destroy { origin, error } => {
                 if let Some(o) = self.origin(origin) {
-                    Origin::destroy(&o, self, error);
+                    Origin::destroy(&o, &self.ctx, error);
                 }
             }
             Command::Adopt { origin } => {
                 if let Some(o) = self.origin(origin) {
-                    Origin::deliver_mail(&o, self);
+                    Origin::deliver_mail(&o, &self.ctx);
                 }
             }
-            Command::Socket(cmd) => self.sockets.handle(cmd),
+            Command::Socket(cmd) => self.ctx.sockets.handle(cmd),
             // One at a time, each on its own: a panic fails only the request it hit. Waking
             // an origin's connections once for all its new requests, not once each, is the
             // same to them: they take requests only when they run, after the batch.
@@ -685,7 +545,7 @@ impl Ctx {
                 cmds.into_iter().for_each(|c| handle(self, c));
                 self.batching.set(false);
                 let origins = self.to_schedule.take();
-                origins.iter().for_each(|o| Origin::schedule(o, self));
+                origins.iter().for_each(|o| Origin::schedule(o, &self.ctx));
             }
         }
     }
@@ -712,38 +572,44 @@ async fn run(
     pending: Arc<AtomicUsize>,
     backlog: Arc<Backlog>,
 ) {
-    let ctx = Rc::new(Ctx {
-        sockets: Registry::new(sink.clone()),
-        sink,
-        reqs: RefCell::new(HashMap::new()),
-        origins: RefCell::new(HashMap::new()),
-        next_conn: Cell::new(0),
+    let origins = Origins::default();
+    // An origin that reported `Closed` is forgotten: nothing refers to it any more.
+    let forget = {
+        let origins = origins.clone();
+        move |id| {
+            origins.borrow_mut().remove(&id);
+        }
+    };
+    let aborter = Aborter {
+        tx,
+        pending: pending.clone(),
+    };
+    let cmds = Commands {
+        ctx: Rc::new(Ctx::new(
+            sink,
+            backlog,
+            Arc::new(move |id| aborter.abort(id)),
+            Box::new(forget),
+        )),
+        origins,
         batching: Cell::new(false),
         to_schedule: RefCell::new(Vec::new()),
-        silent: RefCell::default(),
-        decodings: RefCell::default(),
-        websockets: RefCell::default(),
-        backlog,
-        aborter: Aborter {
-            tx,
-            pending: pending.clone(),
-        },
-    });
+    };
     let mut batch = Vec::with_capacity(64);
     while rx.recv_many(&mut batch, 256).await > 0 {
         for cmd in batch.drain(..) {
-            handle(&ctx, cmd);
+            handle(&cmds, cmd);
             pending.fetch_sub(1, Ordering::AcqRel);
         }
     }
 }
 
-fn handle(ctx: &Rc<Ctx>, cmd: Command) {
-    let id = Ctx::command_request(&cmd);
-    if catch_unwind(AssertUnwindSafe(|| ctx.handle(cmd))).is_err() {
+fn handle(cmds: &Commands, cmd: Command) {
+    let id = Commands::command_request(&cmd);
+    if catch_unwind(AssertUnwindSafe(|| cmds.handle(cmd))).is_err() {
         // No panic crosses into the host; the request it hit fails instead.
-        if let Some(id) = id.filter(|id| ctx.settle(*id)) {
-            ctx.emit(Event::Error {
+        if let Some(id) = id.filter(|id| cmds.ctx.settle(*id)) {
+            cmds.ctx.emit(Event::Error {
                 id,
                 error: Error::socket("internal error in saetta-core"),
                 shared: Shared::No,

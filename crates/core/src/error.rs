@@ -4,7 +4,6 @@
 use std::fmt;
 use std::sync::Arc;
 
-
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Error {
     /// Bad input from the caller, caught before anything is sent.

@@ -116,7 +116,7 @@ pub enum Event {
     /// A message or control frame of an upgraded WebSocket connection (see [`crate::ws`]).
     WebSocket {
         id: u64,
-        kind: crate::ws::WsKind,
+        kind: WsKind,
         /// A close frame's code (none: no body), or a failure's.
         code: Option<u16>,
         data: Bytes,
@@ -165,4 +165,22 @@ pub fn payload_len(events: &[Event]) -> usize {
 pub trait EventSink: Send + Sync + 'static {
     /// Takes every event out of `events` (the engine reuses the Vec).
     fn push(&self, events: &mut Vec<Event>);
+}
+
+/// What a [`crate::Event::WebSocket`] carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum WsKind {
+    Text = 0,
+    Binary = 1,
+    /// Answered with a pong already.
+    Ping = 2,
+    Pong = 3,
+    /// The server's close frame: the event's `code` (none: no body) and its reason.
+    Close = 4,
+    /// The server broke the protocol: close with `code`; the data is undici's reason.
+    Fail = 5,
+    /// The connection is a WebSocket now: the data is its local address, `ip port family`
+    /// (what undici's `websocket:open` channel and debug line show), empty if unknown.
+    Open = 6,
 }

@@ -2,7 +2,11 @@
 //! through an [`EventSink`], so it is unit-tested and benchmarked with cargo alone.
 
 pub mod backlog;
+pub mod codec;
+mod conn;
+mod ctx;
 pub mod decode;
+pub mod direct;
 pub mod engine;
 pub mod error;
 pub mod event;
@@ -17,6 +21,3 @@ pub use engine::Engine;
 pub use error::{Error, Result};
 pub use event::{Event, EventSink, Shared};
 pub use request::{OriginConfig, Request, RequestBody};
-
-/// HTTP/1.1's wire format and JS-thread fast path, where callers found them before `h1/`.
-pub use h1::{codec, direct};

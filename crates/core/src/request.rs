@@ -1,5 +1,8 @@
 //! What the caller hands to the engine: an origin's configuration and requests.
 
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::rc::Rc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -98,6 +101,42 @@ impl Default for OriginConfig {
             ping_interval: None,
             secure: false,
         }
+    }
+}
+
+impl crate::transport::Endpoint for OriginConfig {
+    fn host(&self) -> &str {
+        &self.host
+    }
+    fn port(&self) -> u16 {
+        self.port
+    }
+    fn socket_path(&self) -> &Option<String> {
+        &self.socket_path
+    }
+    fn connector(&self) -> &crate::transport::Connector {
+        &self.connector
+    }
+    fn proxy(&self) -> &Option<crate::transport::proxy::Proxy> {
+        &self.proxy
+    }
+    fn tls(&self) -> &Option<crate::transport::tls::TlsConfig> {
+        &self.tls
+    }
+    fn connect_timeout(&self) -> Duration {
+        self.connect_timeout
+    }
+    fn local_address(&self) -> Option<std::net::IpAddr> {
+        self.local_address
+    }
+    fn auto_select_family(&self) -> bool {
+        self.auto_select_family
+    }
+    fn auto_select_family_attempt_timeout(&self) -> Duration {
+        self.auto_select_family_attempt_timeout
+    }
+    fn max_header_size(&self) -> usize {
+        self.max_header_size
     }
 }
 
@@ -244,6 +283,47 @@ impl Request {
         };
         true
     }
+}
+
+/// A connection as a request's control sees it: something to wake when the request has news
+/// for it (implemented by [`crate::conn::ConnShared`]).
+pub(crate) trait Wake {
+    fn wake(&self);
+}
+
+/// Per-request control shared by the engine and the connection carrying it.
+pub(crate) struct ReqCtl {
+    pub paused: Cell<bool>,
+    pub aborted: Cell<bool>,
+    /// Aborted as undici destroys the stream of an open WebSocket, without an error: over
+    /// HTTP/2, Node resets it with NO_ERROR (another abort, CANCEL).
+    pub graceful: Cell<bool>,
+    /// May be written (the request is not held, or the caller gave the go-ahead).
+    pub proceed: Cell<bool>,
+    /// The connection the request is on, to wake it on pause/resume/abort/body data.
+    pub conn: RefCell<Option<Rc<dyn Wake>>>,
+    pub body: RefCell<BodyPipe>,
+}
+
+#[derive(Default)]
+pub(crate) struct BodyPipe {
+    pub chunks: VecDeque<Bytes>,
+    pub ended: bool,
+}
+
+impl ReqCtl {
+    /// Wakes the connection the request is on, if it is on one.
+    pub fn wake(&self) {
+        if let Some(c) = self.conn.borrow().as_ref() {
+            c.wake();
+        }
+    }
+}
+
+/// A request and its control, queued at its origin or carried by a connection.
+pub(crate) struct Queued {
+    pub req: Request,
+    pub ctl: Rc<ReqCtl>,
 }
 
 #[cfg(test)]

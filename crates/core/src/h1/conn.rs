@@ -5,7 +5,7 @@
 //! It is a hand-written future: one task polls writes, reads and its one timer, so no lock
 //! is ever held across I/O.
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -17,15 +17,17 @@ use std::time::Duration;
 use bytes::{Buf, Bytes};
 use tokio::time::{Instant, Sleep};
 
-use super::codec::{read_response_head, BodyDecoder, Decoded, RawHeader};
-use super::direct::{Fd, Lanes};
 use super::dispatch::{Outbox, Pipeline};
 use super::io::{Buffered, READ_CHUNK, WHOLE_BODY_MAX, WRITE_HIGH_WATER};
-use crate::engine::{Ctx, ReqCtl};
+use super::Host;
+use crate::codec::{read_response_head, BodyDecoder, Decoded, RawHeader};
+use crate::conn::ConnShared;
+use crate::ctx::Ctx;
+use crate::direct::Lanes;
 use crate::error::{Error, SocketInfo};
 use crate::event::{Event, Shared};
-use crate::origin::{ConnShared, Origin, Queued};
-use crate::request::{OriginConfig, Request};
+use crate::request::{OriginConfig, Queued, ReqCtl, Request};
+use crate::transport::Fd;
 use crate::transport::Transport;
 
 /// Polls of work before yielding to other connections on the runtime.
@@ -74,7 +76,7 @@ pub(crate) struct Conn {
     /// The origin's pipelining, which the caller may change at run time.
     pipelining: Rc<Cell<usize>>,
     origin_id: u64,
-    origin: Rc<RefCell<Origin>>,
+    origin: Rc<dyn Host>,
     shared: Rc<ConnShared>,
     io: Buffered,
     pipe: Pipeline,
@@ -113,16 +115,16 @@ pub(crate) struct Conn {
 impl Conn {
     pub(crate) fn new(
         ctx: Rc<Ctx>,
-        origin: Rc<RefCell<Origin>>,
+        origin: Rc<dyn Host>,
         shared: Rc<ConnShared>,
         io: Transport,
     ) -> Conn {
-        let (cfg, origin_id) = (origin.borrow().cfg.clone(), origin.borrow().id);
-        let pipelining = origin.borrow().pipelining.clone();
+        let (cfg, origin_id) = (origin.cfg(), origin.id());
+        let pipelining = origin.pipelining();
         let now = Instant::now();
         let addresses = io.addresses();
         let fd = io.raw_fd();
-        let lanes = origin.borrow().lanes.clone();
+        let lanes = origin.lanes();
         Conn {
             out: Outbox::new(ctx.clone()),
             pipe: Pipeline::new(origin.clone()),
@@ -166,7 +168,7 @@ impl Conn {
             self.taken_last = true;
         }
         loop {
-            let Some(q) = self.origin.borrow_mut().next_request(|r| self.can_take(r)) else {
+            let Some(q) = self.origin.next_request(&mut |r| self.can_take(r)) else {
                 break;
             };
             self.take(q);
@@ -230,7 +232,7 @@ impl Conn {
                 .max_requests_per_connection
                 .is_none_or(|m| self.served < m)
             && !self.expired()
-            && self.origin.borrow().open_for_direct();
+            && self.origin.open_for_direct();
         self.fd.filter(|_| ok)
     }
 
@@ -376,7 +378,7 @@ impl Conn {
         // Nothing can follow an upgrade on this connection (take_requests saw to that).
         self.pipe.requeue_all(&mut self.out);
         self.no_more = true;
-        Origin::detach(&self.origin, &self.ctx, self.shared.id);
+        self.origin.clone().detach(&self.ctx, self.shared.id);
         self.publish();
     }
 
@@ -661,7 +663,7 @@ impl Conn {
                 self.close(Error::Info("reset".into()));
                 return Ok(false);
             }
-            if self.origin.borrow().idle_conns_close() {
+            if self.origin.idle_conns_close() {
                 // As undici: a closed client's sockets go down as destroyed.
                 self.close(Error::Destroyed);
                 return Ok(false);
@@ -788,6 +790,6 @@ impl Drop for Conn {
         }
         self.close(Error::socket("connection closed"));
         self.out.flush();
-        Origin::conn_gone(&self.origin, &self.ctx, self.shared.id);
+        self.origin.clone().conn_gone(&self.ctx, self.shared.id);
     }
 }

@@ -3,7 +3,6 @@
 //! at the front. Which request may follow which, the order heads and bodies go out in, and how
 //! each request ends: complete, failed, or given back to its origin to go elsewhere.
 
-use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;
 
@@ -12,15 +11,16 @@ use std::task::Context;
 use bytes::Bytes;
 use tokio::time::Instant;
 
-use super::codec::request::{chunk_parts, empty_body_head, BodyFraming, LAST_CHUNK};
-use super::codec::RawHeader;
 use super::io::{Buffered, WRITE_HIGH_WATER};
+use super::Host;
 use crate::backlog::Share;
-use crate::engine::{Ctx, ReqCtl};
+use crate::codec::request::{chunk_parts, empty_body_head, BodyFraming, LAST_CHUNK};
+use crate::codec::RawHeader;
+use crate::conn::ConnShared;
+use crate::ctx::Ctx;
 use crate::error::Error;
 use crate::event::{Event, Shared};
-use crate::origin::{ConnShared, Origin, Queued};
-use crate::request::{Request, RequestBody};
+use crate::request::{Queued, ReqCtl, Request, RequestBody};
 
 /// What a connection reports, in order; handed to the engine once a poll.
 pub(super) struct Outbox {
@@ -109,12 +109,12 @@ pub(super) struct Pumped {
 
 /// The requests on one connection, oldest first.
 pub(super) struct Pipeline {
-    origin: Rc<RefCell<Origin>>,
+    origin: Rc<dyn Host>,
     queue: VecDeque<InFlight>,
 }
 
 impl Pipeline {
-    pub fn new(origin: Rc<RefCell<Origin>>) -> Pipeline {
+    pub fn new(origin: Rc<dyn Host>) -> Pipeline {
         Pipeline {
             origin,
             queue: VecDeque::new(),
@@ -331,16 +331,16 @@ impl Pipeline {
             // A streamed body cannot be replayed; and while unwinding from a panic the
             // origin may be borrowed: then failing is the only safe way to settle.
             let (id, replayable) = (r.req.id, !(r.req.is_stream() && r.body_sent > 0));
-            let back = match self.origin.clone().try_borrow_mut() {
-                Ok(mut origin) if replayable => {
-                    *r.ctl.conn.borrow_mut() = None;
-                    origin.requeue(Queued {
-                        req: r.req,
-                        ctl: r.ctl,
-                    });
-                    true
+            let back = replayable && {
+                let ctl = r.ctl.clone();
+                let given = self.origin.try_requeue(Queued {
+                    req: r.req,
+                    ctl: r.ctl,
+                });
+                if given {
+                    *ctl.conn.borrow_mut() = None;
                 }
-                _ => false,
+                given
             };
             if !back {
                 out.fail(id, Error::socket("other side closed"), Shared::No);

@@ -15,11 +15,9 @@ use tokio::time::{Instant, Sleep};
 use super::head::{outgoing, raw_headers};
 use super::{Host, Settings, GOAWAY_MESSAGE};
 use crate::codec::request::BodyFraming;
-use crate::engine::ReqCtl;
 use crate::error::{js_ms, Error, SocketInfo};
 use crate::event::{Event, Shared};
-use crate::origin::Queued;
-use crate::request::Request;
+use crate::request::{Queued, ReqCtl, Request};
 use crate::transport::Transport;
 
 /// Polls of work before yielding to other connections on the runtime.

@@ -7,19 +7,16 @@
 
 mod conn;
 mod head;
-mod host;
 
 use std::task::Context;
 use std::time::Duration;
 
 pub(crate) use conn::run;
-pub(crate) use host::OriginHost;
 
-use crate::engine::ReqCtl;
+use crate::backlog::CONN_LIMIT;
 use crate::error::Error;
 use crate::event::Event;
-use crate::origin::Queued;
-use crate::request::Request;
+use crate::request::{OriginConfig, Queued, ReqCtl, Request};
 
 /// What an HTTP/2 connection needs of the engine: its origin's queue, the event sink, and
 /// how the origin reaches it.
@@ -94,6 +91,25 @@ impl Default for Settings {
 }
 
 /// The message of the error a GOAWAY gives the connection's `disconnect` (the spec's).
+impl Settings {
+    /// An origin's HTTP/2 settings; `tls`: the connection is encrypted (`https`).
+    pub(crate) fn new(cfg: &OriginConfig, tls: bool) -> Settings {
+        // Windows no wider than what a connection may read ahead of the caller (see
+        // `crate::backlog`; HTTP/2's own bound, 2^31 - 1, is far above it).
+        const MAX_WINDOW: u32 = CONN_LIMIT as u32;
+        Settings {
+            max_concurrent_streams: cfg.max_concurrent_streams,
+            initial_window_size: cfg.initial_window_size.min(MAX_WINDOW),
+            connection_window_size: cfg.connection_window_size.min(MAX_WINDOW),
+            ping_interval: cfg.ping_interval.filter(|d| !d.is_zero()),
+            max_header_size: cfg.max_header_size,
+            max_response_size: cfg.max_response_size,
+            scheme: if tls { "https" } else { "http" },
+            keep_alive: cfg.keep_alive_timeout,
+        }
+    }
+}
+
 pub(crate) const GOAWAY_MESSAGE: &str = "HTTP/2: \"GOAWAY\" frame received";
 
 #[cfg(test)]

@@ -18,11 +18,9 @@ use tokio::net::{TcpListener, TcpStream};
 
 use super::{run, Host, Settings, GOAWAY_MESSAGE};
 use crate::codec::request::{encode_head, BodyInfo, HeadInput};
-use crate::engine::{BodyPipe, ReqCtl};
 use crate::error::Error;
 use crate::event::{Event, Shared};
-use crate::origin::Queued;
-use crate::request::{Request, RequestBody};
+use crate::request::{BodyPipe, Queued, ReqCtl, Request, RequestBody};
 use crate::transport::Transport;
 
 #[derive(Default)]

@@ -22,7 +22,12 @@ use tokio::net::TcpStream;
 use tokio::net::UnixStream;
 
 use crate::error::{Error, Result};
-use crate::request::OriginConfig;
+
+/// A socket's descriptor, for writes from another thread ([`crate::direct`]).
+#[cfg(target_os = "linux")]
+pub(crate) type Fd = std::os::fd::RawFd;
+#[cfg(not(target_os = "linux"))]
+pub(crate) type Fd = i32;
 
 pub enum Transport {
     Tcp(TcpStream),
@@ -53,17 +58,37 @@ impl Default for Connector {
     }
 }
 
+/// What connecting needs of an origin's configuration (the origin's address, its socket path,
+/// TLS, proxy and connector, the timeouts and the local address), read where it is needed: the
+/// configuration is the caller's ([`crate::OriginConfig`]), the transport only reads it.
+pub(crate) trait Endpoint {
+    /// Host name or IP literal (no brackets) to resolve and connect to.
+    fn host(&self) -> &str;
+    fn port(&self) -> u16;
+    /// Connect to this Unix socket instead of `host:port`.
+    fn socket_path(&self) -> &Option<String>;
+    fn connector(&self) -> &Connector;
+    fn proxy(&self) -> &Option<proxy::Proxy>;
+    fn tls(&self) -> &Option<tls::TlsConfig>;
+    fn connect_timeout(&self) -> std::time::Duration;
+    fn local_address(&self) -> Option<std::net::IpAddr>;
+    fn auto_select_family(&self) -> bool;
+    fn auto_select_family_attempt_timeout(&self) -> std::time::Duration;
+    /// The largest response head (a proxy's answer to CONNECT).
+    fn max_header_size(&self) -> usize;
+}
+
 /// Opens a transport to the origin: the core's own within the connect timeout (the TLS
 /// handshake included; none when zero, as undici), or one from JS through `js`.
-pub(crate) async fn connect(cfg: &OriginConfig, js: &js::Opener) -> Result<Transport> {
-    let node_fallback = match cfg.connector {
+pub(crate) async fn connect(cfg: &impl Endpoint, js: &js::Opener) -> Result<Transport> {
+    let node_fallback = match *cfg.connector() {
         // (Through a proxy too: JS's connector is then the proxy's, which makes the whole
         // tunnel; see ts/dispatcher/proxy-tunnel.ts.)
         Connector::Native { node_fallback } if !js.via_node() => node_fallback,
         _ => return js.open().await.map(Transport::Js),
     };
     let attempt = async {
-        let plain = match (&cfg.proxy, &cfg.socket_path) {
+        let plain = match (cfg.proxy(), cfg.socket_path()) {
             (Some(proxy), _) => match proxy.open(cfg, node_fallback).await? {
                 Some(tunnel) => tunnel,
                 None => return Ok(None),
@@ -71,7 +96,7 @@ pub(crate) async fn connect(cfg: &OriginConfig, js: &js::Opener) -> Result<Trans
             (None, Some(path)) => unix::connect(path).await?,
             (None, None) => tcp::connect(cfg).await?,
         };
-        let Some(tls) = &cfg.tls else {
+        let Some(tls) = cfg.tls() else {
             return Ok(Some(plain));
         };
         match tokio_rustls::TlsConnector::from(tls.config.clone())
@@ -84,10 +109,10 @@ pub(crate) async fn connect(cfg: &OriginConfig, js: &js::Opener) -> Result<Trans
             Err(e) => Err(tls::handshake_error(&e)),
         }
     };
-    let made = if cfg.connect_timeout.is_zero() {
+    let made = if cfg.connect_timeout().is_zero() {
         attempt.await
     } else {
-        match tokio::time::timeout(cfg.connect_timeout, attempt).await {
+        match tokio::time::timeout(cfg.connect_timeout(), attempt).await {
             Ok(r) => r,
             Err(_) => Err(timed_out(cfg)),
         }
@@ -101,21 +126,21 @@ pub(crate) async fn connect(cfg: &OriginConfig, js: &js::Opener) -> Result<Trans
     }
 }
 
-fn timed_out(cfg: &OriginConfig) -> Error {
+fn timed_out(cfg: &impl Endpoint) -> Error {
     Error::ConnectTimeout(format!(
         "attempted address: {}, timeout: {}ms",
-        match (&cfg.proxy, &cfg.socket_path) {
+        match (cfg.proxy(), cfg.socket_path()) {
             (Some(proxy), _) => proxy.address(),
             (None, Some(path)) => path.clone(),
-            (None, None) => format!("{}:{}", cfg.host, cfg.port),
+            (None, None) => format!("{}:{}", cfg.host(), cfg.port()),
         },
-        cfg.connect_timeout.as_millis()
+        cfg.connect_timeout().as_millis()
     ))
 }
 
 impl Transport {
     /// The socket, for writes from another thread ([`crate::direct`]); plain transports only.
-    pub(crate) fn raw_fd(&self) -> Option<crate::h1::direct::Fd> {
+    pub(crate) fn raw_fd(&self) -> Option<Fd> {
         #[cfg(target_os = "linux")]
         {
             use std::os::fd::AsRawFd;

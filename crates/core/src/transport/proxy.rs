@@ -5,9 +5,9 @@
 
 use bytes::Bytes;
 
+use super::Endpoint;
 use super::{connect, socks5, tcp, tls, Transport};
 use crate::error::{Error, Result};
-use crate::request::OriginConfig;
 
 #[derive(Debug, Clone)]
 pub struct Proxy {
@@ -42,7 +42,7 @@ impl Proxy {
     /// [`tls::needs_node`]): JS makes the tunnel then.
     pub(super) async fn open(
         &self,
-        cfg: &OriginConfig,
+        cfg: &impl Endpoint,
         node_fallback: bool,
     ) -> Result<Option<Transport>> {
         let plain = tcp::connect_to(&self.host, self.port, cfg).await?;
@@ -60,7 +60,7 @@ impl Proxy {
             }
         };
         match &self.tunnel {
-            Tunnel::Connect { head } => connect::handshake(io, head, cfg.max_header_size)
+            Tunnel::Connect { head } => connect::handshake(io, head, cfg.max_header_size())
                 .await
                 .map(Some),
             Tunnel::Socks5(target) => {

@@ -5,18 +5,18 @@ use std::net::SocketAddr;
 
 use tokio::net::{TcpSocket, TcpStream};
 
+use super::Endpoint;
 use super::Transport;
 use crate::error::{Error, Result};
-use crate::request::OriginConfig;
 
 /// Connects to the first address of the origin's host that answers.
-pub(super) async fn connect(cfg: &OriginConfig) -> Result<Transport> {
-    connect_to(&cfg.host, cfg.port, cfg).await
+pub(super) async fn connect(cfg: &impl Endpoint) -> Result<Transport> {
+    connect_to(cfg.host(), cfg.port(), cfg).await
 }
 
 /// Connects to the first address of `host` that answers (a proxy's, or the origin's), as `cfg`
 /// says to (local address, address families).
-pub(super) async fn connect_to(host: &str, port: u16, cfg: &OriginConfig) -> Result<Transport> {
+pub(super) async fn connect_to(host: &str, port: u16, cfg: &impl Endpoint) -> Result<Transport> {
     let addrs = tokio::net::lookup_host((host, port))
         .await
         .map_err(|_| Error::Socket {
@@ -29,8 +29,8 @@ pub(super) async fn connect_to(host: &str, port: u16, cfg: &OriginConfig) -> Res
     for (i, &addr) in addrs.iter().enumerate() {
         let attempt = connect_tcp(addr, cfg);
         // As Node: an attempt is cut short only when another address is left to try.
-        let result = if cfg.auto_select_family && i + 1 < addrs.len() {
-            tokio::time::timeout(cfg.auto_select_family_attempt_timeout, attempt)
+        let result = if cfg.auto_select_family() && i + 1 < addrs.len() {
+            tokio::time::timeout(cfg.auto_select_family_attempt_timeout(), attempt)
                 .await
                 .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()))
         } else {
@@ -49,15 +49,15 @@ pub(super) async fn connect_to(host: &str, port: u16, cfg: &OriginConfig) -> Res
 
 /// The addresses to try, in order: as resolved, or IPv6 and IPv4 interleaved with
 /// `autoSelectFamily`; only the local address's family when one is given.
-fn order(addrs: Vec<SocketAddr>, cfg: &OriginConfig) -> Vec<SocketAddr> {
-    let addrs: Vec<SocketAddr> = match cfg.local_address {
+fn order(addrs: Vec<SocketAddr>, cfg: &impl Endpoint) -> Vec<SocketAddr> {
+    let addrs: Vec<SocketAddr> = match cfg.local_address() {
         Some(local) => addrs
             .into_iter()
             .filter(|a| a.is_ipv4() == local.is_ipv4())
             .collect(),
         None => addrs,
     };
-    if !cfg.auto_select_family {
+    if !cfg.auto_select_family() {
         return addrs;
     }
     let (v6, v4): (Vec<SocketAddr>, Vec<SocketAddr>) = addrs.iter().partition(|a| a.is_ipv6());
@@ -76,8 +76,8 @@ fn order(addrs: Vec<SocketAddr>, cfg: &OriginConfig) -> Vec<SocketAddr> {
     }
 }
 
-async fn connect_tcp(addr: SocketAddr, cfg: &OriginConfig) -> std::io::Result<TcpStream> {
-    let Some(local) = cfg.local_address else {
+async fn connect_tcp(addr: SocketAddr, cfg: &impl Endpoint) -> std::io::Result<TcpStream> {
+    let Some(local) = cfg.local_address() else {
         return TcpStream::connect(addr).await;
     };
     let socket = if addr.is_ipv4() {

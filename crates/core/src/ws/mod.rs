@@ -13,10 +13,11 @@ mod tests;
 
 use bytes::Bytes;
 
+pub use crate::event::WsKind;
 pub use deflate::{DeflateParams, ExtensionMismatch, WindowBits};
 pub use frame::{Receiver, Sender};
+pub use session::WsLimits;
 pub(crate) use session::{opened, Sessions};
-pub use session::{WsKind, WsLimits};
 
 /// A frame's opcode (RFC 6455 section 5.2); the others are reserved and fail the connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,31 +11,13 @@ use bytes::{Bytes, BytesMut};
 
 use super::{DeflateParams, Incoming, Opcode, Receiver, Sender};
 use crate::codec::RawHeader;
-use crate::event::Event;
+use crate::event::{Event, WsKind};
 
 /// undici's `webSocketOptions` for a connection (0: no limit).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct WsLimits {
     pub max_payload_size: u64,
     pub max_fragments: usize,
-}
-
-/// What a [`crate::Event::WebSocket`] carries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum WsKind {
-    Text = 0,
-    Binary = 1,
-    /// Answered with a pong already.
-    Ping = 2,
-    Pong = 3,
-    /// The server's close frame: the event's `code` (none: no body) and its reason.
-    Close = 4,
-    /// The server broke the protocol: close with `code`; the data is undici's reason.
-    Fail = 5,
-    /// The connection is a WebSocket now: the data is its local address, `ip port family`
-    /// (what undici's `websocket:open` channel and debug line show), empty if unknown.
-    Open = 6,
 }
 
 struct Session {

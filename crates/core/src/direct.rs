@@ -43,14 +43,10 @@ use tokio::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 
-use super::codec::{read_response_head, BodyDecoder, BodyKind, Decoded};
+use crate::codec::{read_response_head, BodyDecoder, BodyKind, Decoded};
 use crate::event::Event;
 use crate::request::{Request, RequestBody};
-
-#[cfg(target_os = "linux")]
-pub(crate) type Fd = std::os::fd::RawFd;
-#[cfg(not(target_os = "linux"))]
-pub(crate) type Fd = i32;
+use crate::transport::Fd;
 
 /// An origin's idle connections, shared by the engine and the callers' threads.
 #[derive(Default)]
@@ -466,7 +462,7 @@ fn send_now(_fd: Fd, _head: &[u8], _body: &[u8]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::h1::codec::request::{encode_head, BodyInfo, HeadInput};
+    use crate::codec::request::{encode_head, BodyInfo, HeadInput};
 
     fn req(body: &'static [u8]) -> Request {
         let head = encode_head(&HeadInput {

@@ -394,7 +394,7 @@ fn after_size(b: u8, size: u64, len: usize) -> Result<Chunk, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::h1::codec::{parse_response_head, HeadOptions};
+    use crate::codec::{parse_response_head, HeadOptions};
 
     type Trailers = Vec<(Vec<u8>, Vec<u8>)>;
 

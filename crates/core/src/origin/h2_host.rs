@@ -1,16 +1,17 @@
-//! The engine as an HTTP/2 connection's [`Host`]: its origin's queue and its event sink.
+//! An origin as its HTTP/2 connections' [`Host`]: its queue and the engine's event sink.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::task::Context;
 
-use super::{Host, Settings};
-use crate::backlog::{Share, CONN_LIMIT};
-use crate::engine::{Ctx, ReqCtl};
+use super::Origin;
+use crate::backlog::Share;
+use crate::conn::ConnShared;
+use crate::ctx::Ctx;
 use crate::error::Error;
 use crate::event::Event;
-use crate::origin::{ConnShared, Origin, Queued};
-use crate::request::{OriginConfig, Request};
+use crate::h2::Host;
+use crate::request::{Queued, ReqCtl, Request};
 
 pub(crate) struct OriginHost {
     pub ctx: Rc<Ctx>,
@@ -123,24 +124,5 @@ impl Host for OriginHost {
 
     fn gone(&self) {
         Origin::conn_gone(&self.origin, &self.ctx, self.shared.id);
-    }
-}
-
-impl Settings {
-    /// An origin's HTTP/2 settings; `tls`: the connection is encrypted (`https`).
-    pub(crate) fn new(cfg: &OriginConfig, tls: bool) -> Settings {
-        // Windows no wider than what a connection may read ahead of the caller (see
-        // `crate::backlog`; HTTP/2's own bound, 2^31 - 1, is far above it).
-        const MAX_WINDOW: u32 = CONN_LIMIT as u32;
-        Settings {
-            max_concurrent_streams: cfg.max_concurrent_streams,
-            initial_window_size: cfg.initial_window_size.min(MAX_WINDOW),
-            connection_window_size: cfg.connection_window_size.min(MAX_WINDOW),
-            ping_interval: cfg.ping_interval.filter(|d| !d.is_zero()),
-            max_header_size: cfg.max_header_size,
-            max_response_size: cfg.max_response_size,
-            scheme: if tls { "https" } else { "http" },
-            keep_alive: cfg.keep_alive_timeout,
-        }
     }
 }

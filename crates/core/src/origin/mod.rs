@@ -6,103 +6,23 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::task::{Context, Waker};
 
-use crate::engine::{Ctx, ReqCtl};
+use crate::conn::ConnShared;
+use crate::ctx::Ctx;
+use crate::direct::Lanes;
 use crate::error::Error;
 use crate::event::{Event, Shared};
 use crate::h1;
-use crate::h1::direct::{Lanes, Mail};
 use crate::h2;
-use crate::request::{OriginConfig, Request};
+use crate::request::{OriginConfig, Queued, Request};
 use crate::transport::js::{Opener, Registry};
 use crate::transport::{self, Transport};
 use rustls::pki_types::ServerName;
 
-pub(crate) struct Queued {
-    pub req: Request,
-    pub ctl: Rc<ReqCtl>,
-}
+mod h1_host;
+mod h2_host;
 
-/// A connection as its origin sees it, whatever its protocol: what it tells the origin, and
-/// how the origin reaches it. A connection of any protocol keeps to this:
-///
-/// - it runs as a task of its own, waking through the waker it [`register`](Self::register)s
-///   on each poll, and calls [`Origin::conn_gone`] when it ends, whatever ends it;
-/// - it takes requests from its origin's queue ([`Origin::next_request`]) while it can carry
-///   more (HTTP/1.1: by the pipelining rules), gives back those it cannot finish
-///   ([`Origin::requeue`]), and settles the rest exactly once;
-/// - it [`report`](Self::report)s how many requests it carries and whether it takes more,
-///   for the origin to pick and wake it;
-/// - on [`take_destroy`](Self::take_destroy) it fails everything it carries with that error
-///   and closes;
-/// - it takes on the requests callers wrote to its socket ([`take_adopted`](Self::take_adopted));
-///   only a connection that lists itself in its origin's [`Lanes`] (HTTP/1.1) is ever
-///   written to, so for any other this stays empty.
-pub(crate) struct ConnShared {
-    pub id: u64,
-    waker: RefCell<Option<Waker>>,
-    inflight: Cell<usize>,
-    /// It may take more requests (subject to its protocol's rules for each request).
-    accepting: Cell<bool>,
-    /// How many more requests it takes now, for a connection that carries many at once
-    /// (HTTP/2); `None`: one when idle (HTTP/1.1, whose pipelining waits for a first answer).
-    room: Cell<Option<usize>>,
-    /// Set by `destroy`: fail everything with this error and close.
-    destroy: RefCell<Option<Error>>,
-    /// Requests the caller wrote to it, tracked and waiting for it to take them on.
-    adopted: RefCell<Vec<(Mail, Rc<ReqCtl>)>>,
-}
-
-impl ConnShared {
-    fn new(id: u64) -> ConnShared {
-        ConnShared {
-            id,
-            waker: RefCell::new(None),
-            inflight: Cell::new(0),
-            accepting: Cell::new(true),
-            room: Cell::new(None),
-            destroy: RefCell::new(None),
-            adopted: RefCell::new(Vec::new()),
-        }
-    }
-
-    /// The origin (or a request's command) has news for the connection.
-    pub fn wake(&self) {
-        if let Some(w) = self.waker.borrow().as_ref() {
-            w.wake_by_ref();
-        }
-    }
-
-    /// The connection: wake me through `cx`.
-    pub fn register(&self, cx: &Context<'_>) {
-        let mut w = self.waker.borrow_mut();
-        if !w.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-            *w = Some(cx.waker().clone());
-        }
-    }
-
-    /// The connection: it carries `inflight` requests and takes more, or not.
-    pub fn report(&self, inflight: usize, accepting: bool) {
-        self.inflight.set(inflight);
-        self.accepting.set(accepting);
-    }
-
-    /// The connection (one that carries many requests at once): it takes `room` more now.
-    pub fn set_room(&self, room: usize) {
-        self.room.set(Some(room));
-    }
-
-    /// The connection: the error to fail everything with and close, once destroyed.
-    pub fn take_destroy(&self) -> Option<Error> {
-        self.destroy.borrow_mut().take()
-    }
-
-    /// The connection: what callers wrote to it since it last looked.
-    pub fn take_adopted(&self) -> Vec<(Mail, Rc<ReqCtl>)> {
-        self.adopted.take()
-    }
-}
+use h2_host::OriginHost;
 
 /// The protocol a connection speaks, chosen once it is made (see [`Protocol::choose`]).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -287,7 +207,7 @@ impl Origin {
         let (this, ctx) = (this.clone(), ctx.clone());
         tokio::task::spawn_local(async move {
             let (cfg, js) = (this.borrow().cfg.clone(), this.borrow().js.clone());
-            let result = transport::connect(&cfg, &js).await;
+            let result = transport::connect(&*cfg, &js).await;
             this.borrow_mut().connecting -= 1;
             let origin_id = this.borrow().id;
             match result {
@@ -308,7 +228,7 @@ impl Origin {
                         Protocol::Http2 => {
                             let secure = cfg.secure || cfg.tls.is_some();
                             let settings = h2::Settings::new(&cfg, secure);
-                            h2::run(h2::OriginHost::new(ctx, this, shared), io, settings).await
+                            h2::run(OriginHost::new(ctx, this, shared), io, settings).await
                         }
                     }
                 }
