@@ -3,10 +3,15 @@
 //! events told in words.
 
 use std::future::Future;
+use std::rc::Rc;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
+use crate::backlog::Backlog;
 use crate::codec::request::{encode_head, BodyInfo, HeadInput};
+use crate::ctx::Ctx;
 use crate::error::Error;
-use crate::event::Event;
+use crate::event::{Event, EventSink};
 use crate::request::{Request, RequestBody};
 
 /// A request as the binding submits it, its head encoded for `host` when it names none.
@@ -120,4 +125,44 @@ pub(crate) fn settled(events: &[Event], id: u64) -> bool {
     events.iter().any(
         |e| matches!(e, Event::Complete { id: i, .. } | Event::Error { id: i, .. } if *i == id),
     )
+}
+
+/// An event sink that keeps what it is given.
+#[derive(Clone, Default)]
+pub(crate) struct Recorder(Arc<Mutex<Vec<Event>>>);
+
+impl EventSink for Recorder {
+    fn push(&self, events: &mut Vec<Event>) {
+        self.events().append(events);
+    }
+}
+
+impl Recorder {
+    /// (Poisoned only by a test that failed already: the connection may still report.)
+    pub(crate) fn events(&self) -> MutexGuard<'_, Vec<Event>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A context whose events this keeps.
+    pub(crate) fn ctx(&self) -> Rc<Ctx> {
+        Rc::new(Ctx::new(
+            Arc::new(self.clone()),
+            Arc::new(Backlog::default()),
+            Arc::new(|_| {}),
+            Box::new(|_| {}),
+        ))
+    }
+
+    /// Waits (at most 5 s of the wall clock's: tokio's time may be paused) until `done` holds
+    /// for the events so far.
+    pub(crate) async fn until(&self, what: &str, done: impl Fn(&[Event]) -> bool) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !done(&self.events()) {
+            if std::time::Instant::now() > deadline {
+                let events = format!("{:#?}", self.events());
+                panic!("timed out waiting for {what}: {events}");
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
 }
