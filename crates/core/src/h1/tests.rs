@@ -15,6 +15,8 @@ use bytes::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 
+use super::dispatch::{Outbox, Pipeline};
+use super::io::Buffered;
 use super::{Conn, Host};
 use crate::conn::ConnShared;
 use crate::ctx::testing::{self, get, request, rt, Recorder};
@@ -150,6 +152,13 @@ impl T {
         ctl
     }
 
+    /// Aborts request `id`, as the engine does: settled (the caller reports it), then told.
+    fn abort(&self, id: u64) {
+        let ctl = self.ctx.reqs.borrow_mut().remove(&id).unwrap();
+        ctl.aborted.set(true);
+        ctl.wake();
+    }
+
     /// What the connection wrote, once it wrote `heads` request heads (and what came with
     /// them); taken.
     async fn wrote(&mut self, heads: usize) -> String {
@@ -271,7 +280,7 @@ fn lines(wrote: &str) -> Vec<&str> {
         .split("\r\n")
         .filter(|l| l.ends_with(" HTTP/1.1"))
         .map(|l| {
-            let at = ["GET ", "POST ", "PUT "]
+            let at = ["GET ", "POST ", "PUT ", "HEAD ", "CONNECT "]
                 .iter()
                 .filter_map(|m| l.find(m))
                 .min()
@@ -722,8 +731,7 @@ fn an_aborted_request_on_the_wire_closes_the_connection_and_the_rest_go_back() {
         t.submit(get(2, "/2"));
         t.submit(get(3, "/3"));
         t.wrote(3).await;
-        first.aborted.set(true);
-        first.wake();
+        t.abort(1);
         t.gone().await;
         assert_eq!(t.disconnected(), Some(Error::Info("aborted".into())));
         // The caller settles the aborted one; the others go back, in order.
@@ -742,12 +750,11 @@ fn an_aborted_request_not_yet_written_just_goes() {
         let mut t = open(cfg());
         let mut held = get(1, "/held");
         held.hold = true;
-        let ctl = t.submit(held);
+        t.submit(held);
         tokio::time::sleep(Duration::from_millis(20)).await;
         assert_eq!(t.of(1), ["connect"]);
         assert_eq!(t.wrote_now().await, "");
-        ctl.aborted.set(true);
-        ctl.wake();
+        t.abort(1);
         tokio::time::sleep(Duration::from_millis(20)).await;
         assert_eq!(t.conn_events(), Vec::<String>::new());
         // The connection carries on.
@@ -1085,5 +1092,418 @@ fn a_streamed_body_longer_than_its_length_fails_and_closes() {
         t.gone().await;
         assert_eq!(t.of(1), ["connect", "error RequestContentLengthMismatch"]);
         assert_eq!(t.disconnected(), Some(Error::RequestContentLengthMismatch));
+    });
+}
+
+#[test]
+fn a_response_larger_than_max_response_size_fails() {
+    rt(async {
+        let mut t = open(OriginConfig {
+            max_response_size: Some(4),
+            ..cfg()
+        });
+        t.submit(get(1, "/"));
+        t.wrote(1).await;
+        t.send(&ok("too large")).await;
+        t.gone().await;
+        assert_eq!(
+            t.of(1),
+            ["connect", "headers 200", "error ResponseExceededMaxSize"]
+        );
+        assert_eq!(t.disconnected(), Some(Error::ResponseExceededMaxSize));
+    });
+}
+
+#[test]
+fn a_head_response_has_no_body_whatever_its_length() {
+    rt(async {
+        let mut t = open(OriginConfig {
+            pipelining: 2,
+            ..cfg()
+        });
+        t.submit(request(1, "HEAD", "/", &[], RequestBody::None));
+        t.submit(get(2, "/"));
+        assert_eq!(
+            lines(&t.wrote(2).await),
+            ["HEAD / HTTP/1.1", "GET / HTTP/1.1"]
+        );
+        t.send(&format!(
+            "HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n{}",
+            ok("2")
+        ))
+        .await;
+        t.settled(2).await;
+        assert_eq!(t.of(1), ["connect", "headers 200", "complete 0"]);
+        assert_eq!(t.of(2), DONE);
+        assert_eq!(t.body(2), "2");
+    });
+}
+
+#[test]
+fn the_server_closing_fails_the_front_and_gives_back_the_rest() {
+    rt(async {
+        let mut t = open(OriginConfig {
+            pipelining: 2,
+            ..cfg()
+        });
+        t.submit(get(1, "/1"));
+        t.submit(get(2, "/2"));
+        t.wrote(2).await;
+        t.peer.shutdown().await.unwrap();
+        t.gone().await;
+        assert_eq!(t.of(1), ["connect", "error Socket"]);
+        assert_eq!(t.error(1).unwrap().to_string(), "other side closed");
+        assert_eq!(t.of(2), ["connect"]);
+        assert_eq!(t.requeued(), [2]);
+        // One error object for the request and the connection, with the socket's numbers.
+        let (shared, info) = t
+            .rec
+            .events()
+            .iter()
+            .find_map(|e| match e {
+                Event::Error { shared, error, .. } => Some((*shared, error.socket_info().cloned())),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(shared, Shared::WithNext);
+        let written = "GET /1 HTTP/1.1\r\nhost: localhost\r\nconnection: keep-alive\r\n\r\n";
+        assert_eq!(info.unwrap().bytes_written, 2 * written.len() as u64);
+    });
+}
+
+#[test]
+fn an_idle_connection_the_server_closes_just_goes() {
+    rt(async {
+        let mut t = open(cfg());
+        t.submit(get(1, "/"));
+        t.wrote(1).await;
+        t.send(&ok("1")).await;
+        t.settled(1).await;
+        t.peer.shutdown().await.unwrap();
+        t.gone().await;
+        assert_eq!(t.of(1), DONE);
+        assert_eq!(t.conn_events(), ["disconnected Socket"]);
+    });
+}
+
+#[test]
+fn the_request_limit_makes_the_last_one_say_close() {
+    rt(async {
+        let mut t = open(OriginConfig {
+            max_requests_per_connection: Some(1),
+            ..cfg()
+        });
+        t.submit(get(1, "/1"));
+        assert!(!t.wrote(1).await.contains("connection: close"));
+        t.send(&ok("1")).await;
+        t.settled(1).await;
+        // As undici counts: one more, the last.
+        t.submit(get(2, "/2"));
+        assert!(t.wrote(1).await.contains("connection: close\r\n"));
+        t.submit(get(3, "/3"));
+        t.send(&ok("2")).await;
+        t.gone().await;
+        assert_eq!(t.of(2), DONE);
+        assert_eq!(t.of(3), Vec::<String>::new());
+        assert_eq!(t.queued(), [3]);
+        assert_eq!(t.disconnected(), Some(Error::Info("reset".into())));
+    });
+}
+
+#[test]
+fn a_connect_answered_2xx_is_a_tunnel_and_an_aborted_tunnel_closes() {
+    rt(async {
+        let mut t = open(cfg());
+        t.submit(request(
+            1,
+            "CONNECT",
+            "example.test:443",
+            &[],
+            RequestBody::None,
+        ));
+        let wrote = t.wrote(1).await;
+        assert!(
+            wrote.starts_with("CONNECT example.test:443 HTTP/1.1\r\n"),
+            "{wrote}"
+        );
+        t.send("HTTP/1.1 200 Connection Established\r\n\r\n").await;
+        t.rec
+            .until("the upgrade", |ev| {
+                ev.iter().any(|e| matches!(e, Event::Upgrade { .. }))
+            })
+            .await;
+        assert_eq!(t.of(1), ["connect", "upgrade 200"]);
+        assert_eq!(*t.fake.detached.borrow(), [t.shared.id]);
+        t.abort(1);
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while t.fake.gone.borrow().is_empty() {
+            assert!(std::time::Instant::now() < deadline);
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        // The caller settles what it aborted; the connection was reported gone at the upgrade.
+        assert_eq!(t.of(1), ["connect", "upgrade 200"]);
+        assert_eq!(t.conn_events(), ["disconnected Info"]);
+        let mut rest = Vec::new();
+        t.peer.read_to_end(&mut rest).await.unwrap();
+        assert!(rest.is_empty());
+    });
+}
+
+#[test]
+fn the_connection_reports_what_it_carries_and_whether_it_takes_more() {
+    rt(async {
+        let mut t = open(OriginConfig {
+            pipelining: 2,
+            ..cfg()
+        });
+        t.submit(get(1, "/1"));
+        t.submit(get(2, "/2"));
+        t.wrote(2).await;
+        assert_eq!(
+            (t.shared.inflight.get(), t.shared.accepting.get()),
+            (2, true)
+        );
+        t.send(&ok("1")).await;
+        t.settled(1).await;
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert_eq!(
+            (t.shared.inflight.get(), t.shared.accepting.get()),
+            (1, true)
+        );
+        t.send("HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 4\r\n\r\n")
+            .await;
+        t.headers(2).await;
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert_eq!(
+            (t.shared.inflight.get(), t.shared.accepting.get()),
+            (1, false)
+        );
+        t.send("done").await;
+        t.gone().await;
+        assert_eq!(t.shared.inflight.get(), 0);
+    });
+}
+
+// Timers that do not run.
+
+#[test]
+fn the_headers_timeout_runs_from_the_end_of_the_body() {
+    rt_paused(async {
+        let mut t = open(cfg());
+        let mut r = request(1, "POST", "/", &[], RequestBody::Stream);
+        r.headers_timeout = Some(Duration::from_secs(2));
+        let ctl = t.submit(r);
+        ctl.body
+            .borrow_mut()
+            .chunks
+            .push_back(Bytes::from_static(b"a"));
+        ctl.wake();
+        t.wrote(1).await;
+        // The body takes its time: no headers timeout meanwhile.
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert_eq!(t.of(1), ["connect", "consumed"]);
+        ctl.body.borrow_mut().ended = true;
+        ctl.wake();
+        let ended = tokio::time::Instant::now();
+        t.gone().await;
+        assert_eq!(ended.elapsed().as_secs(), 2);
+        assert_eq!(t.of(1), ["connect", "consumed", "error HeadersTimeout"]);
+    });
+}
+
+// The pipelining rules, one by one (dispatch.rs).
+
+#[test]
+fn which_request_may_follow_which() {
+    rt(async {
+        let t = open(cfg());
+        let shared = Rc::new(ConnShared::new(99));
+        let mut out = Outbox::new(t.ctx.clone());
+        let mut pipe = Pipeline::new(t.fake.clone());
+        let ctl = |req: &Request| t.ctx.register(req);
+        let stream = |id| request(id, "PUT", "/", &[], RequestBody::Stream);
+        // Anything goes on an empty connection.
+        for r in [post(1, "/", "x"), stream(1), get(1, "/")] {
+            assert!(pipe.may_follow(&r, 0));
+        }
+        let first = get(1, "/");
+        pipe.push(first.clone(), ctl(&first), &shared, &mut out);
+        // Not beyond `pipelining` (0 counts as 1).
+        assert!(!pipe.may_follow(&get(2, "/"), 0));
+        assert!(!pipe.may_follow(&get(2, "/"), 1));
+        assert!(pipe.may_follow(&get(2, "/"), 2));
+        // Only what is idempotent, not streamed and no upgrade.
+        assert!(!pipe.may_follow(&post(2, "/", "x"), 10));
+        assert!(!pipe.may_follow(&stream(2), 10));
+        let mut up = get(2, "/");
+        up.upgrade = true;
+        assert!(!pipe.may_follow(&up, 10));
+        // Nothing behind a blocking request before its head.
+        let mut blocking = get(2, "/");
+        blocking.blocking = true;
+        pipe.push(blocking.clone(), ctl(&blocking), &shared, &mut out);
+        assert!(!pipe.may_follow(&get(3, "/"), 10));
+        pipe.pop_front();
+        pipe.front_mut().unwrap().got_headers = true;
+        assert!(pipe.may_follow(&get(3, "/"), 10));
+        // Nothing behind a streamed body until it is all sent.
+        let mut pipe = Pipeline::new(t.fake.clone());
+        let s = stream(4);
+        let c = ctl(&s);
+        pipe.push(s, c.clone(), &shared, &mut out);
+        // Not yet written (held for its go-ahead) or written: it waits either way.
+        assert!(!pipe.may_follow(&get(5, "/"), 10));
+        let (ours, _peer) = UnixStream::pair().unwrap();
+        let mut io = Buffered::new(Transport::Unix(ours));
+        pipe.fill_writes(&mut io);
+        assert!(!pipe.may_follow(&get(5, "/"), 10));
+        c.body.borrow_mut().ended = true;
+        pipe.pump_body(&mut io, &mut out).ok().unwrap();
+        assert!(pipe.front().unwrap().body_done);
+        assert!(pipe.may_follow(&get(5, "/"), 10));
+        // An empty streamed body: its head without framing.
+        assert_eq!(io.queued(), {
+            let head = empty_head();
+            head.len()
+        });
+        // Each pushed request was announced.
+        assert_eq!(out.len(), 3);
+    });
+}
+
+/// The head `PUT /` goes with when its streamed body turns out empty.
+fn empty_head() -> String {
+    "PUT / HTTP/1.1\r\nhost: localhost\r\nconnection: keep-alive\r\ncontent-length: 0\r\n\r\n"
+        .into()
+}
+
+#[test]
+fn aborts_before_and_after_the_write() {
+    rt(async {
+        let t = open(cfg());
+        let shared = Rc::new(ConnShared::new(99));
+        let mut out = Outbox::new(t.ctx.clone());
+        let mut pipe = Pipeline::new(t.fake.clone());
+        let (ours, _peer) = UnixStream::pair().unwrap();
+        let mut io = Buffered::new(Transport::Unix(ours));
+        let mut ctls = Vec::new();
+        for id in 1..=3 {
+            let mut r = get(id, "/");
+            r.hold = id == 3;
+            let c = t.ctx.register(&r);
+            pipe.push(r, c.clone(), &shared, &mut out);
+            ctls.push(c);
+        }
+        pipe.fill_writes(&mut io);
+        // Held: neither it nor anything behind it is written.
+        assert_eq!(io.queued(), 2 * get(1, "/").head.len());
+        // Aborted before its go-ahead: it just goes.
+        ctls[2].aborted.set(true);
+        assert!(!pipe.drop_aborted());
+        assert_eq!(pipe.len(), 2);
+        // Aborted on the wire: the connection must go.
+        ctls[1].aborted.set(true);
+        assert!(pipe.drop_aborted());
+        assert_eq!(pipe.len(), 1);
+        pipe.requeue_all(&mut out);
+        assert!(pipe.is_empty());
+        assert_eq!(t.requeued(), [1]);
+        assert!(ctls[0].conn.borrow().is_none());
+    });
+}
+
+#[test]
+fn a_streamed_body_that_went_out_is_not_replayed() {
+    rt(async {
+        let t = open(cfg());
+        let shared = Rc::new(ConnShared::new(99));
+        let mut out = Outbox::new(t.ctx.clone());
+        let mut pipe = Pipeline::new(t.fake.clone());
+        let (ours, _peer) = UnixStream::pair().unwrap();
+        let mut io = Buffered::new(Transport::Unix(ours));
+        let r = request(1, "PUT", "/", &[], RequestBody::Stream);
+        let c = t.ctx.register(&r);
+        pipe.push(r, c.clone(), &shared, &mut out);
+        pipe.fill_writes(&mut io);
+        c.body
+            .borrow_mut()
+            .chunks
+            .push_back(Bytes::from_static(b"sent"));
+        pipe.pump_body(&mut io, &mut out).ok().unwrap();
+        pipe.requeue_all(&mut out);
+        assert!(t.requeued().is_empty());
+        out.flush();
+        assert_eq!(t.of(1), ["connect", "consumed", "error Socket"]);
+    });
+}
+
+// Buffered reads and writes (io.rs).
+
+#[test]
+fn queued_writes_go_out_in_order_across_partial_writes() {
+    rt(async {
+        let (ours, mut peer) = UnixStream::pair().unwrap();
+        let mut io = Buffered::new(Transport::Unix(ours));
+        // More than the socket takes at once.
+        let parts: Vec<Bytes> = (0..40u8).map(|i| Bytes::from(vec![i; 32 * 1024])).collect();
+        let total: usize = parts.iter().map(Bytes::len).sum();
+        for p in &parts {
+            io.push(p.clone());
+        }
+        assert_eq!(io.queued(), total);
+        let reader = tokio::task::spawn_local(async move {
+            let mut got = Vec::new();
+            peer.read_to_end(&mut got).await.unwrap();
+            got
+        });
+        let mut writes = 0;
+        while !io.written_out() {
+            let progressed =
+                std::future::poll_fn(|cx| std::task::Poll::Ready(io.poll_write(cx).unwrap())).await;
+            if progressed {
+                writes += 1;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        assert!(writes > 1, "one write took {total} bytes");
+        assert_eq!((io.queued(), io.bytes_written()), (0, total as u64));
+        drop(io);
+        let got = reader.await.unwrap();
+        assert_eq!(got, parts.concat());
+    });
+}
+
+/// One read: what it returned.
+async fn read(io: &mut Buffered, want: usize) -> Option<usize> {
+    std::future::poll_fn(|cx| std::task::Poll::Ready(io.poll_read(cx, want).unwrap())).await
+}
+
+/// Reads until something comes (tokio learns of it on its next turn).
+async fn read_some(io: &mut Buffered, want: usize) -> usize {
+    loop {
+        if let Some(n) = read(io, want).await {
+            return n;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+#[test]
+fn reads_land_in_one_buffer_and_the_end_is_told() {
+    rt(async {
+        let (ours, mut peer) = UnixStream::pair().unwrap();
+        let mut io = Buffered::new(Transport::Unix(ours));
+        assert_eq!(read(&mut io, 0).await, None);
+        peer.write_all(b"abc").await.unwrap();
+        assert_eq!(read_some(&mut io, 0).await, 3);
+        peer.write_all(b"def").await.unwrap();
+        // Room for a whole body, made at once.
+        assert_eq!(read_some(&mut io, 600_000).await, 3);
+        assert!(io.rbuf.capacity() >= 600_000);
+        assert_eq!(&io.rbuf[..], b"abcdef");
+        assert_eq!(io.bytes_read(), 6);
+        io.discard_writes();
+        drop(peer);
+        assert_eq!(read_some(&mut io, 0).await, 0);
     });
 }
