@@ -1311,6 +1311,56 @@ fn the_headers_timeout_runs_from_the_end_of_the_body() {
     });
 }
 
+#[test]
+fn a_paused_response_has_no_body_timeout_and_resuming_restarts_it() {
+    rt_paused(async {
+        let mut t = open(cfg());
+        let mut r = get(1, "/");
+        r.headers_timeout = None;
+        r.body_timeout = Some(Duration::from_secs(1));
+        let ctl = t.submit(r);
+        t.wrote(1).await;
+        t.send("HTTP/1.1 200 OK\r\ncontent-length: 4\r\n\r\nab")
+            .await;
+        t.rec
+            .until("the first data", |ev| testing::body(ev, 1) == b"ab")
+            .await;
+        ctl.paused.set(true);
+        ctl.wake();
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        assert_eq!(t.of(1), ["connect", "headers 200", "data"]);
+        // As undici: resuming refreshes the body timeout, what came before the pause is no
+        // matter.
+        ctl.paused.set(false);
+        ctl.wake();
+        tokio::time::sleep(Duration::from_millis(900)).await;
+        assert_eq!(t.of(1), ["connect", "headers 200", "data"]);
+        t.send("cd").await;
+        t.settled(1).await;
+        assert_eq!(
+            t.of(1),
+            ["connect", "headers 200", "data", "data", "complete 0"]
+        );
+        assert_eq!(t.conn_events(), Vec::<String>::new());
+
+        // And it runs again from there.
+        let start = tokio::time::Instant::now();
+        t.submit(r2());
+        t.wrote(1).await;
+        t.send("HTTP/1.1 200 OK\r\ncontent-length: 4\r\n\r\n").await;
+        t.gone().await;
+        assert_eq!(start.elapsed().as_secs(), 1);
+        assert_eq!(t.of(2), ["connect", "headers 200", "error BodyTimeout"]);
+    });
+}
+
+fn r2() -> Request {
+    let mut r = get(2, "/");
+    r.headers_timeout = None;
+    r.body_timeout = Some(Duration::from_secs(1));
+    r
+}
+
 // The pipelining rules, one by one (dispatch.rs).
 
 #[test]
