@@ -1361,6 +1361,95 @@ fn r2() -> Request {
     r
 }
 
+#[test]
+fn a_head_larger_than_max_header_size_overflows() {
+    rt(async {
+        let mut t = open(OriginConfig {
+            max_header_size: 64,
+            ..cfg()
+        });
+        t.submit(get(1, "/"));
+        t.wrote(1).await;
+        t.send(&format!(
+            "HTTP/1.1 200 OK\r\nx-long: {}\r\n\r\n",
+            "x".repeat(100)
+        ))
+        .await;
+        t.gone().await;
+        assert_eq!(t.of(1), ["connect", "error HeadersOverflow"]);
+        assert_eq!(t.disconnected(), Some(Error::HeadersOverflow));
+    });
+}
+
+#[test]
+fn a_body_on_a_method_that_expects_none_makes_it_the_last() {
+    rt(async {
+        let mut t = open(OriginConfig {
+            pipelining: 2,
+            ..cfg()
+        });
+        let mut first = request(
+            1,
+            "GET",
+            "/",
+            &[],
+            RequestBody::Bytes(Bytes::from_static(b"body")),
+        );
+        first.body_closes = true;
+        t.submit(first);
+        t.submit(get(2, "/2"));
+        let wrote = t.wrote(1).await;
+        // Its head unchanged; nothing after it.
+        assert!(wrote.contains("connection: keep-alive\r\n"), "{wrote}");
+        assert!(wrote.ends_with("\r\n\r\nbody"), "{wrote}");
+        assert_eq!(t.wrote_now().await, "");
+        t.send(&ok("1")).await;
+        t.gone().await;
+        assert_eq!(t.of(1), DONE);
+        assert_eq!(t.queued(), [2]);
+        assert_eq!(t.disconnected(), Some(Error::Info("reset".into())));
+    });
+}
+
+#[test]
+fn a_connection_past_its_ttl_takes_nothing_new_and_closes_when_idle() {
+    rt_paused(async {
+        let mut t = open(OriginConfig {
+            connection_ttl: Some(Duration::from_secs(10)),
+            keep_alive_timeout: Duration::from_secs(60),
+            ..cfg()
+        });
+        let born = tokio::time::Instant::now();
+        t.submit(get(1, "/"));
+        t.wrote(1).await;
+        t.send(&ok("1")).await;
+        t.settled(1).await;
+        // Idle: it goes at its TTL, before its keep-alive ends (as the last request's
+        // connection: taking requests, it finds itself expired before the idle timer does).
+        t.gone().await;
+        assert_eq!(born.elapsed().as_secs(), 10);
+        assert_eq!(t.disconnected(), Some(Error::Info("reset".into())));
+
+        // Busy at its TTL: the request in flight completes, nothing new is taken.
+        let mut t = open(OriginConfig {
+            connection_ttl: Some(Duration::from_secs(10)),
+            pipelining: 2,
+            ..cfg()
+        });
+        t.submit(get(1, "/1"));
+        t.wrote(1).await;
+        tokio::time::sleep(Duration::from_secs(11)).await;
+        t.submit(get(2, "/2"));
+        assert_eq!(t.wrote_now().await, "");
+        t.send(&ok("1")).await;
+        t.gone().await;
+        assert_eq!(t.of(1), DONE);
+        assert_eq!(t.of(2), Vec::<String>::new());
+        assert_eq!(t.queued(), [2]);
+        assert_eq!(t.disconnected(), Some(Error::Info("reset".into())));
+    });
+}
+
 // The pipelining rules, one by one (dispatch.rs).
 
 #[test]
