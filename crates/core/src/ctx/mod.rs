@@ -18,6 +18,8 @@ use crate::request::{BodyPipe, ReqCtl, Request};
 use crate::transport::js::Registry;
 
 mod silent;
+#[cfg(test)]
+pub(crate) mod testing;
 
 pub(crate) use silent::Silenced;
 

@@ -95,6 +95,8 @@ pub(crate) struct Conn {
     /// When the connection was established.
     born: Instant,
     last_data: Instant,
+    /// The response being read was seen paused: its body timeout restarts when it resumes.
+    body_paused: bool,
     timer: Pin<Box<Sleep>>,
     armed: Option<(Instant, TimerKind)>,
     closed: bool,
@@ -143,6 +145,7 @@ impl Conn {
             idle_since: now,
             born: now,
             last_data: now,
+            body_paused: false,
             timer: Box::pin(tokio::time::sleep_until(now + Duration::from_secs(3600))),
             armed: None,
             closed: false,
@@ -571,7 +574,12 @@ impl Conn {
                 .map(|t| (since + t, TimerKind::Headers));
         }
         if front.ctl.paused.get() {
+            self.body_paused = true;
             return None;
+        }
+        if std::mem::take(&mut self.body_paused) {
+            // As undici: resuming refreshes the body timeout.
+            self.last_data = Instant::now();
         }
         front
             .req

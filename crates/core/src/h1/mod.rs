@@ -41,3 +41,6 @@ pub(crate) trait Host {
     /// The connection `conn` ended.
     fn conn_gone(self: Rc<Self>, ctx: &Rc<Ctx>, conn: u64);
 }
+
+#[cfg(test)]
+mod tests;

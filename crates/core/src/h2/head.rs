@@ -288,7 +288,7 @@ mod tests {
     use super::*;
 
     fn request(method: &str, path: &str, headers: &[&str], body: RequestBody) -> Request {
-        crate::h2::tests::request_to("example.test:8080", 1, method, path, headers, body)
+        crate::ctx::testing::request_to("example.test:8080", 1, method, path, headers, body)
     }
 
     #[test]

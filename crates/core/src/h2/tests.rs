@@ -17,7 +17,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use super::{run, Host, Settings, GOAWAY_MESSAGE};
-use crate::codec::request::{encode_head, BodyInfo, HeadInput};
+use crate::ctx::testing::{self, get, request, rt};
 use crate::error::Error;
 use crate::event::{Event, Shared};
 use crate::request::{BodyPipe, Queued, ReqCtl, Request, RequestBody};
@@ -143,98 +143,26 @@ impl TestHost {
 
     async fn settled(&self, id: u64) {
         self.until(&format!("request {id} to settle"), |ev| {
-            ev.iter().any(|e| {
-                matches!(e, Event::Complete { id: i, .. } | Event::Error { id: i, .. } if *i == id)
-            })
+            testing::settled(ev, id)
         })
         .await
     }
 
     fn of(&self, id: u64) -> Vec<String> {
-        self.0
-            .borrow()
-            .events
-            .iter()
-            .filter(|e| e.request_id() == Some(id))
-            .map(describe)
-            .collect()
+        testing::of(&self.0.borrow().events, id)
     }
 
     fn body(&self, id: u64) -> Vec<u8> {
-        let mut out = Vec::new();
-        for e in self.0.borrow().events.iter() {
-            if let Event::Data { id: i, chunk } = e {
-                if *i == id {
-                    out.extend_from_slice(chunk);
-                }
-            }
-        }
-        out
+        testing::body(&self.0.borrow().events, id)
     }
 
     fn error(&self, id: u64) -> Option<Error> {
-        self.0.borrow().events.iter().find_map(|e| match e {
-            Event::Error { id: i, error, .. } if *i == id => Some(error.clone()),
-            _ => None,
-        })
+        testing::error(&self.0.borrow().events, id)
     }
 
     fn disconnected(&self) -> Option<Error> {
-        self.0.borrow().events.iter().find_map(|e| match e {
-            Event::Disconnected { error, .. } => Some(error.clone()),
-            _ => None,
-        })
+        testing::disconnected(&self.0.borrow().events)
     }
-}
-
-fn describe(e: &Event) -> String {
-    match e {
-        Event::Connect { .. } => "connect".into(),
-        Event::Headers { status, .. } => format!("headers {status}"),
-        Event::Upgrade { status, .. } => format!("upgrade {status}"),
-        Event::Data { .. } => "data".into(),
-        Event::Complete { trailers, .. } => format!("complete {}", trailers.len()),
-        Event::Error { error, .. } => format!("error {}", error.kind()),
-        Event::BodyConsumed { .. } => "consumed".into(),
-        other => format!("{other:?}"),
-    }
-}
-
-fn request(id: u64, method: &str, path: &str, headers: &[&str], body: RequestBody) -> Request {
-    request_to("localhost", id, method, path, headers, body)
-}
-
-/// A request as the binding submits it, its head encoded for `host` when it names none.
-pub(super) fn request_to(
-    host: &str,
-    id: u64,
-    method: &str,
-    path: &str,
-    headers: &[&str],
-    body: RequestBody,
-) -> Request {
-    let headers: Vec<String> = headers.iter().map(|s| s.to_string()).collect();
-    let info = match &body {
-        RequestBody::None => BodyInfo::None,
-        RequestBody::Bytes(b) => BodyInfo::Bytes(b.len() as u64),
-        RequestBody::Stream => BodyInfo::Stream,
-    };
-    let head = encode_head(&HeadInput {
-        method,
-        path,
-        headers: &headers,
-        default_host: host,
-        body: info,
-        reset: false,
-        upgrade: None,
-        strict_content_length: true,
-    })
-    .unwrap();
-    Request::new(id, method, head, body)
-}
-
-fn get(id: u64, path: &str) -> Request {
-    request(id, "GET", path, &[], RequestBody::None)
 }
 
 type Handler =
@@ -304,15 +232,6 @@ fn h2c() -> Settings {
         scheme: "http",
         ..Settings::default()
     }
-}
-
-/// Runs `f` on a current-thread runtime, as the engine does.
-fn rt(f: impl Future<Output = ()>) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    tokio::task::LocalSet::new().block_on(&rt, f);
 }
 
 fn echo() -> Handler {
