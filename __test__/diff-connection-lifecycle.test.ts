@@ -6,7 +6,8 @@ import path from 'node:path'
 import { createRequire } from 'node:module'
 import { afterEach, describe, expect, test } from 'vitest'
 import { cleanup, closedPort, hasIPv6Loopback, httpServer, okResponse, onCleanup, rawServer, runNode, type RawServer } from './helpers'
-import { client, describeError, same7, sameAs7, type Lib } from './differential-support'
+import { client, describeError, same7, sameAs7, saetta, undici, type Lib } from './differential-support'
+import { h2Client, h2Server } from './h2-support'
 import { repoRoot } from './target'
 
 afterEach(cleanup)
@@ -255,5 +256,65 @@ test('BalancedPool with an upstream that refuses: the same upstream chosen for e
       )
     }
     return chosen
+  })
+})
+
+describe('bodyTimeout across a pause', () => {
+  // A body that sends its first half, then, 1.25 s on, the rest; the caller pauses on the first
+  // chunk for 1 s, with a bodyTimeout of 500 ms: counted from the resume, the rest comes in time.
+  const PAUSE = 1000
+  const REST_AFTER = 1250
+  /** A GET whose handler pauses on the first chunk for PAUSE ms: what it gets, in order. */
+  async function pausedRead(c: ReturnType<typeof client>) {
+    const events: string[] = []
+    let resume = (): void => {}
+    await new Promise<void>((resolve) => {
+      c.dispatch({ path: '/', method: 'GET', bodyTimeout: 500 }, {
+        onConnect: () => {},
+        onHeaders: (status: number, _headers: unknown, resumeIt: () => void) => {
+          events.push(`headers ${status}`)
+          resume = resumeIt
+          return true
+        },
+        onData: (chunk: Buffer) => {
+          // (undici 7 may hand an empty chunk on as it resumes: boundaries are not the point.)
+          if (chunk.length === 0) return true
+          events.push(`data ${chunk.toString()}`)
+          if (events.length > 2) return true
+          setTimeout(() => resume(), PAUSE)
+          return false
+        },
+        onComplete: () => resolve(void events.push('complete')),
+        onError: (err: Error) => resolve(void events.push(`error ${err.constructor.name} ${err.message}`)),
+      } as never)
+    })
+    return events
+  }
+
+  test('HTTP/1.1: the timer starts afresh on resume, as undici refreshes it', async () => {
+    const slow = () =>
+      httpServer((_req, res) => {
+        res.writeHead(200, { 'content-length': '4' })
+        res.write('ab')
+        setTimeout(() => res.end('cd'), REST_AFTER)
+      })
+    await sameAs7(slow, (lib, origin) => pausedRead(client(lib, origin)))
+  })
+
+  test('HTTP/2: the timer is stopped while paused and starts afresh on resume, as undici 8', async () => {
+    const slow = () =>
+      h2Server((stream) => {
+        stream.respond({ ':status': 200 })
+        stream.write('ab')
+        setTimeout(() => stream.end('cd'), REST_AFTER)
+      })
+    const run = async (lib: Lib) => {
+      const srv = await slow()
+      onCleanup(() => srv.close())
+      return pausedRead(h2Client(lib, srv.origin))
+    }
+    const theirs = await run(undici)
+    expect(await run(saetta)).toEqual(theirs)
+    expect(theirs).toEqual(['headers 200', 'data ab', 'data cd', 'complete'])
   })
 })

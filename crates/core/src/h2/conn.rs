@@ -1,5 +1,6 @@
 //! One HTTP/2 connection and its streams.
 
+use std::cell::Cell;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -85,6 +86,10 @@ struct Open {
     /// The last sign of life, from which the headers or body timeout counts (as Node's
     /// stream timeout does, which undici uses over HTTP/2).
     since: Instant,
+    /// The response was seen paused: its body timeout starts afresh when it resumes, from
+    /// `resumed` (undici 8 stops the stream's timer while paused, and sets a new one on resume).
+    paused_seen: Cell<bool>,
+    resumed: Cell<Option<Instant>>,
     received: u64,
     /// A CONNECT (a WebSocket's extended one too): after its answer, the stream is a tunnel
     /// (no timeouts; settled once both sides ended).
@@ -387,6 +392,8 @@ impl<H: Host> H2Conn<H> {
             body_sent: 0,
             recv: Recv::Head(response),
             since: Instant::now(),
+            paused_seen: Cell::new(false),
+            resumed: Cell::new(None),
             received: 0,
             tunnel: out.connect,
         }));
@@ -806,9 +813,18 @@ fn stream_deadline(o: &Open, req: &Request, ctl: &ReqCtl) -> Option<(Instant, Er
         Recv::Head(_) => req
             .headers_timeout
             .map(|t| (o.since + t, Error::Http2HeadersTimeout(t))),
-        Recv::Body(_) | Recv::Trailers(_) if !o.tunnel && !ctl.paused.get() => req
-            .body_timeout
-            .map(|t| (o.since + t, Error::Http2BodyTimeout(t))),
+        Recv::Body(_) | Recv::Trailers(_) if !o.tunnel => {
+            if ctl.paused.get() {
+                o.paused_seen.set(true);
+                return None;
+            }
+            if o.paused_seen.replace(false) {
+                o.resumed.set(Some(Instant::now()));
+            }
+            let since = o.resumed.get().map_or(o.since, |r| r.max(o.since));
+            req.body_timeout
+                .map(|t| (since + t, Error::Http2BodyTimeout(t)))
+        }
         _ => None,
     }
 }
