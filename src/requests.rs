@@ -4,7 +4,7 @@
 use bytes::Bytes;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
-use saetta_core::codec::request::{encode_head, BodyInfo, HeadInput};
+use saetta_core::codec::request::{encode_head, HeadInput};
 use saetta_core::decode::DecodeSpec;
 use saetta_core::ws::{Opcode, WsLimits};
 use saetta_core::{Request, RequestBody};
@@ -43,11 +43,7 @@ pub fn submit(
         None if has(flags, SubmitFlag::Stream) => RequestBody::Stream,
         None => RequestBody::None,
     };
-    let info = match &body {
-        RequestBody::None => BodyInfo::None,
-        RequestBody::Bytes(b) => BodyInfo::Bytes(b.len() as u64),
-        RequestBody::Stream => BodyInfo::Stream,
-    };
+    let info = body.info();
     let Some(o) = origin::submitter(origin as u64) else {
         return Err(Error::from_reason(format!(
             "saetta: origin {origin} is gone"

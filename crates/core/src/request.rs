@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::codec::request::{chunk_parts, empty_body_head, BodyFraming, EncodedHead, LAST_CHUNK};
+use crate::codec::request::{
+    chunk_parts, empty_body_head, BodyFraming, BodyInfo, EncodedHead, LAST_CHUNK,
+};
 
 #[derive(Debug, Clone)]
 pub struct OriginConfig {
@@ -147,6 +149,17 @@ pub enum RequestBody {
     Bytes(Bytes),
     /// Chunks follow through [`crate::Engine::body_write`] and [`crate::Engine::body_end`].
     Stream,
+}
+
+impl RequestBody {
+    /// What the head's encoder needs to know of it (its framing follows from it).
+    pub fn info(&self) -> BodyInfo {
+        match self {
+            RequestBody::None => BodyInfo::None,
+            RequestBody::Bytes(b) => BodyInfo::Bytes(b.len() as u64),
+            RequestBody::Stream => BodyInfo::Stream,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]

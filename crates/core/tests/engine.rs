@@ -11,7 +11,7 @@ use std::thread;
 use std::time::Duration;
 
 use bytes::Bytes;
-use saetta_core::codec::request::{encode_head, BodyInfo, HeadInput};
+use saetta_core::codec::request::{encode_head, HeadInput};
 use saetta_core::direct::Lanes;
 use saetta_core::{Engine, Error, Event, EventSink, OriginConfig, Request, RequestBody};
 
@@ -46,11 +46,7 @@ fn origin(engine: &Engine, id: u64, port: u16, f: impl FnOnce(&mut OriginConfig)
 }
 
 fn get(id: u64, method: &str, body: RequestBody) -> Request {
-    let info = match &body {
-        RequestBody::None => BodyInfo::None,
-        RequestBody::Bytes(b) => BodyInfo::Bytes(b.len() as u64),
-        RequestBody::Stream => BodyInfo::Stream,
-    };
+    let info = body.info();
     let head = encode_head(&HeadInput {
         method,
         path: "/",

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use crate::backlog::Backlog;
-use crate::codec::request::{encode_head, BodyInfo, HeadInput};
+use crate::codec::request::{encode_head, HeadInput};
 use crate::ctx::Ctx;
 use crate::error::Error;
 use crate::event::{Event, EventSink};
@@ -24,11 +24,7 @@ pub(crate) fn request_to(
     body: RequestBody,
 ) -> Request {
     let headers: Vec<String> = headers.iter().map(|s| s.to_string()).collect();
-    let info = match &body {
-        RequestBody::None => BodyInfo::None,
-        RequestBody::Bytes(b) => BodyInfo::Bytes(b.len() as u64),
-        RequestBody::Stream => BodyInfo::Stream,
-    };
+    let info = body.info();
     let head = encode_head(&HeadInput {
         method,
         path,

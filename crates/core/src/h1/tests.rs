@@ -257,6 +257,17 @@ impl T {
         assert_eq!(*self.fake.gone.borrow(), [self.shared.id]);
     }
 
+    /// Answers request 1, the last its connection carries: it completes, the connection closes
+    /// (`reset`), and request 2, submitted behind it, waits untouched in the origin's queue.
+    async fn first_is_the_last(&mut self) {
+        self.send(&ok("1")).await;
+        self.gone().await;
+        assert_eq!(self.of(1), DONE);
+        assert_eq!(self.of(2), Vec::<String>::new());
+        assert_eq!(self.queued(), [2]);
+        assert_eq!(self.disconnected(), Some(Error::Info("reset".into())));
+    }
+
     fn requeued(&self) -> Vec<u64> {
         self.fake.requeued.borrow().clone()
     }
@@ -618,12 +629,7 @@ fn a_request_with_connection_close_is_the_last() {
         let wrote = t.wrote(1).await;
         assert!(wrote.contains("connection: close\r\n"), "{wrote}");
         assert_eq!(t.wrote_now().await, "");
-        t.send(&ok("1")).await;
-        t.gone().await;
-        assert_eq!(t.of(1), DONE);
-        assert_eq!(t.of(2), Vec::<String>::new());
-        assert_eq!(t.queued(), [2]);
-        assert_eq!(t.disconnected(), Some(Error::Info("reset".into())));
+        t.first_is_the_last().await;
     });
 }
 
@@ -1403,11 +1409,7 @@ fn a_body_on_a_method_that_expects_none_makes_it_the_last() {
         assert!(wrote.contains("connection: keep-alive\r\n"), "{wrote}");
         assert!(wrote.ends_with("\r\n\r\nbody"), "{wrote}");
         assert_eq!(t.wrote_now().await, "");
-        t.send(&ok("1")).await;
-        t.gone().await;
-        assert_eq!(t.of(1), DONE);
-        assert_eq!(t.queued(), [2]);
-        assert_eq!(t.disconnected(), Some(Error::Info("reset".into())));
+        t.first_is_the_last().await;
     });
 }
 
@@ -1441,12 +1443,7 @@ fn a_connection_past_its_ttl_takes_nothing_new_and_closes_when_idle() {
         tokio::time::sleep(Duration::from_secs(11)).await;
         t.submit(get(2, "/2"));
         assert_eq!(t.wrote_now().await, "");
-        t.send(&ok("1")).await;
-        t.gone().await;
-        assert_eq!(t.of(1), DONE);
-        assert_eq!(t.of(2), Vec::<String>::new());
-        assert_eq!(t.queued(), [2]);
-        assert_eq!(t.disconnected(), Some(Error::Info("reset".into())));
+        t.first_is_the_last().await;
     });
 }
 
