@@ -769,7 +769,7 @@ export class Run implements RequestSink {
    * with the destroy's error (when the engine lets go of the connection, or the origin closes).
    */
   #tornDown(): boolean {
-    return this.#client !== null && this.#client.destroyError !== null
+    return this.#client !== null && this.#client.destroyed
   }
 
   /** Passed to onHeaders: delivers what waited, then lets the engine read again. */
