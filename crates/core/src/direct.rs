@@ -89,7 +89,8 @@ pub(crate) struct Mail {
     pub delivered: bool,
 }
 
-/// The body of an [`eligible`] request: all known (or none).
+/// The body of an [`eligible`] request: all known (or none), and sent as it is (only a stream
+/// that ended before it was sent is sent in chunks, and that one goes through the engine).
 fn known_body(req: &Request) -> Bytes {
     match &req.body {
         RequestBody::Bytes(b) => b.clone(),
@@ -100,7 +101,7 @@ fn known_body(req: &Request) -> Bytes {
 impl Mail {
     /// What the socket did not take: to be written first, by the engine.
     pub fn rest(&self) -> Vec<Bytes> {
-        let head = &self.req.head;
+        let head = self.req.head.bytes();
         let body = known_body(&self.req);
         let mut out = Vec::new();
         if self.sent < head.len() {
@@ -191,7 +192,7 @@ impl Lanes {
             return Written::No(req);
         };
         let at = Instant::now();
-        let sent = send_now(fd, &req.head, &known_body(&req));
+        let sent = send_now(fd, req.head.bytes(), &known_body(&req));
         if let Some(a) = &self.alarm {
             a.arm(fd, self);
         }
@@ -320,7 +321,7 @@ impl Lanes {
         let Some(m) = inner.mail.iter_mut().find(|m| m.fd == fd && !m.delivered) else {
             return Vec::new();
         };
-        if m.sent < m.req.head.len() + known_body(&m.req).len() {
+        if m.sent < m.req.head.bytes().len() + known_body(&m.req).len() {
             return Vec::new();
         }
         let mut buf = BytesMut::with_capacity(READ_AHEAD);
@@ -414,6 +415,8 @@ fn peek(_fd: Fd, _out: &mut [std::mem::MaybeUninit<u8>]) -> usize {
 
 /// What [`Lanes::try_write`] did.
 #[derive(Debug)]
+// The request goes back as it came, by value: boxing it would allocate where no connection is idle.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Written {
     /// Written. `urgent`: the engine must hear of it now, as its headers timeout ends before
     /// the connection's idle timer fires.
@@ -491,7 +494,7 @@ mod tests {
     #[test]
     fn rest_is_what_the_socket_did_not_take() {
         let r = req(b"hello");
-        let all = [&r.head[..], b"hello"].concat();
+        let all = [&r.head.bytes()[..], b"hello"].concat();
         for sent in 0..=all.len() {
             let m = Mail {
                 conn: 1,
@@ -683,7 +686,7 @@ mod tests {
         // Half a response: nothing is read ahead, the mail stays the engine's to take.
         lanes.list(7, client.as_raw_fd(), Instant::now());
         assert!(matches!(lanes.try_write(r.clone()), Written::Yes { .. }));
-        let mut got = vec![0; r.head.len()];
+        let mut got = vec![0; r.head.bytes().len()];
         server.read_exact(&mut got).unwrap();
         server.write_all(&full[..10]).unwrap();
         wait();

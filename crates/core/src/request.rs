@@ -7,9 +7,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::codec::request::{
-    chunk_parts, empty_body_head, BodyFraming, BodyInfo, EncodedHead, LAST_CHUNK,
-};
+use crate::codec::request::{chunk_parts, BodyFraming, BodyInfo, EncodedHead, Head, LAST_CHUNK};
 
 #[derive(Debug, Clone)]
 pub struct OriginConfig {
@@ -165,9 +163,7 @@ impl RequestBody {
 #[derive(Debug, Clone)]
 pub struct Request {
     pub id: u64,
-    pub head: Bytes,
-    /// Where the head's `connection: keep-alive` line starts, if it has one.
-    pub keep_alive_at: Option<usize>,
+    pub head: Head,
     pub framing: BodyFraming,
     pub body: RequestBody,
     pub idempotent: bool,
@@ -213,8 +209,7 @@ impl Request {
     pub fn new(id: u64, method: &str, head: EncodedHead, body: RequestBody) -> Request {
         Request {
             id,
-            head: head.bytes,
-            keep_alive_at: head.keep_alive_at,
+            head: head.head,
             framing: head.framing,
             body,
             idempotent: matches!(method, "GET" | "HEAD"),
@@ -223,7 +218,7 @@ impl Request {
             upgrade: method == "CONNECT",
             method_is_head: method == "HEAD",
             method_is_connect: method == "CONNECT",
-            expects_body: crate::codec::request::method_expects_body(method),
+            expects_body: crate::codec::request::method_expects_body(method.as_bytes()),
             headers_timeout: Some(Duration::from_secs(300)),
             body_timeout: Some(Duration::from_secs(300)),
             hold: false,
@@ -251,8 +246,23 @@ impl Request {
 
     /// Makes the head say `connection: close`: the last request on its connection.
     pub(crate) fn close_connection(&mut self) {
-        if let Some(at) = self.keep_alive_at.take() {
-            self.head = crate::codec::request::close_head(&self.head, at);
+        self.head.close();
+    }
+
+    /// Adds its known body to `out` as HTTP/1.1 sends it: as it is, or in chunks where it was
+    /// a stream that ended before it was sent (see [`Request::end_stream`]).
+    pub(crate) fn put_known_body(&self, out: &mut Vec<Bytes>) {
+        let RequestBody::Bytes(b) = &self.body else {
+            return;
+        };
+        if b.is_empty() {
+            return;
+        }
+        if self.framing == BodyFraming::Chunked {
+            out.extend(chunk_parts(b.clone()));
+            out.push(Bytes::from_static(LAST_CHUNK));
+        } else {
+            out.push(b.clone());
         }
     }
 
@@ -266,7 +276,8 @@ impl Request {
     }
 
     /// Makes a streamed body that ended before the request was sent a known one: `chunks`
-    /// are all of it, framed as the stream would have been. Then the request needs no more
+    /// are all of it, to be framed as the stream would have been (chunked, or under the
+    /// length given; HTTP/2 sends it as it is). Then the request needs no more
     /// commands and may be pipelined. `false`, and nothing changed, for an upgrade (whose
     /// stream is the tunnel) or when the chunks disagree with the `content-length` given.
     pub(crate) fn end_stream(&mut self, chunks: &[Bytes]) -> bool {
@@ -277,21 +288,12 @@ impl Request {
         self.body = match self.framing {
             BodyFraming::Length(n) if n != len as u64 => return false,
             BodyFraming::Chunked if len == 0 => {
-                self.head = empty_body_head(&self.head, self.expects_body);
+                self.head = self.head.without_body(self.expects_body);
                 self.framing = BodyFraming::None;
                 RequestBody::None
             }
             _ if len == 0 => RequestBody::None,
-            BodyFraming::Length(_) if chunks.len() == 1 => RequestBody::Bytes(chunks[0].clone()),
-            BodyFraming::Chunked => {
-                let mut parts: Vec<Bytes> = chunks
-                    .iter()
-                    .filter(|c| !c.is_empty())
-                    .flat_map(|c| chunk_parts(c.clone()))
-                    .collect();
-                parts.push(Bytes::from_static(LAST_CHUNK));
-                RequestBody::Bytes(parts.concat().into())
-            }
+            _ if chunks.len() == 1 => RequestBody::Bytes(chunks[0].clone()),
             _ => RequestBody::Bytes(chunks.concat().into()),
         };
         true
@@ -373,12 +375,21 @@ mod tests {
     fn an_ended_stream_keeps_its_framing() {
         let mut r = streamed("POST", &[]);
         assert!(r.end_stream(&HELLO));
-        assert_eq!(body(&r), b"6\r\nhello \r\n5\r\nworld\r\n0\r\n\r\n");
-        assert!(r.head.ends_with(b"transfer-encoding: chunked\r\n\r\n"));
+        assert_eq!(body(&r), b"hello world");
+        let mut wire = Vec::new();
+        r.put_known_body(&mut wire);
+        assert_eq!(wire.concat(), b"b\r\nhello world\r\n0\r\n\r\n");
+        assert!(r
+            .head
+            .bytes()
+            .ends_with(b"transfer-encoding: chunked\r\n\r\n"));
 
         let mut r = streamed("PUT", &["content-length", "11"]);
         assert!(r.end_stream(&HELLO));
         assert_eq!(body(&r), b"hello world");
+        let mut wire = Vec::new();
+        r.put_known_body(&mut wire);
+        assert_eq!(wire.concat(), b"hello world");
         // Known now: nothing more to end.
         assert!(!r.end_stream(&HELLO));
     }
@@ -389,7 +400,7 @@ mod tests {
             let mut r = streamed(method, &[]);
             assert!(r.end_stream(&[]));
             assert!(matches!(r.body, RequestBody::None));
-            let head = String::from_utf8_lossy(&r.head);
+            let head = String::from_utf8_lossy(r.head.bytes());
             assert!(!head.contains("transfer-encoding"), "{head}");
             assert_eq!(head.contains("content-length: 0\r\n"), length, "{head}");
         }

@@ -557,7 +557,7 @@ fn streamed_bodies_that_end_before_the_flush_go_whole_and_pipelined() {
         "{wire}"
     );
     assert!(
-        wire.contains("\r\n\r\n6\r\nhello \r\n5\r\nworld\r\n0\r\n\r\nGET "),
+        wire.contains("\r\n\r\nb\r\nhello world\r\n0\r\n\r\nGET "),
         "{wire}"
     );
     // The empty one: no framing at all.

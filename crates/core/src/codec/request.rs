@@ -41,24 +41,132 @@ pub struct HeadInput<'a> {
 /// The encoded head and what the connection must know about the request.
 #[derive(Debug)]
 pub struct EncodedHead {
-    pub bytes: Bytes,
+    pub head: Head,
     pub framing: BodyFraming,
     /// A `connection: close` was asked for: no request may follow on this connection.
     pub reset: bool,
-    /// Where the `connection: keep-alive` line starts, if the head has one.
-    pub keep_alive_at: Option<usize>,
+}
+
+/// Where a part of a head lies in its bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Span {
+    at: u32,
+    len: u32,
+}
+
+impl Span {
+    fn of(at: usize, len: usize) -> Span {
+        Span {
+            at: at as u32,
+            len: len as u32,
+        }
+    }
+
+    fn range(self) -> std::ops::Range<usize> {
+        self.at as usize..(self.at + self.len) as usize
+    }
+}
+
+/// A request's head in the request model: its method, target, authority and the caller's
+/// fields. It is kept as HTTP/1.1 sends it (one buffer, which HTTP/1.1 and the caller's-thread
+/// write send as it is) with where each part lies in it, which HTTP/2 maps to its HEADERS
+/// without parsing it again.
+#[derive(Debug, Clone)]
+pub struct Head {
+    bytes: Bytes,
+    method: Span,
+    target: Span,
+    /// The `host` field's value.
+    authority: Span,
+    /// The `upgrade` option's protocol.
+    upgrade: Option<Span>,
+    /// The caller's fields, in order (not `host`, `connection`, the framing or the upgrade,
+    /// which the encoder writes itself).
+    fields: Vec<(Span, Span)>,
+    /// Where the `connection: keep-alive` line starts, if there is one.
+    keep_alive_at: Option<usize>,
+}
+
+impl Head {
+    /// The head as HTTP/1.1 sends it: request line, fields, blank line.
+    pub fn bytes(&self) -> &Bytes {
+        &self.bytes
+    }
+
+    pub fn method(&self) -> &[u8] {
+        &self.bytes[self.method.range()]
+    }
+
+    /// The request target: a path (or an absolute URL), or `host:port` for CONNECT.
+    pub fn target(&self) -> &[u8] {
+        &self.bytes[self.target.range()]
+    }
+
+    /// The `host` field's value (HTTP/2's `:authority`).
+    pub fn authority(&self) -> &[u8] {
+        &self.bytes[self.authority.range()]
+    }
+
+    /// The protocol an upgrade asks for (`websocket`), if the request is one.
+    pub fn upgrade(&self) -> Option<&[u8]> {
+        self.upgrade.map(|s| &self.bytes[s.range()])
+    }
+
+    /// The caller's fields, name and value, in order; the values share the head's memory.
+    pub fn fields(&self) -> impl ExactSizeIterator<Item = (&[u8], Bytes)> + '_ {
+        self.fields
+            .iter()
+            .map(|(n, v)| (&self.bytes[n.range()], self.bytes.slice(v.range())))
+    }
+
+    /// Makes it say `connection: close` (the last request on its connection), if it said
+    /// `keep-alive`.
+    pub(crate) fn close(&mut self) {
+        let Some(at) = self.keep_alive_at.take() else {
+            return;
+        };
+        let mut out = BytesMut::with_capacity(self.bytes.len());
+        out.put_slice(&self.bytes[..at]);
+        out.put_slice(CLOSE_LINE);
+        out.put_slice(&self.bytes[at + KEEP_ALIVE_LINE.len()..]);
+        self.bytes = out.freeze();
+        // The caller's fields come after the line.
+        let shorter = (KEEP_ALIVE_LINE.len() - CLOSE_LINE.len()) as u32;
+        for (n, v) in &mut self.fields {
+            n.at -= shorter;
+            v.at -= shorter;
+        }
+    }
+
+    /// The head of a streamed request whose body ended before any byte of it: sent without
+    /// its framing line (chunked, or the length given), as undici sends it (`content-length:
+    /// 0` for methods that expect a body).
+    pub(crate) fn without_body(&self, expects_body: bool) -> Head {
+        // The framing line is the last one encode_head writes, after the caller's fields.
+        let h = &self.bytes[..self.bytes.len() - 2];
+        let start = h[..h.len().saturating_sub(2)]
+            .windows(2)
+            .rposition(|w| w == b"\r\n")
+            .map_or(0, |i| i + 2);
+        let line = &h[start..];
+        if line != CHUNKED_LINE && !line.starts_with(b"content-length: ") {
+            return self.clone();
+        }
+        let mut out = BytesMut::with_capacity(self.bytes.len());
+        out.put_slice(&h[..start]);
+        if expects_body {
+            out.put_slice(b"content-length: 0\r\n");
+        }
+        out.put_slice(b"\r\n");
+        Head {
+            bytes: out.freeze(),
+            ..self.clone()
+        }
+    }
 }
 
 const KEEP_ALIVE_LINE: &[u8] = b"connection: keep-alive\r\n";
-
-/// `head` with its `connection: keep-alive` line (at `at`) turned into `connection: close`.
-pub fn close_head(head: &[u8], at: usize) -> Bytes {
-    let mut out = BytesMut::with_capacity(head.len());
-    out.put_slice(&head[..at]);
-    out.put_slice(b"connection: close\r\n");
-    out.put_slice(&head[at + KEEP_ALIVE_LINE.len()..]);
-    out.freeze()
-}
+const CLOSE_LINE: &[u8] = b"connection: close\r\n";
 
 /// RFC 9110 token characters.
 fn is_token(s: &str) -> bool {
@@ -107,10 +215,10 @@ fn valid_header_value(v: &str) -> bool {
         .any(|c| matches!(c, '\0' | '\r' | '\n') || u32::from(c) > 0xff)
 }
 
-pub(crate) fn method_expects_body(method: &str) -> bool {
+pub(crate) fn method_expects_body(method: &[u8]) -> bool {
     matches!(
         method,
-        "POST" | "PUT" | "PATCH" | "QUERY" | "PROPFIND" | "PROPPATCH"
+        b"POST" | b"PUT" | b"PATCH" | b"QUERY" | b"PROPFIND" | b"PROPPATCH"
     )
 }
 
@@ -130,32 +238,15 @@ pub(crate) fn chunk_parts(chunk: Bytes) -> [Bytes; 3] {
 /// The end of a chunked body (without trailers).
 pub(crate) const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
 
-/// The head of a streamed request whose body ended before any byte of it: sent without its
-/// framing line (chunked, or the length given), as undici sends it (`content-length: 0` for
-/// methods that expect a body).
-pub fn empty_body_head(head: &[u8], expects_body: bool) -> Bytes {
-    let framing_line = |h: &[u8]| {
-        // The framing line is the last one encode_head writes.
-        let start = h[..h.len().saturating_sub(2)]
-            .windows(2)
-            .rposition(|w| w == b"\r\n")
-            .map_or(0, |i| i + 2);
-        let line = &h[start..];
-        (line == CHUNKED_LINE || line.starts_with(b"content-length: ")).then_some(start)
-    };
-    let Some(base) = head
-        .strip_suffix(b"\r\n")
-        .and_then(|h| framing_line(h).map(|at| &h[..at]))
-    else {
-        return Bytes::copy_from_slice(head);
-    };
-    let mut out = BytesMut::with_capacity(head.len());
-    out.put_slice(base);
-    if expects_body {
-        out.put_slice(b"content-length: 0\r\n");
+/// The `content-length` a head says for a body so framed (undici's rule): a known length, but
+/// none for an empty body of a method that expects none; `0` for no body of one that does.
+pub(crate) fn length_field(method: &[u8], framing: BodyFraming) -> Option<u64> {
+    let expects = method_expects_body(method);
+    match framing {
+        BodyFraming::Length(n) if n > 0 || expects => Some(n),
+        BodyFraming::None if expects => Some(0),
+        _ => None,
     }
-    out.put_slice(b"\r\n");
-    out.freeze()
 }
 
 /// Validates a request and encodes its head (request line, headers, blank line).
@@ -193,8 +284,10 @@ pub fn encode_head(input: &HeadInput<'_>) -> Result<EncodedHead> {
         128 + input.path.len() + input.headers.iter().map(|h| h.len() + 2).sum::<usize>(),
     );
     out.put_slice(input.method.as_bytes());
+    let method = Span::of(0, out.len());
     out.put_u8(b' ');
     push_latin1(&mut out, input.path).ok_or_else(|| invalid("invalid request path"))?;
+    let target = Span::of(method.len as usize + 1, out.len() - method.len as usize - 1);
     out.put_slice(b" HTTP/1.1\r\n");
 
     // A host given by the caller is written first, where the default one goes (as undici does).
@@ -203,6 +296,8 @@ pub fn encode_head(input: &HeadInput<'_>) -> Result<EncodedHead> {
     let mut declared_length: Option<u64> = None;
     // User headers are written after `host` and `connection`, so collect them first.
     let mut user = BytesMut::with_capacity(out.capacity());
+    // Where each is in `user`.
+    let mut fields = Vec::with_capacity(input.headers.len() / 2);
     for pair in input.headers.chunks_exact(2) {
         let (name, value) = (pair[0].as_str(), pair[1].as_str());
         if !is_token(name) {
@@ -246,9 +341,15 @@ pub fn encode_head(input: &HeadInput<'_>) -> Result<EncodedHead> {
                 _ => {}
             }
         }
+        let at = user.len();
         user.put_slice(name.as_bytes());
         user.put_slice(b": ");
         push_latin1(&mut user, value).ok_or_else(|| invalid(format!("invalid {name} header")))?;
+        let value_at = at + name.len() + 2;
+        fields.push((
+            Span::of(at, name.len()),
+            Span::of(value_at, user.len() - value_at),
+        ));
         user.put_slice(b"\r\n");
     }
 
@@ -266,49 +367,65 @@ pub fn encode_head(input: &HeadInput<'_>) -> Result<EncodedHead> {
         }
         (BodyInfo::None, _) => BodyFraming::None,
         (BodyInfo::Bytes(len), _) => BodyFraming::Length(len),
-        (BodyInfo::Stream, Some(0)) if !method_expects_body(input.method) => BodyFraming::Chunked,
+        (BodyInfo::Stream, Some(0)) if !method_expects_body(input.method.as_bytes()) => {
+            BodyFraming::Chunked
+        }
         (BodyInfo::Stream, Some(n)) => BodyFraming::Length(n),
         (BodyInfo::Stream, None) => BodyFraming::Chunked,
     };
 
     out.put_slice(b"host: ");
+    let authority_at = out.len();
     match host {
         Some(value) => {
             push_latin1(&mut out, value).ok_or_else(|| invalid("invalid host header"))?
         }
         None => out.put_slice(input.default_host.as_bytes()),
     }
+    let authority = Span::of(authority_at, out.len() - authority_at);
     out.put_slice(b"\r\n");
     let mut keep_alive_at = None;
+    let mut upgrade = None;
     if let Some(up) = input.upgrade {
         out.put_slice(b"connection: upgrade\r\nupgrade: ");
+        upgrade = Some(Span::of(out.len(), up.len()));
         out.put_slice(up.as_bytes());
         out.put_slice(b"\r\n");
     } else if reset {
-        out.put_slice(b"connection: close\r\n");
+        out.put_slice(CLOSE_LINE);
     } else {
         keep_alive_at = Some(out.len());
         out.put_slice(KEEP_ALIVE_LINE);
     }
+    let user_at = out.len() as u32;
+    for (n, v) in &mut fields {
+        n.at += user_at;
+        v.at += user_at;
+    }
     out.put_slice(&user);
     match framing {
-        BodyFraming::Length(n) if n > 0 || method_expects_body(input.method) => {
-            out.put_slice(b"content-length: ");
-            out.put_slice(n.to_string().as_bytes());
-            out.put_slice(b"\r\n");
-        }
-        BodyFraming::None if method_expects_body(input.method) => {
-            out.put_slice(b"content-length: 0\r\n")
-        }
         BodyFraming::Chunked => out.put_slice(CHUNKED_LINE),
-        _ => {}
+        _ => {
+            if let Some(n) = length_field(input.method.as_bytes(), framing) {
+                out.put_slice(b"content-length: ");
+                out.put_slice(n.to_string().as_bytes());
+                out.put_slice(b"\r\n");
+            }
+        }
     }
     out.put_slice(b"\r\n");
     Ok(EncodedHead {
-        bytes: out.freeze(),
+        head: Head {
+            bytes: out.freeze(),
+            method,
+            target,
+            authority,
+            upgrade,
+            fields,
+            keep_alive_at,
+        },
         framing,
         reset,
-        keep_alive_at,
     })
 }
 
@@ -334,7 +451,54 @@ mod tests {
     }
 
     fn text(head: &EncodedHead) -> &str {
-        std::str::from_utf8(&head.bytes).unwrap()
+        std::str::from_utf8(head.head.bytes()).unwrap()
+    }
+
+    fn fields(head: &Head) -> Vec<(String, String)> {
+        let s = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        head.fields().map(|(n, v)| (s(n), s(&v))).collect()
+    }
+
+    #[test]
+    fn the_parts_of_a_head_are_read_back_without_parsing() {
+        let hs = h(&[
+            "x-a",
+            "1",
+            "Host",
+            "other:1",
+            "X-B",
+            "caf\u{e9}",
+            "cookie",
+            "",
+        ]);
+        let mut i = input("PATCH", "/p?q=1", &hs);
+        i.body = BodyInfo::Bytes(2);
+        let EncodedHead { mut head, .. } = encode_head(&i).unwrap();
+        let want = |head: &Head| {
+            assert_eq!(head.method(), b"PATCH");
+            assert_eq!(head.target(), b"/p?q=1");
+            assert_eq!(head.authority(), b"other:1");
+            assert_eq!(head.upgrade(), None);
+            assert_eq!(
+                fields(head),
+                [("x-a", "1"), ("X-B", "caf\u{fffd}"), ("cookie", "")]
+                    .map(|(n, v)| (n.to_string(), v.to_string()))
+            );
+        };
+        want(&head);
+        // Turned into the last request: the fields after the changed line are still found.
+        head.close();
+        assert!(head.bytes().windows(17).any(|w| w == b"connection: close"));
+        want(&head);
+        want(&head.without_body(true));
+
+        let mut i = input("GET", "/chat", &[]);
+        i.upgrade = Some("websocket");
+        i.default_host = "h:1";
+        let head = encode_head(&i).unwrap().head;
+        assert_eq!(head.upgrade(), Some(&b"websocket"[..]));
+        assert_eq!(head.authority(), b"h:1");
+        assert!(head.fields().next().is_none());
     }
 
     #[test]
@@ -409,9 +573,11 @@ mod tests {
             let mut i = input(method, "/", &[]);
             i.body = BodyInfo::Stream;
             let head = encode_head(&i).unwrap();
-            let empty = empty_body_head(&head.bytes, method_expects_body(method));
+            let empty = head
+                .head
+                .without_body(method_expects_body(method.as_bytes()));
             assert_eq!(
-                std::str::from_utf8(&empty).unwrap(),
+                std::str::from_utf8(empty.bytes()).unwrap(),
                 text(&head).replace("transfer-encoding: chunked\r\n", want)
             );
         }
@@ -419,14 +585,14 @@ mod tests {
         let mut i = input("POST", "/", &hs);
         i.body = BodyInfo::Stream;
         let head = encode_head(&i).unwrap();
-        let empty = empty_body_head(&head.bytes, true);
+        let empty = head.head.without_body(true);
         assert_eq!(
-            std::str::from_utf8(&empty).unwrap(),
+            std::str::from_utf8(empty.bytes()).unwrap(),
             text(&head).replace("content-length: 12\r\n", "content-length: 0\r\n")
         );
         // Nothing to strip: unchanged.
         let head = encode_head(&input("GET", "/", &[])).unwrap();
-        assert_eq!(empty_body_head(&head.bytes, false), head.bytes);
+        assert_eq!(head.head.without_body(false).bytes(), head.head.bytes());
     }
 
     #[test]
@@ -463,16 +629,21 @@ mod tests {
     fn a_keep_alive_head_can_be_turned_into_the_last_one() {
         let hs = h(&["x-a", "1"]);
         let head = encode_head(&input("GET", "/", &hs)).unwrap();
-        let closed = close_head(&head.bytes, head.keep_alive_at.unwrap());
+        let mut closed = head.head.clone();
+        closed.close();
         assert_eq!(
-            std::str::from_utf8(&closed).unwrap(),
+            std::str::from_utf8(closed.bytes()).unwrap(),
             text(&head).replace("connection: keep-alive", "connection: close")
         );
+        // Once only.
+        let again = closed.bytes().clone();
+        closed.close();
+        assert_eq!(closed.bytes(), &again);
         let hs = h(&["connection", "close"]);
-        assert_eq!(
-            encode_head(&input("GET", "/", &hs)).unwrap().keep_alive_at,
-            None
-        );
+        let head = encode_head(&input("GET", "/", &hs)).unwrap();
+        let mut closed = head.head.clone();
+        closed.close();
+        assert_eq!(closed.bytes(), head.head.bytes());
     }
 
     #[test]
@@ -543,6 +714,6 @@ mod tests {
     fn latin1_values_are_bytes() {
         let hs = h(&["a", "caf\u{e9}"]);
         let head = encode_head(&input("GET", "/", &hs)).unwrap();
-        assert!(head.bytes.windows(5).any(|w| w == b"caf\xe9\r"));
+        assert!(head.head.bytes().windows(5).any(|w| w == b"caf\xe9\r"));
     }
 }

@@ -14,13 +14,13 @@ use tokio::time::Instant;
 use super::io::{Buffered, WRITE_HIGH_WATER};
 use super::Host;
 use crate::backlog::Share;
-use crate::codec::request::{chunk_parts, empty_body_head, BodyFraming, LAST_CHUNK};
+use crate::codec::request::{chunk_parts, BodyFraming, LAST_CHUNK};
 use crate::codec::RawHeader;
 use crate::conn::ConnShared;
 use crate::ctx::Ctx;
 use crate::error::Error;
 use crate::event::{Event, Shared};
-use crate::request::{Queued, ReqCtl, Request, RequestBody};
+use crate::request::{Queued, ReqCtl, Request};
 
 /// What a connection reports, in order; handed to the engine once a poll.
 pub(super) struct Outbox {
@@ -210,18 +210,10 @@ impl Pipeline {
             r.written = true;
             r.head_held = r.req.is_stream() && r.req.framing != BodyFraming::None;
             if !r.head_held {
-                out.push(r.req.head.clone());
+                out.push(r.req.head.bytes().clone());
             }
-            r.body_done = match &r.req.body {
-                RequestBody::None => true,
-                RequestBody::Bytes(b) => {
-                    if !b.is_empty() {
-                        out.push(b.clone());
-                    }
-                    true
-                }
-                RequestBody::Stream => false,
-            };
+            r.req.put_known_body(&mut out);
+            r.body_done = !r.req.is_stream();
         }
         for b in out {
             io.push(b);
@@ -259,7 +251,7 @@ impl Pipeline {
             let last = self.queue.back_mut().unwrap();
             last.body_sent += chunk.len() as u64;
             if std::mem::take(&mut last.head_held) {
-                parts.push(last.req.head.clone());
+                parts.push(last.req.head.bytes().clone());
             }
             if last.req.body_closes {
                 pumped.closes = true;
@@ -290,7 +282,13 @@ impl Pipeline {
             let last = self.queue.back_mut().unwrap();
             // Empty: the head goes without its framing, as undici sends it.
             if std::mem::take(&mut last.head_held) {
-                io.push(empty_body_head(&last.req.head, last.req.expects_body))
+                io.push(
+                    last.req
+                        .head
+                        .without_body(last.req.expects_body)
+                        .bytes()
+                        .clone(),
+                )
             } else if framing == BodyFraming::Chunked {
                 io.push(Bytes::from_static(LAST_CHUNK))
             }

@@ -1532,7 +1532,7 @@ fn aborts_before_and_after_the_write() {
         }
         pipe.fill_writes(&mut io);
         // Held: neither it nor anything behind it is written.
-        assert_eq!(io.queued(), 2 * get(1, "/").head.len());
+        assert_eq!(io.queued(), 2 * get(1, "/").head.bytes().len());
         // Aborted before its go-ahead: it just goes.
         ctls[2].aborted.set(true);
         assert!(!pipe.drop_aborted());

@@ -1,14 +1,15 @@
-//! The request model in HTTP/2 terms: an encoded HTTP/1.1 head becomes pseudo-headers and
-//! fields as undici sends them over HTTP/2, and received fields become raw headers.
+//! The request model in HTTP/2 terms: a request's head becomes pseudo-headers and fields as
+//! undici sends them over HTTP/2, and received fields become raw headers.
 //!
-//! Requests are encoded once, before the engine knows which protocol their connection will
-//! speak; the head is our own well-formed encoding, so reading it back is cheap and exact.
+//! A head is encoded once, before the engine knows which protocol its connection will speak;
+//! its parts (method, target, authority, the caller's fields) are read through
+//! [`Head`](crate::codec::request::Head)'s spans, not parsed again.
 
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue};
 use http::{HeaderMap, Method, Uri, Version};
 
-use crate::codec::request::BodyFraming;
+use crate::codec::request::length_field;
 use crate::codec::RawHeader;
 use crate::error::Error;
 use crate::request::{Request, RequestBody};
@@ -36,14 +37,10 @@ fn sends_length(method: &[u8]) -> bool {
     matches!(method, b"PUT" | b"POST" | b"PATCH")
 }
 
-/// Fields that are the connection's in HTTP/1.1 and have no place in HTTP/2.
+/// Fields that are the connection's in HTTP/1.1 and have no place in HTTP/2 (the encoder
+/// writes `host`, `connection` and the framing itself; a caller may still give this one).
 fn connection_specific(name: &[u8]) -> bool {
-    name.eq_ignore_ascii_case(b"host")
-        || name.eq_ignore_ascii_case(b"connection")
-        || name.eq_ignore_ascii_case(b"keep-alive")
-        || name.eq_ignore_ascii_case(b"proxy-connection")
-        || name.eq_ignore_ascii_case(b"transfer-encoding")
-        || name.eq_ignore_ascii_case(b"upgrade")
+    name.eq_ignore_ascii_case(b"proxy-connection")
 }
 
 /// Translates `req` for a stream. `scheme` is `http` or `https`; `extended_connect`: the
@@ -55,25 +52,12 @@ pub(crate) fn outgoing(
     extended_connect: bool,
 ) -> Result<Outgoing, Error> {
     let head = &req.head;
-    let lines = head.windows(2).filter(|w| w == b"\r\n").count();
-    let mut fields = vec![httparse::EMPTY_HEADER; lines];
-    let mut parsed = httparse::Request::new(&mut fields);
-    match parsed.parse(head) {
-        Ok(httparse::Status::Complete(_)) => {}
-        _ => return Err(invalid("invalid request head")),
-    }
-    let method_text = parsed.method.unwrap_or("GET");
-    let path = parsed.path.unwrap_or("/");
-    let mut connect = method_text == "CONNECT";
+    let method_bytes = head.method();
+    let mut connect = method_bytes == b"CONNECT";
     // A WebSocket upgrade: an extended CONNECT (:protocol websocket, with :path and :scheme).
     let mut websocket = false;
     if req.upgrade && !connect {
-        let protocol = parsed
-            .headers
-            .iter()
-            .find(|h| h.name.eq_ignore_ascii_case("upgrade"))
-            .map(|h| String::from_utf8_lossy(h.value).into_owned())
-            .unwrap_or_default();
+        let protocol = String::from_utf8_lossy(head.upgrade().unwrap_or_default());
         // As undici: only WebSocket has an HTTP/2 form, and only where the server takes it.
         if protocol != "websocket" {
             return Err(invalid(format!(
@@ -89,34 +73,25 @@ pub(crate) fn outgoing(
     let method = if websocket {
         Method::CONNECT
     } else {
-        Method::from_bytes(method_text.as_bytes()).map_err(|_| invalid("invalid request method"))?
+        Method::from_bytes(method_bytes).map_err(|_| invalid("invalid request method"))?
     };
-    let mut authority: Option<&[u8]> = None;
-    let mut map = HeaderMap::with_capacity(parsed.headers.len());
-    let base = head.as_ptr() as usize;
-    for f in parsed.headers.iter() {
-        let name = f.name.as_bytes();
-        if name.eq_ignore_ascii_case(b"host") {
-            authority = Some(f.value);
-            continue;
-        }
+    let mut map = HeaderMap::with_capacity(head.fields().len() + 2);
+    for (name, value) in head.fields() {
         if connection_specific(name) {
             continue;
         }
-        if name.eq_ignore_ascii_case(b"content-length")
-            && (connect || !sends_length(method_text.as_bytes()))
-        {
-            continue;
-        }
-        if name.eq_ignore_ascii_case(b"te") && !f.value.eq_ignore_ascii_case(b"trailers") {
+        if name.eq_ignore_ascii_case(b"te") && !value.eq_ignore_ascii_case(b"trailers") {
             continue;
         }
         let name = HeaderName::from_bytes(name).map_err(|_| invalid("invalid header key"))?;
-        // The value shares the head's memory.
-        let at = f.value.as_ptr() as usize - base;
-        let value = HeaderValue::from_maybe_shared(head.slice(at..at + f.value.len()))
+        let value = HeaderValue::from_maybe_shared(value)
             .map_err(|_| invalid(format!("invalid {name} header")))?;
         append(&mut map, name, value)?;
+    }
+    if !connect && sends_length(method_bytes) {
+        if let Some(n) = length_field(method_bytes, req.framing) {
+            map.insert(http::header::CONTENT_LENGTH, HeaderValue::from(n));
+        }
     }
     if req.expect_continue {
         map.insert(
@@ -124,14 +99,14 @@ pub(crate) fn outgoing(
             HeaderValue::from_static("100-continue"),
         );
     }
-    let authority = authority.unwrap_or_default();
+    let authority = head.authority();
     let uri = if connect && !websocket {
         Uri::builder().authority(authority).build()
     } else {
         Uri::builder()
             .scheme(scheme)
             .authority(authority)
-            .path_and_query(path)
+            .path_and_query(head.target())
             .build()
     }
     .map_err(|_| invalid("invalid request path"))?;
@@ -146,7 +121,6 @@ pub(crate) fn outgoing(
     }
     let (body, streamed) = match &req.body {
         RequestBody::None => (None, false),
-        RequestBody::Bytes(b) if req.framing == BodyFraming::Chunked => (Some(unchunk(b)?), false),
         RequestBody::Bytes(b) => (Some(b.clone()), false),
         RequestBody::Stream => (None, true),
     };
@@ -179,34 +153,6 @@ fn append(map: &mut HeaderMap, name: HeaderName, value: HeaderValue) -> Result<(
         }
     }
     Ok(())
-}
-
-/// The payload of a chunked body the engine framed itself (a streamed body that ended before
-/// its request was sent, see [`Request::end_stream`]).
-fn unchunk(framed: &Bytes) -> Result<Bytes, Error> {
-    let bad = || invalid("invalid chunked body");
-    let mut parts: Vec<Bytes> = Vec::new();
-    let mut at = 0;
-    loop {
-        let rest = &framed[at..];
-        let eol = rest.windows(2).position(|w| w == b"\r\n").ok_or_else(bad)?;
-        let size = std::str::from_utf8(&rest[..eol]).map_err(|_| bad())?;
-        let size = usize::from_str_radix(size, 16).map_err(|_| bad())?;
-        at += eol + 2;
-        if size == 0 {
-            break;
-        }
-        if framed.len() < at + size + 2 {
-            return Err(bad());
-        }
-        parts.push(framed.slice(at..at + size));
-        at += size + 2;
-    }
-    Ok(match parts.len() {
-        0 => Bytes::new(),
-        1 => parts.pop().unwrap_or_default(),
-        _ => parts.concat().into(),
-    })
 }
 
 /// Fields Node keeps the first of when repeated (its `kSingleValueHeaders`).
