@@ -10,6 +10,7 @@ import { saetta, stableObject, undici, type Lib } from './differential-support'
 export const NODE_MAJOR = Number(process.versions.node.split('.')[0])
 
 type Fetch = Lib['fetch']
+type RequestInit = NonNullable<Parameters<Fetch>[1]>
 type Dispatcher = InstanceType<Lib['Agent']>
 
 export interface Impl {
@@ -22,7 +23,7 @@ export interface Impl {
   /** The dispatcher to pass as `init.dispatcher` (undefined for Node's global fetch: the global one). */
   dispatcher(): Dispatcher | undefined
   /** `init` with this implementation's dispatcher. */
-  init<T extends object>(init?: T): T & { dispatcher?: Dispatcher }
+  init(init?: RequestInit): RequestInit
 }
 
 function fromLib(name: 'undici' | 'saetta', lib: Lib): Impl {
@@ -38,7 +39,7 @@ function fromLib(name: 'undici' | 'saetta', lib: Lib): Impl {
       onCleanup(() => a.destroy())
       return a
     },
-    init: (init) => ({ ...(init ?? ({} as never)), dispatcher: impl.dispatcher() }),
+    init: (init) => ({ ...init, dispatcher: impl.dispatcher() }),
   }
   return impl
 }
@@ -52,7 +53,7 @@ const node: Impl = {
   Headers: globalThis.Headers as unknown as Lib['Headers'],
   FormData: globalThis.FormData as unknown as Lib['FormData'],
   dispatcher: () => undefined,
-  init: (init) => ({ ...(init ?? ({} as never)) }),
+  init: (init) => ({ ...init }),
 }
 
 export const impls = { undici: fromLib('undici', undici), saetta: fromLib('saetta', saetta), node }
@@ -91,7 +92,7 @@ function normalise<T>(record: T, origin: string): T {
   const port = new URL(origin).port
   const text = JSON.stringify(record, (_k, v: unknown) => (v === undefined ? '__undefined__' : v))
   if (text === undefined) return record
-  const out = text.replaceAll(origin, 'ORIGIN').replaceAll(`:${port}`, ':PORT')
+  const out = port === '' ? text : text.replaceAll(origin, 'ORIGIN').replaceAll(`:${port}`, ':PORT')
   return JSON.parse(out, (_k, v: unknown) => (v === '__undefined__' ? undefined : v)) as T
 }
 

@@ -77,7 +77,7 @@ describe('redirect: follow', () => {
   ])('%i on %s: the method that reaches the target', async (status, method) => {
     await compare(redirecting, async (f, origin) => {
       const res = await f.fetch(`${origin}/s/${status}`, f.init({ method, body: method === 'GET' || method === 'HEAD' ? undefined : 'b' }))
-      return { status: res.status, redirected: res.redirected, method: res.headers.get('content-type') === 'application/json' && method !== 'HEAD' ? (await res.json()).method : res.headers.get('content-length') }
+      return { status: res.status, redirected: res.redirected, method: res.headers.get('content-type') === 'application/json' && method !== 'HEAD' ? ((await res.json()) as { method: string }).method : res.headers.get('content-length') }
     })
   })
 
@@ -312,7 +312,7 @@ describe('abort', () => {
       const replaced = await outcome(async () => (await f.fetch(req, f.init({ signal: new AbortController().signal }))).status)
       const late = new AbortController()
       const res = await f.fetch(`${origin}/late`, f.init({ signal: late.signal }))
-      const body = await res.json()
+      const body = (await res.json()) as { url: string }
       late.abort()
       return [fromRequest, replaced, body.url, res.bodyUsed, res.status]
     })
