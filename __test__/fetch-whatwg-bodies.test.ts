@@ -370,6 +370,15 @@ describe('errors and their causes', () => {
     })
   })
 
+  test('a bad port (the fetch standard\'s list) fails before connecting, also on a redirect to it', async () => {
+    const server = () => httpServer((_req, res) => res.writeHead(302, { location: 'http://127.0.0.1:6000/' }).end())
+    await compare(server, async (f, origin) => [
+      await failure(f.fetch('http://127.0.0.1:1/', f.init())),
+      await failure(f.fetch('http://127.0.0.1:6667/', f.init())),
+      await failure(f.fetch(`${origin}/to-bad`, f.init())),
+    ])
+  })
+
   test('a connection reset before the head and in the middle of the body', async () => {
     const server = () =>
       netServer((socket) => {

@@ -8,7 +8,7 @@
 import http from 'node:http'
 import { createHash } from 'node:crypto'
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
-import { cleanup, closedPort, httpServer, readBody } from './helpers'
+import { cleanup, closedPort, httpServer, okResponse, rawServer, readBody } from './helpers'
 import { undici } from './differential-support'
 import { NODE_MAJOR, compare, describeResponse, failure, mirror, outcome, signal, type Impl } from './fetch-support'
 
@@ -26,6 +26,34 @@ const seen = async (res: Awaited<ReturnType<Impl['fetch']>>): Promise<Record<str
   redirected: res.redirected,
   status: res.status,
   got: await res.json(),
+})
+
+// ---------------------------------------------------------------------------------------------
+// 0. the request on the wire
+
+describe('the request head on the wire', () => {
+  const heads = () => rawServer((req, socket) => socket.end(okResponse(req.head)))
+
+  // differs today: saetta's fetch gives Node's its `user-agent: undici` in the headers it is
+  // handed, so it goes out first; undici 8 adds it among its defaults, after sec-fetch-mode.
+  test.skip("fetch's default headers and the caller's, in undici 8's order, byte for byte", async () => {
+    await compare(heads, async (f, origin) => {
+      const out: string[] = []
+      out.push(await (await f.fetch(`${origin}/get`, f.init())).text())
+      out.push(await (await f.fetch(`${origin}/h`, f.init({ headers: { 'X-B': '2', 'x-a': '1', accept: 'text/html' } }))).text())
+      out.push(await (await f.fetch(`${origin}/post`, f.init({ method: 'POST', body: 'data', headers: { 'x-z': 'z' } }))).text())
+      return out
+    }, false)
+  })
+
+  test("the same headers go out, whatever their order (Node's own sends user-agent: node)", async () => {
+    await compare(heads, async (f, origin) => {
+      const sorted = (head: string) => head.split('\r\n').slice(1).map((l) => l.replace(/^user-agent: node$/, 'user-agent: undici')).sort()
+      const get = sorted(await (await f.fetch(`${origin}/get`, f.init())).text())
+      const post = sorted(await (await f.fetch(`${origin}/post`, f.init({ method: 'POST', body: 'data', headers: { 'X-B': '2', accept: 'text/html' } }))).text())
+      return [get, post]
+    })
+  })
 })
 
 // ---------------------------------------------------------------------------------------------
@@ -154,6 +182,26 @@ describe('redirect: follow', () => {
       const roundTrip = await seen(await f.fetch(back, f.init({ headers: credentials })))
       return [cross, same, roundTrip]
     })
+  })
+})
+
+describe('redirect: the connection', () => {
+  // differs today: undici 8's fetch destroys the connection a redirect came on (its step "if
+  // actualResponse's status is a redirect status"); in undici that lands on the first hop's
+  // connection, so a same-origin chain of any length takes two connections (the same over 30
+  // runs on Node 22 and 26, but it hangs on when the destroy meets the response's end). Node's
+  // fetch on saetta's Agent asks the same, but saetta's response is complete by then: one
+  // connection. The own fetch should decide this on purpose.
+  test.skip('a same-origin redirect chain: the connections the server sees', async () => {
+    await compare(redirecting, async (f, origin, srv) => {
+      const out: number[] = []
+      for (const n of [1, 3]) {
+        const before = srv.connections
+        await (await f.fetch(`${origin}/chain/${n}`, f.init())).text()
+        out.push(srv.connections - before)
+      }
+      return out
+    }, false)
   })
 })
 
