@@ -67,7 +67,7 @@ export type WithNode = boolean | number
 /**
  * Runs `scenario` on undici 8 (the reference), then saetta, then (if `withNode` says so) Node's
  * global fetch, each with a fresh server from `server`; every record must equal undici's.
- * Returns undici's record.
+ * Returns undici's record (SHOW_RECORDS=1 prints it, to see what a scenario pins).
  */
 export async function compare<T, S extends { origin: string }>(
   server: () => Promise<S>,
