@@ -226,9 +226,9 @@ describe('NODE_DEBUG for a fetch', () => {
     expect(ours.length).toBeGreaterThan(0)
   })
 
-  // differs today: undici 8's fetch destroys the connection a redirect came on, so its lines
-  // show a second 'connecting'/'connected' pair before the next hop; saetta keeps the
-  // connection (see 'redirect: the connection' in fetch-whatwg.test.ts).
+  // A knowing difference (docs/differences.md): undici 8's fetch destroys the connection a
+  // redirect came on, so its lines show a second 'connecting'/'connected' pair before the next
+  // hop; saetta's fetch keeps the connection (see 'redirect: the connection' in fetch-whatwg.test.ts).
   test.skip('NODE_DEBUG=fetch: a redirect', async () => {
     const srv = await httpServer((req, res) => (req.url === '/from' ? res.writeHead(302, { location: '/to' }).end() : res.end('ok')))
     const script = `

@@ -36,7 +36,7 @@ describe('the request head on the wire', () => {
 
   // differs today: saetta's fetch gives Node's its `user-agent: undici` in the headers it is
   // handed, so it goes out first; undici 8 adds it among its defaults, after sec-fetch-mode.
-  test.skip("fetch's default headers and the caller's, in undici 8's order, byte for byte", async () => {
+  test("fetch's default headers and the caller's, in undici 8's order, byte for byte", async () => {
     await compare(heads, async (f, origin) => {
       const out: string[] = []
       out.push(await (await f.fetch(`${origin}/get`, f.init())).text())
@@ -186,12 +186,9 @@ describe('redirect: follow', () => {
 })
 
 describe('redirect: the connection', () => {
-  // differs today: undici 8's fetch destroys the connection a redirect came on (its step "if
-  // actualResponse's status is a redirect status"); in undici that lands on the first hop's
-  // connection, so a same-origin chain of any length takes two connections (the same over 30
-  // runs on Node 22 and 26, but it hangs on when the destroy meets the response's end). Node's
-  // fetch on saetta's Agent asks the same, but saetta's response is complete by then: one
-  // connection. The own fetch should decide this on purpose.
+  // A knowing difference (docs/differences.md): undici 8's fetch destroys the connection a
+  // redirect came on, so a same-origin chain of any length takes two connections; saetta's fetch
+  // drops the redirect's body and lets its connection carry the next hop: one connection.
   test.skip('a same-origin redirect chain: the connections the server sees', async () => {
     await compare(redirecting, async (f, origin, srv) => {
       const out: number[] = []
@@ -368,7 +365,7 @@ describe('abort', () => {
 
   // differs today: Node's fetch captures a new stack at its own frame (one line, the caller lost,
   // an Error reason's own stack overwritten); undici 8 appends the caller's frames to the stack.
-  test.skip("errors' stacks: 'fetch failed' names the caller; an Error reason keeps its stack; an object reason gets one", async () => {
+  test("errors' stacks: 'fetch failed' names the caller; an Error reason keeps its stack; an object reason gets one", async () => {
     const file = /fetch-whatwg\.test\.ts/
     await compare(holding, async (f, origin) => {
       let failed: Error | undefined

@@ -5,6 +5,8 @@ import { Agent } from '../dispatcher/agent'
 import { getGlobalDispatcher, setGlobalDispatcher } from '../global'
 import { globalDispatcherUnset, slot } from '../util/global-slots'
 import type { Dispatcher } from '../dispatcher/dispatcher'
+import { applies, httpFetch, UNDICI7, UNDICI8, type Flavour } from './http-fetch'
+import { getGlobalOrigin } from './global-origin'
 
 const slotWasEmpty = globalDispatcherUnset()
 
@@ -83,19 +85,59 @@ type RequestInfo = U.RequestInfo
 type RequestInit = U.RequestInit
 
 export function fetch(input: RequestInfo, init?: RequestInit): Promise<Response> {
-  return run(input, init, true)
+  return run(input, init, UNDICI8).catch(withCallerFrames)
 }
 
 /** undici 7's fetch (the undici7 entry's): a Request given alone loses its referrer. */
 export const fetchUndici7 = {
   fetch(input: RequestInfo, init?: RequestInit): Promise<Response> {
-    return run(input, init, false)
+    return run(input, init, UNDICI7).catch(withCallerFrames)
   },
 }.fetch
 
-function run(input: RequestInfo, init: RequestInit | undefined, keepReferrer: boolean): Promise<Response> {
-  // Node's fetch takes a dispatcher from init, else from the Request, else from the global slot;
-  // filling that slot first (with saetta's Agent unless one is set) makes the default saetta's.
+/**
+ * Rethrows a fetch's error, as undici's fetch does, with the frames of the code that awaited the
+ * fetch after its own (where its stack does not go through this file already); an object
+ * without a stack is given those frames as its `stack`.
+ */
+function withCallerFrames(err: unknown): never {
+  if (err !== null && typeof err === 'object') {
+    const e = err as { stack?: unknown }
+    const stack = typeof e.stack === 'string' ? e.stack : ''
+    if (stack === '' || !stack.includes(__filename)) {
+      const here: { stack?: string } = {}
+      Error.captureStackTrace(here, withCallerFrames)
+      if (here.stack) e.stack = stack === '' ? here.stack : `${stack}\n${here.stack.split('\n').slice(1).join('\n')}`
+    }
+  }
+  throw err
+}
+
+function run(input: RequestInfo, init: RequestInit | undefined, flavour: Flavour): Promise<Response> {
+  if (nodeFetch === undefined) return Promise.reject(new TypeError(noFetch('fetch')))
+  const own = applies(input, init, getGlobalOrigin())
+  if (own !== null) {
+    const given = own.init ?? {}
+    let validated: Request | null = null
+    try {
+      // Node's Request checks what it is given as undici's fetch does (its errors are fetch's).
+      validated = new Request(own.url, { method: given.method, headers: given.headers, redirect: given.redirect } as RequestInit)
+    } catch {}
+    // A body on GET or HEAD, or anything the Request refused: Node's fetch rejects as undici's.
+    if (validated !== null && (given.body == null || (validated.method !== 'GET' && validated.method !== 'HEAD'))) {
+      const dispatcher = (given.dispatcher as Dispatcher | undefined) ?? getGlobalDispatcher()
+      return httpFetch(own, dispatcher, validated, flavour)
+    }
+  }
+  return viaNodeFetch(input, init, flavour.keepReferrer)
+}
+
+/**
+ * Node's fetch on saetta's dispatchers: it takes a dispatcher from init, else from the Request,
+ * else from the global slot; filling that slot first (with saetta's Agent unless one is set)
+ * makes the default saetta's.
+ */
+function viaNodeFetch(input: RequestInfo, init: RequestInit | undefined, keepReferrer: boolean): Promise<Response> {
   if (nodeFetch === undefined) return Promise.reject(new TypeError(noFetch('fetch')))
   getGlobalDispatcher()
   const [i, o] = withDefaults(input, init, keepReferrer)

@@ -1,0 +1,423 @@
+// saetta's own fetch for http: and https: URLs: the request goes to a dispatcher as one
+// `dispatch`, and the response's bytes go from the core into a byte ReadableStream, without the
+// Node streams and promise chains of the fetch Node bundles. It sends what undici 8's fetch
+// sends (the default headers, in its order) and answers as it does: redirects, decoding,
+// aborts, errors and their causes.
+//
+// `applies` says which calls it takes: the others (a Request object, data: and blob: URLs,
+// integrity, modes, credentials, cache modes, FormData, Blob and stream bodies) still go through
+// the fetch Node bundles, run on saetta's dispatcher (fetch.ts).
+import { Buffer } from 'node:buffer'
+import * as zlib from 'node:zlib'
+import { Transform } from 'node:stream'
+import type * as U from 'undici-types'
+import type { Dispatcher } from '../dispatcher/dispatcher'
+import type { DispatchController, IncomingHttpHeaders } from '../dispatcher/types'
+import { fetchResponse, NULL_BODY_STATUS, type FetchResponse } from './response'
+
+/** The members of RequestInit this fetch reads; any other one sends the call to Node's fetch. */
+const OWN_INIT = new Set(['method', 'headers', 'body', 'signal', 'redirect', 'dispatcher', 'duplex', 'keepalive'])
+
+/** Ports fetch refuses to connect to (the Fetch standard's "bad port" list). */
+const BAD_PORTS = new Set([
+  1, 7, 9, 11, 13, 15, 17, 19, 20, 21, 22, 23, 25, 37, 42, 43, 53, 69, 77, 79, 87, 95, 101, 102, 103, 104, 109, 110,
+  111, 113, 115, 117, 119, 123, 135, 137, 139, 143, 161, 179, 389, 427, 465, 512, 513, 514, 515, 526, 530, 531, 532,
+  540, 548, 554, 556, 563, 587, 601, 636, 989, 990, 993, 995, 1719, 1720, 1723, 2049, 3659, 4045, 4190, 5060, 5061,
+  6000, 6566, 6665, 6666, 6667, 6668, 6669, 6679, 6697, 10080,
+])
+
+const REDIRECT_STATUS = new Set([301, 302, 303, 307, 308])
+/** Fields about a request's body, dropped when a redirect turns it into a GET. */
+const BODY_FIELDS = ['content-encoding', 'content-language', 'content-location', 'content-type']
+/** Fields dropped on a redirect to another origin. */
+const CREDENTIAL_FIELDS = ['authorization', 'proxy-authorization', 'cookie']
+/** Conditional fields: with one, the default cache mode becomes no-store. */
+const CONDITIONAL_FIELDS = ['if-modified-since', 'if-none-match', 'if-unmodified-since', 'if-match', 'if-range']
+const MAX_REDIRECTS = 20
+const MAX_CODINGS = 5
+/** Bytes a response body holds for its reader before the connection pauses. */
+const HIGH_WATER = 65536
+
+/** What tells the two undici majors' fetch apart here. */
+export interface Flavour {
+  /** `accept-encoding` sent to https: origins. */
+  httpsEncodings: string
+  /** A Request given alone keeps its referrer (undici 8), for the calls Node's fetch runs. */
+  keepReferrer: boolean
+}
+export const UNDICI8: Flavour = { httpsEncodings: 'br, gzip, deflate, zstd', keepReferrer: true }
+export const UNDICI7: Flavour = { httpsEncodings: 'br, gzip, deflate', keepReferrer: false }
+
+type Body = string | ArrayBuffer | ArrayBufferView | URLSearchParams
+type Init = { [k: string]: unknown }
+
+/** What the call asks, as this fetch takes it. */
+export interface OwnCall {
+  url: URL
+  init: Init | undefined
+}
+
+/**
+ * The call, if this fetch takes it: an http(s) URL given as a string or URL, to a port fetch
+ * allows, with only the members of {@link OWN_INIT} and a body known whole.
+ */
+export function applies(input: unknown, init: unknown, base: URL | undefined): OwnCall | null {
+  if (typeof input !== 'string' && !(input instanceof URL)) return null
+  if (init !== undefined && init !== null && typeof init !== 'object') return null
+  const given = (init ?? undefined) as Init | undefined
+  if (given !== undefined) {
+    for (const key in given) if (!OWN_INIT.has(key) && given[key] !== undefined) return null
+    const { body, signal, duplex } = given
+    if (body != null && !knownBody(body)) return null
+    if (signal != null && !(signal instanceof AbortSignal)) return null
+    if (duplex !== undefined && duplex !== 'half') return null
+  }
+  let url: URL
+  try {
+    url = new URL(String(input), base)
+  } catch {
+    return null
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return null
+  if (url.username !== '' || url.password !== '') return null
+  if (badPort(url)) return null
+  return { url, init: given }
+}
+
+function badPort(url: URL): boolean {
+  return url.port !== '' && BAD_PORTS.has(Number(url.port))
+}
+
+function knownBody(body: unknown): body is Body {
+  return typeof body === 'string' || body instanceof ArrayBuffer || ArrayBuffer.isView(body) || body instanceof URLSearchParams
+}
+
+/** The bytes and default content-type of a body known whole (the body is copied, as fetch does). */
+function extract(body: Body): [Buffer, string | null] {
+  if (typeof body === 'string') return [Buffer.from(body), 'text/plain;charset=UTF-8']
+  if (body instanceof URLSearchParams) return [Buffer.from(body.toString()), 'application/x-www-form-urlencoded;charset=UTF-8']
+  if (body instanceof ArrayBuffer) return [Buffer.from(body.slice(0)), null]
+  return [Buffer.from(new Uint8Array(body.buffer, body.byteOffset, body.byteLength)), null]
+}
+
+/** The header list fetch sends: the caller's fields (first spelling, in order) and its defaults. */
+class FieldList {
+  /** By lowercase name: the spelling sent and the value. */
+  readonly map = new Map<string, [string, string]>()
+
+  has(lower: string): boolean {
+    return this.map.has(lower)
+  }
+
+  append(name: string, value: string): void {
+    const lower = name.toLowerCase()
+    const had = this.map.get(lower)
+    if (had === undefined) this.map.set(lower, [name, value])
+    else had[1] = `${had[1]}, ${value}`
+  }
+
+  /** The headers object for `dispatch`, in order. */
+  toObject(): Record<string, string> {
+    const out: Record<string, string> = {}
+    for (const [name, value] of this.map.values()) out[name] = value
+    return out
+  }
+}
+
+/**
+ * The caller's fields, as the Request made of them has them (validated, values normalized and
+ * joined), in the order and spelling they were given.
+ */
+function callerFields(given: unknown, validated: U.Headers): FieldList {
+  const list = new FieldList()
+  const add = (name: string): void => {
+    const lower = name.toLowerCase()
+    if (list.has(lower)) return
+    const value = lower === 'set-cookie' ? validated.getSetCookie().join(', ') : validated.get(lower)
+    if (value !== null) list.map.set(lower, [name, value])
+  }
+  if (given == null) return list
+  if (given instanceof Headers) {
+    given.forEach((_value, name) => add(name))
+  } else if (typeof (given as Iterable<unknown>)[Symbol.iterator] === 'function') {
+    for (const pair of given as Iterable<Iterable<unknown>>) add(String([...pair][0]))
+  } else {
+    for (const name of Object.keys(given as object)) add(name)
+  }
+  return list
+}
+
+/** Adds fetch's default fields where the caller gave none, as undici 8's fetch adds them. */
+function addDefaults(list: FieldList, contentType: string | null, url: URL, flavour: Flavour): void {
+  if (contentType !== null && !list.has('content-type')) list.append('content-type', contentType)
+  if (!list.has('accept')) list.append('accept', '*/*')
+  if (!list.has('accept-language')) list.append('accept-language', '*')
+  list.map.set('sec-fetch-mode', ['sec-fetch-mode', 'cors'])
+  if (!list.has('user-agent')) list.append('user-agent', 'undici')
+  if (CONDITIONAL_FIELDS.some((f) => list.has(f))) {
+    if (!list.has('pragma')) list.append('pragma', 'no-cache')
+    if (!list.has('cache-control')) list.append('cache-control', 'no-cache')
+  }
+  if (list.has('range')) list.append('accept-encoding', 'identity')
+  if (!list.has('accept-encoding')) list.append('accept-encoding', url.protocol === 'https:' ? flavour.httpsEncodings : 'gzip, deflate')
+  list.map.delete('host')
+}
+
+/** A network error, as fetch rejects with it. */
+function networkError(cause: unknown): TypeError {
+  return new TypeError('fetch failed', { cause })
+}
+
+/** One hop's outcome: a response to hand back, or a redirect (to follow, or to fail on). */
+type Hop = { response: FetchResponse } | { location: string | null; status: number }
+
+/** The request as it goes on each hop. */
+interface Outgoing {
+  url: URL
+  method: string
+  fields: FieldList
+  body: Buffer | null
+  redirect: string
+  signal: AbortSignal | null
+}
+
+/**
+ * Runs a call {@link applies} took, `validated` as Node's Request (made of its method, headers
+ * and redirect mode: the caller's checks are Node's, and so its errors).
+ */
+export async function httpFetch(call: OwnCall, dispatcher: Dispatcher, validated: U.Request, flavour: Flavour): Promise<U.Response> {
+  const init = call.init ?? {}
+  const signal = (init.signal ?? null) as AbortSignal | null
+  if (signal?.aborted) throw signal.reason
+  const [body, contentType] = init.body == null ? [null, null] : extract(init.body as Body)
+  const fields = callerFields(init.headers, validated.headers)
+  addDefaults(fields, contentType, call.url, flavour)
+  const out: Outgoing = { url: call.url, method: validated.method, fields, body, redirect: validated.redirect, signal }
+  for (let redirects = 0; ; redirects++) {
+    const hop = await send(out, dispatcher, redirects > 0)
+    if ('response' in hop) return hop.response as unknown as U.Response
+    if (out.redirect === 'error') throw networkError(new Error('unexpected redirect'))
+    if (hop.location === null) throw networkError(new Error('unexpected redirect'))
+    let next: URL
+    try {
+      next = new URL(hop.location, out.url)
+    } catch (err) {
+      throw networkError(err)
+    }
+    if (next.hash === '' && out.url.hash !== '') next.hash = out.url.hash
+    if (next.protocol !== 'http:' && next.protocol !== 'https:') throw networkError(new Error('URL scheme must be a HTTP(S) scheme'))
+    if (badPort(next)) throw networkError(new Error('bad port'))
+    if (redirects + 1 > MAX_REDIRECTS) throw networkError(new Error('redirect count exceeded'))
+    if (((hop.status === 301 || hop.status === 302) && out.method === 'POST') || (hop.status === 303 && out.method !== 'GET' && out.method !== 'HEAD')) {
+      out.method = 'GET'
+      out.body = null
+      for (const f of BODY_FIELDS) out.fields.map.delete(f)
+    }
+    if (next.origin !== out.url.origin) for (const f of CREDENTIAL_FIELDS) out.fields.map.delete(f)
+    out.url = next
+  }
+}
+
+/** The error an abort without an Error for its reason aborts the dispatch with. */
+function abortError(): DOMException {
+  return new DOMException('The operation was aborted.', 'AbortError')
+}
+
+/**
+ * Sends one hop and reads its head. A redirect resolves at its head, its body read and dropped
+ * meanwhile (the next hop goes on another connection, as undici's fetch sends it); any other
+ * response resolves with its body to come.
+ */
+function send(out: Outgoing, dispatcher: Dispatcher, redirected: boolean): Promise<Hop> {
+  const { url, method, signal } = out
+  return new Promise<Hop>((resolve, reject) => {
+    let controller: DispatchController | null = null
+    let stream: ReadableByteStreamController | null = null
+    let decoders: Transform[] = []
+    /** The promise is settled: what comes next goes to the body, if there is one. */
+    let settled = false
+    /** The caller's signal aborted it: the dispatch's own error is not the outcome. */
+    let aborted = false
+    const done = (): void => {
+      signal?.removeEventListener('abort', onAbort)
+      for (const d of decoders) d.destroy()
+      decoders = []
+    }
+    /** Ends it with `err`: the fetch rejects with it, or its body errors with it. */
+    const fail = (err: unknown): void => {
+      done()
+      if (!settled) {
+        settled = true
+        reject(err)
+      } else if (stream !== null) {
+        stream.error(err)
+        stream = null
+      }
+    }
+    function onAbort(this: AbortSignal): void {
+      const reason: unknown = this.reason
+      aborted = true
+      fail(reason)
+      controller?.abort(reason instanceof Error ? reason : abortError())
+    }
+    signal?.addEventListener('abort', onAbort, { once: true })
+    const enqueue = (chunk: Buffer): void => {
+      if (stream === null) return
+      // A copy: enqueuing transfers its buffer, and the chunk's is shared.
+      stream.enqueue(new Uint8Array(chunk))
+      if ((stream.desiredSize ?? 1) <= 0) controller?.pause()
+    }
+    const close = (): void => {
+      done()
+      stream?.close()
+      stream = null
+    }
+    const path = url.pathname + url.search + (url.search === '' && url.href.endsWith('?' + url.hash) ? '?' : '')
+    // Named as undici's fetch names it, which a dispatcher without `dispatch` shows.
+    const agent = dispatcher
+    try {
+      agent.dispatch(
+        { origin: url.origin, path, method, headers: out.fields.toObject(), body: out.body },
+        {
+          onRequestStart(c: DispatchController): void {
+            controller = c
+            if (aborted) c.abort(abortError())
+          },
+          onResponseStart(c: DispatchController, status: number, headers: IncomingHttpHeaders, statusText?: string): void {
+            if (status < 200 || settled) return
+            const location = headers.location
+            if (REDIRECT_STATUS.has(status) && (out.redirect === 'error' || (out.redirect === 'follow' && location !== undefined))) {
+              settled = true
+              done()
+              resolve({ location: location === undefined ? null : Array.isArray(location) ? location[0] : location, status })
+              return
+            }
+            const nullBody = NULL_BODY_STATUS.has(status) || method === 'HEAD' || method === 'CONNECT'
+            let body: ReadableStream<Uint8Array> | null = null
+            if (!nullBody) {
+              body = new ReadableStream({
+                type: 'bytes',
+                start(s) {
+                  stream = s
+                },
+                pull() {
+                  if (controller?.paused) controller.resume()
+                },
+                cancel(reason) {
+                  stream = null
+                  done()
+                  controller?.abort(reason instanceof Error ? reason : abortError())
+                },
+              }, { highWaterMark: HIGH_WATER })
+              const codings = headers['content-encoding']
+              if (codings !== undefined) {
+                const list = String(codings).toLowerCase().split(',')
+                if (list.length > MAX_CODINGS) {
+                  c.abort(new Error(`too many content-encodings in response: ${list.length}, maximum allowed is ${MAX_CODINGS}`))
+                  return
+                }
+                decoders = decodersFor(list)
+                if (decoders.length > 0) pipeDecoders(decoders, enqueue, close, (err) => {
+                  c.abort(err)
+                  fail(new TypeError('terminated', { cause: err }))
+                }, c)
+              }
+            }
+            settled = true
+            resolve({ response: fetchResponse(body, status, statusText ?? '', headers, url, redirected) })
+          },
+          onResponseData(_c: DispatchController, chunk: Buffer): void {
+            if (stream === null) return
+            if (decoders.length > 0) {
+              if (!decoders[0].write(chunk)) controller?.pause()
+            } else {
+              enqueue(chunk)
+            }
+          },
+          onResponseEnd(): void {
+            if (decoders.length > 0) decoders[0].end()
+            else close()
+          },
+          onResponseError(_c: DispatchController, err: Error): void {
+            if (aborted) return
+            fail(settled ? new TypeError('terminated', { cause: err }) : networkError(err))
+          },
+        },
+      )
+    } catch (err) {
+      fail(networkError(err))
+    }
+  })
+}
+
+/** zlib's zstd, where this Node has it (22.15 and later). */
+const zstd = zlib as unknown as {
+  createZstdDecompress?: (options: object) => Transform
+  constants: Record<string, number>
+}
+
+/** The decoders of a response's content-codings, last applied first; none if one is unknown. */
+function decodersFor(codings: string[]): Transform[] {
+  const out: Transform[] = []
+  for (let i = codings.length - 1; i >= 0; i--) {
+    const coding = codings[i].trim()
+    if (coding === 'gzip' || coding === 'x-gzip') {
+      out.push(zlib.createGunzip({ flush: zlib.constants.Z_SYNC_FLUSH, finishFlush: zlib.constants.Z_SYNC_FLUSH }))
+    } else if (coding === 'deflate') {
+      out.push(inflate())
+    } else if (coding === 'br') {
+      out.push(zlib.createBrotliDecompress({ flush: zlib.constants.BROTLI_OPERATION_FLUSH, finishFlush: zlib.constants.BROTLI_OPERATION_FLUSH }))
+    } else if (coding === 'zstd' && zstd.createZstdDecompress !== undefined) {
+      const c = zstd.constants
+      out.push(zstd.createZstdDecompress({
+        flush: c.ZSTD_e_continue,
+        finishFlush: c.ZSTD_e_end,
+        params: { [c.ZSTD_d_windowLogMax]: 23 },
+      }))
+    } else {
+      return []
+    }
+  }
+  return out
+}
+
+/** `deflate` as servers send it: zlib-wrapped, or raw (as many send it), told by its first byte. */
+function inflate(): Transform {
+  const opts = { flush: zlib.constants.Z_SYNC_FLUSH, finishFlush: zlib.constants.Z_SYNC_FLUSH }
+  let inner: Transform | null = null
+  const out: Transform = new Transform({
+    transform(chunk: Buffer, _enc, cb) {
+      if (inner === null) {
+        inner = (chunk[0] & 0x0f) === 0x08 ? zlib.createInflate(opts) : zlib.createInflateRaw(opts)
+        inner.on('data', (d: Buffer) => out.push(d))
+        inner.on('error', (e: Error) => out.destroy(e))
+      }
+      if (inner.write(chunk)) cb()
+      else inner.once('drain', () => cb())
+    },
+    flush(cb) {
+      if (inner === null) return cb()
+      inner.once('end', () => cb())
+      inner.end()
+    },
+  })
+  return out
+}
+
+/** Chains the decoders: bytes out of the last are enqueued; the first's writes pause the response. */
+function pipeDecoders(
+  decoders: Transform[],
+  enqueue: (chunk: Buffer) => void,
+  end: () => void,
+  fail: (err: Error) => void,
+  controller: DispatchController,
+): void {
+  for (let i = 0; i + 1 < decoders.length; i++) decoders[i].pipe(decoders[i + 1])
+  const last = decoders[decoders.length - 1]
+  last.on('data', enqueue)
+  last.on('end', end)
+  decoders[0].on('drain', () => {
+    if (controller.paused) controller.resume()
+  })
+  for (const d of decoders) d.on('error', fail)
+}
