@@ -203,6 +203,34 @@ describe('h2Options', () => {
 })
 
 describe('handler callbacks', () => {
+  test('a handler without onRequestStart nor onConnect fails with invalid onRequestStart method, through onResponseError if it has one', async () => {
+    // In a child process each: this file's undici adapts such handlers (differential-support.ts).
+    // Nothing listens on the origin: the request fails before anything is sent.
+    const code = (lib: string): string => `
+      const lib = require(${JSON.stringify(lib)})
+      const origin = 'http://127.0.0.1:9'
+      const describe = (e) => e instanceof Error ? [e.constructor.name, e.code, e.message] : String(e)
+      const attempt = (fn) => { try { return fn() } catch (e) { return describe(e) } }
+      ;(async () => {
+        const out = []
+        for (const D of [lib.Client, lib.Pool, lib.Agent]) {
+          const d = new D(origin)
+          const errors = []
+          const handler = { onResponseStart() {}, onResponseData() {}, onResponseEnd() {}, onResponseError: (c, e) => errors.push([c, describe(e)]) }
+          const returned = attempt(() => d.dispatch({ origin, path: '/', method: 'GET' }, handler))
+          const bare = attempt(() => d.dispatch({ origin, path: '/', method: 'GET' }, { onResponseStart() {} }))
+          const now = [...errors]
+          await new Promise((resolve) => setTimeout(resolve, 50))
+          out.push([D.name, returned, now, errors, bare])
+          await d.destroy()
+        }
+        console.log(JSON.stringify(out))
+      })()`
+    const [theirs, ours] = await Promise.all([runNode(code(path.join(repoRoot, 'node_modules', 'undici'))), runNode(code(path.join(repoRoot, 'dist', 'index.js')))])
+    expect(theirs.stdout).toContain('invalid onRequestStart method')
+    expect([ours.stderr, ours.stdout]).toEqual([theirs.stderr, theirs.stdout])
+  })
+
   type Log = unknown[]
   const controllerHandler = (log: Log, done: () => void): object => ({
     onRequestStart: () => log.push('start'),

@@ -7,7 +7,7 @@ import { ClientClosedError, ClientDestroyedError, InvalidArgumentError } from '.
 import { given, unwrap } from '../handlers/unwrap'
 import { kStringMaxLength } from 'node:buffer'
 import { isUndici7 } from '../util/undici7'
-import type { DispatchHandler, DispatchOptions, EventSourceOptions, WebSocketOptions } from './types'
+import type { DispatchController, DispatchHandler, DispatchOptions, EventSourceOptions, WebSocketOptions } from './types'
 
 export const kDispatch = Symbol('dispatch')
 export const kClose = Symbol('close')
@@ -88,7 +88,13 @@ export abstract class DispatcherBase extends Dispatcher {
       if (this.#closed) throw new ClientClosedError()
       return this[kDispatch](opts, handler)
     } catch (err) {
-      if (typeof handler.onError !== 'function') throw err
+      if (typeof handler.onError !== 'function') {
+        // undici 8: a handler without onRequestStart (taken for a controller-style one) that has
+        // onResponseError gets the error there.
+        if (this.#undici7 || typeof handler.onResponseError !== 'function') throw err
+        handler.onResponseError(null as unknown as DispatchController, err as Error)
+        return true
+      }
       // undici 8: a controller-style handler without onResponseError gets the error thrown.
       if (!this.#undici7 && typeof (given(handler) as DispatchHandler).onResponseError !== 'function' && given(handler) !== handler) throw err
       handler.onError(err as Error)

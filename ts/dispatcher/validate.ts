@@ -66,6 +66,8 @@ function checkHandler(handler: DispatchHandler, method: string, upgrade: unknown
   if (inner !== handler) return undici7 ? undefined : checkController(inner as DispatchHandler, method, upgrade)
   const has = (name: keyof DispatchHandler): boolean => typeof handler[name] === 'function'
   if (has('onRequestStart')) return
+  // undici 8 takes controller-style handlers only; saetta also takes first-API ones (with onConnect).
+  if (!undici7 && !has('onConnect')) throw new InvalidArgumentError('invalid onRequestStart method')
   if (!has('onConnect')) throw new InvalidArgumentError('invalid onConnect method')
   if (!has('onError')) throw new InvalidArgumentError('invalid onError method')
   if (handler.onBodySent !== undefined && !has('onBodySent')) throw new InvalidArgumentError('invalid onBodySent method')

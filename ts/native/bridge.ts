@@ -2,6 +2,7 @@
 // per-request sinks and per-origin listeners, and keeps the process alive only while
 // requests are in flight.
 
+import { markAsUntransferable } from 'node:worker_threads'
 import { addon } from './load'
 import { fromNative, type NativeSocketInfo } from './native-error'
 import { externalError, refuseSocket, releaseError, socketCredit, socketDestroy, socketEnd, socketWrite } from './js-socket'
@@ -94,6 +95,34 @@ function errorAt(o: unknown[], k: number): Error {
  * share) and `o[2]` (the text: heads' and trailers' fields and heads' reasons, each ended by
  * `\n`) are not an event's.
  */
+/**
+ * Whether an ArrayBuffer marked untransferable stays whole when a handler hands a view of it to
+ * a byte stream's `enqueue` (which transfers what it is given): on Node 24 and later; on Node 22
+ * enqueue detaches it all the same.
+ */
+const pinnable = ((): boolean => {
+  const memory = new ArrayBuffer(1)
+  markAsUntransferable(memory)
+  let stream: ReadableByteStreamController | undefined
+  new ReadableStream({ type: 'bytes', start: (c) => void (stream = c) })
+  try {
+    stream?.enqueue(new Uint8Array(memory))
+  } catch {}
+  return memory.byteLength === 1
+})()
+
+/**
+ * Chunk `[from, from + length)` of a batch's shared memory, as a handler receives it: a view,
+ * where the memory cannot be transferred away under the batch's other chunks (it is marked so
+ * when the batch comes); else (Node 22) a copy of its own.
+ */
+function sharedChunk(memory: ArrayBuffer, from: number, length: number): Buffer {
+  if (pinnable) return Buffer.from(memory, from, length)
+  const own = new Uint8Array(length)
+  own.set(new Uint8Array(memory, from, length))
+  return Buffer.from(own.buffer)
+}
+
 function dispatchEvents(n: Float64Array, o: unknown[]): void {
   // A connection's failure: the requests it failed and its connection event get one error
   // object, as in undici. `next`: made by the first of a run of request errors, for the
@@ -110,6 +139,9 @@ function dispatchEvents(n: Float64Array, o: unknown[]): void {
   const skip = (lines: number): void => {
     for (const stop = t + lines; t < stop; t++) at += text[t].length + 1
   }
+  // The chunks of small payloads: views of one memory, which a handler must not detach.
+  const memory = (o[1] as Buffer | undefined)?.buffer as ArrayBuffer | undefined
+  if (memory !== undefined && pinnable) markAsUntransferable(memory)
   let i = 1
   let k = 3
   while (i < end) {
@@ -140,7 +172,7 @@ function dispatchEvents(n: Float64Array, o: unknown[]): void {
         break
       }
       case addon.EventTag.DataSmall: {
-        const chunk = Buffer.from((o[1] as Buffer).buffer, n[i + 2], n[i + 3])
+        const chunk = sharedChunk(memory!, n[i + 2], n[i + 3])
         deliver(id, (s) => s.onData(chunk))
         i += 4
         break
@@ -149,7 +181,7 @@ function dispatchEvents(n: Float64Array, o: unknown[]): void {
       case addon.EventTag.WebSocketSmall: {
         // As Data and DataSmall: its own Buffer, or a view of the batch's shared memory.
         const small = tag === addon.EventTag.WebSocketSmall
-        const data = small ? Buffer.from((o[1] as Buffer).buffer, n[i + 4], n[i + 5]) : o[k++] as Buffer
+        const data = small ? sharedChunk(memory!, n[i + 4], n[i + 5]) : o[k++] as Buffer
         const kind = n[i + 2]
         const code = n[i + 3]
         deliver(id, (s) => s.onWebSocket(kind, code, data))
@@ -257,7 +289,8 @@ let batchBytes: Buffer | null = null
  * length in chars is its length in bytes). Only while that batch is being delivered.
  */
 export function headerBuffers(list: string[], at: number): Buffer[] {
-  batchBytes ??= Buffer.from(batchText, 'latin1')
+  // Made again if a handler transferred (detached) the memory of the ones it was given.
+  if (batchBytes === null || batchBytes.buffer.byteLength === 0) batchBytes = Buffer.from(batchText, 'latin1')
   const memory = batchBytes.buffer
   const out = new Array<Buffer>(list.length)
   for (let i = 0, from = batchBytes.byteOffset + at; i < list.length; i++) {
