@@ -16,7 +16,7 @@ use crate::request::{OriginConfig, Queued, ReqCtl, Request, Wake};
 /// [`crate::h2::run`]) needs of its origin and of the engine's context: the one seam each
 /// drives its origin through. The origin implements it (`origin/host.rs`), so no protocol
 /// knows the origin or the context; the protocols' unit tests fake it
-/// ([`crate::ctx::testing`]'s `Fake`).
+/// (`ctx/testing.rs`'s `Fake`).
 ///
 /// A connection of any protocol keeps to this:
 ///
