@@ -91,7 +91,7 @@ impl Backlog {
 }
 
 /// One connection's part of the backlog: what it published since the caller's last take.
-#[derive(Default)]
+#[derive(Default, Clone, Copy)]
 pub(crate) struct Share {
     takes: u64,
     bytes: usize,

@@ -1,29 +1,118 @@
-//! A connection as its origin sees it, whatever its protocol: the seam between an origin and
-//! the connections of every protocol (see [`ConnShared`]).
+//! The seam between an origin and its connections, whatever their protocol: [`Host`], all a
+//! connection needs of its origin and of the engine's context, and [`ConnShared`], a
+//! connection as its origin sees it.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
+use std::sync::Arc;
 use std::task::{Context, Waker};
 
-use crate::direct::Mail;
+use crate::direct::{Lanes, Mail};
 use crate::error::Error;
-use crate::request::{ReqCtl, Wake};
+use crate::event::Event;
+use crate::request::{OriginConfig, Queued, ReqCtl, Request, Wake};
 
-/// A connection as its origin sees it, whatever its protocol: what it tells the origin, and
-/// how the origin reaches it. A connection of any protocol keeps to this:
+/// All a connection of any protocol (HTTP/1.1's [`crate::h1::Conn`], HTTP/2's
+/// [`crate::h2::run`]) needs of its origin and of the engine's context: the one seam each
+/// drives its origin through. The origin implements it (`origin/host.rs`), so no protocol
+/// knows the origin or the context; the protocols' unit tests fake it
+/// (`ctx/testing.rs`'s `Fake`).
+///
+/// A connection of any protocol keeps to this:
 ///
 /// - it runs as a task of its own, waking through the waker it [`register`](Self::register)s
-///   on each poll, and calls [`Origin::conn_gone`](crate::origin::Origin::conn_gone) when it ends, whatever ends it;
-/// - it takes requests from its origin's queue ([`Origin::next_request`](crate::origin::Origin::next_request)) while it can carry
-///   more (HTTP/1.1: by the pipelining rules), gives back those it cannot finish
-///   ([`Origin::requeue`](crate::origin::Origin::requeue)), and settles the rest exactly once;
+///   on each poll, and says it is [`gone`](Self::gone) when it ends, whatever ends it (a panic
+///   included: its `Drop` says so);
+/// - it [`take`](Self::take)s requests from its origin's queue while it can carry more
+///   (HTTP/1.1: by the pipelining rules; HTTP/2: while it has room for their streams),
+///   [`attach`](Self::attach)es each to itself, [`give_back`](Self::give_back)s those it
+///   cannot finish, and [`settle`](Self::settle)s the rest exactly once;
 /// - it [`report`](Self::report)s how many requests it carries and whether it takes more,
 ///   for the origin to pick and wake it;
 /// - on [`take_destroy`](Self::take_destroy) it fails everything it carries with that error
 ///   and closes;
-/// - it takes on the requests callers wrote to its socket ([`take_adopted`](Self::take_adopted));
-///   only a connection that lists itself in its origin's [`Lanes`](crate::direct::Lanes) (HTTP/1.1) is ever
-///   written to, so for any other this stays empty.
+/// - its events go out in one batch a poll ([`publish`](Self::publish)), and it reads the
+///   server's bytes only while the backlog lets it ([`may_read`](Self::may_read)).
+///
+/// Some of it is one protocol's only, each said so: HTTP/1.1's pipelining and the lanes
+/// callers write lone requests to ([`crate::direct`]), HTTP/2's bound on its streams.
+pub(crate) trait Host {
+    /// The origin's id, for the connection's events.
+    fn origin_id(&self) -> u64;
+    /// The connection's id (its [`ConnShared`]'s).
+    fn conn_id(&self) -> u64;
+
+    /// Wake the connection through `cx` (on news from the origin or a request's command).
+    fn register(&self, cx: &Context<'_>);
+    /// It carries `inflight` requests, and takes more (`accepting`, subject to its protocol's
+    /// rules for each request); `room`: how many more it takes now, for a connection that
+    /// carries many at once (HTTP/2), or `None`: one when idle (HTTP/1.1).
+    fn report(&self, inflight: usize, accepting: bool, room: Option<usize>);
+    /// The error to fail everything with and close, once the origin is destroyed.
+    fn take_destroy(&self) -> Option<Error>;
+
+    /// The next request waiting at the origin, if it `fits` (those aborted while queued are
+    /// dropped on the way). `None` also while the origin is busy (only while unwinding from a
+    /// panic).
+    fn take(&self, fits: &mut dyn FnMut(&Request) -> bool) -> Option<Queued>;
+    /// The request of `ctl` is on this connection: commands about it (body, pause, abort) wake
+    /// the connection.
+    fn attach(&self, ctl: &ReqCtl);
+    /// Puts a request the connection cannot finish back at the front of the origin's queue
+    /// (so one giving back several gives the last first), no longer attached to it: it goes
+    /// on another connection, or on this one if it still takes requests. `Err` with the
+    /// request where the origin is busy (only while unwinding from a panic): nothing can take
+    /// it then, and the connection settles it itself (HTTP/1.1 fails it in its batch, HTTP/2
+    /// at once).
+    // (The request comes back whole, on a path taken only when a connection fails or closes.)
+    #[allow(clippy::result_large_err)]
+    fn give_back(&self, q: Queued) -> Result<(), Queued>;
+    /// Has the origin find connections for what is queued now: wake those that take more, open
+    /// others. A connection that gives requests back and goes on calls it (HTTP/2); one that
+    /// ends or [`detach`](Self::detach)es need not (the origin schedules then).
+    fn schedule(&self);
+    /// Marks request `id` settled: `true` the first time only (exactly one final event).
+    fn settle(&self, id: u64) -> bool;
+    /// Hands the connection's `events` on (emptied), counting their response bytes in its
+    /// part of the backlog.
+    fn publish(&self, events: &mut Vec<Event>);
+    /// Whether the connection may take more of the server's bytes, with `unpublished` taken and
+    /// not published yet (see [`crate::backlog`]); if not, `cx` is woken when it may.
+    fn may_read(&self, unpublished: usize, cx: &Context<'_>) -> bool;
+
+    /// The origin is closing and has nothing queued: a connection with nothing in flight
+    /// closes now.
+    fn idle_close(&self) -> bool;
+    /// The connection takes no new request (HTTP/1.1: upgraded; HTTP/2: GOAWAY): it no longer
+    /// counts against the origin's connections, which may open another meanwhile.
+    fn detach(&self);
+    /// The connection is gone; nothing of it is called after this.
+    fn gone(&self);
+
+    /// HTTP/1.1: the origin's configuration, which the connection keeps as it was when made.
+    fn cfg(&self) -> Rc<OriginConfig>;
+    /// HTTP/1.1: the origin's pipelining now ([`crate::Engine::set_pipelining`] changes it).
+    fn pipelining(&self) -> usize;
+    /// HTTP/1.1: the origin's lanes, that an idle connection lists itself on for callers to
+    /// write lone requests to (see [`crate::direct`]).
+    fn lanes(&self) -> Arc<Lanes>;
+    /// HTTP/1.1: may an idle connection be written to by callers now?
+    fn open_for_direct(&self) -> bool;
+    /// HTTP/1.1: starts tracking a request a caller wrote to the connection's socket itself
+    /// (the connection found it on its lane when it withdrew from it).
+    fn register_mail(&self, m: &Mail) -> Rc<ReqCtl>;
+    /// HTTP/1.1: what callers wrote to the connection since it last looked, tracked by the
+    /// origin; only a connection listed on its origin's [`Lanes`] is ever written to.
+    fn take_adopted(&self) -> Vec<(Mail, Rc<ReqCtl>)>;
+
+    /// HTTP/2: the most requests the origin lets one connection carry: its `pipelining`, as
+    /// undici 7 bounds HTTP/2 streams by it too, or no bound of its own (undici 8).
+    fn max_streams(&self) -> usize;
+}
+
+/// A connection as its origin sees it, whatever its protocol: what it tells the origin through
+/// its [`Host`], and how the origin reaches it (waking it, destroying it, handing it what
+/// callers wrote to its socket).
 pub(crate) struct ConnShared {
     pub id: u64,
     pub(crate) waker: RefCell<Option<Waker>>,
@@ -67,15 +156,12 @@ impl ConnShared {
         }
     }
 
-    /// The connection: it carries `inflight` requests and takes more, or not.
-    pub fn report(&self, inflight: usize, accepting: bool) {
+    /// The connection: it carries `inflight` requests, takes more or not, and has `room` for
+    /// so many more (see [`Host::report`]).
+    pub fn report(&self, inflight: usize, accepting: bool, room: Option<usize>) {
         self.inflight.set(inflight);
         self.accepting.set(accepting);
-    }
-
-    /// The connection (one that carries many requests at once): it takes `room` more now.
-    pub fn set_room(&self, room: usize) {
-        self.room.set(Some(room));
+        self.room.set(room);
     }
 
     /// The connection: the error to fail everything with and close, once destroyed.

@@ -1,18 +1,217 @@
-//! What the protocols' unit tests share (`h1/tests.rs`, `h2/tests.rs`): requests as the binding
+//! What the protocols' unit tests share (`h1/tests.rs`, `h2/tests.rs`): a fake origin that
+//! connections of both protocols drive ([`Fake`], their [`Host`]), requests as the binding
 //! submits them, a context whose events are recorded, a runtime as the engine's, and the
 //! events told in words.
 
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 use std::future::Future;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::Context;
 use std::time::Duration;
 
-use crate::backlog::Backlog;
+use crate::backlog::{Backlog, Share};
 use crate::codec::request::{encode_head, HeadInput};
+use crate::conn::{ConnShared, Host};
 use crate::ctx::Ctx;
+use crate::direct::{Lanes, Limits, Mail};
 use crate::error::Error;
 use crate::event::{Event, EventSink};
-use crate::request::{Request, RequestBody};
+use crate::request::{OriginConfig, Queued, ReqCtl, Request, RequestBody};
+
+/// The fake origin's id.
+pub(crate) const ORIGIN: u64 = 3;
+
+/// The origin of one connection under test, as the connection sees it: a queue, a context whose
+/// events are recorded, and a record of what the connection told it. It is the connection's
+/// [`Host`] whatever its protocol, as the origin's own is.
+pub(crate) struct Fake {
+    pub rec: Recorder,
+    pub ctx: Rc<Ctx>,
+    /// The connection as the origin sees it: what it reported, and how to wake or destroy it.
+    pub shared: Rc<ConnShared>,
+    pub cfg: Rc<OriginConfig>,
+    pub pipelining: Cell<usize>,
+    pub lanes: Arc<Lanes>,
+    pub queue: RefCell<VecDeque<Queued>>,
+    /// Requests given back, in the order they were.
+    pub requeued: RefCell<Vec<u64>>,
+    /// The origin is closing.
+    pub closing: Cell<bool>,
+    pub detached: RefCell<Vec<u64>>,
+    pub gone: RefCell<Vec<u64>>,
+    share: Cell<Share>,
+}
+
+impl Fake {
+    /// The origin, with `cfg` (its `pipelining` too), of one connection to come.
+    pub(crate) fn new(cfg: OriginConfig) -> Rc<Fake> {
+        let rec = Recorder::default();
+        let ctx = rec.ctx();
+        Rc::new(Fake {
+            shared: Rc::new(ConnShared::new(ctx.next_conn_id())),
+            rec,
+            ctx,
+            pipelining: Cell::new(cfg.pipelining),
+            lanes: Arc::new(Lanes::new(
+                None,
+                Limits {
+                    max_header_size: cfg.max_header_size,
+                    max_response_size: cfg.max_response_size,
+                },
+            )),
+            cfg: Rc::new(cfg),
+            queue: RefCell::default(),
+            requeued: RefCell::default(),
+            closing: Cell::new(false),
+            detached: RefCell::default(),
+            gone: RefCell::default(),
+            share: Cell::default(),
+        })
+    }
+
+    /// Queues a request and wakes the connection, as the origin does.
+    pub(crate) fn submit(&self, req: Request) -> Rc<ReqCtl> {
+        let ctl = self.ctx.register(&req);
+        self.queue.borrow_mut().push_back(Queued {
+            req,
+            ctl: ctl.clone(),
+        });
+        self.shared.wake();
+        ctl
+    }
+
+    /// The requests waiting in the queue.
+    pub(crate) fn queued(&self) -> Vec<u64> {
+        self.queue.borrow().iter().map(|q| q.req.id).collect()
+    }
+
+    /// Wakes the connection, as a request's command does.
+    pub(crate) fn wake(&self) {
+        self.shared.wake();
+    }
+
+    /// Waits (at most 5 s) until `done` holds for the events so far (which it is lent: it may
+    /// not look at them through the recorder again).
+    pub(crate) async fn until(&self, what: &str, done: impl Fn(&[Event]) -> bool) {
+        self.rec.until(what, done).await
+    }
+
+    /// Waits for request `id` to settle.
+    pub(crate) async fn settled(&self, id: u64) {
+        self.until(&format!("request {id} to settle"), |ev| settled(ev, id))
+            .await
+    }
+
+    /// The events of request `id`, in words.
+    pub(crate) fn of(&self, id: u64) -> Vec<String> {
+        of(&self.rec.events(), id)
+    }
+
+    /// The response body of request `id`.
+    pub(crate) fn body(&self, id: u64) -> Vec<u8> {
+        body(&self.rec.events(), id)
+    }
+
+    /// The error request `id` failed with, if it failed.
+    pub(crate) fn error(&self, id: u64) -> Option<Error> {
+        error(&self.rec.events(), id)
+    }
+
+    /// The error the connection went away with, if it did.
+    pub(crate) fn disconnected(&self) -> Option<Error> {
+        disconnected(&self.rec.events())
+    }
+}
+
+impl Host for Fake {
+    fn origin_id(&self) -> u64 {
+        ORIGIN
+    }
+    fn conn_id(&self) -> u64 {
+        self.shared.id
+    }
+    fn register(&self, cx: &Context<'_>) {
+        self.shared.register(cx);
+    }
+    fn report(&self, inflight: usize, accepting: bool, room: Option<usize>) {
+        self.shared.report(inflight, accepting, room);
+    }
+    fn take_destroy(&self) -> Option<Error> {
+        self.shared.take_destroy()
+    }
+    fn take(&self, fits: &mut dyn FnMut(&Request) -> bool) -> Option<Queued> {
+        let mut queue = self.queue.borrow_mut();
+        while queue.front().is_some_and(|q| q.ctl.aborted.get()) {
+            queue.pop_front();
+        }
+        match queue.front() {
+            Some(q) if fits(&q.req) => queue.pop_front(),
+            _ => None,
+        }
+    }
+    fn attach(&self, ctl: &ReqCtl) {
+        *ctl.conn.borrow_mut() = Some(self.shared.clone());
+    }
+    fn give_back(&self, q: Queued) -> Result<(), Queued> {
+        self.requeued.borrow_mut().push(q.req.id);
+        *q.ctl.conn.borrow_mut() = None;
+        self.queue.borrow_mut().push_front(q);
+        Ok(())
+    }
+    fn schedule(&self) {}
+    fn settle(&self, id: u64) -> bool {
+        self.ctx.settle(id)
+    }
+    fn publish(&self, events: &mut Vec<Event>) {
+        let before = self.ctx.backlog.takes();
+        let read = self.ctx.publish(events);
+        let mut share = self.share.get();
+        share.add(&self.ctx.backlog, before, read);
+        self.share.set(share);
+    }
+    fn may_read(&self, unpublished: usize, cx: &Context<'_>) -> bool {
+        let mut share = self.share.get();
+        let may = share.may_read(&self.ctx.backlog, unpublished, cx);
+        self.share.set(share);
+        may
+    }
+    fn idle_close(&self) -> bool {
+        self.closing.get() && self.queue.borrow().is_empty()
+    }
+    fn detach(&self) {
+        self.detached.borrow_mut().push(self.shared.id);
+    }
+    fn gone(&self) {
+        self.gone.borrow_mut().push(self.shared.id);
+    }
+    fn cfg(&self) -> Rc<OriginConfig> {
+        self.cfg.clone()
+    }
+    fn pipelining(&self) -> usize {
+        self.pipelining.get()
+    }
+    fn lanes(&self) -> Arc<Lanes> {
+        self.lanes.clone()
+    }
+    fn open_for_direct(&self) -> bool {
+        // No caller writes to these connections: the lone-request path is direct.rs's.
+        false
+    }
+    fn register_mail(&self, m: &Mail) -> Rc<ReqCtl> {
+        self.ctx.register_mail(m)
+    }
+    fn take_adopted(&self) -> Vec<(Mail, Rc<ReqCtl>)> {
+        self.shared.take_adopted()
+    }
+    fn max_streams(&self) -> usize {
+        match self.cfg.h2_by_pipelining {
+            true => self.pipelining.get().max(1),
+            false => usize::MAX,
+        }
+    }
+}
 
 /// A request as the binding submits it, its head encoded for `host` when it names none.
 pub(crate) fn request_to(

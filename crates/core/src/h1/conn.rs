@@ -5,7 +5,6 @@
 //! It is a hand-written future: one task polls writes, reads and its one timer, so no lock
 //! is ever held across I/O.
 
-use std::cell::Cell;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -19,10 +18,8 @@ use tokio::time::{Instant, Sleep};
 
 use super::dispatch::{Outbox, Pipeline};
 use super::io::{Buffered, READ_CHUNK, WHOLE_BODY_MAX, WRITE_HIGH_WATER};
-use super::Host;
 use crate::codec::{read_response_head, BodyDecoder, Decoded, RawHeader};
-use crate::conn::ConnShared;
-use crate::ctx::Ctx;
+use crate::conn::Host;
 use crate::direct::Lanes;
 use crate::error::{Error, SocketInfo};
 use crate::event::{Event, Shared};
@@ -70,17 +67,15 @@ enum TimerKind {
     Idle,
 }
 
-pub(crate) struct Conn {
-    ctx: Rc<Ctx>,
+/// An HTTP/1.1 connection, driving its origin through `host` (the origin's, or the unit
+/// tests' fake), which its [`Outbox`] holds too.
+pub(crate) struct Conn<H: Host> {
+    host: Rc<H>,
+    /// The origin's configuration when the connection was made.
     cfg: Rc<OriginConfig>,
-    /// The origin's pipelining, which the caller may change at run time.
-    pipelining: Rc<Cell<usize>>,
-    origin_id: u64,
-    origin: Rc<dyn Host>,
-    shared: Rc<ConnShared>,
     io: Buffered,
     pipe: Pipeline,
-    out: Outbox,
+    out: Outbox<H>,
     read: ReadState,
     /// No request may be added: the connection closes once the pipeline is empty.
     no_more: bool,
@@ -114,29 +109,19 @@ pub(crate) struct Conn {
     generation: u64,
 }
 
-impl Conn {
-    pub(crate) fn new(
-        ctx: Rc<Ctx>,
-        origin: Rc<dyn Host>,
-        shared: Rc<ConnShared>,
-        io: Transport,
-    ) -> Conn {
-        let (cfg, origin_id) = (origin.cfg(), origin.id());
-        let pipelining = origin.pipelining();
+impl<H: Host> Conn<H> {
+    pub(crate) fn new(host: Rc<H>, io: Transport) -> Conn<H> {
+        let cfg = host.cfg();
         let now = Instant::now();
         let addresses = io.addresses();
         let fd = io.raw_fd();
-        let lanes = origin.lanes();
+        let lanes = host.lanes();
         Conn {
-            out: Outbox::new(ctx.clone()),
-            pipe: Pipeline::new(origin.clone()),
-            ctx,
+            out: Outbox::new(host.clone()),
+            pipe: Pipeline::new(),
+            host,
             keep_alive: cfg.keep_alive_timeout,
             cfg,
-            pipelining,
-            origin_id,
-            origin,
-            shared,
             io: Buffered::new(io),
             read: ReadState::Head,
             no_more: false,
@@ -162,7 +147,7 @@ impl Conn {
     /// May `next` be written now, behind what is in flight?
     fn can_take(&self, next: &Request) -> bool {
         !(self.no_more || self.taken_last || self.closed)
-            && self.pipe.may_follow(next, self.pipelining.get())
+            && self.pipe.may_follow(next, self.host.pipelining())
     }
 
     /// Moves requests from the origin queue onto this connection while the rules allow.
@@ -171,7 +156,7 @@ impl Conn {
             self.taken_last = true;
         }
         loop {
-            let Some(q) = self.origin.next_request(&mut |r| self.can_take(r)) else {
+            let Some(q) = self.host.take(&mut |r| self.can_take(r)) else {
                 break;
             };
             self.take(q);
@@ -189,7 +174,7 @@ impl Conn {
         // `connection: close`.
         if req.reset
             || req.upgrade
-            || self.pipelining.get() == 0
+            || self.host.pipelining() == 0
             || max.is_some_and(|m| self.served > m)
         {
             self.taken_last = true;
@@ -198,16 +183,16 @@ impl Conn {
         if req.body_ends_connection() {
             self.taken_last = true;
         }
-        self.pipe.push(req, ctl, &self.shared, &mut self.out);
+        self.pipe.push(req, ctl, &mut self.out);
     }
 
     /// Takes on what callers wrote to this connection: it is in flight, as far as written.
     /// A listed connection also leaves the list: no caller writes to it any more.
     fn adopt(&mut self) {
-        let mut got = self.shared.take_adopted();
+        let mut got = self.host.take_adopted();
         if std::mem::take(&mut self.listed) {
-            for m in self.lanes.withdraw(self.shared.id) {
-                let ctl = self.ctx.register_mail(&m);
+            for m in self.lanes.withdraw(self.host.conn_id()) {
+                let ctl = self.host.register_mail(&m);
                 got.push((m, ctl));
             }
         }
@@ -235,7 +220,7 @@ impl Conn {
                 .max_requests_per_connection
                 .is_none_or(|m| self.served < m)
             && !self.expired()
-            && self.origin.open_for_direct();
+            && self.host.open_for_direct();
         self.fd.filter(|_| ok)
     }
 
@@ -381,7 +366,7 @@ impl Conn {
         // Nothing can follow an upgrade on this connection (take_requests saw to that).
         self.pipe.requeue_all(&mut self.out);
         self.no_more = true;
-        self.origin.clone().detach(&self.ctx, self.shared.id);
+        self.host.detach();
         self.publish();
     }
 
@@ -445,7 +430,7 @@ impl Conn {
         }
         let t = self.tunnel.as_ref().unwrap();
         if t.read_eof && t.write_shut {
-            self.ctx.settle(id);
+            self.host.settle(id);
             self.close(Error::Info("tunnel closed".into()));
             return Ok(false);
         }
@@ -525,17 +510,18 @@ impl Conn {
         }
         let error = self.with_socket_info(error);
         self.out.push(Event::Disconnected {
-            origin: self.origin_id,
-            conn: self.shared.id,
+            origin: self.host.origin_id(),
+            conn: self.host.conn_id(),
             error,
         });
     }
 
     /// Tells the origin what this connection can take, so it can pick and wake it.
     fn publish(&self) {
-        self.shared.report(
+        self.host.report(
             self.pipe.len(),
             !self.no_more && !self.taken_last && !self.closed,
+            None,
         );
     }
 
@@ -671,7 +657,7 @@ impl Conn {
                 self.close(Error::Info("reset".into()));
                 return Ok(false);
             }
-            if self.origin.idle_conns_close() {
+            if self.host.idle_close() {
                 // As undici: a closed client's sockets go down as destroyed.
                 self.close(Error::Destroyed);
                 return Ok(false);
@@ -739,14 +725,14 @@ impl Conn {
     }
 }
 
-impl Future for Conn {
+impl<H: Host> Future for Conn<H> {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
-        this.shared.register(cx);
+        this.host.register(cx);
         this.adopt();
-        if let Some(err) = this.shared.take_destroy() {
+        if let Some(err) = this.host.take_destroy() {
             this.pipe.fail_all(&err, &mut this.out);
             this.close(err);
         }
@@ -771,7 +757,7 @@ impl Future for Conn {
         }
         if let Some(fd) = this.listable() {
             this.lanes
-                .list_from(this.generation, this.shared.id, fd, this.idle_end());
+                .list_from(this.generation, this.host.conn_id(), fd, this.idle_end());
             this.listed = true;
         }
         this.publish();
@@ -784,7 +770,7 @@ impl Future for Conn {
     }
 }
 
-impl Drop for Conn {
+impl<H: Host> Drop for Conn<H> {
     /// The safety net for exactly-once settlement: whatever ends this connection,
     /// a panic included, every request it still carries is failed or retried.
     fn drop(&mut self) {
@@ -798,6 +784,6 @@ impl Drop for Conn {
         }
         self.close(Error::socket("connection closed"));
         self.out.flush();
-        self.origin.clone().conn_gone(&self.ctx, self.shared.id);
+        self.host.gone();
     }
 }

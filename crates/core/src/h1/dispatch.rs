@@ -12,34 +12,33 @@ use bytes::Bytes;
 use tokio::time::Instant;
 
 use super::io::{Buffered, WRITE_HIGH_WATER};
-use super::Host;
-use crate::backlog::Share;
 use crate::codec::request::{chunk_parts, BodyFraming, LAST_CHUNK};
 use crate::codec::RawHeader;
-use crate::conn::ConnShared;
-use crate::ctx::Ctx;
+use crate::conn::Host;
 use crate::error::Error;
 use crate::event::{Event, Shared};
 use crate::request::{Queued, ReqCtl, Request};
 
-/// What a connection reports, in order; handed to the engine once a poll.
-pub(super) struct Outbox {
-    ctx: Rc<Ctx>,
+/// What a connection reports, in order; handed to its origin ([`Host::publish`]) once a poll.
+/// It holds the connection's [`Host`], which settles its requests and takes them back.
+pub(super) struct Outbox<H> {
+    host: Rc<H>,
     events: Vec<Event>,
     /// Response bytes in `events`.
     unpublished: usize,
-    /// The connection's part of the backlog (see [`crate::backlog`]).
-    share: Share,
 }
 
-impl Outbox {
-    pub fn new(ctx: Rc<Ctx>) -> Outbox {
+impl<H: Host> Outbox<H> {
+    pub fn new(host: Rc<H>) -> Outbox<H> {
         Outbox {
-            ctx,
+            host,
             events: Vec::new(),
             unpublished: 0,
-            share: Share::default(),
         }
+    }
+
+    pub fn host(&self) -> &H {
+        &self.host
     }
 
     pub fn push(&mut self, ev: Event) {
@@ -49,8 +48,8 @@ impl Outbox {
 
     /// Whether the connection may read more of the server's bytes now (see
     /// [`crate::backlog`]); if not, `cx` is woken when it may.
-    pub fn may_read(&mut self, cx: &Context<'_>) -> bool {
-        self.share.may_read(&self.ctx.backlog, self.unpublished, cx)
+    pub fn may_read(&self, cx: &Context<'_>) -> bool {
+        self.host.may_read(self.unpublished, cx)
     }
 
     /// How many events wait (to tell whether a round reported anything).
@@ -60,7 +59,7 @@ impl Outbox {
 
     /// Request `id` completed (if it was not settled already).
     pub fn complete(&mut self, id: u64, trailers: Vec<RawHeader>) {
-        if self.ctx.settle(id) {
+        if self.host.settle(id) {
             self.events.push(Event::Complete { id, trailers });
         }
     }
@@ -68,16 +67,14 @@ impl Outbox {
     /// Request `id` failed (if it was not settled already). `shared`: `error` is the
     /// connection's own, which the `Disconnected` event carries too.
     pub fn fail(&mut self, id: u64, error: Error, shared: Shared) {
-        if self.ctx.settle(id) {
+        if self.host.settle(id) {
             self.events.push(Event::Error { id, error, shared });
         }
     }
 
     pub fn flush(&mut self) {
         if !self.events.is_empty() {
-            let before = self.ctx.backlog.takes();
-            let read = self.ctx.publish(&mut self.events);
-            self.share.add(&self.ctx.backlog, before, read);
+            self.host.publish(&mut self.events);
             self.unpublished = 0;
         }
     }
@@ -109,14 +106,12 @@ pub(super) struct Pumped {
 
 /// The requests on one connection, oldest first.
 pub(super) struct Pipeline {
-    origin: Rc<dyn Host>,
     queue: VecDeque<InFlight>,
 }
 
 impl Pipeline {
-    pub fn new(origin: Rc<dyn Host>) -> Pipeline {
+    pub fn new() -> Pipeline {
         Pipeline {
-            origin,
             queue: VecDeque::new(),
         }
     }
@@ -159,15 +154,9 @@ impl Pipeline {
                 .any(|r| r.req.upgrade || (r.req.blocking && !r.got_headers))
     }
 
-    /// Puts a request at the back, on the connection `conn`.
-    pub fn push(
-        &mut self,
-        mut req: Request,
-        ctl: Rc<ReqCtl>,
-        conn: &Rc<ConnShared>,
-        out: &mut Outbox,
-    ) {
-        *ctl.conn.borrow_mut() = Some(conn.clone());
+    /// Puts a request at the back, on the connection `out` reports for.
+    pub fn push<H: Host>(&mut self, mut req: Request, ctl: Rc<ReqCtl>, out: &mut Outbox<H>) {
+        out.host().attach(&ctl);
         ctl.proceed.set(!req.hold);
         // A retry (taken again) always reports Connect.
         if !std::mem::take(&mut req.connected) {
@@ -221,10 +210,10 @@ impl Pipeline {
     }
 
     /// Moves chunks of the streamed body (of the last request) into the write queue.
-    pub fn pump_body(
+    pub fn pump_body<H: Host>(
         &mut self,
         io: &mut Buffered,
-        out: &mut Outbox,
+        out: &mut Outbox<H>,
     ) -> Result<Pumped, (u64, Error)> {
         let mut pumped = Pumped::default();
         let Some(last) = self.queue.back_mut() else {
@@ -301,7 +290,7 @@ impl Pipeline {
     }
 
     /// Reports the request at the front complete and takes it off.
-    pub fn settle_front(&mut self, trailers: Vec<RawHeader>, out: &mut Outbox) {
+    pub fn settle_front<H: Host>(&mut self, trailers: Vec<RawHeader>, out: &mut Outbox<H>) {
         let done = self.queue.pop_front().unwrap();
         out.complete(done.req.id, trailers);
     }
@@ -324,22 +313,19 @@ impl Pipeline {
     }
 
     /// Puts every request still in flight back at the front of the origin queue.
-    pub fn requeue_all(&mut self, out: &mut Outbox) {
+    pub fn requeue_all<H: Host>(&mut self, out: &mut Outbox<H>) {
         while let Some(r) = self.queue.pop_back() {
             // A streamed body cannot be replayed; and while unwinding from a panic the
-            // origin may be borrowed: then failing is the only safe way to settle.
+            // origin may be busy: then failing is the only safe way to settle.
             let (id, replayable) = (r.req.id, !(r.req.is_stream() && r.body_sent > 0));
-            let back = replayable && {
-                let ctl = r.ctl.clone();
-                let given = self.origin.try_requeue(Queued {
-                    req: r.req,
-                    ctl: r.ctl,
-                });
-                if given {
-                    *ctl.conn.borrow_mut() = None;
-                }
-                given
-            };
+            let back = replayable
+                && out
+                    .host()
+                    .give_back(Queued {
+                        req: r.req,
+                        ctl: r.ctl,
+                    })
+                    .is_ok();
             if !back {
                 out.fail(id, Error::socket("other side closed"), Shared::No);
             }
@@ -347,7 +333,7 @@ impl Pipeline {
     }
 
     /// Fails every request in flight with `error`.
-    pub fn fail_all(&mut self, error: &Error, out: &mut Outbox) {
+    pub fn fail_all<H: Host>(&mut self, error: &Error, out: &mut Outbox<H>) {
         while let Some(r) = self.queue.pop_front() {
             out.fail(r.req.id, error.clone(), Shared::No);
         }

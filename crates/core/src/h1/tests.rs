@@ -1,14 +1,11 @@
-//! The HTTP/1.1 connection against a fake origin ([`Host`]) and a peer at the other end of a
+//! The HTTP/1.1 connection against a fake origin ([`Fake`], its [`crate::conn::Host`]) and a peer at the other end of a
 //! Unix socket pair that the test plays the server with, byte by byte.
 //!
 //! Most tests run in real time, as HTTP/2's do; those of timers run in tokio's paused time,
 //! where nothing but the timer under test is pending (paused time jumps to the next timer
 //! whenever the runtime waits, on a socket too).
 
-use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
 use std::rc::Rc;
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -17,74 +14,14 @@ use tokio::net::UnixStream;
 
 use super::dispatch::{Outbox, Pipeline};
 use super::io::Buffered;
-use super::{Conn, Host};
+use super::Conn;
 use crate::conn::ConnShared;
-use crate::ctx::testing::{self, get, request, rt, Recorder};
+use crate::ctx::testing::{self, get, request, rt, Fake, Recorder};
 use crate::ctx::Ctx;
-use crate::direct::{Lanes, Limits};
 use crate::error::Error;
 use crate::event::{Event, Shared};
-use crate::request::{OriginConfig, Queued, ReqCtl, Request, RequestBody};
+use crate::request::{OriginConfig, ReqCtl, Request, RequestBody};
 use crate::transport::Transport;
-
-const ORIGIN: u64 = 3;
-
-/// The origin as the connection sees it: a queue, and a record of what the connection told it.
-struct Fake {
-    cfg: Rc<OriginConfig>,
-    pipelining: Rc<Cell<usize>>,
-    lanes: Arc<Lanes>,
-    queue: RefCell<VecDeque<Queued>>,
-    /// Requests given back, in the order they were.
-    requeued: RefCell<Vec<u64>>,
-    /// The origin is closing.
-    closing: Cell<bool>,
-    detached: RefCell<Vec<u64>>,
-    gone: RefCell<Vec<u64>>,
-}
-
-impl Host for Fake {
-    fn id(&self) -> u64 {
-        ORIGIN
-    }
-    fn cfg(&self) -> Rc<OriginConfig> {
-        self.cfg.clone()
-    }
-    fn pipelining(&self) -> Rc<Cell<usize>> {
-        self.pipelining.clone()
-    }
-    fn lanes(&self) -> Arc<Lanes> {
-        self.lanes.clone()
-    }
-    fn next_request(&self, fits: &mut dyn FnMut(&Request) -> bool) -> Option<Queued> {
-        let mut queue = self.queue.borrow_mut();
-        while queue.front().is_some_and(|q| q.ctl.aborted.get()) {
-            queue.pop_front();
-        }
-        match queue.front() {
-            Some(q) if fits(&q.req) => queue.pop_front(),
-            _ => None,
-        }
-    }
-    fn try_requeue(&self, q: Queued) -> bool {
-        self.requeued.borrow_mut().push(q.req.id);
-        self.queue.borrow_mut().push_front(q);
-        true
-    }
-    fn idle_conns_close(&self) -> bool {
-        self.closing.get() && self.queue.borrow().is_empty()
-    }
-    fn open_for_direct(&self) -> bool {
-        // No caller writes to these connections: the lone-request path is direct.rs's.
-        false
-    }
-    fn detach(self: Rc<Self>, _ctx: &Rc<Ctx>, conn: u64) {
-        self.detached.borrow_mut().push(conn);
-    }
-    fn conn_gone(self: Rc<Self>, _ctx: &Rc<Ctx>, conn: u64) {
-        self.gone.borrow_mut().push(conn);
-    }
-}
 
 /// A connection under test: its origin, its events, and the server's end of its socket.
 struct T {
@@ -103,38 +40,15 @@ fn cfg() -> OriginConfig {
 
 /// A connection of an origin with `cfg` (its `pipelining` too), running on the local set.
 fn open(cfg: OriginConfig) -> T {
-    let rec = Recorder::default();
-    let ctx = rec.ctx();
-    let fake = Rc::new(Fake {
-        pipelining: Rc::new(Cell::new(cfg.pipelining)),
-        lanes: Arc::new(Lanes::new(
-            None,
-            Limits {
-                max_header_size: cfg.max_header_size,
-                max_response_size: cfg.max_response_size,
-            },
-        )),
-        cfg: Rc::new(cfg),
-        queue: RefCell::default(),
-        requeued: RefCell::default(),
-        closing: Cell::new(false),
-        detached: RefCell::default(),
-        gone: RefCell::default(),
-    });
+    let fake = Fake::new(cfg);
     let (ours, peer) = UnixStream::pair().unwrap();
-    let shared = Rc::new(ConnShared::new(ctx.next_conn_id()));
-    let conn = Conn::new(
-        ctx.clone(),
-        fake.clone(),
-        shared.clone(),
-        Transport::Unix(ours),
-    );
+    let conn = Conn::new(fake.clone(), Transport::Unix(ours));
     tokio::task::spawn_local(conn);
     T {
+        rec: fake.rec.clone(),
+        ctx: fake.ctx.clone(),
+        shared: fake.shared.clone(),
         fake,
-        rec,
-        ctx,
-        shared,
         peer,
         got: Vec::new(),
     }
@@ -143,13 +57,7 @@ fn open(cfg: OriginConfig) -> T {
 impl T {
     /// Queues a request at the origin and wakes the connection, as the origin does.
     fn submit(&self, req: Request) -> Rc<ReqCtl> {
-        let ctl = self.ctx.register(&req);
-        self.fake.queue.borrow_mut().push_back(Queued {
-            req,
-            ctl: ctl.clone(),
-        });
-        self.shared.wake();
-        ctl
+        self.fake.submit(req)
     }
 
     /// Aborts request `id`, as the engine does: settled (the caller reports it), then told.
@@ -273,7 +181,7 @@ impl T {
     }
 
     fn queued(&self) -> Vec<u64> {
-        self.fake.queue.borrow().iter().map(|q| q.req.id).collect()
+        self.fake.queued()
     }
 }
 
@@ -1453,9 +1361,8 @@ fn a_connection_past_its_ttl_takes_nothing_new_and_closes_when_idle() {
 fn which_request_may_follow_which() {
     rt(async {
         let t = open(cfg());
-        let shared = Rc::new(ConnShared::new(99));
-        let mut out = Outbox::new(t.ctx.clone());
-        let mut pipe = Pipeline::new(t.fake.clone());
+        let mut out = Outbox::new(t.fake.clone());
+        let mut pipe = Pipeline::new();
         let ctl = |req: &Request| t.ctx.register(req);
         let stream = |id| request(id, "PUT", "/", &[], RequestBody::Stream);
         // Anything goes on an empty connection.
@@ -1463,7 +1370,7 @@ fn which_request_may_follow_which() {
             assert!(pipe.may_follow(&r, 0));
         }
         let first = get(1, "/");
-        pipe.push(first.clone(), ctl(&first), &shared, &mut out);
+        pipe.push(first.clone(), ctl(&first), &mut out);
         // Not beyond `pipelining` (0 counts as 1).
         assert!(!pipe.may_follow(&get(2, "/"), 0));
         assert!(!pipe.may_follow(&get(2, "/"), 1));
@@ -1477,16 +1384,16 @@ fn which_request_may_follow_which() {
         // Nothing behind a blocking request before its head.
         let mut blocking = get(2, "/");
         blocking.blocking = true;
-        pipe.push(blocking.clone(), ctl(&blocking), &shared, &mut out);
+        pipe.push(blocking.clone(), ctl(&blocking), &mut out);
         assert!(!pipe.may_follow(&get(3, "/"), 10));
         pipe.pop_front();
         pipe.front_mut().unwrap().got_headers = true;
         assert!(pipe.may_follow(&get(3, "/"), 10));
         // Nothing behind a streamed body until it is all sent.
-        let mut pipe = Pipeline::new(t.fake.clone());
+        let mut pipe = Pipeline::new();
         let s = stream(4);
         let c = ctl(&s);
-        pipe.push(s, c.clone(), &shared, &mut out);
+        pipe.push(s, c.clone(), &mut out);
         // Not yet written (held for its go-ahead) or written: it waits either way.
         assert!(!pipe.may_follow(&get(5, "/"), 10));
         let (ours, _peer) = UnixStream::pair().unwrap();
@@ -1517,9 +1424,8 @@ fn empty_head() -> String {
 fn aborts_before_and_after_the_write() {
     rt(async {
         let t = open(cfg());
-        let shared = Rc::new(ConnShared::new(99));
-        let mut out = Outbox::new(t.ctx.clone());
-        let mut pipe = Pipeline::new(t.fake.clone());
+        let mut out = Outbox::new(t.fake.clone());
+        let mut pipe = Pipeline::new();
         let (ours, _peer) = UnixStream::pair().unwrap();
         let mut io = Buffered::new(Transport::Unix(ours));
         let mut ctls = Vec::new();
@@ -1527,7 +1433,7 @@ fn aborts_before_and_after_the_write() {
             let mut r = get(id, "/");
             r.hold = id == 3;
             let c = t.ctx.register(&r);
-            pipe.push(r, c.clone(), &shared, &mut out);
+            pipe.push(r, c.clone(), &mut out);
             ctls.push(c);
         }
         pipe.fill_writes(&mut io);
@@ -1552,14 +1458,13 @@ fn aborts_before_and_after_the_write() {
 fn a_streamed_body_that_went_out_is_not_replayed() {
     rt(async {
         let t = open(cfg());
-        let shared = Rc::new(ConnShared::new(99));
-        let mut out = Outbox::new(t.ctx.clone());
-        let mut pipe = Pipeline::new(t.fake.clone());
+        let mut out = Outbox::new(t.fake.clone());
+        let mut pipe = Pipeline::new();
         let (ours, _peer) = UnixStream::pair().unwrap();
         let mut io = Buffered::new(Transport::Unix(ours));
         let r = request(1, "PUT", "/", &[], RequestBody::Stream);
         let c = t.ctx.register(&r);
-        pipe.push(r, c.clone(), &shared, &mut out);
+        pipe.push(r, c.clone(), &mut out);
         pipe.fill_writes(&mut io);
         c.body
             .borrow_mut()

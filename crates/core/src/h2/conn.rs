@@ -14,8 +14,9 @@ use h2::{Ping, PingPong, Reason, RecvStream, SendStream};
 use tokio::time::{Instant, Sleep};
 
 use super::head::{outgoing, raw_headers};
-use super::{Host, Settings, GOAWAY_MESSAGE};
+use super::{Settings, GOAWAY_MESSAGE};
 use crate::codec::request::BodyFraming;
+use crate::conn::Host;
 use crate::error::{js_ms, Error, SocketInfo};
 use crate::event::{Event, Shared};
 use crate::request::{Queued, ReqCtl, Request};
@@ -36,7 +37,7 @@ const MAX_GOAWAY_REPLAYS: u8 = 1;
 const BEFORE_SETTINGS: usize = usize::MAX - 1;
 
 /// Opens HTTP/2 over `io` (the client preface and SETTINGS) and runs the connection to its end.
-pub(crate) async fn run<H: Host>(host: H, io: Transport, settings: Settings) {
+pub(crate) async fn run<H: Host>(host: Rc<H>, io: Transport, settings: Settings) {
     let addresses = io.addresses();
     let mut builder = h2::client::Builder::new();
     builder
@@ -213,7 +214,7 @@ struct Pinger {
 }
 
 struct H2Conn<H: Host> {
-    host: H,
+    host: Rc<H>,
     settings: Settings,
     /// `None` once the connection takes no new stream.
     send: Option<SendRequest<Bytes>>,
@@ -246,7 +247,7 @@ struct H2Conn<H: Host> {
 
 impl<H: Host> H2Conn<H> {
     fn new(
-        host: H,
+        host: Rc<H>,
         settings: Settings,
         send: SendRequest<Bytes>,
         mut conn: Connection<Transport, Bytes>,
@@ -314,7 +315,7 @@ impl<H: Host> H2Conn<H> {
             // Any request, whatever its method or body, as undici 8: streams are independent,
             // and one the server did not process (refused, or above a GOAWAY's last id) is
             // replayed where it can be (see `step_streams`).
-            let Some(Queued { mut req, ctl }) = self.host.take(|_| true) else {
+            let Some(Queued { mut req, ctl }) = self.host.take(&mut |_| true) else {
                 break;
             };
             self.host.attach(&ctl);
@@ -354,7 +355,7 @@ impl<H: Host> H2Conn<H> {
         } else {
             limit.saturating_sub(self.streams.len())
         };
-        self.host.report(self.streams.len(), room);
+        self.host.report(self.streams.len(), room > 0, Some(room));
     }
 
     /// Sends the head of a stream whose go-ahead came. `Err` when the connection cannot
@@ -512,7 +513,6 @@ impl<H: Host> H2Conn<H> {
                     *count = count.saturating_add(1);
                     let allowed = *count <= most;
                     if allowed && replayable {
-                        *s.ctl.conn.borrow_mut() = None;
                         retry.push(Queued {
                             req: s.req,
                             ctl: s.ctl,
@@ -525,9 +525,35 @@ impl<H: Host> H2Conn<H> {
             }
         }
         if !retry.is_empty() {
-            self.host.give_back(retry);
+            self.give_back(retry);
         }
         progress
+    }
+
+    /// Gives `requests` back to the origin, to go first in its queue in this order, and has it
+    /// find them a connection. While the origin is busy (only while unwinding from a panic)
+    /// nothing can take them: they fail at once.
+    fn give_back(&self, requests: Vec<Queued>) {
+        let mut lost = Vec::new();
+        for q in requests.into_iter().rev() {
+            if let Err(q) = self.host.give_back(q) {
+                lost.push(q);
+            }
+        }
+        if lost.is_empty() {
+            // Another connection takes them (or this one, if it still can).
+            self.host.schedule();
+            return;
+        }
+        for q in lost.into_iter().rev() {
+            if self.host.settle(q.req.id) {
+                self.host.publish(&mut vec![Event::Error {
+                    id: q.req.id,
+                    error: Error::socket("other side closed"),
+                    shared: Shared::No,
+                }]);
+            }
+        }
     }
 
     fn fail(&mut self, id: u64, error: Error, shared: Shared) {
@@ -559,13 +585,10 @@ impl<H: Host> H2Conn<H> {
                             ctl: s.ctl,
                         })
                         .collect();
-                for q in &held {
-                    *q.ctl.conn.borrow_mut() = None;
-                }
                 self.publish_state();
                 self.host.detach();
                 if !held.is_empty() {
-                    self.host.give_back(held);
+                    self.give_back(held);
                 }
             }
         }
@@ -602,7 +625,6 @@ impl<H: Host> H2Conn<H> {
         for s in std::mem::take(&mut self.streams) {
             match s.phase {
                 Phase::Held => {
-                    *s.ctl.conn.borrow_mut() = None;
                     retry.push(Queued {
                         req: s.req,
                         ctl: s.ctl,
@@ -612,7 +634,7 @@ impl<H: Host> H2Conn<H> {
             }
         }
         if !retry.is_empty() {
-            self.host.give_back(retry);
+            self.give_back(retry);
         }
         self.announce(error);
         self.send = None;

@@ -4,55 +4,18 @@
 //! The connection is one hand-written future (as the HTTP/1.1 one): it drives the `h2`
 //! connection, opens, feeds and reads its streams, and runs their timers and its PINGs, all
 //! in one task, so no lock is held across I/O and every event of a poll goes out in one batch.
+//! It drives its origin through [`crate::conn::Host`], the seam HTTP/1.1's connections use too,
+//! generic over it (the origin's, or the unit tests' fake).
 
 mod conn;
 mod head;
 
-use std::task::Context;
 use std::time::Duration;
 
 pub(crate) use conn::run;
 
 use crate::backlog::CONN_LIMIT;
-use crate::error::Error;
-use crate::event::Event;
-use crate::request::{OriginConfig, Queued, ReqCtl, Request};
-
-/// What an HTTP/2 connection needs of the engine: its origin's queue, the event sink, and
-/// how the origin reaches it.
-pub(crate) trait Host: Unpin {
-    fn origin_id(&self) -> u64;
-    fn conn_id(&self) -> u64;
-    /// Wake the connection through `cx` (on news from the origin or a request's command).
-    fn register(&self, cx: &Context<'_>);
-    /// It carries `inflight` requests and would take `room` more now.
-    fn report(&self, inflight: usize, room: usize);
-    /// The most requests the origin lets one connection carry: its `pipelining`, as undici 7
-    /// bounds HTTP/2 streams by it too, or no bound of its own (undici 8).
-    fn max_streams(&self) -> usize;
-    /// The error to fail everything with and close, once the origin is destroyed.
-    fn take_destroy(&self) -> Option<Error>;
-    /// Commands about the request of `ctl` (body, pause, abort) wake this connection.
-    fn attach(&self, ctl: &ReqCtl);
-    /// The next request waiting at the origin, if it `fits` (those aborted while queued are
-    /// dropped).
-    fn take(&self, fits: impl FnOnce(&Request) -> bool) -> Option<Queued>;
-    /// Puts requests back at the front of the origin's queue, in order: they are retried on
-    /// another connection (or on this one, if it still takes requests).
-    fn give_back(&self, requests: Vec<Queued>);
-    /// Marks request `id` settled: `true` the first time only.
-    fn settle(&self, id: u64) -> bool;
-    fn publish(&self, events: &mut Vec<Event>);
-    /// Whether the connection may take more of the server's bytes, with `unpublished` taken and
-    /// not published yet (see [`crate::backlog`]); if not, `cx` is woken when it may.
-    fn may_read(&self, unpublished: usize, cx: &Context<'_>) -> bool;
-    /// The origin is closing and has nothing queued: an idle connection goes.
-    fn idle_close(&self) -> bool;
-    /// The connection takes no new request (GOAWAY): the origin may open another meanwhile.
-    fn detach(&self);
-    /// The connection is gone; nothing of it is called after this.
-    fn gone(&self);
-}
+use crate::request::OriginConfig;
 
 /// An origin's HTTP/2 settings (undici's option names in brackets).
 #[derive(Debug, Clone)]

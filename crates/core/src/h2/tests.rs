@@ -1,13 +1,12 @@
-//! The HTTP/2 connection against in-process servers: the `h2` crate's server side for
+//! The HTTP/2 connection against a fake origin ([`Fake`], its [`crate::conn::Host`], as
+//! HTTP/1.1's tests use) and in-process servers: the `h2` crate's server side for
 //! well-behaved ones, raw frames over TCP for hostile ones.
 
 use std::cell::RefCell;
-use std::collections::{HashSet, VecDeque};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context, Waker};
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -16,154 +15,12 @@ use h2::RecvStream;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use super::{run, Host, Settings, GOAWAY_MESSAGE};
-use crate::ctx::testing::{self, get, request, rt};
+use super::{run, Settings, GOAWAY_MESSAGE};
+use crate::ctx::testing::{self, get, request, rt, Fake};
 use crate::error::Error;
 use crate::event::{Event, Shared};
-use crate::request::{BodyPipe, Queued, ReqCtl, Request, RequestBody};
+use crate::request::{OriginConfig, RequestBody};
 use crate::transport::Transport;
-
-#[derive(Default)]
-struct State {
-    queue: VecDeque<Queued>,
-    live: HashSet<u64>,
-    events: Vec<Event>,
-    waker: Option<Waker>,
-    destroy: Option<Error>,
-    closing: bool,
-    detached: bool,
-    gone: bool,
-    inflight: usize,
-    /// Requests given back (retried).
-    given_back: usize,
-}
-
-#[derive(Clone, Default)]
-struct TestHost(Rc<RefCell<State>>);
-
-impl Host for TestHost {
-    fn origin_id(&self) -> u64 {
-        1
-    }
-    fn conn_id(&self) -> u64 {
-        7
-    }
-    fn register(&self, cx: &Context<'_>) {
-        self.0.borrow_mut().waker = Some(cx.waker().clone());
-    }
-    fn report(&self, inflight: usize, _room: usize) {
-        self.0.borrow_mut().inflight = inflight;
-    }
-    fn max_streams(&self) -> usize {
-        usize::MAX
-    }
-    fn take_destroy(&self) -> Option<Error> {
-        self.0.borrow_mut().destroy.take()
-    }
-    fn attach(&self, _ctl: &ReqCtl) {}
-    fn take(&self, fits: impl FnOnce(&Request) -> bool) -> Option<Queued> {
-        let mut s = self.0.borrow_mut();
-        while s.queue.front().is_some_and(|q| q.ctl.aborted.get()) {
-            s.queue.pop_front();
-        }
-        match s.queue.front() {
-            Some(q) if fits(&q.req) => s.queue.pop_front(),
-            _ => None,
-        }
-    }
-    fn give_back(&self, requests: Vec<Queued>) {
-        let mut s = self.0.borrow_mut();
-        s.given_back += requests.len();
-        for q in requests.into_iter().rev() {
-            s.queue.push_front(q);
-        }
-    }
-    fn settle(&self, id: u64) -> bool {
-        self.0.borrow_mut().live.remove(&id)
-    }
-    fn publish(&self, events: &mut Vec<Event>) {
-        self.0.borrow_mut().events.append(events);
-    }
-    fn may_read(&self, _unpublished: usize, _cx: &Context<'_>) -> bool {
-        true
-    }
-    fn idle_close(&self) -> bool {
-        let s = self.0.borrow();
-        s.closing && s.queue.is_empty()
-    }
-    fn detach(&self) {
-        self.0.borrow_mut().detached = true;
-    }
-    fn gone(&self) {
-        self.0.borrow_mut().gone = true;
-    }
-}
-
-impl TestHost {
-    fn wake(&self) {
-        if let Some(w) = self.0.borrow().waker.clone() {
-            w.wake();
-        }
-    }
-
-    /// Queues a request; its control block lets the test pause, abort, or stream its body.
-    fn submit(&self, req: Request) -> Rc<ReqCtl> {
-        let ctl = Rc::new(ReqCtl {
-            paused: Default::default(),
-            aborted: Default::default(),
-            graceful: Default::default(),
-            proceed: Default::default(),
-            conn: RefCell::new(None),
-            body: RefCell::new(BodyPipe::default()),
-        });
-        let mut s = self.0.borrow_mut();
-        s.live.insert(req.id);
-        s.queue.push_back(Queued {
-            req,
-            ctl: ctl.clone(),
-        });
-        drop(s);
-        self.wake();
-        ctl
-    }
-
-    /// Waits (at most 5 s) until `done` holds for the events so far.
-    async fn until(&self, what: &str, done: impl Fn(&[Event]) -> bool) {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-        while !done(&self.0.borrow().events) {
-            if tokio::time::Instant::now() > deadline {
-                panic!(
-                    "timed out waiting for {what}: {:#?}",
-                    self.0.borrow().events
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-    }
-
-    async fn settled(&self, id: u64) {
-        self.until(&format!("request {id} to settle"), |ev| {
-            testing::settled(ev, id)
-        })
-        .await
-    }
-
-    fn of(&self, id: u64) -> Vec<String> {
-        testing::of(&self.0.borrow().events, id)
-    }
-
-    fn body(&self, id: u64) -> Vec<u8> {
-        testing::body(&self.0.borrow().events, id)
-    }
-
-    fn error(&self, id: u64) -> Option<Error> {
-        testing::error(&self.0.borrow().events, id)
-    }
-
-    fn disconnected(&self) -> Option<Error> {
-        testing::disconnected(&self.0.borrow().events)
-    }
-}
 
 type Handler =
     Rc<dyn Fn(http::Request<RecvStream>, SendResponse<Bytes>) -> Pin<Box<dyn Future<Output = ()>>>>;
@@ -220,8 +77,8 @@ fn respond(respond: &mut SendResponse<Bytes>, status: u16, body: &[u8]) {
 }
 
 /// Connects a client connection to `addr`.
-async fn connect(addr: SocketAddr, settings: Settings) -> TestHost {
-    let host = TestHost::default();
+async fn connect(addr: SocketAddr, settings: Settings) -> Rc<Fake> {
+    let host = Fake::new(OriginConfig::default());
     let sock = TcpStream::connect(addr).await.unwrap();
     tokio::task::spawn_local(run(host.clone(), Transport::Tcp(sock), settings));
     host
@@ -295,9 +152,8 @@ fn request_bodies_known_and_streamed() {
         let body = host.body(2);
         assert_eq!(body.iter().filter(|b| **b == b'x').count(), 200_000);
         let consumed: usize = host
-            .0
-            .borrow()
-            .events
+            .rec
+            .events()
             .iter()
             .filter_map(|e| match e {
                 Event::BodyConsumed { id: 2, bytes } => Some(*bytes),
@@ -366,7 +222,7 @@ fn trailers_and_informational_heads() {
                 "complete 1"
             ]
         );
-        let ev = &host.0.borrow().events;
+        let ev = &host.rec.events();
         let trailers = ev.iter().find_map(|e| match e {
             Event::Complete { trailers, .. } => Some(trailers.clone()),
             _ => None,
@@ -484,7 +340,7 @@ fn timeouts_and_aborts_fail_one_stream_only() {
         host.submit(get(4, "/fast"));
         host.settled(4).await;
         ctl.aborted.set(true);
-        host.0.borrow_mut().live.remove(&3);
+        host.ctx.settle(3);
         host.wake();
         host.settled(1).await;
         host.settled(2).await;
@@ -501,7 +357,7 @@ fn timeouts_and_aborts_fail_one_stream_only() {
         host.settled(5).await;
         assert_eq!(host.of(5), ["connect", "headers 200", "data", "complete 0"]);
         assert!(host.disconnected().is_none());
-        assert_eq!(host.0.borrow().inflight, 0);
+        assert_eq!(host.shared.inflight.get(), 0);
     });
 }
 
@@ -620,7 +476,7 @@ fn an_idle_connection_closes_after_keep_alive() {
             Some(Error::Info("socket idle timeout".into()))
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
-        assert!(host.0.borrow().gone);
+        assert!(!host.gone.borrow().is_empty());
     });
 }
 
@@ -659,7 +515,7 @@ fn the_servers_stream_limit_is_kept() {
             host.settled(id).await;
         }
         assert_eq!(active.borrow().1, 2);
-        assert_eq!(host.0.borrow().given_back, 0);
+        assert_eq!(host.requeued.borrow().len(), 0);
     });
 }
 
@@ -700,7 +556,7 @@ fn destroy_fails_everything_and_closes() {
                 == 2
         })
         .await;
-        host.0.borrow_mut().destroy = Some(Error::Destroyed);
+        *host.shared.destroy.borrow_mut() = Some(Error::Destroyed);
         host.wake();
         host.settled(1).await;
         host.settled(2).await;
@@ -708,7 +564,7 @@ fn destroy_fails_everything_and_closes() {
         assert_eq!(host.disconnected(), Some(Error::Destroyed));
         host.until("gone", |_| true).await;
         tokio::time::sleep(Duration::from_millis(20)).await;
-        assert!(host.0.borrow().gone);
+        assert!(!host.gone.borrow().is_empty());
     });
 }
 
@@ -719,7 +575,7 @@ fn a_closing_origin_closes_idle_connections() {
         let host = connect(addr, h2c()).await;
         host.submit(get(1, "/"));
         host.settled(1).await;
-        host.0.borrow_mut().closing = true;
+        host.closing.set(true);
         host.wake();
         host.until("disconnect", |ev| {
             ev.iter().any(|e| matches!(e, Event::Disconnected { .. }))
@@ -882,7 +738,7 @@ fn goaway_retries_what_the_server_did_not_take() {
         host.submit(get(2, "/b"));
         host.submit(get(3, "/c"));
         host.settled(1).await;
-        host.until("the retries", |_| host.0.borrow().given_back == 2)
+        host.until("the retries", |_| host.requeued.borrow().len() == 2)
             .await;
         assert_eq!(
             host.disconnected(),
@@ -890,9 +746,9 @@ fn goaway_retries_what_the_server_did_not_take() {
         );
         assert_eq!(host.of(1), ["connect", "headers 200", "data", "complete 0"]);
         // The GETs went back to the origin, for another connection.
-        assert!(host.0.borrow().detached);
+        assert!(!host.detached.borrow().is_empty());
         assert_eq!(host.of(2), ["connect"]);
-        let queued: Vec<u64> = host.0.borrow().queue.iter().map(|q| q.req.id).collect();
+        let queued: Vec<u64> = host.queued();
         assert_eq!(queued, [2, 3]);
     });
     rt(async {
@@ -912,13 +768,13 @@ fn goaway_retries_what_the_server_did_not_take() {
             &[],
             RequestBody::Bytes(Bytes::from_static(b"x")),
         ));
-        host.until("the retry", |_| host.0.borrow().given_back == 1)
+        host.until("the retry", |_| host.requeued.borrow().len() == 1)
             .await;
         let sock = TcpStream::connect(addr).await.unwrap();
         tokio::task::spawn_local(run(host.clone(), Transport::Tcp(sock), h2c()));
         host.settled(3).await;
         assert_eq!(host.error(3), Some(Error::Info(GOAWAY_MESSAGE.into())));
-        assert_eq!(host.0.borrow().given_back, 1);
+        assert_eq!(host.requeued.borrow().len(), 1);
     });
     rt(async {
         // A streamed body, once its stream is open, is not at hand to send again: it fails.
@@ -932,7 +788,7 @@ fn goaway_retries_what_the_server_did_not_take() {
         host.submit(request(4, "POST", "/s", &[], RequestBody::Stream));
         host.settled(4).await;
         assert_eq!(host.error(4), Some(Error::Info(GOAWAY_MESSAGE.into())));
-        assert_eq!(host.0.borrow().given_back, 0);
+        assert_eq!(host.requeued.borrow().len(), 0);
     });
 }
 
@@ -992,9 +848,8 @@ fn a_malformed_frame_fails_the_connection_with_a_typed_error() {
         assert_eq!(host.error(2), Some(e.clone()));
         assert_eq!(host.disconnected(), Some(e));
         let shared: Vec<_> = host
-            .0
-            .borrow()
-            .events
+            .rec
+            .events()
             .iter()
             .filter_map(|e| match e {
                 Event::Error { shared, .. } => Some(*shared),
@@ -1240,7 +1095,8 @@ fn a_connect_stream_is_a_tunnel() {
             .chunks
             .push_back(Bytes::from_static(b"hello"));
         host.wake();
-        host.until("the echo", |_| host.body(1) == b"HELLO").await;
+        host.until("the echo", |ev| testing::body(ev, 1) == b"HELLO")
+            .await;
         ctl.body.borrow_mut().ended = true;
         host.wake();
         host.settled(1).await;
@@ -1273,6 +1129,6 @@ fn a_goaway_after_the_head_fails_the_stream_without_a_replay() {
         host.submit(get(1, "/cut"));
         host.settled(1).await;
         assert_eq!(host.of(1), ["connect", "headers 200", "data", "error Info"]);
-        assert_eq!(host.0.borrow().given_back, 0);
+        assert_eq!(host.requeued.borrow().len(), 0);
     });
 }

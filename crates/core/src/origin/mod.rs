@@ -19,10 +19,9 @@ use crate::transport::js::{Opener, Registry};
 use crate::transport::{self, Transport};
 use rustls::pki_types::ServerName;
 
-mod h1_host;
-mod h2_host;
+mod host;
 
-use h2_host::OriginHost;
+use host::OriginHost;
 
 /// The protocol a connection speaks, chosen once it is made (see [`Protocol::choose`]).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -223,12 +222,13 @@ impl Origin {
                         conn: shared.id,
                         http2: protocol == Protocol::Http2,
                     });
+                    let host = Rc::new(OriginHost::new(ctx, this, shared));
                     match protocol {
-                        Protocol::Http1 => h1::Conn::new(ctx, this, shared, io).await,
+                        Protocol::Http1 => h1::Conn::new(host, io).await,
                         Protocol::Http2 => {
                             let secure = cfg.secure || cfg.tls.is_some();
                             let settings = h2::Settings::new(&cfg, secure);
-                            h2::run(OriginHost::new(ctx, this, shared), io, settings).await
+                            h2::run(host, io, settings).await
                         }
                     }
                 }

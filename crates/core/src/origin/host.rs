@@ -1,0 +1,154 @@
+//! An origin as its connections' [`Host`], whatever their protocol: its queue, its lanes, and
+//! the engine's context (the event sink, the requests in flight, the backlog).
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::Context;
+
+use super::Origin;
+use crate::backlog::Share;
+use crate::conn::{ConnShared, Host};
+use crate::ctx::Ctx;
+use crate::direct::{Lanes, Mail};
+use crate::error::Error;
+use crate::event::Event;
+use crate::request::{OriginConfig, Queued, ReqCtl, Request};
+
+/// What one connection drives its origin through.
+pub(crate) struct OriginHost {
+    ctx: Rc<Ctx>,
+    origin: Rc<RefCell<Origin>>,
+    shared: Rc<ConnShared>,
+    origin_id: u64,
+    /// The origin's `pipelining` (which `set_pipelining` changes).
+    pipelining: Rc<Cell<usize>>,
+    /// It bounds HTTP/2 streams too (undici 7).
+    streams_by_pipelining: bool,
+    /// The connection's part of the backlog.
+    share: Cell<Share>,
+}
+
+impl OriginHost {
+    pub fn new(ctx: Rc<Ctx>, origin: Rc<RefCell<Origin>>, shared: Rc<ConnShared>) -> OriginHost {
+        let (origin_id, pipelining, streams_by_pipelining) = {
+            let o = origin.borrow();
+            (o.id, o.pipelining.clone(), o.cfg.h2_by_pipelining)
+        };
+        OriginHost {
+            ctx,
+            origin,
+            shared,
+            origin_id,
+            pipelining,
+            streams_by_pipelining,
+            share: Cell::default(),
+        }
+    }
+}
+
+impl Host for OriginHost {
+    fn origin_id(&self) -> u64 {
+        self.origin_id
+    }
+
+    fn conn_id(&self) -> u64 {
+        self.shared.id
+    }
+
+    fn register(&self, cx: &Context<'_>) {
+        self.shared.register(cx);
+    }
+
+    fn report(&self, inflight: usize, accepting: bool, room: Option<usize>) {
+        self.shared.report(inflight, accepting, room);
+    }
+
+    fn take_destroy(&self) -> Option<Error> {
+        self.shared.take_destroy()
+    }
+
+    fn take(&self, fits: &mut dyn FnMut(&Request) -> bool) -> Option<Queued> {
+        self.origin.try_borrow_mut().ok()?.next_request(fits)
+    }
+
+    fn attach(&self, ctl: &ReqCtl) {
+        *ctl.conn.borrow_mut() = Some(self.shared.clone());
+    }
+
+    fn give_back(&self, q: Queued) -> Result<(), Queued> {
+        let Ok(mut o) = self.origin.try_borrow_mut() else {
+            return Err(q);
+        };
+        *q.ctl.conn.borrow_mut() = None;
+        o.requeue(q);
+        Ok(())
+    }
+
+    fn schedule(&self) {
+        Origin::schedule(&self.origin, &self.ctx);
+    }
+
+    fn settle(&self, id: u64) -> bool {
+        self.ctx.settle(id)
+    }
+
+    fn publish(&self, events: &mut Vec<Event>) {
+        let before = self.ctx.backlog.takes();
+        let read = self.ctx.publish(events);
+        let mut share = self.share.get();
+        share.add(&self.ctx.backlog, before, read);
+        self.share.set(share);
+    }
+
+    fn may_read(&self, unpublished: usize, cx: &Context<'_>) -> bool {
+        let mut share = self.share.get();
+        let may = share.may_read(&self.ctx.backlog, unpublished, cx);
+        self.share.set(share);
+        may
+    }
+
+    fn idle_close(&self) -> bool {
+        self.origin.try_borrow().is_ok_and(|o| o.idle_conns_close())
+    }
+
+    fn detach(&self) {
+        Origin::detach(&self.origin, &self.ctx, self.shared.id);
+    }
+
+    fn gone(&self) {
+        Origin::conn_gone(&self.origin, &self.ctx, self.shared.id);
+    }
+
+    fn cfg(&self) -> Rc<OriginConfig> {
+        self.origin.borrow().cfg.clone()
+    }
+
+    fn pipelining(&self) -> usize {
+        self.pipelining.get()
+    }
+
+    fn lanes(&self) -> Arc<Lanes> {
+        self.origin.borrow().lanes.clone()
+    }
+
+    fn open_for_direct(&self) -> bool {
+        self.origin.try_borrow().is_ok_and(|o| o.open_for_direct())
+    }
+
+    fn register_mail(&self, m: &Mail) -> Rc<ReqCtl> {
+        self.ctx.register_mail(m)
+    }
+
+    fn take_adopted(&self) -> Vec<(Mail, Rc<ReqCtl>)> {
+        self.shared.take_adopted()
+    }
+
+    fn max_streams(&self) -> usize {
+        if self.streams_by_pipelining {
+            self.pipelining.get().max(1)
+        } else {
+            usize::MAX
+        }
+    }
+}
