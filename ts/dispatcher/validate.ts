@@ -59,6 +59,9 @@ export function checkRequest(opts: DispatchOptions, handler: DispatchHandler, un
   return head
 }
 
+/** The callbacks of undici's first handler API. */
+const LEGACY_CALLBACKS = ['onConnect', 'onError', 'onHeaders', 'onData', 'onComplete', 'onUpgrade'] as const
+
 /** The callbacks a handler must have for the request it is given with. */
 function checkHandler(handler: DispatchHandler, method: string, upgrade: unknown, undici7: boolean): void {
   const inner = given(handler)
@@ -66,8 +69,10 @@ function checkHandler(handler: DispatchHandler, method: string, upgrade: unknown
   if (inner !== handler) return undici7 ? undefined : checkController(inner as DispatchHandler, method, upgrade)
   const has = (name: keyof DispatchHandler): boolean => typeof handler[name] === 'function'
   if (has('onRequestStart')) return
-  // undici 8 takes controller-style handlers only; saetta also takes first-API ones (with onConnect).
-  if (!undici7 && !has('onConnect')) throw new InvalidArgumentError('invalid onRequestStart method')
+  // undici 8 takes controller-style handlers only; saetta also takes first-API ones, checked as
+  // undici 7 checks them. One with none of their callbacks is a controller-style one without
+  // its onRequestStart, as undici 8 reads it.
+  if (!undici7 && !LEGACY_CALLBACKS.some(has)) throw new InvalidArgumentError('invalid onRequestStart method')
   if (!has('onConnect')) throw new InvalidArgumentError('invalid onConnect method')
   if (!has('onError')) throw new InvalidArgumentError('invalid onError method')
   if (handler.onBodySent !== undefined && !has('onBodySent')) throw new InvalidArgumentError('invalid onBodySent method')
