@@ -2,7 +2,6 @@
 // per-request sinks and per-origin listeners, and keeps the process alive only while
 // requests are in flight.
 
-import { markAsUntransferable } from 'node:worker_threads'
 import { addon } from './load'
 import { fromNative, type NativeSocketInfo } from './native-error'
 import { externalError, refuseSocket, releaseError, socketCredit, socketDestroy, socketEnd, socketWrite } from './js-socket'
@@ -96,31 +95,15 @@ function errorAt(o: unknown[], k: number): Error {
  * `\n`) are not an event's.
  */
 /**
- * Whether an ArrayBuffer marked untransferable stays whole when a handler hands a view of it to
- * a byte stream's `enqueue` (which transfers what it is given): on Node 24 and later; on Node 22
- * enqueue detaches it all the same.
- */
-const pinnable = ((): boolean => {
-  const memory = new ArrayBuffer(1)
-  markAsUntransferable(memory)
-  let stream: ReadableByteStreamController | undefined
-  new ReadableStream({ type: 'bytes', start: (c) => void (stream = c) })
-  try {
-    stream?.enqueue(new Uint8Array(memory))
-  } catch {}
-  return memory.byteLength === 1
-})()
-
-/**
- * Chunk `[from, from + length)` of a batch's shared memory, as a handler receives it: a view,
- * where the memory cannot be transferred away under the batch's other chunks (it is marked so
- * when the batch comes); else (Node 22) a copy of its own.
+ * Chunk `[from, from + length)` of a batch's shared memory, as a handler receives it: a copy with
+ * memory of its own, which the handler may transfer (a byte stream's `enqueue` does) as it may
+ * an undici chunk's, without taking the batch's other chunks with it. Small chunks only (see
+ * src/events.rs), so the copy is cheap.
  */
 function sharedChunk(memory: ArrayBuffer, from: number, length: number): Buffer {
-  if (pinnable) return Buffer.from(memory, from, length)
-  const own = new Uint8Array(length)
+  const own = Buffer.allocUnsafeSlow(length)
   own.set(new Uint8Array(memory, from, length))
-  return Buffer.from(own.buffer)
+  return own
 }
 
 function dispatchEvents(n: Float64Array, o: unknown[]): void {
@@ -139,9 +122,8 @@ function dispatchEvents(n: Float64Array, o: unknown[]): void {
   const skip = (lines: number): void => {
     for (const stop = t + lines; t < stop; t++) at += text[t].length + 1
   }
-  // The chunks of small payloads: views of one memory, which a handler must not detach.
+  // The chunks of small payloads, end to end in one memory (see sharedChunk).
   const memory = (o[1] as Buffer | undefined)?.buffer as ArrayBuffer | undefined
-  if (memory !== undefined && pinnable) markAsUntransferable(memory)
   let i = 1
   let k = 3
   while (i < end) {
