@@ -822,3 +822,33 @@ describe('connection lifecycle', () => {
     })
   })
 })
+
+describe("a response chunk's memory", () => {
+  test('a handler may transfer it (a byte stream enqueues it as it is): every request still gets its own bytes', async () => {
+    // Small bodies, pipelined on a few connections, so that many chunks arrive together.
+    const server = () => httpServer((req, res) => res.end(`body of ${req.url}`))
+    await same(server, async (lib, origin) => {
+      const pool = new lib.Pool(origin, { connections: 2, pipelining: 8 })
+      const one = (i: number): Promise<string> => {
+        let queue!: ReadableByteStreamController
+        const stream = new ReadableStream({ type: 'bytes', start: (c) => void (queue = c) })
+        return new Promise<string>((resolve, reject) => {
+          pool.dispatch({ path: `/${i}`, method: 'GET' }, {
+            onRequestStart() {},
+            onResponseStart() {},
+            // Transfers the chunk's memory to the stream.
+            onResponseData: (_c, chunk) => queue.enqueue(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength)),
+            onResponseEnd: () => {
+              queue.close()
+              resolve(new Response(stream).text())
+            },
+            onResponseError: (_c, err) => reject(err),
+          })
+        })
+      }
+      const bodies = await Promise.all(Array.from({ length: 64 }, (_, i) => one(i)))
+      await pool.close()
+      return bodies
+    })
+  })
+})
