@@ -470,3 +470,29 @@ describe("fetch's dispatcher", () => {
     await res.text()
   })
 })
+
+describe('fetch on a MockAgent', () => {
+  test('bodies reach the interceptors as undici hands them (text as a string), matched by value or by function', async () => {
+    const run = async (lib: Lib): Promise<unknown[]> => {
+      const agent = new lib.MockAgent()
+      agent.disableNetConnect()
+      const pool = agent.get('http://example.test')
+      const seen: unknown[] = []
+      pool.intercept({ path: '/text', method: 'POST', body: 'hello' }).reply(200, 'by value')
+      pool.intercept({ path: '/form', method: 'POST', body: (b: unknown) => (seen.push(typeof b, String(b)), true) }).reply(201, 'by function')
+      pool.intercept({ path: '/json', method: 'GET' }).reply(200, { a: 1 }, { headers: { 'content-type': 'application/json' } })
+      const out: unknown[] = [seen]
+      for (const [path, init] of [['/text', { method: 'POST', body: 'hello' }], ['/form', { method: 'POST', body: new URLSearchParams('x=1') }], ['/json', {}], ['/none', {}]] as const) {
+        try {
+          const res = await lib.fetch(`http://example.test${path}`, { ...init, dispatcher: agent } as never)
+          out.push([path, res.status, await res.text(), res.headers.get('content-type')])
+        } catch (err) {
+          out.push([path, describeError(err), describeError((err as Error).cause)])
+        }
+      }
+      await agent.close()
+      return out
+    }
+    expect(await run(saetta)).toEqual(await run(undici))
+  })
+})

@@ -92,10 +92,13 @@ function knownBody(body: unknown): body is Body {
   return typeof body === 'string' || body instanceof ArrayBuffer || ArrayBuffer.isView(body) || body instanceof URLSearchParams
 }
 
-/** The bytes and default content-type of a body known whole (the body is copied, as fetch does). */
-function extract(body: Body): [Buffer, string | null] {
-  if (typeof body === 'string') return [Buffer.from(body), 'text/plain;charset=UTF-8']
-  if (body instanceof URLSearchParams) return [Buffer.from(body.toString()), 'application/x-www-form-urlencoded;charset=UTF-8']
+/**
+ * A body known whole as it is dispatched (text as a string, as undici's fetch hands a mock its
+ * source; bytes copied, as fetch copies them), and its default content-type.
+ */
+function extract(body: Body): [string | Buffer, string | null] {
+  if (typeof body === 'string') return [body, 'text/plain;charset=UTF-8']
+  if (body instanceof URLSearchParams) return [body.toString(), 'application/x-www-form-urlencoded;charset=UTF-8']
   if (body instanceof ArrayBuffer) return [Buffer.from(body.slice(0)), null]
   return [Buffer.from(new Uint8Array(body.buffer, body.byteOffset, body.byteLength)), null]
 }
@@ -176,7 +179,7 @@ interface Outgoing {
   url: URL
   method: string
   fields: FieldList
-  body: Buffer | null
+  body: string | Buffer | null
   redirect: string
   signal: AbortSignal | null
 }
