@@ -13,7 +13,7 @@ import { fromNative } from '../native/native-error'
 import { kComposeUndici7 } from './dispatcher'
 import { TunnelSocket, WRITE_WINDOW } from '../native/tunnel'
 import { holdsForConnect, InternalHandler } from '../handlers/internal'
-import { given } from '../handlers/unwrap'
+import { given, takeChunk } from '../handlers/unwrap'
 import { NativeWsTransport } from '../native/ws-transport'
 import { kWebSocket, type WebSocketDispatchOption } from '../websocket/transport'
 import { isHeaderValue, toBuffers } from './headers'
@@ -824,7 +824,12 @@ export class Run implements RequestSink {
     if (this.#ws || this.#tornDown()) return
     if (this.#info !== null) this.#publish(channels.bodyChunkReceived, { chunk })
     if (this.#paused) this.#backlog.push(() => this.onData(chunk))
-    else if (this.#handler.onData!(chunk) === false) this.#pause()
+    else {
+      // The chunk is the core's, in memory of its own, and no one saw it (no diagnostics
+      // subscriber): a handler that takes chunks as their only reader gets it so.
+      const more = this.#info === null ? takeChunk(this.#handler, chunk) : null
+      if ((more ?? this.#handler.onData!(chunk)) === false) this.#pause()
+    }
   }
 
   /**

@@ -12,8 +12,9 @@ import * as zlib from 'node:zlib'
 import { Transform } from 'node:stream'
 import type * as U from 'undici-types'
 import type { Dispatcher } from '../dispatcher/dispatcher'
-import type { DispatchController, IncomingHttpHeaders } from '../dispatcher/types'
+import type { DispatchController, DispatchHandler, IncomingHttpHeaders } from '../dispatcher/types'
 import { fetchResponse, NULL_BODY_STATUS, type FetchResponse } from './response'
+import { chunkTakers } from '../handlers/unwrap'
 
 /** The members of RequestInit this fetch reads; any other one sends the call to Node's fetch. */
 const OWN_INIT = new Set(['method', 'headers', 'body', 'signal', 'redirect', 'dispatcher', 'duplex', 'keepalive'])
@@ -264,11 +265,34 @@ function send(out: Outgoing, dispatcher: Dispatcher, redirected: boolean): Promi
       controller?.abort(reason instanceof Error ? reason : abortError())
     }
     signal?.addEventListener('abort', onAbort, { once: true })
-    const enqueue = (chunk: Buffer): void => {
+    /** Queues a chunk for the body's reader; `own`: the chunk is fetch's alone (see chunkTakers). */
+    const enqueue = (chunk: Buffer, own = false): void => {
       if (stream === null) return
-      // A copy: enqueuing transfers its buffer, and the chunk's is shared.
-      stream.enqueue(new Uint8Array(chunk))
+      // Enqueuing transfers the memory it is given: the chunk's own, where it is fetch's alone
+      // and all of that memory; else a copy (made without zeroing it first), as the chunk may be
+      // held elsewhere (an interceptor's cache, a mock's reply).
+      let given = own && chunk.byteOffset === 0 && chunk.byteLength === chunk.buffer.byteLength
+      if (given) {
+        try {
+          stream.enqueue(new Uint8Array(chunk.buffer as ArrayBuffer))
+        } catch {
+          given = false // memory that cannot be transferred
+        }
+      }
+      if (!given) {
+        const copy = Buffer.allocUnsafeSlow(chunk.length)
+        copy.set(chunk)
+        stream.enqueue(new Uint8Array(copy.buffer as ArrayBuffer, 0, copy.length))
+      }
       if ((stream.desiredSize ?? 1) <= 0) controller?.pause()
+    }
+    const onData = (chunk: Buffer, own: boolean): void => {
+      if (stream === null) return
+      if (decoders.length > 0) {
+        if (!decoders[0].write(chunk)) controller?.pause()
+      } else {
+        enqueue(chunk, own)
+      }
     }
     const close = (): void => {
       done()
@@ -278,75 +302,70 @@ function send(out: Outgoing, dispatcher: Dispatcher, redirected: boolean): Promi
     const path = url.pathname + url.search + (url.search === '' && url.href.endsWith('?' + url.hash) ? '?' : '')
     // Named as undici's fetch names it, which a dispatcher without `dispatch` shows.
     const agent = dispatcher
-    try {
-      agent.dispatch(
-        { origin: url.origin, path, method, headers: out.fields.toObject(), body: out.body },
-        {
-          onRequestStart(c: DispatchController): void {
-            controller = c
-            if (aborted) c.abort(abortError())
-          },
-          onResponseStart(c: DispatchController, status: number, headers: IncomingHttpHeaders, statusText?: string): void {
-            if (status < 200 || settled) return
-            const location = headers.location
-            if (REDIRECT_STATUS.has(status) && (out.redirect === 'error' || (out.redirect === 'follow' && location !== undefined))) {
-              settled = true
+    const handler: DispatchHandler = {
+      onRequestStart(c: DispatchController): void {
+        controller = c
+        if (aborted) c.abort(abortError())
+      },
+      onResponseStart(c: DispatchController, status: number, headers: IncomingHttpHeaders, statusText?: string): void {
+        if (status < 200 || settled) return
+        const location = headers.location
+        if (REDIRECT_STATUS.has(status) && (out.redirect === 'error' || (out.redirect === 'follow' && location !== undefined))) {
+          settled = true
+          done()
+          resolve({ location: location === undefined ? null : Array.isArray(location) ? location[0] : location, status })
+          return
+        }
+        const nullBody = NULL_BODY_STATUS.has(status) || method === 'HEAD' || method === 'CONNECT'
+        let body: ReadableStream<Uint8Array> | null = null
+        if (!nullBody) {
+          body = new ReadableStream({
+            type: 'bytes',
+            start(s) {
+              stream = s
+            },
+            pull() {
+              if (controller?.paused) controller.resume()
+            },
+            cancel(reason) {
+              stream = null
               done()
-              resolve({ location: location === undefined ? null : Array.isArray(location) ? location[0] : location, status })
+              controller?.abort(reason instanceof Error ? reason : abortError())
+            },
+          }, { highWaterMark: HIGH_WATER })
+          const codings = headers['content-encoding']
+          if (codings !== undefined) {
+            const list = String(codings).toLowerCase().split(',')
+            if (list.length > MAX_CODINGS) {
+              c.abort(new Error(`too many content-encodings in response: ${list.length}, maximum allowed is ${MAX_CODINGS}`))
               return
             }
-            const nullBody = NULL_BODY_STATUS.has(status) || method === 'HEAD' || method === 'CONNECT'
-            let body: ReadableStream<Uint8Array> | null = null
-            if (!nullBody) {
-              body = new ReadableStream({
-                type: 'bytes',
-                start(s) {
-                  stream = s
-                },
-                pull() {
-                  if (controller?.paused) controller.resume()
-                },
-                cancel(reason) {
-                  stream = null
-                  done()
-                  controller?.abort(reason instanceof Error ? reason : abortError())
-                },
-              }, { highWaterMark: HIGH_WATER })
-              const codings = headers['content-encoding']
-              if (codings !== undefined) {
-                const list = String(codings).toLowerCase().split(',')
-                if (list.length > MAX_CODINGS) {
-                  c.abort(new Error(`too many content-encodings in response: ${list.length}, maximum allowed is ${MAX_CODINGS}`))
-                  return
-                }
-                decoders = decodersFor(list)
-                if (decoders.length > 0) pipeDecoders(decoders, enqueue, close, (err) => {
-                  c.abort(err)
-                  fail(new TypeError('terminated', { cause: err }))
-                }, c)
-              }
-            }
-            settled = true
-            resolve({ response: fetchResponse(body, status, statusText ?? '', headers, url, redirected) })
-          },
-          onResponseData(_c: DispatchController, chunk: Buffer): void {
-            if (stream === null) return
-            if (decoders.length > 0) {
-              if (!decoders[0].write(chunk)) controller?.pause()
-            } else {
-              enqueue(chunk)
-            }
-          },
-          onResponseEnd(): void {
-            if (decoders.length > 0) decoders[0].end()
-            else close()
-          },
-          onResponseError(_c: DispatchController, err: Error): void {
-            if (aborted) return
-            fail(settled ? new TypeError('terminated', { cause: err }) : networkError(err))
-          },
-        },
-      )
+            decoders = decodersFor(list)
+            if (decoders.length > 0) pipeDecoders(decoders, enqueue, close, (err) => {
+              c.abort(err)
+              fail(new TypeError('terminated', { cause: err }))
+            }, c)
+          }
+        }
+        settled = true
+        resolve({ response: fetchResponse(body, status, statusText ?? '', headers, url, redirected) })
+      },
+      onResponseData(_c: DispatchController, chunk: Buffer): void {
+        onData(chunk, false)
+      },
+      onResponseEnd(): void {
+        if (decoders.length > 0) decoders[0].end()
+        else close()
+      },
+      onResponseError(_c: DispatchController, err: Error): void {
+        if (aborted) return
+        fail(settled ? new TypeError('terminated', { cause: err }) : networkError(err))
+      },
+    }
+    // Given the chunks no one else holds as their only reader (see chunkTakers).
+    chunkTakers.set(handler, (_c, chunk) => onData(chunk, true))
+    try {
+      agent.dispatch({ origin: url.origin, path, method, headers: out.fields.toObject(), body: out.body }, handler)
     } catch (err) {
       fail(networkError(err))
     }

@@ -67,6 +67,25 @@ export type NewStyleHandler = Pick<
   | 'onResponseStarted'
 >
 
+/**
+ * Handlers that take a body chunk as its only reader (see {@link takeChunk}), and how: the
+ * chunk's memory is then theirs, to keep or transfer (as a byte stream's `enqueue` does)
+ * without a copy. saetta's own fetch registers its handlers here. By the handler object
+ * itself: one that wraps it (an interceptor's, a Proxy) is not in it, and gets chunks as any.
+ */
+export const chunkTakers = new WeakMap<object, (controller: DispatchController, chunk: Buffer) => void>()
+
+/**
+ * Hands `chunk` to `h` as its only reader, if `h` adapts a handler that takes chunks so (see
+ * {@link chunkTakers}): whether it did, and the answer onData would give (`false`: paused). The
+ * caller must be the chunk's only other holder: the request's run, which gets each from the
+ * core in memory of its own and shows it to no one else first.
+ */
+export function takeChunk(h: DispatchHandler, chunk: Buffer): boolean | null {
+  if (!(h instanceof UnwrapHandler)) return null
+  return h.takeData(chunk)
+}
+
 class UnwrapHandler implements DispatchHandler {
   #handler: NewStyleHandler
   #controller = new DispatchController()
@@ -101,6 +120,14 @@ class UnwrapHandler implements DispatchHandler {
 
   onData(chunk: Buffer): boolean {
     this.#handler.onResponseData?.(this.#controller, chunk)
+    return !this.#controller.paused
+  }
+
+  /** onData, for a chunk no one else holds (see {@link takeChunk}); `null` if the handler takes none so. */
+  takeData(chunk: Buffer): boolean | null {
+    const take = chunkTakers.get(this.#handler)
+    if (take === undefined) return null
+    take(this.#controller, chunk)
     return !this.#controller.paused
   }
 
