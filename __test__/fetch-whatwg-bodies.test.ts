@@ -335,19 +335,23 @@ describe('uploads', () => {
   test.skipIf(NODE_MAJOR < 26)('an upload stream that errors after its first chunk: fetch fails with the error as cause; the server sees the request cut', async () => {
     const server = async () => {
       const cut = signal<string>()
+      const first = signal<void>()
       const srv = await httpServer((req) => {
         let got = ''
-        req.on('data', (d: Buffer) => (got += d))
+        req.on('data', (d: Buffer) => ((got += d), first.resolve()))
         req.on('error', () => {})
         req.on('close', () => cut.resolve(`${req.complete} ${got}`))
       })
-      return Object.assign(srv, { cut: cut.promise })
+      return Object.assign(srv, { cut: cut.promise, first: first.promise })
     }
     await compare(server, async (f, origin, srv) => {
       let pulls = 0
+      // The stream errors once the server has its first chunk: what the server saw does not
+      // depend on when the client's writes go out.
       const body = new ReadableStream({
-        pull(c) {
+        async pull(c) {
           if (++pulls === 1) return c.enqueue(new TextEncoder().encode('first'))
+          await srv.first
           c.error(new RangeError('upload broke'))
         },
       })

@@ -5,7 +5,7 @@
 // aborts, errors and their causes.
 //
 // `applies` says which calls it takes: the others (a Request object, data: and blob: URLs,
-// integrity, modes, credentials, cache modes, FormData, Blob and stream bodies) still go through
+// integrity, modes, credentials, cache modes, stream bodies) still go through
 // the fetch Node bundles, run on saetta's dispatcher (fetch.ts).
 import { Buffer } from 'node:buffer'
 import * as zlib from 'node:zlib'
@@ -49,7 +49,7 @@ export interface Flavour {
 export const UNDICI8: Flavour = { httpsEncodings: 'br, gzip, deflate, zstd', keepReferrer: true }
 export const UNDICI7: Flavour = { httpsEncodings: 'br, gzip, deflate', keepReferrer: false }
 
-type Body = string | ArrayBuffer | ArrayBufferView | URLSearchParams
+type Body = string | ArrayBuffer | ArrayBufferView | URLSearchParams | Blob | FormData
 type Init = { [k: string]: unknown }
 
 /** What the call asks, as this fetch takes it. */
@@ -90,18 +90,37 @@ function badPort(url: URL): boolean {
 }
 
 function knownBody(body: unknown): body is Body {
-  return typeof body === 'string' || body instanceof ArrayBuffer || ArrayBuffer.isView(body) || body instanceof URLSearchParams
+  return (
+    typeof body === 'string' ||
+    body instanceof ArrayBuffer ||
+    ArrayBuffer.isView(body) ||
+    body instanceof URLSearchParams ||
+    body instanceof Blob ||
+    (globalThis.FormData !== undefined && body instanceof globalThis.FormData)
+  )
 }
 
 /**
  * A body known whole as it is dispatched (text as a string, as undici's fetch hands a mock its
- * source; bytes copied, as fetch copies them), and its default content-type.
+ * source; bytes copied, as fetch copies them), and its default content-type; a Blob's or a
+ * FormData's once read.
  */
-function extract(body: Body): [string | Buffer, string | null] {
+function extract(body: Body): [string | Buffer, string | null] | Promise<[Buffer, string | null]> {
   if (typeof body === 'string') return [body, 'text/plain;charset=UTF-8']
   if (body instanceof URLSearchParams) return [body.toString(), 'application/x-www-form-urlencoded;charset=UTF-8']
   if (body instanceof ArrayBuffer) return [Buffer.from(body.slice(0)), null]
-  return [Buffer.from(new Uint8Array(body.buffer, body.byteOffset, body.byteLength)), null]
+  if (ArrayBuffer.isView(body)) return [Buffer.from(new Uint8Array(body.buffer, body.byteOffset, body.byteLength)), null]
+  return readWhole(body)
+}
+
+/**
+ * A Blob's bytes and type; a FormData's multipart bytes and content-type, as Node's Request
+ * encodes them (its boundary, each entry's headers): both have a known length, as in undici.
+ */
+async function readWhole(body: Blob | FormData): Promise<[Buffer, string | null]> {
+  if (body instanceof Blob) return [Buffer.from(await body.arrayBuffer()), body.type === '' ? null : body.type]
+  const encoded = new Request('http://form.invalid/', { method: 'POST', body })
+  return [Buffer.from(await encoded.arrayBuffer()), encoded.headers.get('content-type')]
 }
 
 /** The header list fetch sends: the caller's fields (first spelling, in order) and its defaults. */
@@ -193,7 +212,8 @@ export async function httpFetch(call: OwnCall, dispatcher: Dispatcher, validated
   const init = call.init ?? {}
   const signal = (init.signal ?? null) as AbortSignal | null
   if (signal?.aborted) throw signal.reason
-  const [body, contentType] = init.body == null ? [null, null] : extract(init.body as Body)
+  const extracted = init.body == null ? [null, null] : extract(init.body as Body)
+  const [body, contentType] = extracted instanceof Promise ? await extracted : extracted
   const fields = callerFields(init.headers, validated.headers)
   addDefaults(fields, contentType, call.url, flavour)
   const out: Outgoing = { url: call.url, method: validated.method, fields, body, redirect: validated.redirect, signal }
@@ -234,6 +254,8 @@ function abortError(): DOMException {
  */
 function send(out: Outgoing, dispatcher: Dispatcher, redirected: boolean): Promise<Hop> {
   const { url, method, signal } = out
+  // Aborted meanwhile (while a body was read, between two hops): its listener would not fire.
+  if (signal?.aborted) return Promise.reject(signal.reason)
   return new Promise<Hop>((resolve, reject) => {
     let controller: DispatchController | null = null
     let stream: ReadableByteStreamController | null = null
