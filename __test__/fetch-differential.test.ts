@@ -532,3 +532,30 @@ describe("fetch and the chunks others hold", () => {
     expect(ours).toEqual([true, true, true, true])
   })
 })
+
+describe('fetch: a redirect to a URL with credentials', () => {
+  test('fails, to the same origin or another, as a request of mode cors', async () => {
+    let port = 0
+    const srv = await httpServer((req, res) => {
+      if (req.url === '/same') return void res.writeHead(302, { location: `http://u:p@127.0.0.1:${port}/ok` }).end()
+      if (req.url === '/other') return void res.writeHead(302, { location: `http://u:p@localhost:${port}/ok` }).end()
+      res.end(`ok ${req.headers.authorization ?? 'none'}`)
+    })
+    port = Number(new URL(srv.origin).port)
+    const run = async (lib: Lib): Promise<unknown[]> => {
+      const agent = new lib.Agent()
+      onCleanup(() => agent.close())
+      const out: unknown[] = []
+      for (const path of ['/same', '/other']) {
+        try {
+          const res = await lib.fetch(`${srv.origin}${path}`, { dispatcher: agent })
+          out.push([res.status, await res.text()])
+        } catch (err) {
+          out.push([describeError(err), describeError((err as Error).cause)])
+        }
+      }
+      return out
+    }
+    expect(await run(saetta)).toEqual(await run(undici))
+  })
+})

@@ -232,6 +232,8 @@ export async function httpFetch(call: OwnCall, dispatcher: Dispatcher, validated
     if (next.protocol !== 'http:' && next.protocol !== 'https:') throw networkError(new Error('URL scheme must be a HTTP(S) scheme'))
     if (badPort(next)) throw networkError(new Error('bad port'))
     if (redirects + 1 > MAX_REDIRECTS) throw networkError(new Error('redirect count exceeded'))
+    // Credentials in the Location: a request of fetch's mode (cors) from no origin never follows.
+    if (next.username !== '' || next.password !== '') throw networkError(new Error('cross origin not allowed for request mode "cors"'))
     if (((hop.status === 301 || hop.status === 302) && out.method === 'POST') || (hop.status === 303 && out.method !== 'GET' && out.method !== 'HEAD')) {
       out.method = 'GET'
       out.body = null
