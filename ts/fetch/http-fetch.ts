@@ -5,14 +5,15 @@
 // aborts, errors and their causes.
 //
 // `applies` says which calls it takes: the others (a Request object, data: and blob: URLs,
-// integrity, modes, credentials, cache modes, stream bodies) still go through
+// integrity, modes, credentials, cache modes) still go through
 // the fetch Node bundles, run on saetta's dispatcher (fetch.ts).
 import { Buffer } from 'node:buffer'
 import * as zlib from 'node:zlib'
+import * as nodeStream from 'node:stream'
 import { Transform } from 'node:stream'
 import type * as U from 'undici-types'
 import type { Dispatcher } from '../dispatcher/dispatcher'
-import type { DispatchController, DispatchHandler, IncomingHttpHeaders } from '../dispatcher/types'
+import type { DispatchController, DispatchHandler, DispatchOptions, IncomingHttpHeaders } from '../dispatcher/types'
 import { fetchResponse, NULL_BODY_STATUS, type FetchResponse } from './response'
 import { chunkTakers } from '../handlers/unwrap'
 
@@ -69,7 +70,8 @@ export function applies(input: unknown, init: unknown, base: URL | undefined): O
   if (given !== undefined) {
     for (const key in given) if (!OWN_INIT.has(key) && given[key] !== undefined) return null
     const { body, signal, duplex } = given
-    if (body != null && !knownBody(body)) return null
+    // A stream is sent as it comes (chunked), given `duplex: 'half'` (else the Request's error).
+    if (body != null && !knownBody(body) && !(duplex === 'half' && streamBody(body))) return null
     if (signal != null && !(signal instanceof AbortSignal)) return null
     if (duplex !== undefined && duplex !== 'half') return null
   }
@@ -87,6 +89,12 @@ export function applies(input: unknown, init: unknown, base: URL | undefined): O
 
 function badPort(url: URL): boolean {
   return url.port !== '' && BAD_PORTS.has(Number(url.port))
+}
+
+/** A body sent as it comes: a ReadableStream not read yet, or an async iterable. */
+function streamBody(body: unknown): body is AsyncIterable<unknown> {
+  if (body instanceof ReadableStream) return !body.locked && !(nodeStream as unknown as { isDisturbed(s: unknown): boolean }).isDisturbed(body)
+  return typeof (body as AsyncIterable<unknown>)[Symbol.asyncIterator] === 'function'
 }
 
 function knownBody(body: unknown): body is Body {
@@ -199,7 +207,8 @@ interface Outgoing {
   url: URL
   method: string
   fields: FieldList
-  body: string | Buffer | null
+  /** Known whole, or a stream (which no redirect but a 303 can send again). */
+  body: string | Buffer | AsyncIterable<unknown> | null
   redirect: string
   signal: AbortSignal | null
 }
@@ -212,8 +221,14 @@ export async function httpFetch(call: OwnCall, dispatcher: Dispatcher, validated
   const init = call.init ?? {}
   const signal = (init.signal ?? null) as AbortSignal | null
   if (signal?.aborted) throw signal.reason
-  const extracted = init.body == null ? [null, null] : extract(init.body as Body)
-  const [body, contentType] = extracted instanceof Promise ? await extracted : extracted
+  const given = init.body
+  let body: Outgoing['body'] = null
+  let contentType: string | null = null
+  if (given != null && streamBody(given)) body = given
+  else if (given != null) {
+    const extracted = extract(given as Body)
+    ;[body, contentType] = extracted instanceof Promise ? await extracted : extracted
+  }
   const fields = callerFields(init.headers, validated.headers)
   addDefaults(fields, contentType, call.url, flavour)
   const out: Outgoing = { url: call.url, method: validated.method, fields, body, redirect: validated.redirect, signal }
@@ -234,6 +249,8 @@ export async function httpFetch(call: OwnCall, dispatcher: Dispatcher, validated
     if (redirects + 1 > MAX_REDIRECTS) throw networkError(new Error('redirect count exceeded'))
     // Credentials in the Location: a request of fetch's mode (cors) from no origin never follows.
     if (next.username !== '' || next.password !== '') throw networkError(new Error('cross origin not allowed for request mode "cors"'))
+    // A stream's bytes are gone: only a 303, which drops the body, can be followed.
+    if (hop.status !== 303 && out.body !== null && typeof out.body === 'object' && !Buffer.isBuffer(out.body)) throw networkError(new Error(''))
     if (((hop.status === 301 || hop.status === 302) && out.method === 'POST') || (hop.status === 303 && out.method !== 'GET' && out.method !== 'HEAD')) {
       out.method = 'GET'
       out.body = null
@@ -389,7 +406,8 @@ function send(out: Outgoing, dispatcher: Dispatcher, redirected: boolean): Promi
     // Given the chunks no one else holds as their only reader (see chunkTakers).
     chunkTakers.set(handler, (_c, chunk) => onData(chunk, true))
     try {
-      agent.dispatch({ origin: url.origin, path, method, headers: out.fields.toObject(), body: out.body }, handler)
+      const body = out.body as DispatchOptions['body']
+      agent.dispatch({ origin: url.origin, path, method, headers: out.fields.toObject(), body }, handler)
     } catch (err) {
       fail(networkError(err))
     }
