@@ -79,14 +79,7 @@ function classes(): Maker {
   class FetchResponseClass extends Base {
     [kState]!: State
 
-    constructor(
-      body: ReadableStream<Uint8Array> | null,
-      status: number,
-      statusText: string,
-      raw: IncomingHttpHeaders,
-      url: URL,
-      redirected: boolean,
-    ) {
+    constructor(...[body, status, statusText, raw, url, redirected]: Parameters<Maker>) {
       // Node's Response keeps the content-type its body mixins read (blob's type, formData).
       const type = raw['content-type']
       super(body, type === undefined ? undefined : { headers: { 'content-type': String(type) } })

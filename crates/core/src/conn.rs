@@ -39,17 +39,27 @@ use crate::request::{OriginConfig, Queued, ReqCtl, Request, Wake};
 pub(crate) trait Host {
     /// The origin's id, for the connection's events.
     fn origin_id(&self) -> u64;
+    /// The connection as its origin sees it: what the methods below that are its own go through.
+    fn shared(&self) -> &Rc<ConnShared>;
     /// The connection's id (its [`ConnShared`]'s).
-    fn conn_id(&self) -> u64;
+    fn conn_id(&self) -> u64 {
+        self.shared().id
+    }
 
     /// Wake the connection through `cx` (on news from the origin or a request's command).
-    fn register(&self, cx: &Context<'_>);
+    fn register(&self, cx: &Context<'_>) {
+        self.shared().register(cx)
+    }
     /// It carries `inflight` requests, and takes more (`accepting`, subject to its protocol's
     /// rules for each request); `room`: how many more it takes now, for a connection that
     /// carries many at once (HTTP/2), or `None`: one when idle (HTTP/1.1).
-    fn report(&self, inflight: usize, accepting: bool, room: Option<usize>);
+    fn report(&self, inflight: usize, accepting: bool, room: Option<usize>) {
+        self.shared().report(inflight, accepting, room)
+    }
     /// The error to fail everything with and close, once the origin is destroyed.
-    fn take_destroy(&self) -> Option<Error>;
+    fn take_destroy(&self) -> Option<Error> {
+        self.shared().take_destroy()
+    }
 
     /// The next request waiting at the origin, if it `fits` (those aborted while queued are
     /// dropped on the way). `None` also while the origin is busy (only while unwinding from a
@@ -57,7 +67,9 @@ pub(crate) trait Host {
     fn take(&self, fits: &mut dyn FnMut(&Request) -> bool) -> Option<Queued>;
     /// The request of `ctl` is on this connection: commands about it (body, pause, abort) wake
     /// the connection.
-    fn attach(&self, ctl: &ReqCtl);
+    fn attach(&self, ctl: &ReqCtl) {
+        *ctl.conn.borrow_mut() = Some(self.shared().clone());
+    }
     /// Puts a request the connection cannot finish back at the front of the origin's queue
     /// (so one giving back several gives the last first), no longer attached to it: it goes
     /// on another connection, or on this one if it still takes requests. `Err` with the
@@ -103,7 +115,9 @@ pub(crate) trait Host {
     fn register_mail(&self, m: &Mail) -> Rc<ReqCtl>;
     /// HTTP/1.1: what callers wrote to the connection since it last looked, tracked by the
     /// origin; only a connection listed on its origin's [`Lanes`] is ever written to.
-    fn take_adopted(&self) -> Vec<(Mail, Rc<ReqCtl>)>;
+    fn take_adopted(&self) -> Vec<(Mail, Rc<ReqCtl>)> {
+        self.shared().take_adopted()
+    }
 
     /// HTTP/2: the most requests the origin lets one connection carry: its `pipelining`, as
     /// undici 7 bounds HTTP/2 streams by it too, or no bound of its own (undici 8).

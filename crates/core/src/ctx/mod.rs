@@ -7,10 +7,11 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::task::Context;
 
 use bytes::Bytes;
 
-use crate::backlog::Backlog;
+use crate::backlog::{Backlog, Share};
 use crate::decode::{self, Decodings};
 use crate::direct;
 use crate::event::{Event, EventSink};
@@ -119,6 +120,25 @@ impl Ctx {
             self.decodings.borrow_mut().send_jobs();
         }
         read
+    }
+
+    /// [`Ctx::publish`] for a connection: what its events add to the backlog counts against its
+    /// `share` of it (see [`crate::backlog::Share`]).
+    pub fn publish_from(&self, share: &Cell<Share>, events: &mut Vec<Event>) {
+        let before = self.backlog.takes();
+        let read = self.publish(events);
+        let mut s = share.get();
+        s.add(&self.backlog, before, read);
+        share.set(s);
+    }
+
+    /// Whether a connection with `share` of the backlog and `unpublished` bytes read may read
+    /// more now; if not, `cx` is woken when it may.
+    pub fn may_read(&self, share: &Cell<Share>, unpublished: usize, cx: &Context<'_>) -> bool {
+        let mut s = share.get();
+        let may = s.may_read(&self.backlog, unpublished, cx);
+        share.set(s);
+        may
     }
 
     /// Emits a single event now (outside a connection's batch).

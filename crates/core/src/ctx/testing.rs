@@ -126,20 +126,11 @@ impl Fake {
 }
 
 impl Host for Fake {
+    fn shared(&self) -> &Rc<ConnShared> {
+        &self.shared
+    }
     fn origin_id(&self) -> u64 {
         ORIGIN
-    }
-    fn conn_id(&self) -> u64 {
-        self.shared.id
-    }
-    fn register(&self, cx: &Context<'_>) {
-        self.shared.register(cx);
-    }
-    fn report(&self, inflight: usize, accepting: bool, room: Option<usize>) {
-        self.shared.report(inflight, accepting, room);
-    }
-    fn take_destroy(&self) -> Option<Error> {
-        self.shared.take_destroy()
     }
     fn take(&self, fits: &mut dyn FnMut(&Request) -> bool) -> Option<Queued> {
         let mut queue = self.queue.borrow_mut();
@@ -150,9 +141,6 @@ impl Host for Fake {
             Some(q) if fits(&q.req) => queue.pop_front(),
             _ => None,
         }
-    }
-    fn attach(&self, ctl: &ReqCtl) {
-        *ctl.conn.borrow_mut() = Some(self.shared.clone());
     }
     fn give_back(&self, q: Queued) -> Result<(), Queued> {
         self.requeued.borrow_mut().push(q.req.id);
@@ -165,17 +153,10 @@ impl Host for Fake {
         self.ctx.settle(id)
     }
     fn publish(&self, events: &mut Vec<Event>) {
-        let before = self.ctx.backlog.takes();
-        let read = self.ctx.publish(events);
-        let mut share = self.share.get();
-        share.add(&self.ctx.backlog, before, read);
-        self.share.set(share);
+        self.ctx.publish_from(&self.share, events)
     }
     fn may_read(&self, unpublished: usize, cx: &Context<'_>) -> bool {
-        let mut share = self.share.get();
-        let may = share.may_read(&self.ctx.backlog, unpublished, cx);
-        self.share.set(share);
-        may
+        self.ctx.may_read(&self.share, unpublished, cx)
     }
     fn idle_close(&self) -> bool {
         self.closing.get() && self.queue.borrow().is_empty()
@@ -201,9 +182,6 @@ impl Host for Fake {
     }
     fn register_mail(&self, m: &Mail) -> Rc<ReqCtl> {
         self.ctx.register_mail(m)
-    }
-    fn take_adopted(&self) -> Vec<(Mail, Rc<ReqCtl>)> {
-        self.shared.take_adopted()
     }
     fn max_streams(&self) -> usize {
         match self.cfg.h2_by_pipelining {

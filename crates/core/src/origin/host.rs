@@ -11,7 +11,6 @@ use crate::backlog::Share;
 use crate::conn::{ConnShared, Host};
 use crate::ctx::Ctx;
 use crate::direct::{Lanes, Mail};
-use crate::error::Error;
 use crate::event::Event;
 use crate::request::{OriginConfig, Queued, ReqCtl, Request};
 
@@ -48,32 +47,15 @@ impl OriginHost {
 }
 
 impl Host for OriginHost {
+    fn shared(&self) -> &Rc<ConnShared> {
+        &self.shared
+    }
     fn origin_id(&self) -> u64 {
         self.origin_id
     }
 
-    fn conn_id(&self) -> u64 {
-        self.shared.id
-    }
-
-    fn register(&self, cx: &Context<'_>) {
-        self.shared.register(cx);
-    }
-
-    fn report(&self, inflight: usize, accepting: bool, room: Option<usize>) {
-        self.shared.report(inflight, accepting, room);
-    }
-
-    fn take_destroy(&self) -> Option<Error> {
-        self.shared.take_destroy()
-    }
-
     fn take(&self, fits: &mut dyn FnMut(&Request) -> bool) -> Option<Queued> {
         self.origin.try_borrow_mut().ok()?.next_request(fits)
-    }
-
-    fn attach(&self, ctl: &ReqCtl) {
-        *ctl.conn.borrow_mut() = Some(self.shared.clone());
     }
 
     fn give_back(&self, q: Queued) -> Result<(), Queued> {
@@ -94,18 +76,11 @@ impl Host for OriginHost {
     }
 
     fn publish(&self, events: &mut Vec<Event>) {
-        let before = self.ctx.backlog.takes();
-        let read = self.ctx.publish(events);
-        let mut share = self.share.get();
-        share.add(&self.ctx.backlog, before, read);
-        self.share.set(share);
+        self.ctx.publish_from(&self.share, events)
     }
 
     fn may_read(&self, unpublished: usize, cx: &Context<'_>) -> bool {
-        let mut share = self.share.get();
-        let may = share.may_read(&self.ctx.backlog, unpublished, cx);
-        self.share.set(share);
-        may
+        self.ctx.may_read(&self.share, unpublished, cx)
     }
 
     fn idle_close(&self) -> bool {
@@ -138,10 +113,6 @@ impl Host for OriginHost {
 
     fn register_mail(&self, m: &Mail) -> Rc<ReqCtl> {
         self.ctx.register_mail(m)
-    }
-
-    fn take_adopted(&self) -> Vec<(Mail, Rc<ReqCtl>)> {
-        self.shared.take_adopted()
     }
 
     fn max_streams(&self) -> usize {
