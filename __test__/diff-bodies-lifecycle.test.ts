@@ -852,3 +852,30 @@ describe("a response chunk's memory", () => {
     })
   })
 })
+
+describe('undici:request:bodyChunkReceived', () => {
+  test("each chunk is told once, also one held while the caller's reading is paused", async () => {
+    const body = Buffer.alloc(400_000, 'z')
+    const server = () => httpServer((_req, res) => res.end(body))
+    const dc = await import('node:diagnostics_channel')
+    await same(server, async (lib, origin) => {
+      let told = 0
+      const sub = (m: unknown) => {
+        const { request, chunk } = m as { request: { origin: string; path: string }; chunk: Buffer }
+        if (String(request.origin) === origin && request.path === '/told') told += chunk.length
+      }
+      dc.subscribe('undici:request:bodyChunkReceived', sub)
+      try {
+        const c = client(lib, origin)
+        const res = await c.request({ path: '/told', method: 'GET', highWaterMark: 1024 } as never)
+        // Not read for a while: the body's stream fills and pauses the response.
+        await sleep(50)
+        const got = (await res.body.arrayBuffer()).byteLength
+        await c.close()
+        return [got, told]
+      } finally {
+        dc.unsubscribe('undici:request:bodyChunkReceived', sub)
+      }
+    })
+  })
+})

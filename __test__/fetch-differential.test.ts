@@ -515,11 +515,15 @@ describe("fetch and the chunks others hold", () => {
       const fromInterceptor = Buffer.concat(held)
       held.length = 0
       const seen: Buffer[] = []
-      const sub = (m: unknown) => seen.push((m as { chunk: Buffer }).chunk)
+      // This request's chunks only: another test's request may still be finishing meanwhile.
+      const sub = (m: unknown) => {
+        const { request, chunk } = m as { request: { origin: string; path: string }; chunk: Buffer }
+        if (String(request.origin) === srv.origin && request.path === '/subscribed') seen.push(chunk)
+      }
       const dc = await import('node:diagnostics_channel')
       dc.subscribe('undici:request:bodyChunkReceived', sub)
       try {
-        const withSubscriber = Buffer.from(await (await lib.fetch(srv.origin, { dispatcher: agent })).arrayBuffer())
+        const withSubscriber = Buffer.from(await (await lib.fetch(`${srv.origin}/subscribed`, { dispatcher: agent })).arrayBuffer())
         return [viaInterceptor.equals(body), fromInterceptor.equals(body), withSubscriber.equals(body), Buffer.concat(seen).equals(body)]
       } finally {
         dc.unsubscribe('undici:request:bodyChunkReceived', sub)

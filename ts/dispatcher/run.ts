@@ -822,14 +822,17 @@ export class Run implements RequestSink {
   onData(chunk: Buffer): void {
     if (this.#tunnel) return this.#tunnel.deliver(chunk)
     if (this.#ws || this.#tornDown()) return
+    // Published as it comes; a chunk held while paused is handed on later, not told again.
     if (this.#info !== null) this.#publish(channels.bodyChunkReceived, { chunk })
-    if (this.#paused) this.#backlog.push(() => this.onData(chunk))
-    else {
-      // The chunk is the core's, in memory of its own, and no one saw it (no diagnostics
-      // subscriber): a handler that takes chunks as their only reader gets it so.
-      const more = this.#info === null ? takeChunk(this.#handler, chunk) : null
-      if ((more ?? this.#handler.onData!(chunk)) === false) this.#pause()
-    }
+    this.#handData(chunk)
+  }
+
+  #handData(chunk: Buffer): void {
+    if (this.#paused) return void this.#backlog.push(() => this.#tornDown() || this.#handData(chunk))
+    // The chunk is the core's, in memory of its own, and no one saw it (no diagnostics
+    // subscriber): a handler that takes chunks as their only reader gets it so.
+    const more = this.#info === null ? takeChunk(this.#handler, chunk) : null
+    if ((more ?? this.#handler.onData!(chunk)) === false) this.#pause()
   }
 
   /**
