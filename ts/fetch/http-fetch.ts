@@ -5,8 +5,8 @@
 // aborts, errors and their causes.
 //
 // `applies` says which calls it takes: the others (a Request object, data: and blob: URLs,
-// integrity, modes, credentials, cache modes) still go through
-// the fetch Node bundles, run on saetta's dispatcher (fetch.ts).
+// integrity, modes, credentials, cache modes) still go through the fetch Node bundles, run on
+// saetta's dispatcher (fetch.ts).
 import { Buffer } from 'node:buffer'
 import * as zlib from 'node:zlib'
 import * as nodeStream from 'node:stream'
@@ -61,13 +61,18 @@ export interface OwnCall {
 
 /**
  * The call, if this fetch takes it: an http(s) URL given as a string or URL, to a port fetch
- * allows, with only the members of {@link OWN_INIT} and a body known whole.
+ * allows, with an init of plain data that has only the members of {@link OWN_INIT}, and a body
+ * known whole or a stream.
  */
 export function applies(input: unknown, init: unknown, base: URL | undefined): OwnCall | null {
   if (typeof input !== 'string' && !(input instanceof URL)) return null
   if (init !== undefined && init !== null && typeof init !== 'object') return null
   const given = (init ?? undefined) as Init | undefined
   if (given !== undefined) {
+    // An init whose members are a class's getters (a Request given as init) is read whole by
+    // Node's Request only.
+    const proto = Object.getPrototypeOf(given)
+    if (proto !== Object.prototype && proto !== null) return null
     for (const key in given) if (!OWN_INIT.has(key) && given[key] !== undefined) return null
     const { body, signal, duplex } = given
     // A stream is sent as it comes (chunked), given `duplex: 'half'` (else the Request's error).
