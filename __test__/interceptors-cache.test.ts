@@ -137,7 +137,9 @@ describe('cache interceptor', () => {
   test('revalidation with last-modified once stale', async () => {
     const r = await both(
       (req, res, n) => {
-        res.setHeader('cache-control', 'max-age=1')
+        // max-age 3 s: the Date header's whole seconds leave a response at least 2 s fresh on
+        // arrival (with max-age 1, a loaded machine could receive it stale: not stored at all).
+        res.setHeader('cache-control', 'max-age=3')
         res.setHeader('last-modified', lastModified)
         if (req.headers['if-modified-since']) {
           res.statusCode = 304
@@ -148,7 +150,7 @@ describe('cache interceptor', () => {
       async (_lib, d, base) => {
         const c = d()
         const first = [await fetchOne(c, base), await fetchOne(c, base)]
-        await sleep(2100)
+        await sleep(4100)
         return [...first, await fetchOne(c, base)]
       },
     )
@@ -240,13 +242,14 @@ describe('cache interceptor', () => {
           res.statusCode = 503
           return res.end('down')
         }
-        res.setHeader('cache-control', 'max-age=1, stale-if-error=60')
+        // max-age 2 s: at least 1 s fresh on arrival (see the last-modified test).
+        res.setHeader('cache-control', 'max-age=2, stale-if-error=60')
         res.end(`body ${n}`)
       },
       async (_lib, d, base) => {
         const c = d()
         const out = [await fetchOne(c, base)]
-        await sleep(2100)
+        await sleep(3100)
         out.push(await fetchOne(c, base))
         return out
       },
