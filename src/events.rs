@@ -40,10 +40,10 @@ pub fn take_events(nums: Float64ArraySlice<'_>) -> Result<EventBatch<'_>> {
     Ok(EventBatch { events, nums })
 }
 
-/// Below this size a chunk is copied into the batch's shared Buffer: cheaper than a Buffer of
-/// its own.
+/// Below this size a chunk is copied into the batch's shared Buffer (one N-API Buffer a batch
+/// instead of one a chunk; the bridge copies each out into memory of its own).
 const COPY_BELOW: usize = 4096;
-/// At most this much is shared, so that a small chunk kept by a caller keeps little else alive
+/// At most this much is shared, so that one batch's shared Buffer stays small
 /// (Node's own Buffer pool is 8 KiB, a socket read up to 64 KiB).
 const SHARED_MAX: usize = 64 * 1024;
 
@@ -178,7 +178,7 @@ impl Out {
 
     /// An event carrying bytes: its tag (`tags[1]` for a small one), the numbers `head`, then
     /// the bytes. A small one is copied into the batch's shared memory (its offset and length
-    /// follow `head`: a view in JS is cheaper than a Buffer from N-API); a large (or empty: the
+    /// follow `head`; see `COPY_BELOW`); a large (or empty: the
     /// shared memory exists only if something is in it) one is a Buffer of its own (see
     /// `bytes`).
     fn payload(&mut self, tags: [EventTag; 2], head: &[f64], chunk: Bytes) -> Result<()> {

@@ -161,7 +161,7 @@ function dispatchEvents(n: Float64Array, o: unknown[]): void {
       }
       case addon.EventTag.WebSocket:
       case addon.EventTag.WebSocketSmall: {
-        // As Data and DataSmall: its own Buffer, or a view of the batch's shared memory.
+        // As Data and DataSmall: its own Buffer, or a copy out of the batch's shared memory.
         const small = tag === addon.EventTag.WebSocketSmall
         const data = small ? sharedChunk(memory!, n[i + 4], n[i + 5]) : o[k++] as Buffer
         const kind = n[i + 2]
