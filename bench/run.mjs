@@ -15,7 +15,10 @@
 // connection carrying 100 streams at once and on a Pool of 4, saetta and undici (`allowH2`,
 // `useH2c`) beside node:http2's client.
 // Every throughput row also reports the client's CPU time per request (process.cpuUsage of the
-// process running it, all threads, so saetta's I/O thread counts too).
+// process running it, all threads, so saetta's I/O thread counts too), and how busy the server
+// was: the share of the row's wall time its main thread spent on a CPU (the busiest server
+// process's, the proxy's or the origin's; Linux only). A server that is one JavaScript thread
+// and busy ~100% of a row is that row's bound, whatever the client does.
 //
 // Knobs (flags win over env):
 //   --mode=all|throughput|latency|proxy|h2|decompress|websocket|raw  BENCH_MODE  what to run (default all)
@@ -40,6 +43,7 @@ import { createRequire } from 'node:module'
 import { fileURLToPath } from 'node:url'
 import path from 'node:path'
 import os from 'node:os'
+import fs from 'node:fs'
 import v8 from 'node:v8'
 import vm from 'node:vm'
 import { spawnSync } from 'node:child_process'
@@ -287,6 +291,29 @@ async function measure (row, n, cfg, expectBytes) {
   return { rps: n / seconds, cpuUs: (cpu.user + cpu.system) / n }
 }
 
+/**
+ * Seconds a process's main thread has spent on a CPU so far (/proc/<pid>/schedstat: the
+ * thread-group leader's run time in ns), or NaN where that cannot be read.
+ */
+function mainThreadCpu (pid) {
+  try {
+    return Number(fs.readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[0]) / 1e9
+  } catch {
+    return NaN
+  }
+}
+
+/** `measure`, with the busiest of `cfg.servers`' main threads' share of the run's wall time. */
+async function measureWithServers (row, n, cfg, expectBytes) {
+  const pids = cfg.servers ?? []
+  const before = pids.map(mainThreadCpu)
+  const t0 = process.hrtime.bigint()
+  const result = await measure(row, n, cfg, expectBytes)
+  const seconds = Number(process.hrtime.bigint() - t0) / 1e9
+  const busy = pids.map((pid, i) => (mainThreadCpu(pid) - before[i]) / seconds)
+  return { ...result, busy: busy.length > 0 ? Math.max(...busy) : NaN }
+}
+
 function median (xs) {
   const s = [...xs].sort((a, b) => a - b)
   const m = s.length >> 1
@@ -321,14 +348,16 @@ function printThroughput (rows) {
   for (const r of rows) {
     r.rps = median(r.results.map((x) => x.rps))
     r.cpu = median(r.results.map((x) => x.cpuUs))
+    r.busy = median(r.results.map((x) => x.busy))
   }
   printTable(
-    ['row', 'median req/s', 'min–max req/s', 'vs undici', 'CPU µs/req', 'CPU vs undici'],
-    [false, true, true, true, true, true],
+    ['row', 'median req/s', 'min–max req/s', 'vs undici', 'CPU µs/req', 'CPU vs undici', 'server busy'],
+    [false, true, true, true, true, true, true],
     rows.map((r) => {
       const all = r.results.map((x) => x.rps)
       return [r.name, fmtInt(r.rps), `${fmtInt(Math.min(...all))}–${fmtInt(Math.max(...all))}`,
-        versus(rows, r, (x) => x.rps), r.cpu.toFixed(1), versus(rows, r, (x) => x.cpu)]
+        versus(rows, r, (x) => x.rps), r.cpu.toFixed(1), versus(rows, r, (x) => x.cpu),
+        Number.isNaN(r.busy) ? 'n/a' : `${Math.round(r.busy * 100)}%`]
     })
   )
   const [ours, nodes] = ['saetta fetch', 'node fetch'].map((name) => rows.find((r) => r.name === name))
@@ -395,7 +424,7 @@ async function throughput (rows, origin, cfg) {
   })
   console.log(`body: ${bodySize} bytes per response`)
   await interleave(rows, cfg, async (row, round) => {
-    const result = await measure(row, cfg.requests, cfg, bodySize)
+    const result = await measureWithServers(row, cfg.requests, cfg, bodySize)
     row.results.push(result)
     if (cfg.verbose) console.error(`round ${round + 1}/${cfg.rounds}  ${row.name.padEnd(16)} ${fmtInt(result.rps)} req/s`)
   })
@@ -463,11 +492,12 @@ async function main () {
   try {
     server = await startServer()
     const origin = `http://127.0.0.1:${server.port}`
-    const phase = async (title, rows, run, at = origin, config = cfg) => {
+    // `busy`: the servers whose main threads the throughput rows report on.
+    const phase = async (title, rows, run, at = origin, config = cfg, busy = [server]) => {
       live = rows
       console.log('')
       console.log(title)
-      await run(rows, at, config)
+      await run(rows, at, { ...config, servers: busy.map((s) => s.child.pid) })
       await closeRows(true)
     }
     if (cfg.mode === 'all' || cfg.mode === 'throughput') {
@@ -485,7 +515,7 @@ async function main () {
       proxy = await startServer('proxy.mjs')
       await phase(`proxy: ${PROXY.label} (GET ${PROXY.path}); ProxyAgent, the CONNECT rows with a Pool of ${cfg.connections} connections, pipelining ${cfg.pipelining} ` +
         `per origin; batches of ${cfg.parallel}; ${cfg.rounds} rounds × ${cfg.requests} requests per row`,
-      hosted('proxyRows', { path: PROXY.path, proxy: `http://127.0.0.1:${proxy.port}` }, cfg), throughput)
+      hosted('proxyRows', { path: PROXY.path, proxy: `http://127.0.0.1:${proxy.port}` }, cfg), throughput, origin, cfg, [proxy, server])
     }
     const zapis = DECOMPRESS.apis.filter((a) => cfg.apis.includes(a))
     if ((cfg.mode === 'all' || cfg.mode === 'decompress') && zapis.length > 0 && (libs.saetta || libs.undici)) {
@@ -499,7 +529,7 @@ async function main () {
       for (const w of cfg.workloads) {
         await phase(`HTTP/2 (h2c): ${w.label} (GET ${w.path}); one connection with ${H2.streams} streams in flight, then a Pool of ` +
           `${H2.poolConnections} (node:http2: as many sessions); batches of ${cfg.parallel}; ${cfg.rounds} rounds × ${cfg.requests} requests per row`,
-        hosted('h2Rows', { path: w.path, apis: h2apis, ...H2 }, cfg), throughput, `http://127.0.0.1:${h2server.port}`)
+        hosted('h2Rows', { path: w.path, apis: h2apis, ...H2 }, cfg), throughput, `http://127.0.0.1:${h2server.port}`, cfg, [h2server])
       }
     }
     const rawApis = RAW.apis.filter((a) => cfg.apis.includes(a))
@@ -511,12 +541,12 @@ async function main () {
         await phase(`raw origin: ${w.label} (GET ${w.path}) from node:net answering each head with a precomputed response, setNoDelay(true); ` +
           `Pool of ${cfg.connections} connections, pipelining ${cfg.pipelining}; batches of ${cfg.parallel}; ${cfg.rounds} rounds × ${requests} requests per row; ` +
           'node:net read loop: the same requests on as many plain sockets, responses counted by length (the copy floor)',
-        hosted('rawRows', { path: w.path, apis: rawApis }, cfg), throughput, at, { ...cfg, requests, warmup: Math.min(cfg.warmup, requests) })
+        hosted('rawRows', { path: w.path, apis: rawApis }, cfg), throughput, at, { ...cfg, requests, warmup: Math.min(cfg.warmup, requests) }, [rawserver])
       }
       const nagle = RAW.workloads[0]
       await phase(`raw origin without setNoDelay (Nagle's algorithm on at the origin): ${nagle.label}, dispatch; as above`,
         hosted('rawRows', { path: nagle.path, apis: ['dispatch'], variant: ', origin without nodelay', floor: false }, cfg), throughput,
-        `http://127.0.0.1:${rawserver.nagle}`)
+        `http://127.0.0.1:${rawserver.nagle}`, cfg, [rawserver])
     }
     if (cfg.mode === 'all' || cfg.mode === 'websocket') {
       wsserver = await startServer('wsserver.mjs')
@@ -527,7 +557,7 @@ async function main () {
         for (const row of rows) await withTimeout(row.open(url), cfg.timeoutMs, `${row.name} open`)
         await phase(`WebSocket: binary messages of ${size} bytes echoed by a \`ws\` server (no compression), one connection each, ` +
           `${cfg.parallel} in flight; ${cfg.rounds} rounds × ${messages} messages per row (req/s: messages echoed per second)`,
-        rows, throughput, url, { ...cfg, requests: messages, warmup: Math.min(cfg.warmup, messages) })
+        rows, throughput, url, { ...cfg, requests: messages, warmup: Math.min(cfg.warmup, messages) }, [wsserver])
       }
     }
     ok = true
