@@ -1132,3 +1132,54 @@ fn a_goaway_after_the_head_fails_the_stream_without_a_replay() {
         assert_eq!(host.requeued.borrow().len(), 0);
     });
 }
+
+#[test]
+fn large_data_frames_go_as_they_came_and_small_ones_are_joined() {
+    rt(async {
+        const SIZES: [usize; 6] = [10, 20, 5000, 30, 40, 16384];
+        let addr = raw_server(Raw {
+            settings: Vec::new(),
+            answer_pings: true,
+            // The whole response in one write.
+            script: Rc::new(|id, _| {
+                let mut out = frame(HEADERS, END_HEADERS, id, &block(200, &[]));
+                for (i, n) in SIZES.iter().enumerate() {
+                    let flags = if i + 1 == SIZES.len() { END_STREAM } else { 0 };
+                    out.extend(frame(DATA, flags, id, &vec![b'a' + i as u8; *n]));
+                }
+                out
+            }),
+        })
+        .await;
+        let host = connect(addr, h2c()).await;
+        host.submit(get(1, "/"));
+        host.settled(1).await;
+        let want: Vec<u8> = SIZES
+            .iter()
+            .enumerate()
+            .flat_map(|(i, n)| vec![b'a' + i as u8; *n])
+            .collect();
+        assert_eq!(host.body(1), want);
+        let chunks: Vec<usize> = host
+            .rec
+            .events()
+            .iter()
+            .filter_map(|e| match e {
+                Event::Data { id: 1, chunk } => Some(chunk.len()),
+                _ => None,
+            })
+            .collect();
+        // A frame of 4 KiB or more is a chunk of its own, uncopied; the small frames between
+        // them are joined, as far as they arrived together (a run may span two reads).
+        let mut runs: Vec<usize> = Vec::new();
+        let mut small = false;
+        for &n in &chunks {
+            match runs.last_mut() {
+                Some(last) if small && n < 4096 => *last += n,
+                _ => runs.push(n),
+            }
+            small = n < 4096;
+        }
+        assert_eq!(runs, [30, 5000, 70, 16384], "{chunks:?}");
+    });
+}
