@@ -315,7 +315,7 @@ async function main () {
   process.exitCode = failures ? 1 : 0
 }
 
-/** `--node 26` or `--node 26.10.0`: the full version, the newest of a major as npm has it. */
+/** `--node 26` or `--node 26.12.1`: the full version, the newest of a major as npm has it. */
 function nodeVersion (wanted) {
   if (/^\d+\.\d+\.\d+$/.test(wanted)) return wanted
   const spec = `node-${process.platform}-${process.arch}@${wanted}`
@@ -370,7 +370,7 @@ if (process.argv[2] === 'server') {
   const args = process.argv.slice(2)
   const at = args.indexOf('--node')
   const wanted = args[at + 1]
-  if (!wanted) throw new Error('--node wants a major (26) or a version (26.10.0)')
+  if (!wanted) throw new Error('--node wants a major (26) or a version (26.12.1)')
   const { nodeBinary } = await import('../scripts/node-versions.mjs')
   const node = nodeBinary(nodeVersion(wanted))
   const rest = args.filter((_, i) => i !== at && i !== at + 1)

@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url'
 import { root } from './platforms.mjs'
 
 /** The Node.js releases saetta is tested on, one per supported major (bench/run.mjs runs on them too). */
-export const VERSIONS = ['22.23.3', '24.21.0', '26.10.0']
+export const VERSIONS = ['22.23.3', '24.21.0', '26.12.1']
 
 const cache =
   process.env.SAETTA_NODE_CACHE ??
