@@ -50,6 +50,10 @@ pub struct TlsOptions {
 pub struct TlsConfig {
     pub config: Arc<ClientConfig>,
     pub server_name: ServerName<'static>,
+    /// The certificate verifier `config` holds, for QUIC's configurations (see [`Self::quic`]).
+    verifier: Arc<dyn ServerCertVerifier>,
+    /// TLS 1.3 is allowed (QUIC's only version).
+    tls13: bool,
 }
 
 impl fmt::Debug for TlsConfig {
@@ -144,7 +148,7 @@ impl TlsConfig {
             .with_protocol_versions(versions)
             .map_err(|e| invalid("tls options", e))?
             .dangerous()
-            .with_custom_certificate_verifier(verifier);
+            .with_custom_certificate_verifier(verifier.clone());
         let mut config = match (&opts.cert, &opts.key) {
             (Some(cert), Some(key)) => {
                 let key = PrivateKeyDer::from_pem_slice(key).map_err(|e| invalid("key", e))?;
@@ -168,6 +172,33 @@ impl TlsConfig {
         Ok(TlsConfig {
             config: Arc::new(config),
             server_name: server_name(&opts.server_name)?,
+            verifier,
+            tls13: !opts.max_tls12,
+        })
+    }
+
+    /// The TLS of one QUIC connection (HTTP/3): the same roots, verification, client
+    /// certificate and session store, ALPN `h3`, and TLS 1.3 (QUIC's only version: an origin
+    /// limited to TLS 1.2 gets an error). Made per connection, as it keeps its handshake's
+    /// certificate refusal: quinn passes on only the words of a TLS error, not the error.
+    pub(crate) fn quic(&self) -> Result<QuicTls> {
+        if !self.tls13 {
+            return Err(Error::InvalidArgument(
+                "HTTP/3 needs TLS 1.3 (maxVersion is TLSv1.2)".into(),
+            ));
+        }
+        let refusal = Arc::new(std::sync::Mutex::new(None));
+        let mut config = (*self.config).clone();
+        config.alpn_protocols = vec![b"h3".to_vec()];
+        config
+            .dangerous()
+            .set_certificate_verifier(Arc::new(Recording {
+                inner: self.verifier.clone(),
+                refusal: refusal.clone(),
+            }));
+        Ok(QuicTls {
+            config: Arc::new(config),
+            refusal,
         })
     }
 
@@ -188,6 +219,76 @@ impl TlsConfig {
             vec![b"http/1.1".to_vec(), b"h2".to_vec()]
         };
         self.config = Arc::new(config);
+    }
+}
+
+/// A QUIC connection's TLS (see [`TlsConfig::quic`]).
+pub(crate) struct QuicTls {
+    pub config: Arc<ClientConfig>,
+    refusal: Arc<std::sync::Mutex<Option<rustls::Error>>>,
+}
+
+impl QuicTls {
+    /// Why the handshake refused the server's certificate, as the TLS path words it over TCP
+    /// ([`handshake_error`]: Node's code and message), if it did.
+    pub(crate) fn refusal(&self) -> Option<Error> {
+        let refusal = self
+            .refusal
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()?;
+        Some(handshake_error(&std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            refusal,
+        )))
+    }
+}
+
+/// A verifier that keeps the refusal of the one it wraps.
+#[derive(Debug)]
+struct Recording {
+    inner: Arc<dyn ServerCertVerifier>,
+    refusal: Arc<std::sync::Mutex<Option<rustls::Error>>>,
+}
+
+impl ServerCertVerifier for Recording {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp: &[u8],
+        now: UnixTime,
+    ) -> std::result::Result<ServerCertVerified, rustls::Error> {
+        let verdict =
+            self.inner
+                .verify_server_cert(end_entity, intermediates, server_name, ocsp, now);
+        if let Err(e) = &verdict {
+            *self.refusal.lock().unwrap_or_else(|e| e.into_inner()) = Some(e.clone());
+        }
+        verdict
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.inner.supported_verify_schemes()
     }
 }
 
