@@ -9,10 +9,15 @@
 set -uo pipefail
 
 version=1.7.2
+# aioquic and what it brings, at the versions the tests last passed with (2026-11-26), so that
+# a new release of one of them cannot change the server under the tests.
+pins=(attrs==26.1.0 certifi==2026.10.19.post1 cffi==2.1.1 cryptography==50.0.2 h11==0.16.0
+  pycparser==3.12 pylsqpack==1.0.0 pyOpenSSL==26.4.0 service-identity==26.1.0
+  typing_extensions==4.16.0 wsproto==1.3.2)
 dir="${SAETTA_H3_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/saetta/aioquic}"
 say() { echo "h3-server: $*" >&2; }
 
-if [ "$(cat "$dir/ready" 2>/dev/null)" = "aioquic $version" ] && [ -x "$dir/venv/bin/python" ] \
+if [ "$(cat "$dir/ready" 2>/dev/null)" = "aioquic $version, ${pins[*]}" ] && [ -x "$dir/venv/bin/python" ] \
   && [ -f "$dir/http3_server.py" ]; then
   exit 0
 fi
@@ -31,7 +36,7 @@ if [ ! -x "$dir/venv/bin/python" ] && ! python3 -m venv "$dir/venv" >"$work/log"
   exit 0
 fi
 pip=("$dir/venv/bin/python" -m pip --disable-pip-version-check -q)
-if ! "${pip[@]}" install "aioquic==$version" wsproto >"$work/log" 2>&1; then
+if ! "${pip[@]}" install "aioquic==$version" "${pins[@]}" >"$work/log" 2>&1; then
   say "could not install aioquic $version ($(tail -n 1 "$work/log")); the HTTP/3 tests will be skipped"
   exit 0
 fi
@@ -46,6 +51,6 @@ if ! tar -xzf "$work/aioquic-$version.tar.gz" -C "$work" "aioquic-$version/examp
   say "could not extract examples/http3_server.py; the HTTP/3 tests will be skipped"
   exit 0
 fi
-echo "aioquic $version" >"$dir/ready"
+echo "aioquic $version, ${pins[*]}" >"$dir/ready"
 say "installed aioquic $version and its example HTTP/3 server in $dir"
 exit 0
