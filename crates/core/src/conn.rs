@@ -101,6 +101,21 @@ pub(crate) trait Host {
     /// The connection is gone; nothing of it is called after this.
     fn gone(&self);
 
+    /// This connection's `Disconnected` event, with `error`.
+    fn disconnected(&self, error: Error) -> Event {
+        Event::Disconnected {
+            origin: self.origin_id(),
+            conn: self.conn_id(),
+            error,
+        }
+    }
+    /// The connection ends before it ever carried a request (its protocol's handshake failed):
+    /// its `Disconnected` goes out at once, and it is gone.
+    fn never_started(&self, error: Error) {
+        self.publish(&mut vec![self.disconnected(error)]);
+        self.gone();
+    }
+
     /// HTTP/1.1: the origin's configuration, which the connection keeps as it was when made.
     fn cfg(&self) -> Rc<OriginConfig>;
     /// HTTP/1.1: the origin's pipelining now ([`crate::Engine::set_pipelining`] changes it).

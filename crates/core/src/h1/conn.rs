@@ -509,11 +509,7 @@ impl<H: Host> Conn<H> {
             return;
         }
         let error = self.with_socket_info(error);
-        self.out.push(Event::Disconnected {
-            origin: self.host.origin_id(),
-            conn: self.host.conn_id(),
-            error,
-        });
+        self.out.push(self.host.disconnected(error));
     }
 
     /// Tells the origin what this connection can take, so it can pick and wake it.

@@ -55,13 +55,7 @@ pub(crate) async fn run<H: Host>(host: Rc<H>, io: Transport, settings: Settings)
     match builder.handshake::<_, Bytes>(io).await {
         Ok((send, conn)) => H2Conn::new(host, settings, send, conn, addresses).await,
         Err(e) => {
-            let mut events = vec![Event::Disconnected {
-                origin: host.origin_id(),
-                conn: host.conn_id(),
-                error: connection_error(&e),
-            }];
-            host.publish(&mut events);
-            host.gone();
+            host.never_started(connection_error(&e));
         }
     }
 }
@@ -604,11 +598,7 @@ impl<H: Host> H2Conn<H> {
             return;
         }
         let error = self.with_socket_info(error);
-        self.events.push(Event::Disconnected {
-            origin: self.host.origin_id(),
-            conn: self.host.conn_id(),
-            error,
-        });
+        self.events.push(self.host.disconnected(error));
     }
 
     /// Ends the connection: the streams on it fail with `error` (which `Disconnected`

@@ -58,13 +58,7 @@ pub(crate) async fn run<H: Host>(host: Rc<H>, quic: Quic, settings: Settings) {
             .await
         }
         Err(e) => {
-            let mut events = vec![Event::Disconnected {
-                origin: host.origin_id(),
-                conn: host.conn_id(),
-                error: connection_error(&e),
-            }];
-            host.publish(&mut events);
-            host.gone();
+            host.never_started(connection_error(&e));
         }
     }
 }
@@ -237,11 +231,10 @@ impl<H: Host> H3Conn<H> {
             return;
         }
         let error = self.with_socket_info(error);
-        self.common.events.borrow_mut().push(Event::Disconnected {
-            origin: self.host.origin_id(),
-            conn: self.host.conn_id(),
-            error,
-        });
+        self.common
+            .events
+            .borrow_mut()
+            .push(self.host.disconnected(error));
     }
 
     /// Ends the connection: the requests on it fail with `error` (which `Disconnected` carries
