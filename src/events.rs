@@ -324,13 +324,13 @@ impl ToNapiValue for EventBatch<'_> {
                 Event::Connected {
                     origin,
                     conn,
-                    http2,
+                    version,
                 } => {
                     out.tag(EventTag::Connected);
                     out.num(origin as f64);
                     out.num(conn as f64);
                     // The HTTP version it speaks.
-                    out.num(if http2 { 2.0 } else { 1.0 });
+                    out.num(f64::from(version));
                 }
                 Event::Disconnected {
                     origin,

@@ -57,6 +57,12 @@ pub struct OriginOptions {
     /// HTTP/2 over cleartext with prior knowledge (`useH2c`).
     #[napi(js_name = "useH2c")]
     pub use_h2c: Option<bool>,
+    /// HTTP/3 where the origin advertises it by `Alt-Svc` (`allowH3`).
+    #[napi(js_name = "allowH3")]
+    pub allow_h3: Option<bool>,
+    /// With `allowH3`, try HTTP/3 on the origin's own port first (`preferH3`).
+    #[napi(js_name = "preferH3")]
+    pub prefer_h3: Option<bool>,
     /// HTTP/2: most streams at once on a connection (the server's SETTINGS may lower it).
     pub max_concurrent_streams: Option<u32>,
     /// HTTP/2: each stream's receive window, in bytes.
@@ -226,6 +232,8 @@ impl NativeOrigin {
             allow_h2: o.allow_h2.unwrap_or(false),
             prefer_h2: o.prefer_h2.unwrap_or(false),
             h2c: o.use_h2c.unwrap_or(false),
+            allow_h3: o.allow_h3.unwrap_or(false),
+            prefer_h3: o.prefer_h3.unwrap_or(false),
             max_concurrent_streams: o
                 .max_concurrent_streams
                 .unwrap_or(defaults.max_concurrent_streams),

@@ -180,13 +180,16 @@ function hostName(host: string | null): string | null {
   return net.isIP(name) ? '' : name
 }
 
+/** A connection's HTTP version as the channels name it (`h3`: saetta's HTTP/3, `allowH3`). */
+export type HttpVersion = 'h1' | 'h2' | 'h3'
+
 export interface ConnectParams {
   host: string
   hostname: string
   protocol: string
   port: string
   /** The HTTP version: undici knows it only once connected (`undefined` before, and on failure). */
-  version: 'h1' | 'h2' | undefined
+  version: HttpVersion | undefined
   servername: string | null
   localAddress: string | null
 }
@@ -195,7 +198,7 @@ export interface ConnectParams {
  * The version a connection is being made with, for the debug lines (which print it where
  * undici's payload has none); kept beside the payload so that it stays undici's.
  */
-export const connectingVersion = new WeakMap<object, 'h1' | 'h2'>()
+export const connectingVersion = new WeakMap<object, HttpVersion>()
 
 /** The params of the connections to `url` (an IPv6 host name without brackets, as undici's). */
 export function connectParams(url: URL, servername: string | null, localAddress: string | null): ConnectParams {
@@ -216,13 +219,21 @@ export class CoreSocket {
   readonly remoteFamily: string | undefined
   readonly remotePort: number | undefined
   readonly alpnProtocol: string | undefined
+  readonly #version: HttpVersion
 
-  constructor(host: string, port: number | undefined, tls: boolean, h2: boolean) {
+  constructor(host: string, port: number | undefined, tls: boolean, version: HttpVersion) {
     const family = net.isIP(host)
     this.remoteAddress = family === 0 ? undefined : host
     this.remoteFamily = family === 4 ? 'IPv4' : family === 6 ? 'IPv6' : undefined
     this.remotePort = port
-    this.alpnProtocol = h2 ? 'h2' : tls ? 'http/1.1' : undefined
+    this.alpnProtocol = version !== 'h1' ? version : tls ? 'http/1.1' : undefined
+    this.#version = version
+  }
+
+  /** @internal the HTTP version of the connections it stands for (not a field: the channels'
+   * subscribers see a socket's fields only). */
+  get version(): HttpVersion {
+    return this.#version
   }
 }
 

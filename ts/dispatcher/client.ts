@@ -18,7 +18,7 @@ import { ResponseErrorHandler } from '../handlers/response-error'
 import { checkRequest, type RequestHead } from './validate'
 import type { ClientOptions, DispatchHandler, DispatchOptions } from './types'
 import { constructorOptions } from './options'
-import { channels, connectingVersion, connectParams, CoreSocket } from '../diagnostics'
+import { channels, connectingVersion, connectParams, CoreSocket, type HttpVersion as Version } from '../diagnostics'
 import { Numbered } from '../util/numbered'
 import { isUndici7 } from '../util/undici7'
 import '../debug'
@@ -77,7 +77,7 @@ export class Client extends DispatcherBase {
   /** Where sockets that live in JS come from (a connector function, or Node's TLS). */
   #js: JsRoute | null = null
   /** The HTTP version a connection starts with: h2 with prior knowledge (h2c), else h1 until ALPN says h2. */
-  #version: 'h1' | 'h2' = 'h1'
+  #version: Version = 'h1'
   /**
    * A request's own TLS server name (its `servername`, else its host header's), as undici's
    * Client follows it on an `https:` origin: `#servername` is the one connections are made
@@ -144,7 +144,7 @@ export class Client extends DispatcherBase {
     // As undici's: `servername` is the one requests ask for (null until one does, see #rename).
     const params = connectParams(this.#url, null, options.localAddress ?? null)
     this.#params = params
-    const versionOf = (): 'h1' | 'h2' => {
+    const versionOf = (): Version => {
       const c = self.deref()
       return c === undefined ? 'h1' : c.#version
     }
@@ -159,16 +159,16 @@ export class Client extends DispatcherBase {
         connectingVersion.set(message.connectParams, versionOf())
         channels.beforeConnect.publish(message)
       },
-      onConnected: (conn: number, h2?: boolean) => {
+      onConnected: (conn: number, number: 1 | 2 | 3) => {
         const c = self.deref()
+        const version = VERSIONS[number - 1]
         // As undici: the version of the last connection made is the one later connects name.
-        if (c !== undefined && h2 !== undefined) c.#version = h2 ? 'h2' : 'h1'
+        if (c !== undefined) c.#version = version
         // A tunnel the engine opened (one JS opens publishes as it opens it, in ProxyAgent).
         if (tunnel !== null && proxied?.connectParams && channels.proxyConnected.hasSubscribers) {
           channels.proxyConnected.publish({ socket: c?.diagnosticsSocket, connectParams: proxied.connectParams })
         }
         if (channels.connected.hasSubscribers) {
-          const version = h2 === undefined ? versionOf() : h2 ? 'h2' : 'h1'
           channels.connected.publish({ connectParams: { ...params, version }, connector, socket: c?.diagnosticsSocket })
         }
         if (!c) return
@@ -306,6 +306,8 @@ export class Client extends DispatcherBase {
       allowH2,
       preferH2: (given as { preferH2?: unknown }).preferH2 === true,
       useH2c: h2c,
+      allowH3: options.allowH3 === true,
+      preferH3: options.preferH3 === true,
       maxConcurrentStreams: (this.#h2Streams = h2Number(h2Option(options, 'maxConcurrentStreams') as number | undefined, 100)),
       initialWindowSize: h2Number(
         (options.h2Options?.settings?.initialWindowSize ?? options.h2Options?.initialWindowSize ?? options.initialWindowSize) as number | undefined,
@@ -328,10 +330,10 @@ export class Client extends DispatcherBase {
 
   /** @internal what the channels give as `socket` (see CoreSocket), made when first asked for. */
   get diagnosticsSocket(): CoreSocket {
-    const h2 = this.#version === 'h2'
-    if (this.#coreSocket === null || (this.#coreSocket.alpnProtocol === 'h2') !== h2) {
+    const version = this.#version
+    if (this.#coreSocket === null || this.#coreSocket.version !== version) {
       const peer = this.#peer!
-      this.#coreSocket = new CoreSocket(peer.host, peer.port, peer.tls, h2)
+      this.#coreSocket = new CoreSocket(peer.host, peer.port, peer.tls, version)
     }
     return this.#coreSocket
   }
@@ -367,7 +369,7 @@ export class Client extends DispatcherBase {
    * streams it allows (`maxConcurrentStreams`: undici 8 keeps pipelining for HTTP/1.1).
    */
   #perConnection(): number {
-    return this.#version === 'h2' && !this.#undici7 ? this.#h2Streams : Math.max(this.#pipelining, 1)
+    return this.#version !== 'h1' && !this.#undici7 ? this.#h2Streams : Math.max(this.#pipelining, 1)
   }
 
   /** Requests the open connections can carry at once. */
@@ -555,9 +557,10 @@ export class Client extends DispatcherBase {
     return this.#undici7
   }
 
-  /** @internal whether connections speak HTTP/2 (the last one made did, or h2c): for diagnostics. */
-  get speaksH2(): boolean {
-    return this.#version === 'h2'
+  /** @internal whether connections carry many requests as streams (HTTP/2 or 3: the last one made
+   * did, or h2c): for diagnostics. */
+  get multiplexed(): boolean {
+    return this.#version !== 'h1'
   }
 
   /** @internal the origin requests go to (for diagnostics). */
@@ -629,6 +632,9 @@ export class Client extends DispatcherBase {
  * Clients with a connection open. As undici's, whose sockets reference their client, one the
  * caller dropped lives on until its last connection closes (and tells so by 'disconnect').
  */
+/** The versions by the number the core reports. */
+const VERSIONS: readonly Version[] = ['h1', 'h2', 'h3']
+
 const connectedClients = new Set<Client>()
 
 /** A request held for another server name (see Client's `#held`). */

@@ -62,7 +62,7 @@ export class Pool extends PoolBase {
         const resume = (origin: URL): void => this.resume(member, origin, [member])
         member
           .on('connect', (origin: URL) => {
-            this.#protocol = member.speaksH2 ? 'h2' : 'h1'
+            this.#protocol = member.multiplexed ? 'h2' : 'h1'
             resume(origin)
           })
           .on('connectionError', resume)

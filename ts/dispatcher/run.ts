@@ -724,7 +724,7 @@ export class Run implements RequestSink {
     if (this.#info === null || this.#settled) return
     const client = this.#client!
     if (channels.sendHeaders.hasSubscribers) {
-      const head = client.speaksH2 ? h2Head(this.#info, client.originString, this.#length) : h1Head(this.#info, client)
+      const head = client.multiplexed ? h2Head(this.#info, client.originString, this.#length) : h1Head(this.#info, client)
       this.#publish(channels.sendHeaders, { headers: head, socket: client.diagnosticsSocket })
     }
   }

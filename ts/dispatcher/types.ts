@@ -153,6 +153,11 @@ export interface ClientOptions {
   /** Offer HTTP/2 in ALPN (`h2`, then `http/1.1`): the server's choice decides. Default true
    * (undici 8; false from `saetta/undici7`, as undici 7). */
   allowH2?: boolean
+  /** saetta's own (no undici has it): HTTP/3 over QUIC for an `https:` origin that advertises it
+   * (`Alt-Svc: h3=...`), remembered for its `ma`, racing TCP and falling back to it. Default false. */
+  allowH3?: boolean
+  /** With `allowH3`: try HTTP/3 on the origin's own port first, before any `Alt-Svc`. Default false. */
+  preferH3?: boolean
   /** HTTP/2's options under one name (undici 8): over the flat ones below, which undici 8 deprecates. */
   h2Options?: H2Options
   /** undici 8's experimental Milo HTTP/1 parser: accepted, saetta's parser is its own. */

@@ -132,6 +132,10 @@ export interface OriginOptions {
   preferH2?: boolean
   /** HTTP/2 over cleartext with prior knowledge (`useH2c`). */
   useH2c?: boolean
+  /** HTTP/3 where the origin advertises it by `Alt-Svc` (`allowH3`). */
+  allowH3?: boolean
+  /** With `allowH3`, try HTTP/3 on the origin's own port first (`preferH3`). */
+  preferH3?: boolean
   /** HTTP/2: most streams at once on a connection (the server's SETTINGS may lower it). */
   maxConcurrentStreams?: number
   /** HTTP/2: each stream's receive window, in bytes. */

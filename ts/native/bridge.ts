@@ -10,8 +10,8 @@ import { beginBatch, endBatch, hold, release, requests, type RequestSink } from 
 /** Receives the engine's connection events for one origin. */
 export interface OriginListener {
   onConnecting(): void
-  /** `h2`: the connection speaks HTTP/2 (ALPN `h2`, or prior knowledge). */
-  onConnected(conn: number, h2: boolean): void
+  /** `version`: the HTTP version the connection speaks (2: ALPN `h2` or prior knowledge; 3: QUIC). */
+  onConnected(conn: number, version: 1 | 2 | 3): void
   onDisconnected(conn: number, err: Error): void
   onConnectFailed(err: Error): void
   /** The engine wants socket `socket` from the origin's connector (see js-socket.ts). */
@@ -196,7 +196,7 @@ function dispatchEvents(n: Float64Array, o: unknown[]): void {
         i += 2
         break
       case addon.EventTag.Connected:
-        origins.get(id)?.deref()?.onConnected(n[i + 2], n[i + 3] === 2)
+        origins.get(id)?.deref()?.onConnected(n[i + 2], n[i + 3] as 1 | 2 | 3)
         i += 4
         break
       case addon.EventTag.Disconnected:

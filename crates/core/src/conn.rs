@@ -92,9 +92,10 @@ pub(crate) trait Host {
     /// not published yet (see [`crate::backlog`]); if not, `cx` is woken when it may.
     fn may_read(&self, unpublished: usize, cx: &Context<'_>) -> bool;
 
-    /// The origin is closing and has nothing queued: a connection with nothing in flight
-    /// closes now.
-    fn idle_close(&self) -> bool;
+    /// A connection with nothing in flight closes now, with this error: the origin is closing
+    /// and has nothing queued (`Destroyed`, as undici's closed client), or the connection was
+    /// retired (its origin speaks HTTP/3 now).
+    fn idle_close(&self) -> Option<Error>;
     /// The connection takes no new request (HTTP/1.1: upgraded; HTTP/2: GOAWAY): it no longer
     /// counts against the origin's connections, which may open another meanwhile.
     fn detach(&self);
@@ -155,6 +156,10 @@ pub(crate) struct ConnShared {
     pub(crate) destroy: RefCell<Option<Error>>,
     /// Requests the caller wrote to it, tracked and waiting for it to take them on.
     pub(crate) adopted: RefCell<Vec<(Mail, Rc<ReqCtl>)>>,
+    /// It speaks HTTP/3.
+    pub(crate) h3: Cell<bool>,
+    /// Its origin now speaks HTTP/3: it takes no new request and closes once idle.
+    pub(crate) retired: Cell<bool>,
 }
 
 impl ConnShared {
@@ -167,6 +172,8 @@ impl ConnShared {
             room: Cell::new(None),
             destroy: RefCell::new(None),
             adopted: RefCell::new(Vec::new()),
+            h3: Cell::new(false),
+            retired: Cell::new(false),
         }
     }
 

@@ -62,11 +62,11 @@ pub enum Event {
     Connecting {
         origin: u64,
     },
-    /// A connection of `origin` was established; it speaks HTTP/2 (else HTTP/1.1).
+    /// A connection of `origin` was established; it speaks HTTP/`version` (1, 2 or 3).
     Connected {
         origin: u64,
         conn: u64,
-        http2: bool,
+        version: u8,
     },
     /// A connection of `origin` went away.
     Disconnected {

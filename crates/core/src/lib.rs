@@ -12,8 +12,6 @@ pub mod error;
 pub mod event;
 mod h1;
 mod h2;
-// Not chosen by any origin yet (issue 38): its next step makes the origin choose it.
-#[allow(dead_code, unused_imports)]
 mod h3;
 mod origin;
 pub mod request;

@@ -55,6 +55,11 @@ pub struct OriginConfig {
     pub prefer_h2: bool,
     /// HTTP/2 over cleartext with prior knowledge (undici's `useH2c`).
     pub h2c: bool,
+    /// HTTP/3 where the origin advertises it (`Alt-Svc: h3=...`), for new connections, racing
+    /// TCP (see [`crate::h3::race`]): `allowH3`. Only over the core's own TLS.
+    pub allow_h3: bool,
+    /// With `allow_h3`, try HTTP/3 on the origin's own port before any `Alt-Svc` (`preferH3`).
+    pub prefer_h3: bool,
     /// HTTP/2: the most streams open at once on one connection (the server's SETTINGS may
     /// lower it).
     pub max_concurrent_streams: u32,
@@ -94,6 +99,8 @@ impl Default for OriginConfig {
             allow_h2: false,
             prefer_h2: false,
             h2c: false,
+            allow_h3: false,
+            prefer_h3: false,
             // undici's defaults.
             max_concurrent_streams: 100,
             initial_window_size: 262_144,

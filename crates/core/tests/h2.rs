@@ -172,7 +172,7 @@ fn side_by_side(h2_by_pipelining: bool) {
     let connected: Vec<bool> = events
         .iter()
         .filter_map(|e| match e {
-            Event::Connected { http2, .. } => Some(*http2),
+            Event::Connected { version, .. } => Some(*version == 2),
             _ => None,
         })
         .collect();

@@ -158,8 +158,8 @@ impl Host for Fake {
     fn may_read(&self, unpublished: usize, cx: &Context<'_>) -> bool {
         self.ctx.may_read(&self.share, unpublished, cx)
     }
-    fn idle_close(&self) -> bool {
-        self.closing.get() && self.queue.borrow().is_empty()
+    fn idle_close(&self) -> Option<Error> {
+        (self.closing.get() && self.queue.borrow().is_empty()).then_some(Error::Destroyed)
     }
     fn detach(&self) {
         self.detached.borrow_mut().push(self.shared.id);

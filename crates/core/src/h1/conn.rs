@@ -653,9 +653,8 @@ impl<H: Host> Conn<H> {
                 self.close(Error::Info("reset".into()));
                 return Ok(false);
             }
-            if self.host.idle_close() {
-                // As undici: a closed client's sockets go down as destroyed.
-                self.close(Error::Destroyed);
+            if let Some(error) = self.host.idle_close() {
+                self.close(error);
                 return Ok(false);
             }
         }

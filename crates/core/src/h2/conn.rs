@@ -781,9 +781,13 @@ impl<H: Host> H2Conn<H> {
             self.idle_since = None;
         }
         self.poll_ping(cx);
-        if self.streams.is_empty() && self.host.idle_close() {
-            // As HTTP/1.1: a closed client's connections go down as destroyed.
-            self.close(Error::Destroyed);
+        if let Some(error) = self
+            .streams
+            .is_empty()
+            .then(|| self.host.idle_close())
+            .flatten()
+        {
+            self.close(error);
             return false;
         }
         if self.going_away && self.streams.is_empty() {

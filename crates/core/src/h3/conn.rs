@@ -307,8 +307,13 @@ impl<H: Host> H3Conn<H> {
         } else {
             self.idle_since = None;
         }
-        if self.streams.is_empty() && self.host.idle_close() {
-            self.close(Error::Destroyed);
+        if let Some(error) = self
+            .streams
+            .is_empty()
+            .then(|| self.host.idle_close())
+            .flatten()
+        {
+            self.close(error);
             return false;
         }
         progress

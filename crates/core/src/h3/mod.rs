@@ -5,11 +5,12 @@
 //! runtime, the origin's TLS configuration with ALPN `h3`: the same roots, verification and
 //! certificate errors as HTTP/1.1 and HTTP/2 over TLS); [`run`] drives it behind the same seam
 //! as the other protocols, [`crate::conn::Host`], generic over it (the origin's, or the unit
-//! tests' fake). Not yet chosen by any origin: the origin's choice of protocol (`allowH3`) is
-//! the next step.
+//! tests' fake). An origin with `allowH3` chooses it for a new connection where it advertised
+//! HTTP/3 by `Alt-Svc` ([`alt_svc`]), or where `preferH3` asks for it, racing TCP ([`race`]).
 
 mod conn;
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -63,9 +64,10 @@ pub(crate) struct Quic {
     pub conn: quinn::Connection,
 }
 
-/// Opens a QUIC connection to the origin (handshake included) within its connect timeout.
-/// Only the core's own UDP socket: no Unix socket, proxy or connector of JS carries QUIC.
-pub(crate) async fn connect(cfg: &OriginConfig) -> Result<Quic> {
+/// Opens a QUIC connection to the origin's host on UDP `port` (handshake included) within its
+/// connect timeout. Only the core's own UDP socket: no Unix socket, proxy or connector of JS
+/// carries QUIC.
+pub(crate) async fn connect(cfg: &OriginConfig, port: u16) -> Result<Quic> {
     let Some(tls) = &cfg.tls else {
         return Err(Error::InvalidArgument(
             "HTTP/3 needs an https: origin".into(),
@@ -82,7 +84,7 @@ pub(crate) async fn connect(cfg: &OriginConfig) -> Result<Quic> {
     let client = quinn::ClientConfig::new(Arc::new(crypto));
     let name = tls.server_name.to_str().into_owned();
     let attempt = async {
-        let addr = resolve(cfg).await?;
+        let addr = resolve(cfg, port).await?;
         let local = match (cfg.local_address, addr) {
             (Some(ip), _) => SocketAddr::new(ip, 0),
             (None, SocketAddr::V4(_)) => SocketAddr::from(([0, 0, 0, 0], 0)),
@@ -113,9 +115,9 @@ pub(crate) async fn connect(cfg: &OriginConfig) -> Result<Quic> {
 }
 
 /// The origin's first address (Happy Eyeballs over UDP is left for later).
-async fn resolve(cfg: &OriginConfig) -> Result<SocketAddr> {
+async fn resolve(cfg: &OriginConfig, port: u16) -> Result<SocketAddr> {
     let host = cfg.host.trim_start_matches('[').trim_end_matches(']');
-    let mut addrs = tokio::net::lookup_host((host, cfg.port))
+    let mut addrs = tokio::net::lookup_host((host, port))
         .await
         .map_err(|e| Error::from_io(&e))?;
     addrs
@@ -134,6 +136,133 @@ fn handshake_failure(e: &quinn::ConnectionError) -> Error {
         },
         C::TimedOut => Error::socket("HTTP/3: the QUIC handshake timed out"),
         other => Error::socket(format!("HTTP/3: {other}")),
+    }
+}
+
+/// Whether the origin's TLS and route let it speak HTTP/3: the core's own TLS, straight to the
+/// host (no proxy, Unix socket or connector of JS), allowing TLS 1.3.
+pub(crate) fn possible(cfg: &OriginConfig) -> bool {
+    cfg.allow_h3
+        && cfg.tls.as_ref().is_some_and(|t| t.quic().is_ok())
+        && cfg.proxy.is_none()
+        && cfg.socket_path.is_none()
+        && cfg.connector != Connector::Js
+}
+
+/// How long a new connection waits for QUIC before it tries TCP too, as Happy Eyeballs waits
+/// for one address family before the other: a network that drops UDP costs this much once
+/// (the origin then leaves HTTP/3 alone for [`BROKEN_FOR`]).
+pub(crate) const RACE_DELAY: Duration = Duration::from_millis(250);
+/// How long an origin whose HTTP/3 failed (or lost the race) makes its connections over TCP.
+pub(crate) const BROKEN_FOR: Duration = Duration::from_secs(300);
+
+/// The connection a race made.
+pub(crate) enum Made<T> {
+    Quic(Quic),
+    Tcp(T),
+}
+
+/// Races QUIC against TCP for one connection: TCP starts `delay` after QUIC, or as soon as
+/// QUIC fails; the first to connect wins and the other attempt is dropped (nothing was sent
+/// on it but its handshake). Where both fail, TCP's error is the one reported, as TCP is
+/// what the origin falls back to. No request is on either while they race.
+pub(crate) async fn race<T>(
+    quic: impl Future<Output = Result<Quic>>,
+    tcp: impl Future<Output = Result<T>>,
+    delay: Duration,
+) -> Result<Made<T>> {
+    tokio::pin!(quic, tcp);
+    let head_start = tokio::time::sleep(delay);
+    let quic_failed = tokio::select! {
+        r = &mut quic => match r {
+            Ok(q) => return Ok(Made::Quic(q)),
+            Err(_) => true,
+        },
+        _ = head_start => false,
+    };
+    if quic_failed {
+        return tcp.await.map(Made::Tcp);
+    }
+    let mut tcp_error = None;
+    loop {
+        tokio::select! {
+            r = &mut quic => match r {
+                Ok(q) => return Ok(Made::Quic(q)),
+                Err(_) => return match tcp_error {
+                    Some(e) => Err(e),
+                    None => tcp.await.map(Made::Tcp),
+                },
+            },
+            r = &mut tcp, if tcp_error.is_none() => match r {
+                Ok(t) => return Ok(Made::Tcp(t)),
+                Err(e) => tcp_error = Some(e),
+            },
+        }
+    }
+}
+
+/// What an `Alt-Svc` field says of HTTP/3 at the origin's `host` (RFC 7838).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum AltSvc {
+    /// `clear`: the origin withdraws its alternatives.
+    Clear,
+    /// HTTP/3 (`h3`) on UDP `port` of the same host, for `max_age` (`ma`, 24 hours by default).
+    H3 { port: u16, max_age: Duration },
+}
+
+/// The first `h3` alternative on the same host in an `Alt-Svc` value, or `clear`; `None`
+/// where it names neither (other protocols, drafts such as `h3-29`, other hosts).
+pub(crate) fn alt_svc(value: &[u8], host: &str) -> Option<AltSvc> {
+    let value = std::str::from_utf8(value).ok()?.trim();
+    if value.eq_ignore_ascii_case("clear") {
+        return Some(AltSvc::Clear);
+    }
+    split_outside_quotes(value, ',').find_map(|alternative| {
+        let mut parts = split_outside_quotes(alternative, ';');
+        let (protocol, authority) = parts.next()?.split_once('=')?;
+        if protocol.trim() != "h3" {
+            return None;
+        }
+        let authority = unquote(authority.trim())?;
+        let (name, port) = authority.rsplit_once(':')?;
+        let name = name.trim_start_matches('[').trim_end_matches(']');
+        if !name.is_empty() && !name.eq_ignore_ascii_case(host) {
+            return None;
+        }
+        let port = port.parse::<u16>().ok().filter(|p| *p > 0)?;
+        let mut max_age = Duration::from_secs(86_400);
+        for param in parts {
+            if let Some((name, v)) = param.split_once('=') {
+                if name.trim().eq_ignore_ascii_case("ma") {
+                    max_age = Duration::from_secs(unquote(v.trim())?.parse().ok()?);
+                }
+            }
+        }
+        Some(AltSvc::H3 { port, max_age })
+    })
+}
+
+/// `s` split at `sep` where it is not inside a quoted string.
+fn split_outside_quotes(s: &str, sep: char) -> impl Iterator<Item = &str> {
+    let mut quoted = false;
+    let mut escaped = false;
+    s.split(move |c: char| {
+        if escaped {
+            escaped = false;
+        } else if quoted && c == '\\' {
+            escaped = true;
+        } else if c == '"' {
+            quoted = !quoted;
+        }
+        c == sep && !quoted
+    })
+}
+
+/// A token, or a quoted string's content (an authority has nothing to escape).
+fn unquote(s: &str) -> Option<&str> {
+    match s.strip_prefix('"') {
+        Some(rest) => rest.strip_suffix('"'),
+        None => Some(s),
     }
 }
 

@@ -235,7 +235,7 @@ fn origin(server: &Server, name: &str, ca: Option<Vec<u8>>) -> OriginConfig {
 /// A QUIC connection to `server`, trusting its CA.
 async fn start(server: &Server) -> Quic {
     let cfg = origin(server, "localhost", Some(server.ca.clone()));
-    connect(&cfg).await.expect("the QUIC handshake")
+    connect(&cfg, cfg.port).await.expect("the QUIC handshake")
 }
 
 fn spawn(fake: &Rc<Fake>, quic: Quic) {
@@ -397,7 +397,8 @@ fn a_certificate_not_trusted_fails_as_over_tls() {
     };
     rt(async {
         // Mozilla's roots only: the server's CA is not among them.
-        let untrusted = connect(&origin(&server, "localhost", None)).await;
+        let cfg = origin(&server, "localhost", None);
+        let untrusted = connect(&cfg, cfg.port).await;
         assert_eq!(
             untrusted.err(),
             Some(Error::Socket {
@@ -408,7 +409,8 @@ fn a_certificate_not_trusted_fails_as_over_tls() {
         );
         // Trusted, but for another name.
         let ca = Some(server.ca.clone());
-        let misnamed = connect(&origin(&server, "example.com", ca)).await;
+        let cfg = origin(&server, "example.com", ca);
+        let misnamed = connect(&cfg, cfg.port).await;
         match misnamed.err() {
             Some(Error::Socket {
                 code: Some(code),
@@ -513,4 +515,33 @@ fn an_aborted_request_cancels_its_stream_and_the_connection_goes_on() {
             .any(|e| e.starts_with("complete") || e.starts_with("error")));
         assert_eq!(fake.disconnected(), None);
     });
+}
+
+#[test]
+fn alt_svc_names_h3_on_the_same_host_with_its_max_age() {
+    use super::{alt_svc, AltSvc};
+    let h3 = |port, secs| Some(AltSvc::H3 { port, max_age: Duration::from_secs(secs) });
+    let read = |v: &str| alt_svc(v.as_bytes(), "example.com");
+    assert_eq!(read(r#"h3=":443"; ma=3600"#), h3(443, 3600));
+    // 24 hours without `ma`; drafts and other protocols are passed over for `h3`.
+    assert_eq!(read(r#"h3-29=":8443", h2=":443", h3=":8443""#), h3(8443, 86_400));
+    assert_eq!(read(r#"h3="example.com:9443";ma="60";persist=1"#), h3(9443, 60));
+    assert_eq!(read(r#"h3="EXAMPLE.com:1""#), h3(1, 86_400));
+    assert_eq!(read("clear"), Some(AltSvc::Clear));
+    assert_eq!(read(" Clear "), Some(AltSvc::Clear));
+    // Another host, no port, a bad port or `ma`, nothing HTTP/3: nothing to learn.
+    for v in [
+        r#"h3="other.example:443""#,
+        r#"h3="example.com""#,
+        r#"h3=":0""#,
+        r#"h3=":70000""#,
+        r#"h3=":443"; ma=soon"#,
+        r#"h2=":443""#,
+        r#"h3=":443"#,
+        "",
+    ] {
+        assert_eq!(read(v), None, "{v}");
+    }
+    // A comma inside a quoted parameter does not split the value.
+    assert_eq!(read(r#"h2=":1"; x="a,b", h3=":2""#), h3(2, 86_400));
 }

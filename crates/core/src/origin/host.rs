@@ -11,7 +11,9 @@ use crate::backlog::Share;
 use crate::conn::{ConnShared, Host};
 use crate::ctx::Ctx;
 use crate::direct::{Lanes, Mail};
+use crate::error::Error;
 use crate::event::Event;
+use crate::h3;
 use crate::request::{OriginConfig, Queued, ReqCtl, Request};
 
 /// What one connection drives its origin through.
@@ -26,13 +28,21 @@ pub(crate) struct OriginHost {
     streams_by_pipelining: bool,
     /// The connection's part of the backlog.
     share: Cell<Share>,
+    /// The origin reads its responses' `Alt-Svc` (`allowH3`).
+    alt_svc: bool,
 }
 
 impl OriginHost {
     pub fn new(ctx: Rc<Ctx>, origin: Rc<RefCell<Origin>>, shared: Rc<ConnShared>) -> OriginHost {
-        let (origin_id, pipelining, streams_by_pipelining) = {
+        let (origin_id, pipelining, streams_by_pipelining, alt_svc) = {
             let o = origin.borrow();
-            (o.id, o.pipelining.clone(), o.cfg.h2_by_pipelining)
+            let by_pipelining = o.cfg.h2_by_pipelining;
+            (
+                o.id,
+                o.pipelining.clone(),
+                by_pipelining,
+                o.watches_alt_svc(),
+            )
         };
         OriginHost {
             ctx,
@@ -42,6 +52,35 @@ impl OriginHost {
             pipelining,
             streams_by_pipelining,
             share: Cell::default(),
+            alt_svc,
+        }
+    }
+
+    /// Tells the origin what the final responses among `events` advertise by `Alt-Svc`.
+    fn read_alt_svc(&self, events: &[Event]) {
+        for e in events {
+            let Event::Headers {
+                status: 200..,
+                headers,
+                ..
+            } = e
+            else {
+                continue;
+            };
+            for (_, value) in headers
+                .iter()
+                .filter(|(n, _)| n.eq_ignore_ascii_case(b"alt-svc"))
+            {
+                let Ok(o) = self.origin.try_borrow() else {
+                    return;
+                };
+                let news = h3::alt_svc(value, &o.cfg.host);
+                drop(o);
+                if let Some(news) = news {
+                    Origin::learn_alt_svc(&self.origin, &self.ctx, news);
+                    break;
+                }
+            }
         }
     }
 }
@@ -55,6 +94,9 @@ impl Host for OriginHost {
     }
 
     fn take(&self, fits: &mut dyn FnMut(&Request) -> bool) -> Option<Queued> {
+        if self.shared.retired.get() {
+            return None;
+        }
         self.origin.try_borrow_mut().ok()?.next_request(fits)
     }
 
@@ -76,6 +118,9 @@ impl Host for OriginHost {
     }
 
     fn publish(&self, events: &mut Vec<Event>) {
+        if self.alt_svc {
+            self.read_alt_svc(events);
+        }
         self.ctx.publish_from(&self.share, events)
     }
 
@@ -83,8 +128,13 @@ impl Host for OriginHost {
         self.ctx.may_read(&self.share, unpublished, cx)
     }
 
-    fn idle_close(&self) -> bool {
-        self.origin.try_borrow().is_ok_and(|o| o.idle_conns_close())
+    fn idle_close(&self) -> Option<Error> {
+        if self.shared.retired.get() {
+            return Some(Error::Info("the origin speaks HTTP/3".into()));
+        }
+        // As undici: a closed client's sockets go down as destroyed.
+        let closing = self.origin.try_borrow().is_ok_and(|o| o.idle_conns_close());
+        closing.then_some(Error::Destroyed)
     }
 
     fn detach(&self) {

@@ -6,6 +6,9 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use crate::conn::ConnShared;
 use crate::ctx::Ctx;
@@ -14,6 +17,7 @@ use crate::error::Error;
 use crate::event::{Event, Shared};
 use crate::h1;
 use crate::h2;
+use crate::h3::{self, AltSvc, Made};
 use crate::request::{OriginConfig, Queued, Request};
 use crate::transport::js::{Opener, Registry};
 use crate::transport::{self, Transport};
@@ -28,6 +32,7 @@ use host::OriginHost;
 enum Protocol {
     Http1,
     Http2,
+    Http3,
 }
 
 impl Protocol {
@@ -62,6 +67,17 @@ pub(crate) struct Origin {
     destroyed: Option<Error>,
     /// `Closed` was reported.
     finished: bool,
+    /// HTTP/3 (`allowH3`), where the origin's route allows it.
+    h3: Option<H3Memory>,
+}
+
+/// What an origin with `allowH3` remembers of HTTP/3, as a browser does.
+#[derive(Default)]
+struct H3Memory {
+    /// The UDP port its `Alt-Svc` named, and until when (`ma`).
+    advertised: Option<(u16, Instant)>,
+    /// A handshake failed or lost to TCP: HTTP/3 is left alone until then.
+    broken_until: Option<Instant>,
 }
 
 impl Origin {
@@ -71,8 +87,10 @@ impl Origin {
                 tls.offer_h2(cfg.prefer_h2);
             }
         }
+        let h3 = h3::possible(&cfg).then(H3Memory::default);
         Origin {
             id,
+            h3,
             js: Opener::new(sockets, id),
             pipelining: Rc::new(Cell::new(cfg.pipelining)),
             cfg: Rc::new(cfg),
@@ -106,6 +124,64 @@ impl Origin {
     /// A request a connection gives back, to go first on another.
     pub fn requeue(&mut self, q: Queued) {
         self.queue.push_front(q);
+    }
+
+    /// The UDP port a new connection tries HTTP/3 on, if any: the one the origin advertised
+    /// (while its `ma` lasts), or with `preferH3` its own; none for a while after a failure.
+    fn h3_port(&self) -> Option<u16> {
+        let h3 = self.h3.as_ref()?;
+        let now = Instant::now();
+        if h3.broken_until.is_some_and(|until| until > now) {
+            return None;
+        }
+        match h3.advertised {
+            Some((port, until)) if until > now => Some(port),
+            _ => self.cfg.prefer_h3.then_some(self.cfg.port),
+        }
+    }
+
+    /// HTTP/3 failed to connect, or lost the race to TCP: forget the advertisement and use TCP
+    /// for a while.
+    fn h3_failed(&mut self) {
+        if let Some(h3) = self.h3.as_mut() {
+            h3.advertised = None;
+            h3.broken_until = Some(Instant::now() + h3::BROKEN_FOR);
+        }
+    }
+
+    /// Whether an origin with `allowH3` should read the `Alt-Svc` of its responses.
+    pub fn watches_alt_svc(&self) -> bool {
+        self.h3.is_some()
+    }
+
+    /// A response's `Alt-Svc`. An origin that newly offers HTTP/3 has its TCP connections
+    /// take no more requests and close once idle, so that the next ones go over HTTP/3.
+    pub fn learn_alt_svc(this: &Rc<RefCell<Origin>>, ctx: &Rc<Ctx>, news: AltSvc) {
+        let Ok(mut o) = this.try_borrow_mut() else {
+            return;
+        };
+        let before = o.h3_port();
+        let Some(h3) = o.h3.as_mut() else {
+            return;
+        };
+        h3.advertised = match news {
+            AltSvc::Clear => None,
+            AltSvc::H3 { max_age, .. } if max_age.is_zero() => None,
+            AltSvc::H3 { port, max_age } => {
+                let until = Instant::now() + max_age.min(Duration::from_secs(365 * 86_400));
+                Some((port, until))
+            }
+        };
+        if before.is_some() || o.h3_port().is_none() || o.conns.iter().any(|c| c.h3.get()) {
+            return;
+        }
+        o.lanes.retire();
+        for c in &o.conns {
+            c.retired.set(true);
+            c.wake();
+        }
+        drop(o);
+        Origin::schedule(this, ctx);
     }
 
     /// Should a connection with nothing in flight close now?
@@ -180,7 +256,11 @@ impl Origin {
         // after many submissions arrived together), an HTTP/2 one as many as it has room
         // for; beyond them, open another connection.
         let mut idle = 0;
-        for c in o.conns.iter().filter(|c| c.accepting.get()) {
+        for c in o
+            .conns
+            .iter()
+            .filter(|c| c.accepting.get() && !c.retired.get())
+        {
             idle += c.room.get().unwrap_or(usize::from(c.inflight.get() == 0));
             c.wake();
         }
@@ -190,7 +270,7 @@ impl Origin {
             .cfg
             .connections
             .max(1)
-            .saturating_sub(o.conns.len() + o.connecting);
+            .saturating_sub(o.conns.iter().filter(|c| !c.retired.get()).count() + o.connecting);
         let wanted = o.queue.len().saturating_sub(idle + o.connecting);
         drop(o);
         for _ in 0..room.min(wanted) {
@@ -206,30 +286,50 @@ impl Origin {
         let (this, ctx) = (this.clone(), ctx.clone());
         tokio::task::spawn_local(async move {
             let (cfg, js) = (this.borrow().cfg.clone(), this.borrow().js.clone());
-            let result = transport::connect(&*cfg, &js).await;
+            let h3_port = this.borrow().h3_port();
+            let result = match h3_port {
+                None => transport::connect(&*cfg, &js).await.map(Made::Tcp),
+                Some(port) => {
+                    let quic = h3::connect(&cfg, port);
+                    let made = h3::race(quic, transport::connect(&*cfg, &js), h3::RACE_DELAY).await;
+                    if !matches!(made, Ok(Made::Quic(_))) {
+                        this.borrow_mut().h3_failed();
+                    }
+                    made
+                }
+            };
             this.borrow_mut().connecting -= 1;
             let origin_id = this.borrow().id;
             match result {
-                Ok(io) => {
+                Ok(made) => {
                     if this.borrow().destroyed.is_some() {
                         return Origin::check_finished(&this, &ctx);
                     }
                     let shared = Rc::new(ConnShared::new(ctx.next_conn_id()));
                     this.borrow_mut().conns.push(shared.clone());
-                    let protocol = Protocol::choose(&this.borrow().cfg, &io);
+                    let protocol = match &made {
+                        Made::Quic(_) => Protocol::Http3,
+                        Made::Tcp(io) => Protocol::choose(&this.borrow().cfg, io),
+                    };
+                    shared.h3.set(protocol == Protocol::Http3);
                     ctx.emit(Event::Connected {
                         origin: origin_id,
                         conn: shared.id,
-                        http2: protocol == Protocol::Http2,
+                        version: match protocol {
+                            Protocol::Http1 => 1,
+                            Protocol::Http2 => 2,
+                            Protocol::Http3 => 3,
+                        },
                     });
                     let host = Rc::new(OriginHost::new(ctx, this, shared));
-                    match protocol {
-                        Protocol::Http1 => h1::Conn::new(host, io).await,
-                        Protocol::Http2 => {
+                    match (protocol, made) {
+                        (_, Made::Quic(quic)) => h3::run(host, quic, h3::Settings::new(&cfg)).await,
+                        (Protocol::Http2, Made::Tcp(io)) => {
                             let secure = cfg.secure || cfg.tls.is_some();
                             let settings = h2::Settings::new(&cfg, secure);
                             h2::run(host, io, settings).await
                         }
+                        (_, Made::Tcp(io)) => h1::Conn::new(host, io).await,
                     }
                 }
                 // As undici: a failure after a destroy is nobody's news.
