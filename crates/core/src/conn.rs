@@ -9,7 +9,7 @@ use std::task::{Context, Waker};
 
 use crate::direct::{Lanes, Mail};
 use crate::error::Error;
-use crate::event::Event;
+use crate::event::{Event, Shared};
 use crate::request::{OriginConfig, Queued, ReqCtl, Request, Wake};
 
 /// All a connection of any protocol (HTTP/1.1's [`crate::h1::Conn`], HTTP/2's
@@ -79,6 +79,30 @@ pub(crate) trait Host {
     // (The request comes back whole, on a path taken only when a connection fails or closes.)
     #[allow(clippy::result_large_err)]
     fn give_back(&self, q: Queued) -> Result<(), Queued>;
+    /// Gives back requests the connection did not send (in order), for another connection;
+    /// those the origin cannot take (only while unwinding from a panic) fail.
+    fn give_back_all(&self, requests: Vec<Queued>) {
+        let mut lost = Vec::new();
+        for q in requests.into_iter().rev() {
+            if let Err(q) = self.give_back(q) {
+                lost.push(q);
+            }
+        }
+        if lost.is_empty() {
+            // Another connection takes them (or this one, if it still can).
+            self.schedule();
+            return;
+        }
+        for q in lost.into_iter().rev() {
+            if self.settle(q.req.id) {
+                self.publish(&mut vec![Event::Error {
+                    id: q.req.id,
+                    error: Error::socket("other side closed"),
+                    shared: Shared::No,
+                }]);
+            }
+        }
+    }
     /// Has the origin find connections for what is queued now: wake those that take more, open
     /// others. A connection that gives requests back and goes on calls it (HTTP/2); one that
     /// ends or [`detach`](Self::detach)es need not (the origin schedules then).
@@ -215,4 +239,18 @@ impl Wake for ConnShared {
     fn wake(&self) {
         ConnShared::wake(self)
     }
+}
+
+/// Removes the items `pick` chooses, in order.
+pub(crate) fn extract<T>(items: &mut Vec<T>, pick: impl Fn(&T) -> bool) -> Vec<T> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < items.len() {
+        if pick(&items[i]) {
+            out.push(items.remove(i));
+        } else {
+            i += 1;
+        }
+    }
+    out
 }

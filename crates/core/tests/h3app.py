@@ -9,6 +9,8 @@ Routes:
                  sent in pieces of at most 64 KiB.
   /close         closes the whole QUIC connection with H3_INTERNAL_ERROR before answering:
                  a peer that goes away under its requests.
+  CONNECT        (any target) 200, then a tunnel that echoes what comes through it, and ends
+                 when its client's side does.
   anything else  404.
 """
 
@@ -32,6 +34,16 @@ async def read_body(receive):
 async def app(scope, receive, send):
     if scope["type"] != "http":
         return
+    if scope["method"] == "CONNECT":
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return
+            more = message.get("more_body", False)
+            await send({"type": "http.response.body", "body": message.get("body", b""), "more_body": more})
+            if not more:
+                return
     path = scope["path"]
     body = await read_body(receive)
     if path.startswith("/echo"):

@@ -16,7 +16,7 @@ use tokio::time::{Instant, Sleep};
 use super::head::{outgoing, raw_headers};
 use super::{Settings, GOAWAY_MESSAGE};
 use crate::codec::request::BodyFraming;
-use crate::conn::Host;
+use crate::conn::{extract, Host};
 use crate::error::{js_ms, Error, SocketInfo};
 use crate::event::{Event, Shared};
 use crate::request::{Queued, ReqCtl, Request};
@@ -523,35 +523,9 @@ impl<H: Host> H2Conn<H> {
             }
         }
         if !retry.is_empty() {
-            self.give_back(retry);
+            self.host.give_back_all(retry);
         }
         progress
-    }
-
-    /// Gives `requests` back to the origin, to go first in its queue in this order, and has it
-    /// find them a connection. While the origin is busy (only while unwinding from a panic)
-    /// nothing can take them: they fail at once.
-    fn give_back(&self, requests: Vec<Queued>) {
-        let mut lost = Vec::new();
-        for q in requests.into_iter().rev() {
-            if let Err(q) = self.host.give_back(q) {
-                lost.push(q);
-            }
-        }
-        if lost.is_empty() {
-            // Another connection takes them (or this one, if it still can).
-            self.host.schedule();
-            return;
-        }
-        for q in lost.into_iter().rev() {
-            if self.host.settle(q.req.id) {
-                self.host.publish(&mut vec![Event::Error {
-                    id: q.req.id,
-                    error: Error::socket("other side closed"),
-                    shared: Shared::No,
-                }]);
-            }
-        }
     }
 
     fn fail(&mut self, id: u64, error: Error, shared: Shared) {
@@ -586,7 +560,7 @@ impl<H: Host> H2Conn<H> {
                 self.publish_state();
                 self.host.detach();
                 if !held.is_empty() {
-                    self.give_back(held);
+                    self.host.give_back_all(held);
                 }
             }
         }
@@ -628,7 +602,7 @@ impl<H: Host> H2Conn<H> {
             }
         }
         if !retry.is_empty() {
-            self.give_back(retry);
+            self.host.give_back_all(retry);
         }
         self.announce(error);
         self.send = None;
@@ -796,20 +770,6 @@ impl<H: Host> H2Conn<H> {
         }
         progress
     }
-}
-
-/// Removes the streams `pick` chooses, in order.
-fn extract(streams: &mut Vec<Stream>, pick: impl Fn(&Stream) -> bool) -> Vec<Stream> {
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < streams.len() {
-        if pick(&streams[i]) {
-            out.push(streams.remove(i));
-        } else {
-            i += 1;
-        }
-    }
-    out
 }
 
 /// Resets a stream that goes before its end (nothing to do for one never sent).

@@ -20,7 +20,7 @@ use tokio::time::{Instant, Sleep};
 
 use super::{Quic, Settings};
 use crate::codec::RawHeader;
-use crate::conn::Host;
+use crate::conn::{extract, Host};
 use crate::error::{Error, SocketInfo};
 use crate::event::{Event, Shared};
 use crate::h2::{outgoing, raw_headers};
@@ -28,10 +28,13 @@ use crate::request::{Queued, ReqCtl, Request};
 
 type Driver = h3::client::Connection<h3_quinn::Connection, Bytes>;
 type Sender = h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>;
-type ReqStream = h3::client::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
+type SendHalf = h3::client::RequestStream<h3_quinn::SendStream<Bytes>, Bytes>;
+type RecvHalf = h3::client::RequestStream<h3_quinn::RecvStream, Bytes>;
 
 /// H3_NO_ERROR (RFC 9114 §8.1): the code our closes carry.
 const H3_NO_ERROR: u32 = 0x100;
+/// What a connection whose server sent GOAWAY ends with, as HTTP/2's.
+const GOING_AWAY: &str = "HTTP/3: the server is going away";
 /// Rounds of work before yielding to other connections on the runtime.
 const BUDGET: usize = 32;
 
@@ -72,13 +75,40 @@ struct Common {
     may_read: Cell<bool>,
 }
 
-/// The outcome of an exchange: the response's trailers, or why it failed.
-type Exchange = Pin<Box<dyn Future<Output = Result<Vec<RawHeader>, Error>>>>;
+/// The outcome of an exchange: the response's trailers (`None`: a tunnel, whose end was
+/// reported when its read side ended), or why it failed.
+type Exchange = Pin<Box<dyn Future<Output = Result<Option<Vec<RawHeader>>, Failure>>>>;
+
+/// Why an exchange ended without its response.
+enum Failure {
+    /// The request failed with this error.
+    Failed(Error),
+    /// The server is going away and took no new stream: the request was not sent, and goes
+    /// to another connection.
+    Unsent(Box<Request>),
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Failure {
+        Failure::Failed(e)
+    }
+}
 
 struct Stream {
     id: u64,
     ctl: Rc<ReqCtl>,
-    exchange: Exchange,
+    /// Held for its go-ahead: the request, not sent yet.
+    held: Option<Box<Request>>,
+    /// Its exchange, once it got its go-ahead.
+    exchange: Option<Exchange>,
+}
+
+impl Stream {
+    /// A request held for its go-ahead, to go to another connection.
+    fn unsent(self) -> Option<Queued> {
+        let req = *self.held?;
+        Some(Queued { req, ctl: self.ctl })
+    }
 }
 
 struct H3Conn<H: Host> {
@@ -165,17 +195,37 @@ impl<H: Host> H3Conn<H> {
                     .push(Event::Connect { id: req.id });
             }
             let id = req.id;
-            let exchange = Box::pin(exchange(
-                send,
-                req,
-                ctl.clone(),
-                self.common.clone(),
-                self.settings.clone(),
-            ));
-            self.streams.push(Stream { id, ctl, exchange });
+            let (held, exchange) = match ctl.proceed.get() {
+                true => (None, Some(self.start(send, req, &ctl))),
+                false => (Some(Box::new(req)), None),
+            };
+            self.streams.push(Stream {
+                id,
+                ctl,
+                held,
+                exchange,
+            });
             took = true;
         }
         took
+    }
+
+    fn start(&self, send: Sender, req: Request, ctl: &Rc<ReqCtl>) -> Exchange {
+        let (common, settings) = (self.common.clone(), self.settings.clone());
+        Box::pin(exchange(send, req, ctl.clone(), common, settings))
+    }
+
+    /// The server is going away: no new stream here, and what was not sent goes to another
+    /// connection (as over HTTP/2).
+    fn going_away(&mut self, unsent: Vec<Queued>) {
+        if self.send.take().is_some() {
+            self.publish_state();
+            self.host.detach();
+        }
+        let held = extract(&mut self.streams, |s| s.held.is_some());
+        let held = held.into_iter().filter_map(Stream::unsent);
+        self.host
+            .give_back_all(unsent.into_iter().chain(held).collect());
     }
 
     /// Polls every exchange once; `true` when one ended.
@@ -193,13 +243,24 @@ impl<H: Host> H3Conn<H> {
                 progress = true;
                 continue;
             }
-            match self.streams[i].exchange.as_mut().poll(cx) {
+            if self.streams[i].exchange.is_none() {
+                let s = &self.streams[i];
+                let (Some(send), true) = (self.send.clone(), s.ctl.proceed.get()) else {
+                    i += 1;
+                    continue;
+                };
+                let req = self.streams[i].held.take().expect("a held request");
+                let exchange = self.start(send, *req, &self.streams[i].ctl);
+                self.streams[i].exchange = Some(exchange);
+            }
+            let exchange = self.streams[i].exchange.as_mut().expect("its exchange");
+            match exchange.as_mut().poll(cx) {
                 Poll::Pending => i += 1,
                 Poll::Ready(result) => {
                     let s = self.streams.remove(i);
                     progress = true;
                     match result {
-                        Ok(trailers) => {
+                        Ok(Some(trailers)) => {
                             if self.host.settle(s.id) {
                                 self.common
                                     .events
@@ -207,7 +268,17 @@ impl<H: Host> H3Conn<H> {
                                     .push(Event::Complete { id: s.id, trailers });
                             }
                         }
-                        Err(error) => self.fail(s.id, error, Shared::No),
+                        // A tunnel: its end was reported as its read side ended.
+                        Ok(None) => {
+                            self.host.settle(s.id);
+                        }
+                        Err(Failure::Failed(error)) => self.fail(s.id, error, Shared::No),
+                        Err(Failure::Unsent(req)) => {
+                            self.going_away(vec![Queued {
+                                req: *req,
+                                ctl: s.ctl,
+                            }]);
+                        }
                     }
                 }
             }
@@ -249,8 +320,10 @@ impl<H: Host> H3Conn<H> {
             true => Shared::No,
             false => Shared::WithNext,
         };
-        // (Those held for their go-ahead fail too: their exchanges own them. Giving them back
-        // to the origin, as HTTP/2 does, is left for when the origin chooses HTTP/3.)
+        // Those held for their go-ahead were not sent: another connection takes them.
+        let held = extract(&mut self.streams, |s| s.held.is_some());
+        let held = held.into_iter().filter_map(Stream::unsent).collect();
+        self.host.give_back_all(held);
         for s in std::mem::take(&mut self.streams) {
             self.fail(s.id, error.clone(), shared);
         }
@@ -316,6 +389,11 @@ impl<H: Host> H3Conn<H> {
             self.close(error);
             return false;
         }
+        if self.send.is_none() && self.streams.is_empty() {
+            // GOAWAY, and its last streams are done.
+            self.close(Error::Info(GOING_AWAY.into()));
+            return false;
+        }
         progress
     }
 }
@@ -371,20 +449,21 @@ impl<H: Host> Drop for H3Conn<H> {
     }
 }
 
-/// A request stream that is cancelled if dropped before its response ended (an aborted
-/// request, a response refused, a connection that went down under it): our side is reset with
-/// H3_REQUEST_CANCELLED, and dropping the stream has quinn ask the server to stop sending
-/// (STOP_SENDING, code 0). Not `stop_sending` itself: h3-quinn 0.0.10's unwraps the receiving
-/// stream, which it lends to a read in flight, so it panics while one is pending.
+/// The sending half of a request stream, reset if dropped before it finished: with
+/// H3_REQUEST_CANCELLED while the response is wanted (an aborted request, a response refused,
+/// a connection that went down under it), or H3_NO_ERROR once the response came whole (the
+/// rest of the body is not wanted, RFC 9114 §4.1). Not the receiving half's `stop_sending`:
+/// h3-quinn 0.0.10's unwraps the stream, which it lends to a read in flight, so it panics
+/// while one is pending; dropping that half has quinn send STOP_SENDING itself.
 struct Guard {
-    stream: ReqStream,
-    done: bool,
+    stream: SendHalf,
+    reset_with: Option<Code>,
 }
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        if !self.done {
-            self.stream.stop_stream(Code::H3_REQUEST_CANCELLED);
+        if let Some(code) = self.reset_with {
+            self.stream.stop_stream(code);
         }
     }
 }
@@ -399,39 +478,105 @@ async fn until(mut ready: impl FnMut() -> bool) {
     .await
 }
 
-/// One request on its own stream: its head and body out, its response's events in.
+/// What the two halves of an exchange tell each other.
+#[derive(Default)]
+struct Sides {
+    /// `expect: 100-continue`: `None` until the server said; `Some(true)`: the body goes (a
+    /// 100, or no `expect`); `Some(false)`: the final response came first, the body does not.
+    go: Cell<Option<bool>>,
+    /// The whole request went out: the headers timeout runs from now.
+    sent: Cell<bool>,
+}
+
+/// One request on its own stream: its head out, then its body out and its response in side
+/// by side (a server may answer before it read the body), as over HTTP/2.
 async fn exchange(
     mut send: Sender,
     req: Request,
     ctl: Rc<ReqCtl>,
     common: Rc<Common>,
     settings: Settings,
-) -> Result<Vec<RawHeader>, Error> {
-    let id = req.id;
-    until(|| ctl.proceed.get()).await;
-    if req.upgrade || req.method_is_connect {
-        return Err(Error::NotSupported(
-            "CONNECT and upgrades over HTTP/3".into(),
-        ));
+) -> Result<Option<Vec<RawHeader>>, Failure> {
+    // (WebSocket over HTTP/3's extended CONNECT, RFC 9220, is not done yet.)
+    if req.upgrade && !req.method_is_connect {
+        return Err(Error::NotSupported("upgrades over HTTP/3".into()).into());
     }
     let out = outgoing(&req, "https", false)?;
-    let stream = send
-        .send_request(out.head)
-        .await
-        .map_err(|e| stream_error(&e))?;
-    let mut stream = Guard {
-        stream,
-        done: false,
+    let stream = match send.send_request(out.head).await {
+        Ok(s) => s,
+        // GOAWAY came: the request was not sent, and another connection takes it.
+        Err(StreamError::RemoteClosing { .. }) => return Err(Failure::Unsent(Box::new(req))),
+        Err(e) => return Err(stream_error(&e).into()),
     };
-    // The body, all of it before the response is read (a server answering early waits).
-    if let Some(body) = out.body.filter(|b| !b.is_empty()) {
-        stream
-            .stream
+    let (tx, mut rx) = stream.split();
+    let mut tx = Guard {
+        stream: tx,
+        reset_with: Some(Code::H3_REQUEST_CANCELLED),
+    };
+    let sides = Sides::default();
+    sides.go.set((!req.expect_continue).then_some(true));
+    let tunnel = out.connect;
+    let mut body_done = false;
+    let result = {
+        let sending = send_body(&mut tx, out.body, out.streamed, &req, &ctl, &common, &sides);
+        let receiving = receive(&mut rx, &req, &ctl, &common, &settings, &sides, tunnel);
+        tokio::pin!(sending, receiving);
+        // A tunnel ends once both its sides did; a request once its response did.
+        let mut received = None;
+        poll_fn(|cx| loop {
+            if received.is_none() {
+                if let Poll::Ready(r) = receiving.as_mut().poll(cx) {
+                    if !tunnel || r.is_err() {
+                        return Poll::Ready(r);
+                    }
+                    received = Some(r);
+                }
+            }
+            if body_done {
+                return received.take().map_or(Poll::Pending, Poll::Ready);
+            }
+            match sending.as_mut().poll(cx) {
+                Poll::Pending => return Poll::Pending,
+                // A tunnel's writes failing fail it; a body the server stopped reading does not
+                // fail the request: its response says what happened.
+                Poll::Ready(Err(e)) if tunnel => return Poll::Ready(Err(e)),
+                // The receiving half goes on (its headers timeout may start now).
+                Poll::Ready(_) => body_done = true,
+            }
+        })
+        .await
+    };
+    if result.is_ok() && !body_done {
+        tx.reset_with = Some(Code::H3_NO_ERROR);
+    }
+    Ok(result?)
+}
+
+/// The request's body out (what was known at submit time, then what streams in), and the
+/// stream's end; held back under `expect: 100-continue` until the server says.
+async fn send_body(
+    tx: &mut Guard,
+    known: Option<Bytes>,
+    streamed: bool,
+    req: &Request,
+    ctl: &ReqCtl,
+    common: &Common,
+    sides: &Sides,
+) -> Result<(), Error> {
+    let id = req.id;
+    until(|| sides.go.get().is_some()).await;
+    if sides.go.get() == Some(false) {
+        // Answered without a 100: the body is not sent (as undici), and the stream is reset.
+        tx.reset_with = Some(Code::H3_NO_ERROR);
+        return Ok(());
+    }
+    if let Some(body) = known.filter(|b| !b.is_empty()) {
+        tx.stream
             .send_data(body)
             .await
             .map_err(|e| stream_error(&e))?;
     }
-    if out.streamed {
+    if streamed {
         loop {
             let mut next = None;
             until(|| {
@@ -444,8 +589,7 @@ async fn exchange(
                 break;
             };
             let n = chunk.len();
-            stream
-                .stream
+            tx.stream
                 .send_data(chunk)
                 .await
                 .map_err(|e| stream_error(&e))?;
@@ -455,57 +599,111 @@ async fn exchange(
                 .push(Event::BodyConsumed { id, bytes: n });
         }
     }
-    stream.stream.finish().await.map_err(|e| stream_error(&e))?;
+    tx.stream.finish().await.map_err(|e| stream_error(&e))?;
+    tx.reset_with = None;
+    sides.sent.set(true);
+    Ok(())
+}
 
-    let head = stream.stream.recv_response();
-    let resp = match req.headers_timeout {
-        Some(t) => tokio::time::timeout(t, head)
-            .await
-            .map_err(|_| Error::HeadersTimeout)?,
-        None => head.await,
-    }
-    .map_err(|e| match e {
-        StreamError::HeaderTooBig { .. } => Error::HeadersOverflow,
-        e => stream_error(&e),
-    })?;
-    let (parts, ()) = resp.into_parts();
-    let (headers, size) = raw_headers(&parts.headers);
-    if size > settings.max_header_size {
-        return Err(Error::HeadersOverflow);
-    }
-    common.events.borrow_mut().push(Event::Headers {
-        id,
-        status: parts.status.as_u16(),
-        reason: Bytes::new(),
-        headers,
-    });
-
-    let mut received = 0u64;
-    loop {
-        let chunk = read_body(&mut stream.stream, &ctl, &common, req.body_timeout).await?;
-        let Some(chunk) = chunk else {
-            break;
+/// The response in: informational heads, the final head, the body and the trailers. A
+/// tunnel (CONNECT) hands its stream over at its answer, whatever its status (as over
+/// HTTP/2): its data is the tunnel's, and its end is reported here (`None`).
+async fn receive(
+    rx: &mut RecvHalf,
+    req: &Request,
+    ctl: &ReqCtl,
+    common: &Common,
+    settings: &Settings,
+    sides: &Sides,
+    tunnel: bool,
+) -> Result<Option<Vec<RawHeader>>, Error> {
+    let id = req.id;
+    let parts = loop {
+        let head = rx.recv_response();
+        tokio::pin!(head);
+        let mut timer: Option<Pin<Box<Sleep>>> = None;
+        let resp = poll_fn(|cx| {
+            if let Poll::Ready(r) = head.as_mut().poll(cx) {
+                return Poll::Ready(r.map_err(|e| match e {
+                    StreamError::HeaderTooBig { .. } => Error::HeadersOverflow,
+                    e => stream_error(&e),
+                }));
+            }
+            // From the end of the request, as over HTTP/1.1 and HTTP/2.
+            if let (Some(t), true) = (req.headers_timeout, sides.sent.get() && !tunnel) {
+                let sleep = timer.get_or_insert_with(|| Box::pin(tokio::time::sleep(t)));
+                if sleep.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(Err(Error::HeadersTimeout));
+                }
+            }
+            Poll::Pending
+        })
+        .await?;
+        let (parts, ()) = resp.into_parts();
+        let (headers, size) = raw_headers(&parts.headers);
+        if size > settings.max_header_size {
+            return Err(Error::HeadersOverflow);
+        }
+        let status = parts.status.as_u16();
+        let event = Event::Headers {
+            id,
+            status,
+            reason: Bytes::new(),
+            headers,
         };
+        if parts.status.is_informational() {
+            if status == 100 {
+                sides.go.set(Some(true));
+            }
+            common.events.borrow_mut().push(event);
+            continue;
+        }
+        if sides.go.get().is_none() {
+            sides.go.set(Some(false));
+        }
+        let event = match (tunnel, event) {
+            (true, Event::Headers { headers, .. }) => Event::Upgrade {
+                id,
+                status,
+                reason: Bytes::new(),
+                headers,
+            },
+            (_, event) => event,
+        };
+        common.events.borrow_mut().push(event);
+        break parts;
+    };
+    drop(parts);
+    let (body_timeout, max_size) = match tunnel {
+        true => (None, None),
+        false => (req.body_timeout, settings.max_response_size),
+    };
+    let mut received = 0u64;
+    while let Some(chunk) = read_body(rx, ctl, common, body_timeout).await? {
         received += chunk.len() as u64;
-        if settings.max_response_size.is_some_and(|m| received > m) {
+        if max_size.is_some_and(|m| received > m) {
             return Err(Error::ResponseExceededMaxSize);
         }
         common.events.borrow_mut().push(Event::Data { id, chunk });
     }
-    let trailers = stream
-        .stream
-        .recv_trailers()
-        .await
-        .map_err(|e| stream_error(&e))?;
-    stream.done = true;
-    Ok(trailers.map(|t| raw_headers(&t).0).unwrap_or_default())
+    if tunnel {
+        common.events.borrow_mut().push(Event::Complete {
+            id,
+            trailers: Vec::new(),
+        });
+        return Ok(None);
+    }
+    let trailers = rx.recv_trailers().await.map_err(|e| stream_error(&e))?;
+    Ok(Some(
+        trailers.map(|t| raw_headers(&t).0).unwrap_or_default(),
+    ))
 }
 
 /// The next piece of the response body (`None` at its end), read only while the request is
 /// not paused and the backlog has room; the body timeout counts from the last piece, and
 /// starts afresh after a pause.
 async fn read_body(
-    stream: &mut ReqStream,
+    stream: &mut RecvHalf,
     ctl: &ReqCtl,
     common: &Common,
     timeout: Option<Duration>,
@@ -575,7 +773,7 @@ fn stream_error(e: &StreamError) -> Error {
             Error::socket(format!("HTTP/3: stream error {}: {reason}", code))
         }
         StreamError::HeaderTooBig { .. } => Error::HeadersOverflow,
-        StreamError::RemoteClosing { .. } => Error::Info("HTTP/3: the server is going away".into()),
+        StreamError::RemoteClosing { .. } => Error::Info(GOING_AWAY.into()),
         other => Error::socket(format!("HTTP/3: {other:?}")),
     }
 }

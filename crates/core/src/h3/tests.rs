@@ -520,12 +520,23 @@ fn an_aborted_request_cancels_its_stream_and_the_connection_goes_on() {
 #[test]
 fn alt_svc_names_h3_on_the_same_host_with_its_max_age() {
     use super::{alt_svc, AltSvc};
-    let h3 = |port, secs| Some(AltSvc::H3 { port, max_age: Duration::from_secs(secs) });
+    let h3 = |port, secs| {
+        Some(AltSvc::H3 {
+            port,
+            max_age: Duration::from_secs(secs),
+        })
+    };
     let read = |v: &str| alt_svc(v.as_bytes(), "example.com");
     assert_eq!(read(r#"h3=":443"; ma=3600"#), h3(443, 3600));
     // 24 hours without `ma`; drafts and other protocols are passed over for `h3`.
-    assert_eq!(read(r#"h3-29=":8443", h2=":443", h3=":8443""#), h3(8443, 86_400));
-    assert_eq!(read(r#"h3="example.com:9443";ma="60";persist=1"#), h3(9443, 60));
+    assert_eq!(
+        read(r#"h3-29=":8443", h2=":443", h3=":8443""#),
+        h3(8443, 86_400)
+    );
+    assert_eq!(
+        read(r#"h3="example.com:9443";ma="60";persist=1"#),
+        h3(9443, 60)
+    );
     assert_eq!(read(r#"h3="EXAMPLE.com:1""#), h3(1, 86_400));
     assert_eq!(read("clear"), Some(AltSvc::Clear));
     assert_eq!(read(" Clear "), Some(AltSvc::Clear));
