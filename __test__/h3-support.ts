@@ -71,6 +71,8 @@ export interface TcpServer {
   altSvc: (path: string) => string | undefined
   /** Holds the response to `path` until the returned promise settles (a test's own gate). */
   hold: (path: string) => Promise<void> | undefined
+  /** Ends every connection open now (HTTP/2 sessions and HTTP/1.1 sockets). */
+  dropConnections(): void
   close(): Promise<void>
 }
 
@@ -191,6 +193,9 @@ export async function tcpServer(options: TcpServerOptions = {}): Promise<TcpServ
     },
     altSvc: options.altSvc ?? (() => undefined),
     hold: () => undefined,
+    dropConnections: () => {
+      for (const s of sockets) s.destroy()
+    },
     close: closer(server, sockets),
   }
   return srv

@@ -36,7 +36,7 @@ function echoed(headers: Record<string, unknown>): Record<string, unknown> {
   return Object.fromEntries(
     Object.entries(headers)
       .filter(([n]) => ['x-method', 'x-path', 'content-length'].includes(n) || n.startsWith('x-seen-'))
-      .map(([n, v]) => [n, n === 'x-path' ? String(v).replace(/[?&]n=\d+/, '') : v]),
+      .map(([n, v]) => [n, n === 'x-path' ? String(v).replace(/[?&]n=\d+$/, '') : v]),
   )
 }
 
@@ -150,6 +150,8 @@ describe.skipIf(missing !== null || isUndici)('HTTP/3', () => {
           const res = await c.request({ path: r.path(`/echo/${method.toLowerCase()}`), method, body: (typeof body === 'function' ? body() : body) as string })
           out.push({ status: res.statusCode, headers: echoed(res.headers), body: await res.body.text() })
         }
+        const res = await c.request({ path: r.path('/echo/query?a=1&b=%20two'), method: 'DELETE', headers: { 'x-multi': ['a', 'b'], 'x-one': 'v', 'user-agent': 'h3 test' } })
+        out.push({ status: res.statusCode, headers: echoed(res.headers), body: await res.body.text() })
         return { out, connects }
       })
     })
@@ -376,6 +378,8 @@ describe.skipIf(missing !== null || isUndici)('HTTP/3', () => {
         const res = await c.request({ path: r.path('/slow-body/3000'), method: 'GET' })
         const reading = res.body.text().then(() => 'read', errorOf)
         const waiting = c.request({ path: r.path('/slow-headers/3000'), method: 'GET' }).then(() => 'answered', errorOf)
+        const arrived = (): string[] => (r.kind === 'saetta h3' ? o.h3Requests() : o.tcp.requests).map((s) => s.path)
+        expect(await waitFor(() => arrived().includes(r.path('/slow-headers/3000')), 5000)).toBe(true)
         const closed = await c.request({ path: r.path('/close'), method: 'GET' }).then(() => 'answered', errorOf)
         const later = []
         for (let i = 0; i < 3; i++) later.push(await (await c.request({ path: r.path(`/echo/later-${i}`), method: 'GET' })).body.text().then((t) => t, errorOf))
@@ -439,6 +443,23 @@ describe.skipIf(missing !== null || isUndici)('HTTP/3', () => {
       const got = await Promise.all(paths.map((path) => agent.request({ origin: o.origin, path, method: 'POST', body: path }).then(async (r) => (overH3(r.headers) ? r.body.text() : 'not h3'))))
       expect(got).toEqual(paths)
       expect(seen).toEqual(['h3'])
+    })
+
+    // BUG(h3): aioquic's server (the app does not look at the method) sends DATA frames on a
+    // response to HEAD, and saetta hands them to the user as the body: request({ method:
+    // 'HEAD', path: '/bytes/100' }) resolves with 100 bytes of body. A response to HEAD has no
+    // content (RFC 9110 9.3.2); RFC 9114 4.1.2 calls one that has some malformed, which a
+    // client must not accept. Over HTTP/1.1 saetta reads no body after a HEAD response; over
+    // HTTP/2 (node:http2 sends no DATA) the body is empty. It should be empty here too, or the
+    // request should fail with a typed error: never the content.
+    test.skip('a response to HEAD has no body, whatever DATA the server sends', async () => {
+      const c = h3Client()
+      const res = await c
+        .request({ path: unique('/bytes/100'), method: 'HEAD' })
+        .then(async (r) => ({ status: r.statusCode, h3: overH3(r.headers), length: r.headers['content-length'], body: await r.body.text() }), errorOf)
+      if ('class' in res) expect(res.code).toBeDefined()
+      else expect(res).toEqual({ status: 200, h3: true, length: '100', body: '' })
+      expect(await (await c.request({ path: unique('/echo/after-head'), method: 'POST', body: 'next' })).body.text()).toBe('next')
     })
 
     test('the undici:client:connected channel names the version h3 and ALPN h3', async () => {
@@ -555,7 +576,7 @@ describe.skipIf(missing !== null || isUndici)('HTTP/3', () => {
       paths.push(...more)
       expect(await Promise.all(more.map((path) => c.request({ path, method: 'POST', body: path }).then((r) => r.body.text())))).toEqual(more)
       for (const p of paths) expect(srv.requests.filter((s) => s.path === p), p).toHaveLength(1)
-      expect(srv.requests).toHaveLength(paths.length)
+      expect(srv.requests.filter((s) => s.path.startsWith(`/echo/${name}-`))).toHaveLength(paths.length)
     }
 
     test('an advertised UDP port where nothing listens: back to TCP, every request sent once', async () => {
@@ -578,6 +599,15 @@ describe.skipIf(missing !== null || isUndici)('HTTP/3', () => {
       // QUIC was tried (its Initial packets reached the socket), and lost the race to TCP.
       expect(hole.datagrams).toBeGreaterThan(0)
       expect(seen.every((v) => v === 'h2')).toBe(true)
+      // The origin is then left on TCP (for 5 minutes): a new connection tries no QUIC.
+      const datagrams = hole.datagrams
+      const connections = srv.connections
+      const gone = new Promise((resolve) => c.once('disconnect', resolve))
+      srv.dropConnections()
+      await gone
+      await allOnce(c, srv, 'hole-again')
+      expect(srv.connections).toBeGreaterThan(connections)
+      expect(hole.datagrams).toBe(datagrams)
     })
 
     test('preferH3 against an origin whose UDP port swallows every datagram falls back to TCP, every request sent once', async () => {
