@@ -11,29 +11,53 @@ Routes:
                  a peer that goes away under its requests.
   CONNECT        (any target) 200, then a tunnel that echoes what comes through it, and ends
                  when its client's side does.
+  /slow-headers/MS  200 and "late", MS milliseconds after the request ended.
+  /slow-body/MS  200 at once with "first", then "last" MS milliseconds later.
+  /trailers      200, "with trailers", then a trailer section x-t: done. The example server
+                 ignores ASGI's http.response.trailers, so the app writes the trailing HEADERS
+                 frame itself, as /close reaches the connection.
+  /redirect...   302 to /echo/redirected (content-length 0).
+  /flaky...      503 the first time a path is asked for, 200 "recovered" after.
   anything else  404.
+
+Where the environment names a file in H3APP_LOG, each request's method and path (with the
+query) is appended to it as one line when the request arrives: the __test__ suites count
+requests with it.
 """
 
+import asyncio
+import os
 import string
 
 PATTERN = string.ascii_lowercase.encode()
 H3_INTERNAL_ERROR = 0x102
+LOG = os.environ.get("H3APP_LOG")
+SEEN = {}
+
+
+def log(scope):
+    if LOG:
+        with open(LOG, "a") as f:
+            f.write(scope["method"] + " " + scope["raw_path"].decode("latin-1") + "\n")
 
 
 async def read_body(receive):
-    body = b""
+    # Pieces joined once at the end: `body += piece` would copy the body so far for each
+    # QUIC packet's worth, quadratic in its size (seconds for a few MiB).
+    pieces = []
     while True:
         message = await receive()
         if message["type"] != "http.request":
-            return body
-        body += message.get("body", b"")
+            return b"".join(pieces)
+        pieces.append(message.get("body", b""))
         if not message.get("more_body", False):
-            return body
+            return b"".join(pieces)
 
 
 async def app(scope, receive, send):
     if scope["type"] != "http":
         return
+    log(scope)
     if scope["method"] == "CONNECT":
         await send({"type": "http.response.start", "status": 200, "headers": []})
         while True:
@@ -45,6 +69,7 @@ async def app(scope, receive, send):
             if not more:
                 return
     path = scope["path"]
+    SEEN[scope["raw_path"]] = SEEN.get(scope["raw_path"], 0) + 1
     body = await read_body(receive)
     if path.startswith("/echo"):
         raw = scope["raw_path"]
@@ -81,6 +106,33 @@ async def app(scope, receive, send):
         # QUIC connection's protocol object.
         protocol = send.__self__.protocol
         protocol.close(error_code=H3_INTERNAL_ERROR, reason_phrase="closed by the test app")
+    elif path.startswith("/slow-headers/"):
+        await asyncio.sleep(int(path[len("/slow-headers/"):]) / 1000)
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"late"})
+    elif path.startswith("/slow-body/"):
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"first", "more_body": True})
+        await asyncio.sleep(int(path[len("/slow-body/"):]) / 1000)
+        await send({"type": "http.response.body", "body": b"last"})
+    elif path == "/trailers":
+        handler = send.__self__
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"with trailers", "more_body": True})
+        handler.connection.send_headers(
+            stream_id=handler.stream_id, headers=[(b"x-t", b"done")], end_stream=True
+        )
+        handler.transmit()
+    elif path.startswith("/redirect"):
+        headers = [(b"location", b"/echo/redirected"), (b"content-length", b"0")]
+        await send({"type": "http.response.start", "status": 302, "headers": headers})
+        await send({"type": "http.response.body", "body": b""})
+    elif path.startswith("/flaky"):
+        first = SEEN[scope["raw_path"]] == 1
+        body = b"" if first else b"recovered"
+        headers = [(b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": 503 if first else 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
     else:
         await send(
             {"type": "http.response.start", "status": 404, "headers": [(b"content-length", b"0")]}

@@ -23,7 +23,7 @@ use crate::codec::RawHeader;
 use crate::conn::{extract, Host};
 use crate::error::{Error, SocketInfo};
 use crate::event::{Event, Shared};
-use crate::h2::{outgoing, raw_headers};
+use crate::h2::{outgoing, raw_headers, upgrade_check};
 use crate::request::{Queued, ReqCtl, Request};
 
 type Driver = h3::client::Connection<h3_quinn::Connection, Bytes>;
@@ -497,9 +497,10 @@ async fn exchange(
     common: Rc<Common>,
     settings: Settings,
 ) -> Result<Option<Vec<RawHeader>>, Failure> {
-    // (WebSocket over HTTP/3's extended CONNECT, RFC 9220, is not done yet.)
-    if req.upgrade && !req.method_is_connect {
-        return Err(Error::NotSupported("upgrades over HTTP/3".into()).into());
+    // An upgrade is an extended CONNECT (RFC 9220), whose `:protocol websocket` the h3 crate
+    // cannot send (it knows only WebTransport's and CONNECT-UDP's).
+    if upgrade_check(&req, true, "HTTP/3")? {
+        return Err(Error::NotSupported("WebSocket over HTTP/3 (RFC 9220)".into()).into());
     }
     let out = outgoing(&req, "https", false)?;
     let stream = match send.send_request(out.head).await {
@@ -673,6 +674,11 @@ async fn receive(
         common.events.borrow_mut().push(event);
         break parts;
     };
+    // A response to HEAD has no content, whatever the server sends (RFC 9114 §4.1.2): none
+    // is read, and the stream is let go.
+    if req.head.method() == b"HEAD" {
+        return Ok(Some(Vec::new()));
+    }
     drop(parts);
     let (body_timeout, max_size) = match tunnel {
         true => (None, None),
