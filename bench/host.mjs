@@ -33,7 +33,7 @@ async function handle (msg, spec) {
     case 'setup': {
       const out = []
       for (const row of rows) {
-        row.once = row.setup(msg.origin)
+        row.once = await row.setup(msg.origin)
         byName.set(row.name, row)
         out.push({ name: row.name, probe: await row.once() })
       }

@@ -13,7 +13,11 @@
 // through CONNECT tunnels (64-byte responses, `request`, ProxyAgent's), then HTTP/2 (h2c, a
 // node:http2 server in its own process, bench/h2server.mjs): the same two workloads on one
 // connection carrying 100 streams at once and on a Pool of 4, saetta and undici (`allowH2`,
-// `useH2c`) beside node:http2's client.
+// `useH2c`) beside node:http2's client, then HTTP/3 (bench/h3.mjs: a Rust origin speaking HTTP/2
+// over TLS and HTTP/3 on one port, built with cargo, its certificate made with openssl): the
+// two workloads on one connection with 100 streams in flight, saetta over HTTP/3 (`allowH3`,
+// `preferH3`) and over HTTP/2 beside undici over HTTP/2; then the same with loss and delay
+// (netem on the loopback of a network namespace made by `unshare -rn`), or the reason why not.
 // Every throughput row also reports the client's CPU time per request (process.cpuUsage of the
 // process running it, all threads, so saetta's I/O thread counts too), and how busy the server
 // was: the share of the row's wall time its main thread spent on a CPU (the busiest server
@@ -21,7 +25,7 @@
 // and busy ~100% of a row is that row's bound, whatever the client does.
 //
 // Knobs (flags win over env):
-//   --mode=all|throughput|latency|proxy|h2|decompress|websocket|raw  BENCH_MODE  what to run (default all)
+//   --mode=all|throughput|latency|proxy|h2|h3|decompress|websocket|raw  BENCH_MODE  what to run (default all)
 //   --workloads=64k-1ms,64b     BENCH_WORKLOADS    throughput workloads (default both)
 //   --only=saetta,undici,node   BENCH_TARGETS      which libraries to run (default: all three)
 //   --rounds=N                  BENCH_ROUNDS       measured rounds per row (default 5)
@@ -48,6 +52,7 @@ import v8 from 'node:v8'
 import vm from 'node:vm'
 import { spawnSync } from 'node:child_process'
 import * as targets from './targets.mjs'
+import * as h3 from './h3.mjs'
 import { makeRows, webSocketRows, baselineOf, drive, libModules, API_NAMES } from './targets.mjs'
 import { VERSIONS, nodeBinary } from '../scripts/node-versions.mjs'
 
@@ -62,9 +67,12 @@ const LATENCY = { label: 'one request at a time on one connection, 64-byte respo
 const PROXY = { label: 'requests through an HTTP proxy, 64-byte responses', path: '/?size=64' }
 // HTTP/2: 100 streams in flight (a batch) on one connection, or on a Pool of a few.
 const H2 = { apis: ['request', 'dispatch'], streams: 100, poolConnections: 4 }
+// HTTP/3 against HTTP/2 over TLS: 100 streams in flight on one connection; then with netem's
+// delay and loss (each way, so twice the delay a round trip), fewer requests a row.
+const H3 = { apis: ['request', 'dispatch'], streams: 100, netem: 'delay 5ms loss 1%', netemRequests: 1000 }
 // The decompress interceptor over gzip: a text body of 64 KiB, about 18 KiB on the wire.
 const DECOMPRESS = { label: 'gzip responses of 64 KiB of text through the decompress interceptor', path: '/?size=65536&gzip=1', apis: ['request', 'dispatch'] }
-const MODES = ['all', 'throughput', 'latency', 'proxy', 'h2', 'decompress', 'websocket', 'raw']
+const MODES = ['all', 'throughput', 'latency', 'proxy', 'h2', 'h3', 'decompress', 'websocket', 'raw']
 // The raw origin's workloads (bench/rawserver.mjs): requests per row and round capped for the
 // large bodies (1 MiB x 4000 is 4 GiB a row).
 const RAW = {
@@ -224,7 +232,7 @@ function hosted (factory, opts, cfg) {
   const libs = Object.fromEntries(cfg.targets.map((t) => [t, names[t]]))
   return targets[factory](libs, cfg, opts).map((r) => {
     const host = startHost({ factory, opts, cfg, lib: r.lib, name: r.name })
-    return { name: r.name, lib: r.lib, api: r.api, variant: r.variant, host, close: host.close, destroy: host.kill }
+    return { name: r.name, lib: r.lib, api: r.api, variant: r.variant, base: r.base, host, close: host.close, destroy: host.kill }
   })
 }
 
@@ -386,7 +394,7 @@ async function prepare (rows, origin, cfg, warmup) {
     for (const { name, probe } of set) probes.set(name, probe)
   }
   for (const row of rows) {
-    if (!row.host) row.once = row.setup(origin)
+    if (!row.host) row.once = await row.setup(origin)
     row.results = []
     row.samples = []
     const probe = row.host ? probes.get(row.name) : await withTimeout(row.once(), cfg.timeoutMs, `${row.name} first request`)
@@ -431,6 +439,27 @@ async function throughput (rows, origin, cfg) {
   printThroughput(rows)
 }
 
+/** The throughput rows, then each saetta HTTP/3 row against saetta's HTTP/2 row beside it. */
+async function throughputH3 (rows, origin, cfg) {
+  await throughput(rows, origin, cfg)
+  const pairs = rows.filter((r) => r.lib === 'saetta' && r.variant === ', h3').map((r) => {
+    const h2 = rows.find((x) => x.name === `saetta ${r.api}, h2`)
+    return h2 && `${r.api} ${fmtRatio(r.rps / h2.rps)} req/s, ${fmtRatio(r.cpu / h2.cpu)} CPU`
+  }).filter(Boolean)
+  if (pairs.length > 0) console.log(`saetta over HTTP/3 vs saetta over HTTP/2: ${pairs.join('; ')}`)
+}
+
+/** The HTTP/3 origin's binary and certificates: { bin, certs }, or { skip: reason }. */
+function h3Origin () {
+  const built = h3.buildServer()
+  if (built.skip) return built
+  try {
+    return { bin: built.bin, certs: h3.makeCertificates() }
+  } catch (err) {
+    return { skip: err.message }
+  }
+}
+
 async function latency (rows, origin, cfg) {
   const perRound = Math.max(1, Math.ceil(cfg.latencyRequests / cfg.rounds))
   const sequential = async (row, n, samples) => {
@@ -454,15 +483,20 @@ async function main () {
   const libs = loadLibs(cfg)
   const cpus = os.cpus()
 
-  console.log(`machine: ${cpus[0]?.model?.trim() ?? 'unknown cpu'}, ${cpus.length} cores, ${os.platform()} ${os.arch()}`)
-  console.log(`node ${process.version}, undici ${libVersion(libModules(cfg.undici).undici)}` +
-    (libs.saetta ? `, saetta ${libVersion('saetta')}${cfg.undici === 7 ? ' (saetta/undici7)' : ''}` : ''))
+  // (BENCH_NETEM: this is the HTTP/3 rows' run in a network namespace, which printed these.)
+  if (!process.env.BENCH_NETEM) {
+    console.log(`machine: ${cpus[0]?.model?.trim() ?? 'unknown cpu'}, ${cpus.length} cores, ${os.platform()} ${os.arch()}`)
+    console.log(`node ${process.version}, undici ${libVersion(libModules(cfg.undici).undici)}` +
+      (libs.saetta ? `, saetta ${libVersion('saetta')}${cfg.undici === 7 ? ' (saetta/undici7)' : ''}` : ''))
+  }
 
   let server
   let proxy
   let h2server
   let wsserver
   let rawserver
+  let h3server
+  let h3certs
   let live = []
   const closeRows = async (graceful) => {
     for (const row of live) {
@@ -484,6 +518,8 @@ async function main () {
       stopServer(h2server?.child)
       stopServer(wsserver?.child)
       stopServer(rawserver?.child)
+      stopServer(h3server?.child)
+      if (h3certs) fs.rmSync(h3certs.dir, { recursive: true, force: true })
       process.exit(130)
     })
   })
@@ -532,6 +568,30 @@ async function main () {
         hosted('h2Rows', { path: w.path, apis: h2apis, ...H2 }, cfg), throughput, `http://127.0.0.1:${h2server.port}`, cfg, [h2server])
       }
     }
+    const h3apis = H3.apis.filter((a) => cfg.apis.includes(a))
+    if ((cfg.mode === 'all' || cfg.mode === 'h3') && h3apis.length > 0 && (libs.saetta || libs.undici)) {
+      const netem = process.env.BENCH_NETEM
+      const h3o = h3Origin()
+      if (h3o.skip) {
+        console.log(`\nHTTP/3 rows skipped: ${h3o.skip}`)
+      } else {
+        h3certs = h3o.certs
+        h3server = await h3.startServer(h3o.bin, h3certs)
+        const at = `https://127.0.0.1:${h3server.port}`
+        const c = netem ? { ...cfg, requests: Math.min(cfg.requests, H3.netemRequests), warmup: Math.min(cfg.warmup, H3.netemRequests) } : cfg
+        for (const w of cfg.workloads) {
+          await phase(`HTTP/3 ${netem ? `with netem ${netem} (a network namespace's loopback, MTU 1500)` : 'on loopback'}: ${w.label} (GET ${w.path}); ` +
+            `saetta over HTTP/3 (allowH3, preferH3) and HTTP/2, undici over HTTP/2 (allowH2), TLS to bench/h3.mjs's Rust origin; ` +
+            `one connection with ${H3.streams} streams in flight; batches of ${cfg.parallel}; ${c.rounds} rounds × ${c.requests} requests per row`,
+          hosted('h3Rows', { path: w.path, apis: h3apis, streams: H3.streams, ca: h3certs.ca }, c), throughputH3, at, c, [h3server])
+        }
+        if (!netem) {
+          const why = h3.netemUnavailable(H3.netem)
+          if (why) console.log(`\nHTTP/3 with loss and delay skipped: ${why}`)
+          else if (h3.runInNetem(H3.netem, h3o.bin) !== 0) throw new Error('the HTTP/3 rows with loss and delay failed')
+        }
+      }
+    }
     const rawApis = RAW.apis.filter((a) => cfg.apis.includes(a))
     if ((cfg.mode === 'all' || cfg.mode === 'raw') && rawApis.length > 0) {
       rawserver = await startServer('rawserver.mjs')
@@ -568,6 +628,8 @@ async function main () {
     stopServer(h2server?.child)
     stopServer(wsserver?.child)
     stopServer(rawserver?.child)
+    stopServer(h3server?.child)
+    if (h3certs) fs.rmSync(h3certs.dir, { recursive: true, force: true })
   }
 
   // Everything is closed; if the process does not exit by itself now, something leaked a handle.

@@ -1,5 +1,6 @@
 // Bench rows. Each row is { name, lib, api, setup(origin), close(), destroy() } where setup
-// returns `once()`: issue one GET and resolve with the number of body bytes consumed.
+// returns `once()` (or a promise of it): issue one GET and resolve with the number of body bytes
+// consumed.
 // saetta and undici rows run on a Pool (`connections`, `pipelining`), as undici's own bench,
 // or on one Client for the latency mode.
 import http from 'node:http'
@@ -288,6 +289,40 @@ export function h2Rows (libs, cfg, { path, apis, streams, poolConnections }) {
 }
 
 /**
+ * The HTTP/3 rows (bench/h3.mjs's origin, over TLS with the bench's CA `ca`): `apis` of saetta
+ * over HTTP/3 (`allowH3`, `preferH3`), saetta over HTTP/2 and undici over HTTP/2 (`allowH2`),
+ * each on one connection carrying `streams` requests at once; each compared with undici's.
+ * Before its first request, each row checks that the origin answers it over the protocol the
+ * row names (the origin's `x-bench-proto` header).
+ */
+export function h3Rows (libs, cfg, { path, apis, streams, ca }) {
+  const rows = []
+  const ways = [
+    ['saetta', 'h3', { allowH3: true, preferH3: true }],
+    ['saetta', 'h2', { allowH2: true }],
+    ['undici', 'h2', { allowH2: true }]
+  ]
+  for (const api of apis) {
+    for (const [lib, proto, opts] of ways) {
+      if (!libs[lib]) continue
+      let client
+      const row = libRow(lib, api, (origin) => (client = new libs[lib].Client(origin, { ...opts, pipelining: streams, connect: { ca } })), path, `, ${proto}`)
+      const setup = row.setup
+      row.setup = async (origin) => {
+        const once = setup(origin)
+        const { headers, body } = await client.request({ origin, path, method: 'GET' })
+        await body.dump()
+        if (headers['x-bench-proto'] !== proto) throw new Error(`${row.name}: answered over ${headers['x-bench-proto']}, not ${proto}`)
+        return once
+      }
+      row.base = `undici ${api}, h2`
+      rows.push(row)
+    }
+  }
+  return rows
+}
+
+/**
  * Issues `n` requests through `once` in batches of `parallel`, each batch all in flight at once
  * (undici's bench shape); resolves with the total body bytes.
  */
@@ -304,6 +339,7 @@ export async function drive (once, n, parallel) {
 // The undici row each row is compared against.
 export function baselineOf (row) {
   if (row.lib === 'undici') return null
+  if (row.base) return row.base
   return `undici ${row.api}${row.variant ?? ''}`
 }
 
