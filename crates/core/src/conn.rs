@@ -7,6 +7,8 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Context, Waker};
 
+use bytes::{Bytes, BytesMut};
+
 use crate::direct::{Lanes, Mail};
 use crate::error::Error;
 use crate::event::{Event, Shared};
@@ -253,4 +255,43 @@ pub(crate) fn extract<T>(items: &mut Vec<T>, pick: impl Fn(&T) -> bool) -> Vec<T
         }
     }
     out
+}
+
+/// A run of small pieces of a body (HTTP/2's DATA frames, HTTP/3's reads), joined into one
+/// chunk (a lone one is not copied).
+#[derive(Default)]
+pub(crate) struct Joined {
+    first: Option<Bytes>,
+    joined: Option<BytesMut>,
+}
+
+impl Joined {
+    /// How many bytes it holds.
+    pub(crate) fn len(&self) -> usize {
+        self.joined.as_ref().map_or(0, |j| j.len()) + self.first.as_ref().map_or(0, |f| f.len())
+    }
+
+    pub(crate) fn push(&mut self, chunk: Bytes) {
+        if chunk.is_empty() {
+            return;
+        }
+        match (&mut self.joined, self.first.take()) {
+            (Some(j), _) => j.extend_from_slice(&chunk),
+            (None, Some(f)) => {
+                let mut j = BytesMut::with_capacity(f.len() + chunk.len() * 2);
+                j.extend_from_slice(&f);
+                j.extend_from_slice(&chunk);
+                self.joined = Some(j);
+            }
+            (None, None) => self.first = Some(chunk),
+        }
+    }
+
+    /// The chunk joined so far, if any; empty again after.
+    pub(crate) fn take(&mut self) -> Option<Bytes> {
+        self.joined
+            .take()
+            .map(BytesMut::freeze)
+            .or(self.first.take())
+    }
 }

@@ -8,7 +8,7 @@ use std::rc::Rc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use h2::client::{Connection, ResponseFuture, SendRequest};
 use h2::{Ping, PingPong, Reason, RecvStream, SendStream};
 use tokio::time::{Instant, Sleep};
@@ -16,7 +16,7 @@ use tokio::time::{Instant, Sleep};
 use super::head::{outgoing, raw_headers};
 use super::{Settings, GOAWAY_MESSAGE};
 use crate::codec::request::BodyFraming;
-use crate::conn::{extract, Host};
+use crate::conn::{extract, Host, Joined};
 use crate::error::{js_ms, Error, SocketInfo};
 use crate::event::{Event, Shared};
 use crate::request::{Queued, ReqCtl, Request};
@@ -806,39 +806,6 @@ fn stream_deadline(o: &Open, req: &Request, ctl: &ReqCtl) -> Option<(Instant, Er
                 .map(|t| (since + t, Error::Http2BodyTimeout(t)))
         }
         _ => None,
-    }
-}
-
-/// A run of small DATA frames, joined into one chunk (a lone one is not copied).
-#[derive(Default)]
-struct Joined {
-    first: Option<Bytes>,
-    joined: Option<BytesMut>,
-}
-
-impl Joined {
-    fn push(&mut self, chunk: Bytes) {
-        if chunk.is_empty() {
-            return;
-        }
-        match (&mut self.joined, self.first.take()) {
-            (Some(j), _) => j.extend_from_slice(&chunk),
-            (None, Some(f)) => {
-                let mut j = BytesMut::with_capacity(f.len() + chunk.len() * 2);
-                j.extend_from_slice(&f);
-                j.extend_from_slice(&chunk);
-                self.joined = Some(j);
-            }
-            (None, None) => self.first = Some(chunk),
-        }
-    }
-
-    /// The chunk joined so far, if any; empty again after.
-    fn take(&mut self) -> Option<Bytes> {
-        self.joined
-            .take()
-            .map(BytesMut::freeze)
-            .or(self.first.take())
     }
 }
 

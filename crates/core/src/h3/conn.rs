@@ -20,7 +20,7 @@ use tokio::time::{Instant, Sleep};
 
 use super::{Quic, Settings};
 use crate::codec::RawHeader;
-use crate::conn::{extract, Host};
+use crate::conn::{extract, Host, Joined};
 use crate::error::{Error, SocketInfo};
 use crate::event::{Event, Shared};
 use crate::h2::{outgoing, raw_headers, upgrade_check};
@@ -35,6 +35,10 @@ type RecvHalf = h3::client::RequestStream<h3_quinn::RecvStream, Bytes>;
 const H3_NO_ERROR: u32 = 0x100;
 /// What a connection whose server sent GOAWAY ends with, as HTTP/2's.
 const GOING_AWAY: &str = "HTTP/3: the server is going away";
+/// The most body bytes joined into one chunk, and how long the first of them waits for the
+/// others (see [`read_body`]).
+const JOIN_UP_TO: usize = 64 * 1024;
+const HOLD: Duration = Duration::from_millis(1);
 /// Rounds of work before yielding to other connections on the runtime.
 const BUDGET: usize = 32;
 
@@ -716,19 +720,39 @@ async fn read_body(
 ) -> Result<Option<Bytes>, Error> {
     let mut since = Instant::now();
     let mut timer: Option<Pin<Box<Sleep>>> = None;
+    let mut joined = Joined::default();
+    let mut held: Option<Pin<Box<Sleep>>> = None;
     poll_fn(|cx| {
         if ctl.paused.get() || !common.may_read.get() {
             since = Instant::now();
             timer = None;
             return Poll::Pending;
         }
-        match stream.poll_recv_data(cx) {
-            Poll::Ready(Ok(Some(mut buf))) => {
-                return Poll::Ready(Ok(Some(buf.copy_to_bytes(buf.remaining()))))
+        // QUIC hands the body over about a packet at a time, and each chunk costs a trip into
+        // JS: pieces are joined, up to JOIN_UP_TO bytes, for at most HOLD after the first.
+        loop {
+            match stream.poll_recv_data(cx) {
+                Poll::Ready(Ok(Some(mut buf))) => {
+                    joined.push(buf.copy_to_bytes(buf.remaining()));
+                    if joined.len() < JOIN_UP_TO {
+                        continue;
+                    }
+                }
+                Poll::Ready(Ok(None)) if joined.len() == 0 => return Poll::Ready(Ok(None)),
+                Poll::Ready(Err(e)) if joined.len() == 0 => {
+                    return Poll::Ready(Err(stream_error(&e)))
+                }
+                // (An end or an error after data comes again on the next read.)
+                Poll::Ready(_) => {}
+                Poll::Pending if joined.len() == 0 => break,
+                Poll::Pending => {
+                    let hold = held.get_or_insert_with(|| Box::pin(tokio::time::sleep(HOLD)));
+                    if hold.as_mut().poll(cx).is_pending() {
+                        return Poll::Pending;
+                    }
+                }
             }
-            Poll::Ready(Ok(None)) => return Poll::Ready(Ok(None)),
-            Poll::Ready(Err(e)) => return Poll::Ready(Err(stream_error(&e))),
-            Poll::Pending => {}
+            return Poll::Ready(Ok(joined.take()));
         }
         if let Some(t) = timeout {
             let sleep = timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(since + t)));
