@@ -466,6 +466,25 @@ describe.skipIf(missing !== null || isUndici)('HTTP/3', () => {
       await (await c.request({ path: unique('/echo/dc'), method: 'GET' })).body.text()
       expect(messages).toEqual([{ version: 'h3', alpn: 'h3' }])
     })
+
+    test('h3ZeroRtt: a second connection resumes the session; a GET and a POST on it both complete over HTTP/3', async () => {
+      const seen = versions()
+      const c = h3Client({ h3ZeroRtt: true, keepAliveTimeout: 100, keepAliveTimeoutThreshold: 0 })
+      await (await c.request({ path: unique('/echo/first'), method: 'GET' })).body.text()
+      await new Promise((resolve) => c.once('disconnect', resolve))
+      const [get, post] = await Promise.all([
+        c.request({ path: unique('/echo/early'), method: 'GET' }).then(async (r) => ({ h3: overH3(r.headers), body: await r.body.text() })),
+        c.request({ path: unique('/echo/late'), method: 'POST', body: 'not early' }).then(async (r) => ({ h3: overH3(r.headers), body: await r.body.text() })),
+      ])
+      expect({ get, post }).toEqual({ get: { h3: true, body: '' }, post: { h3: true, body: 'not early' } })
+      expect(seen).toEqual(['h3', 'h3'])
+    })
+
+    test('the HTTP/3 options are booleans, checked as allowH2 is', () => {
+      for (const key of ['allowH3', 'preferH3', 'h3ZeroRtt']) {
+        expect(() => new saetta.Client(o.origin, { [key]: 'yes' } as never)).toThrow(new saetta.errors.InvalidArgumentError(`${key} must be a valid boolean value`))
+      }
+    })
   })
 
   describe('Alt-Svc', () => {

@@ -63,6 +63,9 @@ pub struct OriginOptions {
     /// With `allowH3`, try HTTP/3 on the origin's own port first (`preferH3`).
     #[napi(js_name = "preferH3")]
     pub prefer_h3: Option<bool>,
+    /// With `allowH3`, safe requests in 0-RTT on a resumed session (`h3ZeroRtt`).
+    #[napi(js_name = "h3ZeroRtt")]
+    pub h3_zero_rtt: Option<bool>,
     /// HTTP/2: most streams at once on a connection (the server's SETTINGS may lower it).
     pub max_concurrent_streams: Option<u32>,
     /// HTTP/2: each stream's receive window, in bytes.
@@ -234,6 +237,7 @@ impl NativeOrigin {
             h2c: o.use_h2c.unwrap_or(false),
             allow_h3: o.allow_h3.unwrap_or(false),
             prefer_h3: o.prefer_h3.unwrap_or(false),
+            h3_zero_rtt: o.h3_zero_rtt.unwrap_or(false),
             max_concurrent_streams: o
                 .max_concurrent_streams
                 .unwrap_or(defaults.max_concurrent_streams),

@@ -78,7 +78,7 @@ let h2OptionsWarned = false
 export function validateH2(opts: ClientOptions, undici7: boolean): void {
   if (opts.allowH2 != null && typeof opts.allowH2 !== 'boolean') throw new InvalidArgumentError('allowH2 must be a valid boolean value')
   // saetta's HTTP/3 options, worded as allowH2's.
-  for (const key of ['allowH3', 'preferH3'] as const) {
+  for (const key of ['allowH3', 'preferH3', 'h3ZeroRtt'] as const) {
     if (opts[key] != null && typeof opts[key] !== 'boolean') throw new InvalidArgumentError(`${key} must be a valid boolean value`)
   }
   if (undici7) {

@@ -308,6 +308,7 @@ export class Client extends DispatcherBase {
       useH2c: h2c,
       allowH3: options.allowH3 === true,
       preferH3: options.preferH3 === true,
+      h3ZeroRtt: options.h3ZeroRtt === true,
       maxConcurrentStreams: (this.#h2Streams = h2Number(h2Option(options, 'maxConcurrentStreams') as number | undefined, 100)),
       initialWindowSize: h2Number(
         (options.h2Options?.settings?.initialWindowSize ?? options.h2Options?.initialWindowSize ?? options.initialWindowSize) as number | undefined,

@@ -158,6 +158,9 @@ export interface ClientOptions {
   allowH3?: boolean
   /** With `allowH3`: try HTTP/3 on the origin's own port first, before any `Alt-Svc`. Default false. */
   preferH3?: boolean
+  /** With `allowH3`: on a resumed QUIC session, send safe requests (GET, HEAD, OPTIONS without a
+   * body) in 0-RTT, before the handshake completes; the others wait for it. Default false. */
+  h3ZeroRtt?: boolean
   /** HTTP/2's options under one name (undici 8): over the flat ones below, which undici 8 deprecates. */
   h2Options?: H2Options
   /** undici 8's experimental Milo HTTP/1 parser: accepted, saetta's parser is its own. */

@@ -136,6 +136,8 @@ export interface OriginOptions {
   allowH3?: boolean
   /** With `allowH3`, try HTTP/3 on the origin's own port first (`preferH3`). */
   preferH3?: boolean
+  /** With `allowH3`, safe requests in 0-RTT on a resumed session (`h3ZeroRtt`). */
+  h3ZeroRtt?: boolean
   /** HTTP/2: most streams at once on a connection (the server's SETTINGS may lower it). */
   maxConcurrentStreams?: number
   /** HTTP/2: each stream's receive window, in bytes. */

@@ -161,6 +161,9 @@ pub(crate) trait Host {
         self.shared().take_adopted()
     }
 
+    /// HTTP/3: the server refused the requests a connection sent in 0-RTT; its later
+    /// connections wait for their handshakes.
+    fn early_refused(&self) {}
     /// HTTP/2: the most requests the origin lets one connection carry: its `pipelining`, as
     /// undici 7 bounds HTTP/2 streams by it too, or no bound of its own (undici 8).
     fn max_streams(&self) -> usize;

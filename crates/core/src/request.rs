@@ -60,6 +60,9 @@ pub struct OriginConfig {
     pub allow_h3: bool,
     /// With `allow_h3`, try HTTP/3 on the origin's own port before any `Alt-Svc` (`preferH3`).
     pub prefer_h3: bool,
+    /// With `allow_h3`, a resumed QUIC session sends safe requests (GET, HEAD, OPTIONS without
+    /// a body) in 0-RTT, before the handshake completes (`h3ZeroRtt`).
+    pub h3_zero_rtt: bool,
     /// HTTP/2: the most streams open at once on one connection (the server's SETTINGS may
     /// lower it).
     pub max_concurrent_streams: u32,
@@ -101,6 +104,7 @@ impl Default for OriginConfig {
             h2c: false,
             allow_h3: false,
             prefer_h3: false,
+            h3_zero_rtt: false,
             // undici's defaults.
             max_concurrent_streams: 100,
             initial_window_size: 262_144,
@@ -238,6 +242,14 @@ impl Request {
             decode: None,
             websocket: None,
         }
+    }
+
+    /// Whether it may go in 0-RTT, which an attacker may replay (RFC 8470): a safe method
+    /// (GET, HEAD, OPTIONS), no body, not an upgrade.
+    pub(crate) fn is_safe(&self) -> bool {
+        matches!(self.head.method(), b"GET" | b"HEAD" | b"OPTIONS")
+            && matches!(self.body, RequestBody::None)
+            && !self.upgrade
     }
 
     /// How its response's head is parsed, under an origin's `max_header_size`.

@@ -46,23 +46,13 @@ const BUDGET: usize = 32;
 pub(crate) async fn run<H: Host>(host: Rc<H>, quic: Quic, settings: Settings) {
     let remote = quic.conn.remote_address();
     let local = quic.endpoint.local_addr().ok();
-    let conn = quic.conn.clone();
     let built = h3::client::builder()
         .max_field_section_size(settings.max_header_size as u64)
-        .build::<_, _, Bytes>(h3_quinn::Connection::new(quic.conn))
+        .build::<_, _, Bytes>(h3_quinn::Connection::new(quic.conn.clone()))
         .await;
     match built {
         Ok((driver, send)) => {
-            H3Conn::new(
-                host,
-                settings,
-                driver,
-                send,
-                conn,
-                quic.endpoint,
-                (local, Some(remote)),
-            )
-            .await
+            H3Conn::new(host, settings, driver, send, quic, (local, Some(remote))).await
         }
         Err(e) => {
             host.never_started(connection_error(&e));
@@ -105,6 +95,8 @@ struct Stream {
     held: Option<Box<Request>>,
     /// Its exchange, once it got its go-ahead.
     exchange: Option<Exchange>,
+    /// Sent in 0-RTT: the request again, for another connection if the server refuses it.
+    replay: Option<Box<Request>>,
 }
 
 impl Stream {
@@ -124,6 +116,8 @@ struct H3Conn<H: Host> {
     /// The QUIC connection under `driver`, to close it; and its endpoint, kept while it runs.
     quic: quinn::Connection,
     _endpoint: quinn::Endpoint,
+    /// In 0-RTT until the handshake completes: only safe requests go meanwhile.
+    early: Option<quinn::ZeroRttAccepted>,
     common: Rc<Common>,
     streams: Vec<Stream>,
     timer: Pin<Box<Sleep>>,
@@ -141,8 +135,7 @@ impl<H: Host> H3Conn<H> {
         settings: Settings,
         driver: Driver,
         send: Sender,
-        quic: quinn::Connection,
-        endpoint: quinn::Endpoint,
+        quic: Quic,
         addresses: (Option<SocketAddr>, Option<SocketAddr>),
     ) -> Self {
         let now = Instant::now();
@@ -151,8 +144,9 @@ impl<H: Host> H3Conn<H> {
             settings,
             driver,
             send: Some(send),
-            quic,
-            _endpoint: endpoint,
+            quic: quic.conn,
+            _endpoint: quic.endpoint,
+            early: quic.early,
             common: Rc::default(),
             streams: Vec::new(),
             timer: Box::pin(tokio::time::sleep_until(now + Duration::from_secs(3600))),
@@ -187,9 +181,17 @@ impl<H: Host> H3Conn<H> {
             let Some(send) = self.send.clone() else {
                 break;
             };
-            let Some(Queued { mut req, ctl }) = self.host.take(&mut |_| true) else {
+            let early = self.early.is_some();
+            let Some(Queued { mut req, ctl }) = self.host.take(&mut |r| !early || r.is_safe())
+            else {
                 break;
             };
+            let replay = early.then(|| {
+                Box::new(Request {
+                    connected: true,
+                    ..req.clone()
+                })
+            });
             self.host.attach(&ctl);
             ctl.proceed.set(!req.hold);
             if !std::mem::take(&mut req.connected) {
@@ -208,6 +210,7 @@ impl<H: Host> H3Conn<H> {
                 ctl,
                 held,
                 exchange,
+                replay,
             });
             took = true;
         }
@@ -217,6 +220,25 @@ impl<H: Host> H3Conn<H> {
     fn start(&self, send: Sender, req: Request, ctl: &Rc<ReqCtl>) -> Exchange {
         let (common, settings) = (self.common.clone(), self.settings.clone());
         Box::pin(exchange(send, req, ctl.clone(), common, settings))
+    }
+
+    /// The server refused what was sent in 0-RTT, and the connection with it (its control
+    /// streams went in 0-RTT too): the requests sent then go to another connection, which
+    /// waits for its handshake; none of them reached the server's application.
+    fn early_refused(&mut self) {
+        self.host.early_refused();
+        let sent_early = extract(&mut self.streams, |s| {
+            s.replay.is_some() || s.held.is_some()
+        });
+        let again = sent_early.into_iter().filter_map(|s| match s.replay {
+            Some(req) => Some(Queued {
+                req: *req,
+                ctl: s.ctl,
+            }),
+            None => s.unsent(),
+        });
+        self.host.give_back_all(again.collect());
+        self.close(Error::Info("HTTP/3: the server refused 0-RTT".into()));
     }
 
     /// The server is going away: no new stream here, and what was not sent goes to another
@@ -368,6 +390,16 @@ impl<H: Host> H3Conn<H> {
     /// One round: the connection's control streams, then every request. `true` when
     /// something moved.
     fn step(&mut self, cx: &mut Context<'_>) -> bool {
+        if let Some(accepted) = self.early.as_mut() {
+            if let Poll::Ready(taken) = Pin::new(accepted).poll(cx) {
+                self.early = None;
+                if !taken {
+                    self.early_refused();
+                    return false;
+                }
+                self.streams.iter_mut().for_each(|s| s.replay = None);
+            }
+        }
         if let Poll::Ready(e) = self.driver.poll_close(cx) {
             // What came before the end is read: exchanges that got their whole response end
             // now; the others fail with the connection's error.
@@ -680,7 +712,7 @@ async fn receive(
     };
     // A response to HEAD has no content, whatever the server sends (RFC 9114 §4.1.2): none
     // is read, and the stream is let go.
-    if req.head.method() == b"HEAD" {
+    if req.method_is_head {
         return Ok(Some(Vec::new()));
     }
     drop(parts);

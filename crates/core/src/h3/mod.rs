@@ -62,12 +62,15 @@ impl Settings {
 pub(crate) struct Quic {
     pub endpoint: quinn::Endpoint,
     pub conn: quinn::Connection,
+    /// Made in 0-RTT (a resumed session, `h3ZeroRtt`): resolves when the handshake completed,
+    /// to whether the server took what was sent before.
+    pub early: Option<quinn::ZeroRttAccepted>,
 }
 
 /// Opens a QUIC connection to the origin's host on UDP `port` (handshake included) within its
-/// connect timeout. Only the core's own UDP socket: no Unix socket, proxy or connector of JS
-/// carries QUIC.
-pub(crate) async fn connect(cfg: &OriginConfig, port: u16) -> Result<Quic> {
+/// connect timeout, or at once in 0-RTT where `early` and a session can be resumed. Only the
+/// core's own UDP socket: no Unix socket, proxy or connector of JS carries QUIC.
+pub(crate) async fn connect(cfg: &OriginConfig, port: u16, early: bool) -> Result<Quic> {
     let Some(tls) = &cfg.tls else {
         return Err(Error::InvalidArgument(
             "HTTP/3 needs an https: origin".into(),
@@ -78,7 +81,7 @@ pub(crate) async fn connect(cfg: &OriginConfig, port: u16) -> Result<Quic> {
             "HTTP/3 through a proxy, a Unix socket or a connector".into(),
         ));
     }
-    let quic_tls = tls.quic()?;
+    let quic_tls = tls.quic(early)?;
     let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(quic_tls.config.clone())
         .map_err(|e| Error::InvalidArgument(format!("HTTP/3 TLS: {e}")))?;
     let client = quinn::ClientConfig::new(Arc::new(crypto));
@@ -94,8 +97,26 @@ pub(crate) async fn connect(cfg: &OriginConfig, port: u16) -> Result<Quic> {
         let connecting = endpoint
             .connect_with(client, addr, &name)
             .map_err(|e| Error::InvalidArgument(format!("HTTP/3: {e}")))?;
+        let connecting = match early {
+            true => match connecting.into_0rtt() {
+                Ok((conn, accepted)) => {
+                    let early = Some(accepted);
+                    return Ok(Quic {
+                        endpoint,
+                        conn,
+                        early,
+                    });
+                }
+                Err(connecting) => connecting,
+            },
+            false => connecting,
+        };
         match connecting.await {
-            Ok(conn) => Ok(Quic { endpoint, conn }),
+            Ok(conn) => Ok(Quic {
+                endpoint,
+                conn,
+                early: None,
+            }),
             // A certificate refusal as the TLS path words it; else quinn's words.
             Err(e) => Err(quic_tls.refusal().unwrap_or_else(|| handshake_failure(&e))),
         }
@@ -143,7 +164,7 @@ fn handshake_failure(e: &quinn::ConnectionError) -> Error {
 /// host (no proxy, Unix socket or connector of JS), allowing TLS 1.3.
 pub(crate) fn possible(cfg: &OriginConfig) -> bool {
     cfg.allow_h3
-        && cfg.tls.as_ref().is_some_and(|t| t.quic().is_ok())
+        && cfg.tls.as_ref().is_some_and(|t| t.quic(false).is_ok())
         && cfg.proxy.is_none()
         && cfg.socket_path.is_none()
         && cfg.connector != Connector::Js

@@ -235,7 +235,9 @@ fn origin(server: &Server, name: &str, ca: Option<Vec<u8>>) -> OriginConfig {
 /// A QUIC connection to `server`, trusting its CA.
 async fn start(server: &Server) -> Quic {
     let cfg = origin(server, "localhost", Some(server.ca.clone()));
-    connect(&cfg, cfg.port).await.expect("the QUIC handshake")
+    connect(&cfg, cfg.port, false)
+        .await
+        .expect("the QUIC handshake")
 }
 
 fn spawn(fake: &Rc<Fake>, quic: Quic) {
@@ -398,7 +400,7 @@ fn a_certificate_not_trusted_fails_as_over_tls() {
     rt(async {
         // Mozilla's roots only: the server's CA is not among them.
         let cfg = origin(&server, "localhost", None);
-        let untrusted = connect(&cfg, cfg.port).await;
+        let untrusted = connect(&cfg, cfg.port, false).await;
         assert_eq!(
             untrusted.err(),
             Some(Error::Socket {
@@ -410,7 +412,7 @@ fn a_certificate_not_trusted_fails_as_over_tls() {
         // Trusted, but for another name.
         let ca = Some(server.ca.clone());
         let cfg = origin(&server, "example.com", ca);
-        let misnamed = connect(&cfg, cfg.port).await;
+        let misnamed = connect(&cfg, cfg.port, false).await;
         match misnamed.err() {
             Some(Error::Socket {
                 code: Some(code),
@@ -555,4 +557,44 @@ fn alt_svc_names_h3_on_the_same_host_with_its_max_age() {
     }
     // A comma inside a quoted parameter does not split the value.
     assert_eq!(read(r#"h2=":1"; x="a,b", h3=":2""#), h3(2, 86_400));
+}
+
+#[test]
+fn a_resumed_session_sends_safe_requests_in_0rtt_and_holds_the_others() {
+    let Some(server) = server("a_resumed_session_sends_safe_requests_in_0rtt_and_holds_the_others")
+    else {
+        return;
+    };
+    rt(async {
+        let cfg = origin(&server, "localhost", Some(server.ca.clone()));
+        // A first connection (nothing to resume: a full handshake) gets the session ticket.
+        let first = connect(&cfg, cfg.port, true).await.expect("a handshake");
+        assert!(first.early.is_none());
+        let fake = Fake::new(OriginConfig::default());
+        fake.submit(get(1, "/bytes/10"));
+        spawn(&fake, first);
+        fake.settled(1).await;
+        // The next one resumes it, in 0-RTT: a GET goes at once, a POST waits for the
+        // handshake; the server took the early data, and both complete.
+        let second = connect(&cfg, cfg.port, true).await.expect("a resumption");
+        assert!(second.early.is_some(), "no 0-RTT on a resumed session");
+        let fake = Fake::new(OriginConfig::default());
+        fake.submit(get(2, "/echo?early"));
+        fake.submit(request(
+            3,
+            "POST",
+            "/echo",
+            &[],
+            RequestBody::Bytes(Bytes::from_static(b"after")),
+        ));
+        spawn(&fake, second);
+        fake.settled(2).await;
+        fake.settled(3).await;
+        assert_eq!(fake.of(2), ["connect", "headers 200", "complete 0"]);
+        assert_eq!(fake.body(3), b"after");
+        assert_eq!(fake.disconnected(), None);
+        // (Without `h3ZeroRtt`, the same resumption waits for its handshake.)
+        let third = connect(&cfg, cfg.port, false).await.expect("a handshake");
+        assert!(third.early.is_none());
+    });
 }

@@ -165,6 +165,12 @@ impl Host for OriginHost {
         self.ctx.register_mail(m)
     }
 
+    fn early_refused(&self) {
+        if let Ok(mut o) = self.origin.try_borrow_mut() {
+            o.early_refused();
+        }
+    }
+
     fn max_streams(&self) -> usize {
         if self.streams_by_pipelining {
             self.pipelining.get().max(1)

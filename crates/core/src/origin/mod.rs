@@ -78,6 +78,8 @@ struct H3Memory {
     advertised: Option<(u16, Instant)>,
     /// A handshake failed or lost to TCP: HTTP/3 is left alone until then.
     broken_until: Option<Instant>,
+    /// The server refused 0-RTT once: later connections wait for their handshakes.
+    early_refused: bool,
 }
 
 impl Origin {
@@ -146,6 +148,13 @@ impl Origin {
         if let Some(h3) = self.h3.as_mut() {
             h3.advertised = None;
             h3.broken_until = Some(Instant::now() + h3::BROKEN_FOR);
+        }
+    }
+
+    /// The server refused 0-RTT: no more of it for this origin.
+    pub fn early_refused(&mut self) {
+        if let Some(h3) = self.h3.as_mut() {
+            h3.early_refused = true;
         }
     }
 
@@ -287,10 +296,12 @@ impl Origin {
         tokio::task::spawn_local(async move {
             let (cfg, js) = (this.borrow().cfg.clone(), this.borrow().js.clone());
             let h3_port = this.borrow().h3_port();
+            let early =
+                cfg.h3_zero_rtt && this.borrow().h3.as_ref().is_some_and(|h| !h.early_refused);
             let result = match h3_port {
                 None => transport::connect(&*cfg, &js).await.map(Made::Tcp),
                 Some(port) => {
-                    let quic = h3::connect(&cfg, port);
+                    let quic = h3::connect(&cfg, port, early);
                     let made = h3::race(quic, transport::connect(&*cfg, &js), h3::RACE_DELAY).await;
                     if !matches!(made, Ok(Made::Quic(_))) {
                         this.borrow_mut().h3_failed();

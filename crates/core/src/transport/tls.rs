@@ -50,8 +50,10 @@ pub struct TlsOptions {
 pub struct TlsConfig {
     pub config: Arc<ClientConfig>,
     pub server_name: ServerName<'static>,
-    /// The certificate verifier `config` holds, for QUIC's configurations (see [`Self::quic`]).
-    verifier: Arc<dyn ServerCertVerifier>,
+    /// QUIC's certificate verifier: `config`'s, keeping its refusals (see [`Self::quic`]). One
+    /// for all of the origin's QUIC connections: rustls resumes a session only under the
+    /// verifier that made it.
+    quic_verifier: Arc<Recording>,
     /// TLS 1.3 is allowed (QUIC's only version).
     tls13: bool,
 }
@@ -172,30 +174,34 @@ impl TlsConfig {
         Ok(TlsConfig {
             config: Arc::new(config),
             server_name: server_name(&opts.server_name)?,
-            verifier,
+            quic_verifier: Arc::new(Recording {
+                inner: verifier,
+                refusal: Arc::default(),
+            }),
             tls13: !opts.max_tls12,
         })
     }
 
     /// The TLS of one QUIC connection (HTTP/3): the same roots, verification, client
     /// certificate and session store, ALPN `h3`, and TLS 1.3 (QUIC's only version: an origin
-    /// limited to TLS 1.2 gets an error). Made per connection, as it keeps its handshake's
-    /// certificate refusal: quinn passes on only the words of a TLS error, not the error.
-    pub(crate) fn quic(&self) -> Result<QuicTls> {
+    /// limited to TLS 1.2 gets an error). Its verifier keeps the last certificate refusal:
+    /// quinn passes on only the words of a TLS error, not the error. `early_data`: send
+    /// requests in 0-RTT where a session is resumed (`h3ZeroRtt`).
+    pub(crate) fn quic(&self, early_data: bool) -> Result<QuicTls> {
         if !self.tls13 {
             return Err(Error::InvalidArgument(
                 "HTTP/3 needs TLS 1.3 (maxVersion is TLSv1.2)".into(),
             ));
         }
-        let refusal = Arc::new(std::sync::Mutex::new(None));
+        let refusal = self.quic_verifier.refusal.clone();
+        // (A refusal left by an earlier handshake is not this one's.)
+        refusal.lock().unwrap_or_else(|e| e.into_inner()).take();
         let mut config = (*self.config).clone();
         config.alpn_protocols = vec![b"h3".to_vec()];
+        config.enable_early_data = early_data;
         config
             .dangerous()
-            .set_certificate_verifier(Arc::new(Recording {
-                inner: self.verifier.clone(),
-                refusal: refusal.clone(),
-            }));
+            .set_certificate_verifier(self.quic_verifier.clone());
         Ok(QuicTls {
             config: Arc::new(config),
             refusal,
