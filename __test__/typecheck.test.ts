@@ -169,6 +169,22 @@ describe("saetta's published declarations, as a project resolves them", () => {
     expect(r.output).toBe('function true\n')
   }, 120_000)
 
+  test("saetta's own options (HTTP/3) are declared on Client, Pool and Agent, for both entries, and typed", async () => {
+    for (const [name, entry] of [['h3.ts', 'saetta'], ['h3-7.ts', 'saetta/undici7']]) {
+      fs.writeFileSync(
+        path.join(project, name),
+        `import { Agent, Client, Pool } from '${entry}'\n` +
+          `new Client('https://localhost:1', { allowH3: true, preferH3: true, h3ZeroRtt: true })\n` +
+          `new Pool('https://localhost:1', { allowH3: true, connections: 2 })\nnew Agent({ allowH3: true })\n`,
+      )
+    }
+    const ok = await compile({ lib: ['es2022'], module: 'nodenext' }, ['h3.ts', 'h3-7.ts'])
+    expect(ok.output).toBe('')
+    fs.writeFileSync(path.join(project, 'h3-bad.ts'), `import { Client } from 'saetta'\nnew Client('https://localhost:1', { allowH3: 'yes' })\n`)
+    const bad = await compile({ lib: ['es2022'], module: 'nodenext' }, ['h3-bad.ts'])
+    expect(bad.output).toMatch(/h3-bad\.ts\(2,37\): error TS2322/)
+  }, 120_000)
+
   test('the check is real: a misuse does not compile against the declarations', async () => {
     fs.writeFileSync(
       path.join(project, 'bad.ts'),
