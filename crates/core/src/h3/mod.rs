@@ -288,4 +288,6 @@ fn unquote(s: &str) -> Option<&str> {
 }
 
 #[cfg(test)]
+mod peer_tests;
+#[cfg(test)]
 mod tests;

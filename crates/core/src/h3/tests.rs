@@ -69,7 +69,7 @@ fn openssl(dir: &Path, args: &[&str]) -> Result<(), String> {
 }
 
 /// A CA, and a certificate for localhost and 127.0.0.1 it signs (`leaf.pem`, `leaf.key`).
-fn make_certs(dir: &Path) -> Result<(), String> {
+pub(super) fn make_certs(dir: &Path) -> Result<(), String> {
     let ec = [
         "-newkey",
         "ec",
@@ -213,9 +213,9 @@ fn server(test: &str) -> Option<Server> {
     Some(server)
 }
 
-/// The origin's configuration for `server`, trusting `ca` (none: the default roots) and
-/// verifying `name`.
-fn origin(server: &Server, name: &str, ca: Option<Vec<u8>>) -> OriginConfig {
+/// The origin's configuration for a server on UDP `port` of 127.0.0.1, trusting `ca` (none:
+/// the default roots) and verifying `name`.
+pub(super) fn origin(port: u16, name: &str, ca: Option<Vec<u8>>) -> OriginConfig {
     let tls = TlsConfig::new(&TlsOptions {
         server_name: name.into(),
         ca,
@@ -225,22 +225,22 @@ fn origin(server: &Server, name: &str, ca: Option<Vec<u8>>) -> OriginConfig {
     .unwrap();
     OriginConfig {
         host: "127.0.0.1".into(),
-        port: server.port,
+        port,
         tls: Some(tls),
         secure: true,
         ..OriginConfig::default()
     }
 }
 
-/// A QUIC connection to `server`, trusting its CA.
-async fn start(server: &Server) -> Quic {
-    let cfg = origin(server, "localhost", Some(server.ca.clone()));
+/// A QUIC connection to a server on UDP `port` of 127.0.0.1, trusting `ca`.
+pub(super) async fn start(port: u16, ca: &[u8]) -> Quic {
+    let cfg = origin(port, "localhost", Some(ca.to_vec()));
     connect(&cfg, cfg.port, false)
         .await
         .expect("the QUIC handshake")
 }
 
-fn spawn(fake: &Rc<Fake>, quic: Quic) {
+pub(super) fn spawn(fake: &Rc<Fake>, quic: Quic) {
     tokio::task::spawn_local(run(fake.clone(), quic, Settings::default()));
 }
 
@@ -250,7 +250,7 @@ fn pattern(n: usize) -> Vec<u8> {
 }
 
 /// The value of response field `name` of request `id`.
-fn field(fake: &Fake, id: u64, name: &str) -> Option<String> {
+pub(super) fn field(fake: &Fake, id: u64, name: &str) -> Option<String> {
     fake.rec.events().iter().find_map(|e| match e {
         Event::Headers { id: i, headers, .. } if *i == id => headers
             .iter()
@@ -267,7 +267,7 @@ fn a_get_reports_its_head_and_its_body() {
     };
     rt(async {
         let fake = Fake::new(OriginConfig::default());
-        let quic = start(&server).await;
+        let quic = start(server.port, &server.ca).await;
         fake.submit(get(1, "/bytes/200000"));
         fake.submit(request(
             2,
@@ -302,7 +302,7 @@ fn one_connection_carries_the_requests_side_by_side() {
     };
     rt(async {
         let fake = Fake::new(OriginConfig::default());
-        let quic = start(&server).await;
+        let quic = start(server.port, &server.ca).await;
         for id in 1..=20u64 {
             fake.submit(get(id, &format!("/bytes/{}", id * 5000)));
         }
@@ -338,7 +338,7 @@ fn a_post_body_is_echoed() {
     };
     rt(async {
         let fake = Fake::new(OriginConfig::default());
-        let quic = start(&server).await;
+        let quic = start(server.port, &server.ca).await;
         let known: Bytes = pattern(70_000)
             .into_iter()
             .rev()
@@ -399,7 +399,7 @@ fn a_certificate_not_trusted_fails_as_over_tls() {
     };
     rt(async {
         // Mozilla's roots only: the server's CA is not among them.
-        let cfg = origin(&server, "localhost", None);
+        let cfg = origin(server.port, "localhost", None);
         let untrusted = connect(&cfg, cfg.port, false).await;
         assert_eq!(
             untrusted.err(),
@@ -411,7 +411,7 @@ fn a_certificate_not_trusted_fails_as_over_tls() {
         );
         // Trusted, but for another name.
         let ca = Some(server.ca.clone());
-        let cfg = origin(&server, "example.com", ca);
+        let cfg = origin(server.port, "example.com", ca);
         let misnamed = connect(&cfg, cfg.port, false).await;
         match misnamed.err() {
             Some(Error::Socket {
@@ -438,7 +438,7 @@ fn a_server_that_closes_the_connection_fails_its_requests() {
     };
     rt(async {
         let fake = Fake::new(OriginConfig::default());
-        let quic = start(&server).await;
+        let quic = start(server.port, &server.ca).await;
         fake.submit(get(1, "/close"));
         spawn(&fake, quic);
         fake.settled(1).await;
@@ -467,7 +467,7 @@ fn a_body_over_max_response_size_fails_the_request_only() {
     };
     rt(async {
         let fake = Fake::new(OriginConfig::default());
-        let quic = start(&server).await;
+        let quic = start(server.port, &server.ca).await;
         fake.submit(get(1, "/bytes/100000"));
         fake.submit(get(2, "/bytes/100"));
         let settings = Settings {
@@ -495,7 +495,7 @@ fn an_aborted_request_cancels_its_stream_and_the_connection_goes_on() {
     };
     rt(async {
         let fake = Fake::new(OriginConfig::default());
-        let quic = start(&server).await;
+        let quic = start(server.port, &server.ca).await;
         // Larger than the stream's receive window: the server is still sending when it goes.
         let ctl = fake.submit(get(1, "/bytes/20000000"));
         spawn(&fake, quic);
@@ -566,7 +566,7 @@ fn a_resumed_session_sends_safe_requests_in_0rtt_and_holds_the_others() {
         return;
     };
     rt(async {
-        let cfg = origin(&server, "localhost", Some(server.ca.clone()));
+        let cfg = origin(server.port, "localhost", Some(server.ca.clone()));
         // A first connection (nothing to resume: a full handshake) gets the session ticket.
         let first = connect(&cfg, cfg.port, true).await.expect("a handshake");
         assert!(first.early.is_none());
