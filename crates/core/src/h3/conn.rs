@@ -39,6 +39,8 @@ const GOING_AWAY: &str = "HTTP/3: the server is going away";
 /// others (see [`read_body`]).
 const JOIN_UP_TO: usize = 64 * 1024;
 const HOLD: Duration = Duration::from_millis(1);
+/// How often a request the server rejected goes again.
+const MAX_REJECTIONS: u8 = 1;
 /// Rounds of work before yielding to other connections on the runtime.
 const BUDGET: usize = 32;
 
@@ -80,6 +82,9 @@ enum Failure {
     /// The server is going away and took no new stream: the request was not sent, and goes
     /// to another connection.
     Unsent(Box<Request>),
+    /// The server reset its stream with H3_REQUEST_REJECTED before it answered: it did not
+    /// process it (RFC 9114 §4.1.1), and it goes again (once, as HTTP/2's REFUSED_STREAM).
+    Rejected(Box<Request>),
 }
 
 impl From<Error> for Failure {
@@ -261,6 +266,7 @@ impl<H: Host> H3Conn<H> {
             .may_read(crate::event::payload_len(&self.common.events.borrow()), cx);
         self.common.may_read.set(may_read);
         let mut progress = false;
+        let (mut unsent, mut rejected) = (Vec::new(), Vec::new());
         let mut i = 0;
         while i < self.streams.len() {
             if self.streams[i].ctl.aborted.get() {
@@ -299,15 +305,24 @@ impl<H: Host> H3Conn<H> {
                             self.host.settle(s.id);
                         }
                         Err(Failure::Failed(error)) => self.fail(s.id, error, Shared::No),
-                        Err(Failure::Unsent(req)) => {
-                            self.going_away(vec![Queued {
-                                req: *req,
-                                ctl: s.ctl,
-                            }]);
-                        }
+                        Err(Failure::Unsent(req)) => unsent.push(Queued {
+                            req: *req,
+                            ctl: s.ctl,
+                        }),
+                        Err(Failure::Rejected(req)) => rejected.push(Queued {
+                            req: *req,
+                            ctl: s.ctl,
+                        }),
                     }
                 }
             }
+        }
+        // Given back together, in the order they came.
+        if !unsent.is_empty() {
+            self.going_away(unsent);
+        }
+        if !rejected.is_empty() {
+            self.host.give_back_all(rejected);
         }
         progress
     }
@@ -522,6 +537,8 @@ struct Sides {
     go: Cell<Option<bool>>,
     /// The whole request went out: the headers timeout runs from now.
     sent: Cell<bool>,
+    /// The server reset the stream with H3_REQUEST_REJECTED before its answer.
+    rejected: Cell<bool>,
 }
 
 /// One request on its own stream: its head out, then its body out and its response in side
@@ -585,6 +602,13 @@ async fn exchange(
     };
     if result.is_ok() && !body_done {
         tx.reset_with = Some(Code::H3_NO_ERROR);
+    }
+    // A request the server did not process goes again while all of it is at hand (not a
+    // streamed body, whose chunks the pipe gave up).
+    if result.is_err() && sides.rejected.get() && !out.streamed && req.refused < MAX_REJECTIONS {
+        let mut req = req;
+        req.refused += 1;
+        return Err(Failure::Rejected(Box::new(req)));
     }
     Ok(result?)
 }
@@ -663,6 +687,12 @@ async fn receive(
             if let Poll::Ready(r) = head.as_mut().poll(cx) {
                 return Poll::Ready(r.map_err(|e| match e {
                     StreamError::HeaderTooBig { .. } => Error::HeadersOverflow,
+                    StreamError::RemoteTerminate { code, .. }
+                        if code == Code::H3_REQUEST_REJECTED =>
+                    {
+                        sides.rejected.set(true);
+                        stream_error(&e)
+                    }
                     e => stream_error(&e),
                 }));
             }
