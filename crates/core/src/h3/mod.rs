@@ -12,7 +12,9 @@ mod conn;
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 pub(crate) use conn::run;
@@ -86,40 +88,70 @@ pub(crate) async fn connect(cfg: &OriginConfig, port: u16, early: bool) -> Resul
         .map_err(|e| Error::InvalidArgument(format!("HTTP/3 TLS: {e}")))?;
     let client = quinn::ClientConfig::new(Arc::new(crypto));
     let name = tls.server_name.to_str().into_owned();
-    let attempt = async {
-        let addr = resolve(cfg, port).await?;
-        let local = match (cfg.local_address, addr) {
-            (Some(ip), _) => SocketAddr::new(ip, 0),
-            (None, SocketAddr::V4(_)) => SocketAddr::from(([0, 0, 0, 0], 0)),
-            (None, SocketAddr::V6(_)) => SocketAddr::from(([0u16; 8], 0)),
-        };
-        let endpoint = quinn::Endpoint::client(local).map_err(|e| Error::from_io(&e))?;
-        let connecting = endpoint
-            .connect_with(client, addr, &name)
-            .map_err(|e| Error::InvalidArgument(format!("HTTP/3: {e}")))?;
-        let connecting = match early {
-            true => match connecting.into_0rtt() {
-                Ok((conn, accepted)) => {
-                    let early = Some(accepted);
-                    return Ok(Quic {
-                        endpoint,
-                        conn,
-                        early,
-                    });
-                }
-                Err(connecting) => connecting,
-            },
-            false => connecting,
-        };
-        match connecting.await {
-            Ok(conn) => Ok(Quic {
-                endpoint,
-                conn,
-                early: None,
-            }),
-            // A certificate refusal as the TLS path words it; else quinn's words.
-            Err(e) => Err(quic_tls.refusal().unwrap_or_else(|| handshake_failure(&e))),
+    let quic_tls = &quic_tls;
+    let one = |addr: SocketAddr| {
+        let (client, name) = (client.clone(), name.clone());
+        async move {
+            let local = match (cfg.local_address, addr) {
+                (Some(ip), _) => SocketAddr::new(ip, 0),
+                (None, SocketAddr::V4(_)) => SocketAddr::from(([0, 0, 0, 0], 0)),
+                (None, SocketAddr::V6(_)) => SocketAddr::from(([0u16; 8], 0)),
+            };
+            let endpoint = quinn::Endpoint::client(local).map_err(|e| Error::from_io(&e))?;
+            let connecting = endpoint
+                .connect_with(client, addr, &name)
+                .map_err(|e| Error::InvalidArgument(format!("HTTP/3: {e}")))?;
+            let connecting = match early {
+                true => match connecting.into_0rtt() {
+                    Ok((conn, accepted)) => {
+                        let early = Some(accepted);
+                        return Ok(Quic {
+                            endpoint,
+                            conn,
+                            early,
+                        });
+                    }
+                    Err(connecting) => connecting,
+                },
+                false => connecting,
+            };
+            match connecting.await {
+                Ok(conn) => Ok(Quic {
+                    endpoint,
+                    conn,
+                    early: None,
+                }),
+                // A certificate refusal as the TLS path words it; else quinn's words.
+                Err(e) => Err(quic_tls.refusal().unwrap_or_else(|| handshake_failure(&e))),
+            }
         }
+    };
+    // Every address at once (a Happy Eyeballs without the stagger: a QUIC attempt costs an
+    // Initial packet, and an address nobody answers on says nothing, where TCP's is refused);
+    // the first handshake that completes wins, the others are dropped.
+    let attempt = async {
+        let addrs = resolve(cfg, port).await?;
+        let mut attempts: Vec<Pin<Box<dyn Future<Output = Result<Quic>> + '_>>> =
+            addrs.into_iter().map(|a| Box::pin(one(a)) as _).collect();
+        let mut last = None;
+        std::future::poll_fn(|cx| {
+            let mut i = 0;
+            while i < attempts.len() {
+                match attempts[i].as_mut().poll(cx) {
+                    Poll::Ready(Ok(quic)) => return Poll::Ready(Ok(quic)),
+                    Poll::Ready(Err(e)) => {
+                        last = Some(e);
+                        drop(attempts.remove(i));
+                    }
+                    Poll::Pending => i += 1,
+                }
+            }
+            match attempts.is_empty() {
+                true => Poll::Ready(Err(last.take().expect("an attempt's error"))),
+                false => Poll::Pending,
+            }
+        })
+        .await
     };
     if cfg.connect_timeout.is_zero() {
         return attempt.await;
@@ -129,21 +161,24 @@ pub(crate) async fn connect(cfg: &OriginConfig, port: u16, early: bool) -> Resul
         Err(_) => Err(Error::ConnectTimeout(format!(
             "attempted address: {}:{}, timeout: {}ms",
             cfg.host,
-            cfg.port,
+            port,
             cfg.connect_timeout.as_millis()
         ))),
     }
 }
 
-/// The origin's first address (Happy Eyeballs over UDP is left for later).
-async fn resolve(cfg: &OriginConfig, port: u16) -> Result<SocketAddr> {
+/// The origin's addresses, in the order TCP tries them (IPv6 and IPv4 interleaved with
+/// `autoSelectFamily`; only the local address's family when one is given).
+async fn resolve(cfg: &OriginConfig, port: u16) -> Result<Vec<SocketAddr>> {
     let host = cfg.host.trim_start_matches('[').trim_end_matches(']');
-    let mut addrs = tokio::net::lookup_host((host, port))
+    let addrs = tokio::net::lookup_host((host, port))
         .await
         .map_err(|e| Error::from_io(&e))?;
-    addrs
-        .next()
-        .ok_or_else(|| Error::socket(format!("getaddrinfo ENOTFOUND {host}")))
+    let addrs = crate::transport::order_addresses(addrs.collect(), cfg);
+    match addrs.is_empty() {
+        true => Err(Error::socket(format!("getaddrinfo ENOTFOUND {host}"))),
+        false => Ok(addrs),
+    }
 }
 
 /// A QUIC handshake that failed for another reason than the server's certificate.

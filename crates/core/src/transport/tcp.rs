@@ -49,7 +49,7 @@ pub(super) async fn connect_to(host: &str, port: u16, cfg: &impl Endpoint) -> Re
 
 /// The addresses to try, in order: as resolved, or IPv6 and IPv4 interleaved with
 /// `autoSelectFamily`; only the local address's family when one is given.
-fn order(addrs: Vec<SocketAddr>, cfg: &impl Endpoint) -> Vec<SocketAddr> {
+pub(crate) fn order(addrs: Vec<SocketAddr>, cfg: &impl Endpoint) -> Vec<SocketAddr> {
     let addrs: Vec<SocketAddr> = match cfg.local_address() {
         Some(local) => addrs
             .into_iter()
