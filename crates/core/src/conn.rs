@@ -298,3 +298,22 @@ impl Joined {
             .or(self.first.take())
     }
 }
+
+/// After a round of a connection that carries many streams (HTTP/2, HTTP/3): notes when it went
+/// `idle` (no stream), and says why it ends now, if it does: idle while its origin closes or
+/// retires it ([`Host::idle_close`]), or idle after the server's GOAWAY (`going_away`, the
+/// words its end carries).
+pub(crate) fn round_end(
+    host: &impl Host,
+    idle: bool,
+    idle_since: &mut Option<tokio::time::Instant>,
+    going_away: Option<&str>,
+) -> Option<Error> {
+    if !idle {
+        *idle_since = None;
+        return None;
+    }
+    idle_since.get_or_insert_with(tokio::time::Instant::now);
+    host.idle_close()
+        .or_else(|| going_away.map(|m| Error::Info(m.into())))
+}

@@ -16,7 +16,7 @@ use tokio::time::{Instant, Sleep};
 use super::head::{outgoing, raw_headers};
 use super::{Settings, GOAWAY_MESSAGE};
 use crate::codec::request::BodyFraming;
-use crate::conn::{extract, Host, Joined};
+use crate::conn::{extract, round_end, Host, Joined};
 use crate::error::{js_ms, Error, SocketInfo};
 use crate::event::{Event, Shared};
 use crate::request::{Queued, ReqCtl, Request};
@@ -749,23 +749,11 @@ impl<H: Host> H2Conn<H> {
         }
         let mut progress = self.take_requests();
         progress |= self.step_streams(cx);
-        if self.streams.is_empty() {
-            self.idle_since.get_or_insert_with(Instant::now);
-        } else {
-            self.idle_since = None;
-        }
         self.poll_ping(cx);
-        if let Some(error) = self
-            .streams
-            .is_empty()
-            .then(|| self.host.idle_close())
-            .flatten()
-        {
+        let idle = self.streams.is_empty();
+        let goaway = self.going_away.then_some(GOAWAY_MESSAGE);
+        if let Some(error) = round_end(&*self.host, idle, &mut self.idle_since, goaway) {
             self.close(error);
-            return false;
-        }
-        if self.going_away && self.streams.is_empty() {
-            self.close(Error::Info(GOAWAY_MESSAGE.into()));
             return false;
         }
         progress

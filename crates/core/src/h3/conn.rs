@@ -20,7 +20,7 @@ use tokio::time::{Instant, Sleep};
 
 use super::{Quic, Settings};
 use crate::codec::RawHeader;
-use crate::conn::{extract, Host, Joined};
+use crate::conn::{extract, round_end, Host, Joined};
 use crate::error::{Error, SocketInfo};
 use crate::event::{Event, Shared};
 use crate::h2::{outgoing, raw_headers, upgrade_check};
@@ -426,23 +426,10 @@ impl<H: Host> H3Conn<H> {
         }
         let mut progress = self.take_requests();
         progress |= self.step_streams(cx);
-        if self.streams.is_empty() {
-            self.idle_since.get_or_insert_with(Instant::now);
-        } else {
-            self.idle_since = None;
-        }
-        if let Some(error) = self
-            .streams
-            .is_empty()
-            .then(|| self.host.idle_close())
-            .flatten()
-        {
+        let idle = self.streams.is_empty();
+        let goaway = self.send.is_none().then_some(GOING_AWAY);
+        if let Some(error) = round_end(&*self.host, idle, &mut self.idle_since, goaway) {
             self.close(error);
-            return false;
-        }
-        if self.send.is_none() && self.streams.is_empty() {
-            // GOAWAY, and its last streams are done.
-            self.close(Error::Info(GOING_AWAY.into()));
             return false;
         }
         progress
