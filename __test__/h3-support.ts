@@ -302,11 +302,17 @@ export async function deadUdpPort(): Promise<number> {
   return port
 }
 
-/** A UDP socket that swallows what it receives (counted), answering nothing. */
-export async function blackHole(port = 0): Promise<{ port: number; readonly datagrams: number }> {
+/**
+ * A UDP socket that swallows what it receives (counted), answering nothing; or, with `answer`,
+ * a hostile peer that answers each datagram with what `answer` makes of it.
+ */
+export async function blackHole(port = 0, answer?: (datagram: Buffer) => Buffer): Promise<{ port: number; readonly datagrams: number }> {
   const s = dgram.createSocket('udp4')
   let datagrams = 0
-  s.on('message', () => datagrams++)
+  s.on('message', (msg, from) => {
+    datagrams++
+    if (answer) s.send(answer(msg), from.port, from.address)
+  })
   s.bind(port, '127.0.0.1')
   await once(s, 'listening')
   onCleanup(() => new Promise<void>((resolve) => s.close(() => resolve())))

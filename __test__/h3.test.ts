@@ -620,6 +620,25 @@ describe.skipIf(missing !== null || isUndici)('HTTP/3', () => {
       expect(hole.datagrams).toBe(datagrams)
     })
 
+    test('hostile UDP peers (noise, its own packets echoed, truncated ones): back to TCP, every request sent once', async () => {
+      const crypto = await import('node:crypto')
+      const answers: Array<[string, (d: Buffer) => Buffer]> = [
+        ['noise', (d) => crypto.randomBytes(d.length)],
+        ['echo', (d) => d],
+        ['truncated', (d) => d.subarray(0, 7)],
+      ]
+      for (const [name, answer] of answers) {
+        const peer = await blackHole(0, answer)
+        const srv = await tcpServer({ altSvc: () => `h3=":${peer.port}"; ma=60` })
+        onCleanup(() => srv.close())
+        const seen = versions()
+        const c = altClient(srv.origin, { pipelining: 10 })
+        await allOnce(c, srv, name)
+        expect(peer.datagrams, name).toBeGreaterThan(0)
+        expect(seen.every((v) => v === 'h2'), name).toBe(true)
+      }
+    })
+
     test('preferH3 against an origin whose UDP port swallows every datagram falls back to TCP, every request sent once', async () => {
       const srv = await tcpServer()
       onCleanup(() => srv.close())
