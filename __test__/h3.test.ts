@@ -10,7 +10,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { cleanup, onCleanup, sleep, waitFor } from './helpers'
 import { describeError, saetta, undici, type Lib, type Client } from './differential-support'
 import { isUndici } from './target'
-import { advertise, aioquicMissing, blackHole, deadUdpPort, h3Origin, overH3, pattern, tcpServer, versions, type H3Origin, type TcpServer } from './h3-support'
+import { advertise, aioquicMissing, blackHole, deadUdpPort, h3Certs, h3Origin, overH3, pattern, tcpServer, versions, type H3Origin, type TcpServer } from './h3-support'
 
 afterEach(cleanup)
 
@@ -657,6 +657,39 @@ describe.skipIf(missing !== null || isUndici)('HTTP/3', () => {
       const c = altClient(srv.origin, { preferH3: true, pipelining: 10 })
       await allOnce(c, srv, 'prefer-closed')
       expect(seen.every((v) => v === 'h2')).toBe(true)
+    })
+
+    test('a WebSocket through an Agent whose origin speaks HTTP/3 opens over HTTP/1.1, as over HTTP/2 without extended CONNECT', async () => {
+      const https = await import('node:https')
+      const { WebSocketServer } = await import('ws')
+      const certs = h3Certs()
+      // An https: origin with a WebSocket endpoint, advertising the aioquic server's UDP port.
+      const web = https.createServer({ key: certs.serverKey, cert: certs.serverCert }, (_req, res) => {
+        res.setHeader('alt-svc', `h3=":${o.port}"; ma=60`)
+        res.end('tcp')
+      })
+      const wss = new WebSocketServer({ server: web })
+      wss.on('connection', (ws) => ws.on('message', (m) => ws.send(`echo ${String(m)}`)))
+      await new Promise<void>((resolve) => web.listen(0, '127.0.0.1', resolve))
+      onCleanup(() => new Promise<void>((resolve) => (wss.close(), web.close(() => resolve()), web.closeAllConnections())))
+      const origin = `https://localhost:${(web.address() as { port: number }).port}`
+      const seen = versions()
+      const agent = new saetta.Agent({ allowH3: true, connect: { ca: o.ca } } as never)
+      onCleanup(() => agent.destroy())
+      // Learnt over TCP; the next connection is HTTP/3 (aioquic answers any path).
+      expect(await (await agent.request({ origin, path: '/first', method: 'GET' })).body.text()).toBe('tcp')
+      const res = await agent.request({ origin, path: '/bytes/3', method: 'GET' })
+      expect(overH3(res.headers)).toBe(true)
+      await res.body.text()
+      const ws = new saetta.WebSocket(origin.replace('https:', 'wss:'), { dispatcher: agent } as never)
+      const reply = await new Promise<string>((resolve, reject) => {
+        ws.onopen = () => ws.send('hi')
+        ws.onmessage = (e) => resolve(String(e.data))
+        ws.onerror = (e) => reject(new Error(`websocket error: ${String((e as { message?: unknown }).message)}`))
+      })
+      ws.close()
+      expect(reply).toBe('echo hi')
+      expect(seen).toEqual(['h1', 'h3', 'h1'])
     })
 
     test('HTTP/3 is not tried with a connect function of its own', async () => {

@@ -88,7 +88,8 @@ export class Agent extends DispatcherBase {
   }
 
   #open(key: string, name: string, origin: string | URL, http1Only: boolean): Entry {
-    const options = http1Only ? { ...this.#options, allowH2: false } : this.#options
+    // (Nor HTTP/3: HTTP/1.1 is what it is for.)
+    const options = http1Only ? { ...this.#options, allowH2: false, allowH3: false } : this.#options
     const entry: Entry = { dispatcher: this.#factory(origin, options) as Member, count: 0 }
     // undici 8: at a disconnect or a failed connection, closed (gracefully) unless it still has
     // a connection or work (with requests pending, asked again once after a microtask); the
