@@ -835,3 +835,75 @@ fn a_handshake_never_answered_fails_at_the_connect_timeout() {
     let datagrams = reader.join().unwrap();
     assert!(datagrams > 0, "no Initial packet came");
 }
+
+/// [`server_config`] whose session tickets allow 0-RTT; each call a new session cache, so a
+/// server that swaps in another one can no longer resume the sessions of the first.
+fn early_config(certs: &Certs) -> quinn::ServerConfig {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut tls = rustls::ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(certs.chain.clone(), certs.key.clone_key())
+        .unwrap();
+    tls.alpn_protocols = vec![b"h3".to_vec()];
+    tls.max_early_data_size = u32::MAX;
+    let quic = quinn::crypto::rustls::QuicServerConfig::try_from(tls).unwrap();
+    quinn::ServerConfig::with_crypto(Arc::new(quic))
+}
+
+#[test]
+fn early_data_the_server_refuses_goes_again_and_the_connection_ends() {
+    let test = "early_data_the_server_refuses_goes_again_and_the_connection_ends";
+    rt(async {
+        let certs = match certs() {
+            Ok(certs) => certs,
+            Err(why) => return eprintln!("{test}: skipped: {why}"),
+        };
+        let endpoint =
+            quinn::Endpoint::server(early_config(certs), ([127, 0, 0, 1], 0).into()).unwrap();
+        let port = endpoint.local_addr().unwrap().port();
+        let accepting = endpoint.clone();
+        let server = tokio::task::spawn_local(async move {
+            let mut conns = JoinSet::new();
+            while let Some(incoming) = accepting.accept().await {
+                conns.spawn_local(async move {
+                    if let Ok(conn) = incoming.await {
+                        each(conn, |_req, mut stream| async move {
+                            respond(&mut stream, 200, b"ok").await;
+                        })
+                        .await;
+                    }
+                });
+            }
+        });
+        let cfg = origin(port, "localhost", Some(certs.ca.clone()));
+        // A full handshake: its session's tickets allow early data.
+        let first = connect(&cfg, port, true).await.expect("a handshake");
+        assert!(first.early.is_none());
+        let fake = Fake::new(OriginConfig::default());
+        fake.submit(get(1, "/one"));
+        spawn(&fake, first);
+        fake.settled(1).await;
+        // The server forgets its sessions: the next connection's early data is refused.
+        endpoint.set_server_config(Some(early_config(certs)));
+        let second = connect(&cfg, port, true)
+            .await
+            .expect("a resumption attempt");
+        assert!(second.early.is_some(), "no 0-RTT attempted");
+        let fake = Fake::new(OriginConfig::default());
+        fake.submit(get(2, "/two"));
+        spawn(&fake, second);
+        fake.until("the connection to end", |_| !fake.gone.borrow().is_empty())
+            .await;
+        // Sent in 0-RTT, refused with it: given back whole, not failed; the connection ends.
+        assert_eq!(*fake.requeued.borrow(), [2]);
+        assert_eq!(fake.of(2), ["connect"]);
+        assert_eq!(
+            fake.disconnected(),
+            Some(Error::Info("HTTP/3: the server refused 0-RTT".into()))
+        );
+        server.abort();
+        endpoint.close(0u32.into(), b"the test is over");
+    });
+}
