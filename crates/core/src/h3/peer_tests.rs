@@ -70,7 +70,10 @@ fn certs() -> Result<&'static Certs, String> {
         .map_err(Clone::clone)
 }
 
-fn server_config(certs: &Certs) -> quinn::ServerConfig {
+/// The server's QUIC configuration; with `early`, its session tickets allow 0-RTT. Each one has
+/// a session cache of its own: a server that swaps in another can no longer resume the
+/// sessions of the first.
+fn server_config(certs: &Certs, early: bool) -> quinn::ServerConfig {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut tls = rustls::ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13])
@@ -79,6 +82,9 @@ fn server_config(certs: &Certs) -> quinn::ServerConfig {
         .with_single_cert(certs.chain.clone(), certs.key.clone_key())
         .unwrap();
     tls.alpn_protocols = vec![b"h3".to_vec()];
+    if early {
+        tls.max_early_data_size = u32::MAX;
+    }
     let quic = quinn::crypto::rustls::QuicServerConfig::try_from(tls).unwrap();
     quinn::ServerConfig::with_crypto(Arc::new(quic))
 }
@@ -115,7 +121,7 @@ where
         }
     };
     let endpoint =
-        quinn::Endpoint::server(server_config(certs), ([127, 0, 0, 1], 0).into()).unwrap();
+        quinn::Endpoint::server(server_config(certs, false), ([127, 0, 0, 1], 0).into()).unwrap();
     let port = endpoint.local_addr().unwrap().port();
     let accepting = endpoint.clone();
     let task = tokio::task::spawn_local(async move {
@@ -836,22 +842,6 @@ fn a_handshake_never_answered_fails_at_the_connect_timeout() {
     assert!(datagrams > 0, "no Initial packet came");
 }
 
-/// [`server_config`] whose session tickets allow 0-RTT; each call a new session cache, so a
-/// server that swaps in another one can no longer resume the sessions of the first.
-fn early_config(certs: &Certs) -> quinn::ServerConfig {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut tls = rustls::ServerConfig::builder_with_provider(provider)
-        .with_protocol_versions(&[&rustls::version::TLS13])
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(certs.chain.clone(), certs.key.clone_key())
-        .unwrap();
-    tls.alpn_protocols = vec![b"h3".to_vec()];
-    tls.max_early_data_size = u32::MAX;
-    let quic = quinn::crypto::rustls::QuicServerConfig::try_from(tls).unwrap();
-    quinn::ServerConfig::with_crypto(Arc::new(quic))
-}
-
 #[test]
 fn early_data_the_server_refuses_goes_again_and_the_connection_ends() {
     let test = "early_data_the_server_refuses_goes_again_and_the_connection_ends";
@@ -861,7 +851,8 @@ fn early_data_the_server_refuses_goes_again_and_the_connection_ends() {
             Err(why) => return eprintln!("{test}: skipped: {why}"),
         };
         let endpoint =
-            quinn::Endpoint::server(early_config(certs), ([127, 0, 0, 1], 0).into()).unwrap();
+            quinn::Endpoint::server(server_config(certs, true), ([127, 0, 0, 1], 0).into())
+                .unwrap();
         let port = endpoint.local_addr().unwrap().port();
         let accepting = endpoint.clone();
         let server = tokio::task::spawn_local(async move {
@@ -886,7 +877,7 @@ fn early_data_the_server_refuses_goes_again_and_the_connection_ends() {
         spawn(&fake, first);
         fake.settled(1).await;
         // The server forgets its sessions: the next connection's early data is refused.
-        endpoint.set_server_config(Some(early_config(certs)));
+        endpoint.set_server_config(Some(server_config(certs, true)));
         let second = connect(&cfg, port, true)
             .await
             .expect("a resumption attempt");
