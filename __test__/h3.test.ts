@@ -495,9 +495,20 @@ describe.skipIf(missing !== null || isUndici)('HTTP/3', () => {
       return c
     }
 
+    /**
+     * An origin of its own on TCP (a host and port the engine remembers nothing of: what it learns
+     * of HTTP/3 it keeps for every Client there) whose responses advertise aioquic's UDP port.
+     */
+    async function fresh(): Promise<TcpServer> {
+      const srv = await tcpServer({ altSvc: () => advertise(o.port) })
+      onCleanup(() => srv.close())
+      return srv
+    }
+
     test('discovered on a TCP response, then the next connection is HTTP/3; the TCP one closes once idle, saying why', async () => {
+      const srv = await fresh()
       const seen = versions()
-      const c = altClient()
+      const c = altClient(srv.origin)
       const disconnects: unknown[] = []
       c.on('disconnect', (_origin, _targets, err) => disconnects.push({ ...errorOf(err), message: (err as Error).message }))
       const first = await c.request({ path: unique('/echo/one'), method: 'GET' })
@@ -514,12 +525,13 @@ describe.skipIf(missing !== null || isUndici)('HTTP/3', () => {
       expect(await waitFor(() => disconnects.length > 0, 3000)).toBe(true)
       expect(disconnects).toEqual([{ class: 'InformationalError', name: 'InformationalError', code: 'INFO', message: 'the origin speaks HTTP/3' }])
       expect(o.h3Requests().filter((s) => paths.includes(s.path))).toHaveLength(2)
-      expect(o.tcp.requests.filter((s) => paths.includes(s.path))).toHaveLength(0)
+      expect(srv.requests.filter((s) => paths.includes(s.path))).toHaveLength(0)
     })
 
     test('a Pool discovers it too: its concurrent requests then share one HTTP/3 connection', async () => {
+      const srv = await fresh()
       const seen = versions()
-      const pool = new saetta.Pool(o.origin, { allowH3: true, connect: { ca: o.ca } } as never)
+      const pool = new saetta.Pool(srv.origin, { allowH3: true, connect: { ca: o.ca } } as never)
       onCleanup(() => pool.destroy())
       const first = await pool.request({ path: unique('/echo/pool-first'), method: 'GET' })
       expect(overH3(first.headers)).toBe(false)
@@ -531,11 +543,10 @@ describe.skipIf(missing !== null || isUndici)('HTTP/3', () => {
     })
 
     test('ma=0 advertises nothing: the client stays on TCP', async () => {
-      const before = o.tcp.altSvc
-      o.tcp.altSvc = () => advertise(o.port, 0)
-      onCleanup(() => (o.tcp.altSvc = before))
+      const srv = await fresh()
+      srv.altSvc = () => advertise(o.port, 0)
       const seen = versions()
-      const c = altClient()
+      const c = altClient(srv.origin)
       for (let i = 0; i < 3; i++) {
         const res = await c.request({ path: unique('/echo/ma0'), method: 'GET' })
         expect(overH3(res.headers)).toBe(false)
@@ -545,20 +556,16 @@ describe.skipIf(missing !== null || isUndici)('HTTP/3', () => {
     })
 
     test.each(['clear', 'ma=0'])('%s after an advertisement withdraws it: the next connection is TCP', async (withdraw) => {
-      const before = o.tcp.altSvc
+      const srv = await fresh()
       const a = unique('/echo/a')
       const b = unique('/echo/b')
       let release!: () => void
       const gate = new Promise<void>((resolve) => (release = resolve))
-      o.tcp.altSvc = (p) => (p === a ? advertise(o.port) : p === b ? (withdraw === 'clear' ? 'clear' : advertise(o.port, 0)) : undefined)
-      o.tcp.hold = (p) => (p === b ? gate : undefined)
-      onCleanup(() => {
-        o.tcp.altSvc = before
-        o.tcp.hold = () => undefined
-        release()
-      })
+      srv.altSvc = (p) => (p === a ? advertise(o.port) : p === b ? (withdraw === 'clear' ? 'clear' : advertise(o.port, 0)) : undefined)
+      srv.hold = (p) => (p === b ? gate : undefined)
+      onCleanup(() => release())
       const seen = versions()
-      const c = altClient(o.origin, { pipelining: 10 })
+      const c = altClient(srv.origin, { pipelining: 10 })
       const pa = c.request({ path: a, method: 'GET' })
       const pb = c.request({ path: b, method: 'GET' })
       const ra = await pa
@@ -571,6 +578,18 @@ describe.skipIf(missing !== null || isUndici)('HTTP/3', () => {
       await rc.body.text()
       expect(overH3(rc.headers)).toBe(false)
       expect(seen).toEqual(['h2', 'h2'])
+    })
+
+    test('one memory per host and port, for every Client there: a second Client goes straight to HTTP/3', async () => {
+      const srv = await fresh()
+      const seen = versions()
+      const first = altClient(srv.origin)
+      await (await first.request({ path: unique('/echo/learn'), method: 'GET' })).body.text()
+      const second = altClient(srv.origin)
+      const res = await second.request({ path: unique('/echo/known'), method: 'GET' })
+      expect(overH3(res.headers)).toBe(true)
+      await res.body.text()
+      expect(seen).toEqual(['h2', 'h3'])
     })
 
     /** Requests sequential and concurrent to `srv`; each must have reached it exactly once. */

@@ -417,12 +417,7 @@ impl Commands {
             Command::Open { origin, cfg, lanes } => {
                 self.origins.borrow_mut().insert(
                     origin,
-                    Rc::new(RefCell::new(Origin::new(
-                        origin,
-                        *cfg,
-                        lanes,
-                        self.ctx.sockets.clone(),
-                    ))),
+                    Rc::new(RefCell::new(Origin::new(origin, *cfg, lanes, &self.ctx))),
                 );
             }
             Command::Submit { origin, req } => {

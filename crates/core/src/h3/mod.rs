@@ -10,12 +10,17 @@
 
 mod conn;
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 pub(crate) use conn::run;
 
@@ -192,6 +197,40 @@ fn handshake_failure(e: &quinn::ConnectionError) -> Error {
         },
         C::TimedOut => Error::socket("HTTP/3: the QUIC handshake timed out"),
         other => Error::socket(format!("HTTP/3: {other}")),
+    }
+}
+
+/// What the engine remembers of HTTP/3 at one host and port, as a browser does: for every
+/// origin there (Clients, and an Agent's pools, which come and go), and beyond their lives.
+#[derive(Default)]
+pub(crate) struct H3Memory {
+    /// The UDP port its `Alt-Svc` named, and until when (`ma`).
+    pub advertised: Option<(u16, Instant)>,
+    /// A handshake failed or lost to TCP: HTTP/3 is left alone until then.
+    pub broken_until: Option<Instant>,
+    /// The server refused 0-RTT once: later connections wait for their handshakes.
+    pub early_refused: bool,
+}
+
+/// The engine's [`H3Memory`] of each host and port its origins with `allowH3` reached.
+#[derive(Default)]
+pub(crate) struct Memories(RefCell<HashMap<(String, u16), Memory>>);
+
+/// One host and port's memory, shared by the origins there.
+pub(crate) type Memory = Rc<RefCell<H3Memory>>;
+
+/// Hosts and ports remembered beyond which only those some origin still uses are kept.
+const MEMORIES: usize = 4096;
+
+impl Memories {
+    /// The memory of `host`:`port` (shared by every origin there).
+    pub(crate) fn of(&self, host: &str, port: u16) -> Memory {
+        let mut all = self.0.borrow_mut();
+        if all.len() >= MEMORIES {
+            all.retain(|_, m| Rc::strong_count(m) > 1);
+        }
+        let key = (host.to_ascii_lowercase(), port);
+        all.entry(key).or_default().clone()
     }
 }
 

@@ -19,7 +19,7 @@ use crate::h1;
 use crate::h2;
 use crate::h3::{self, AltSvc, Made};
 use crate::request::{OriginConfig, Queued, Request};
-use crate::transport::js::{Opener, Registry};
+use crate::transport::js::Opener;
 use crate::transport::{self, Transport};
 use rustls::pki_types::ServerName;
 
@@ -67,33 +67,23 @@ pub(crate) struct Origin {
     destroyed: Option<Error>,
     /// `Closed` was reported.
     finished: bool,
-    /// HTTP/3 (`allowH3`), where the origin's route allows it.
-    h3: Option<H3Memory>,
-}
-
-/// What an origin with `allowH3` remembers of HTTP/3, as a browser does.
-#[derive(Default)]
-struct H3Memory {
-    /// The UDP port its `Alt-Svc` named, and until when (`ma`).
-    advertised: Option<(u16, Instant)>,
-    /// A handshake failed or lost to TCP: HTTP/3 is left alone until then.
-    broken_until: Option<Instant>,
-    /// The server refused 0-RTT once: later connections wait for their handshakes.
-    early_refused: bool,
+    /// HTTP/3 (`allowH3`), where the origin's route allows it: what the engine remembers of
+    /// its host and port.
+    h3: Option<h3::Memory>,
 }
 
 impl Origin {
-    pub fn new(id: u64, mut cfg: OriginConfig, lanes: Arc<Lanes>, sockets: Rc<Registry>) -> Origin {
+    pub fn new(id: u64, mut cfg: OriginConfig, lanes: Arc<Lanes>, ctx: &Ctx) -> Origin {
         if cfg.allow_h2 {
             if let Some(tls) = &mut cfg.tls {
                 tls.offer_h2(cfg.prefer_h2);
             }
         }
-        let h3 = h3::possible(&cfg).then(H3Memory::default);
+        let h3 = h3::possible(&cfg).then(|| ctx.h3.of(&cfg.host, cfg.port));
         Origin {
             id,
             h3,
-            js: Opener::new(sockets, id),
+            js: Opener::new(ctx.sockets.clone(), id),
             pipelining: Rc::new(Cell::new(cfg.pipelining)),
             cfg: Rc::new(cfg),
             queue: VecDeque::new(),
@@ -131,7 +121,7 @@ impl Origin {
     /// The UDP port a new connection tries HTTP/3 on, if any: the one the origin advertised
     /// (while its `ma` lasts), or with `preferH3` its own; none for a while after a failure.
     fn h3_port(&self) -> Option<u16> {
-        let h3 = self.h3.as_ref()?;
+        let h3 = self.h3.as_ref()?.borrow();
         let now = Instant::now();
         if h3.broken_until.is_some_and(|until| until > now) {
             return None;
@@ -145,7 +135,8 @@ impl Origin {
     /// HTTP/3 failed to connect, or lost the race to TCP: forget the advertisement and use TCP
     /// for a while.
     fn h3_failed(&mut self) {
-        if let Some(h3) = self.h3.as_mut() {
+        if let Some(h3) = &self.h3 {
+            let mut h3 = h3.borrow_mut();
             h3.advertised = None;
             h3.broken_until = Some(Instant::now() + h3::BROKEN_FOR);
         }
@@ -153,8 +144,8 @@ impl Origin {
 
     /// The server refused 0-RTT: no more of it for this origin.
     pub fn early_refused(&mut self) {
-        if let Some(h3) = self.h3.as_mut() {
-            h3.early_refused = true;
+        if let Some(h3) = &self.h3 {
+            h3.borrow_mut().early_refused = true;
         }
     }
 
@@ -166,14 +157,14 @@ impl Origin {
     /// A response's `Alt-Svc`. An origin that newly offers HTTP/3 has its TCP connections
     /// take no more requests and close once idle, so that the next ones go over HTTP/3.
     pub fn learn_alt_svc(this: &Rc<RefCell<Origin>>, ctx: &Rc<Ctx>, news: AltSvc) {
-        let Ok(mut o) = this.try_borrow_mut() else {
+        let Ok(o) = this.try_borrow_mut() else {
             return;
         };
         let before = o.h3_port();
-        let Some(h3) = o.h3.as_mut() else {
+        let Some(h3) = o.h3.clone() else {
             return;
         };
-        h3.advertised = match news {
+        h3.borrow_mut().advertised = match news {
             AltSvc::Clear => None,
             AltSvc::H3 { max_age, .. } if max_age.is_zero() => None,
             AltSvc::H3 { port, max_age } => {
@@ -296,8 +287,12 @@ impl Origin {
         tokio::task::spawn_local(async move {
             let (cfg, js) = (this.borrow().cfg.clone(), this.borrow().js.clone());
             let h3_port = this.borrow().h3_port();
-            let early =
-                cfg.h3_zero_rtt && this.borrow().h3.as_ref().is_some_and(|h| !h.early_refused);
+            let early = cfg.h3_zero_rtt
+                && this
+                    .borrow()
+                    .h3
+                    .as_ref()
+                    .is_some_and(|h| !h.borrow().early_refused);
             let result = match h3_port {
                 None => transport::connect(&*cfg, &js).await.map(Made::Tcp),
                 Some(port) => {
