@@ -598,3 +598,19 @@ fn a_resumed_session_sends_safe_requests_in_0rtt_and_holds_the_others() {
         assert!(third.early.is_none());
     });
 }
+
+#[test]
+fn the_memories_are_shared_per_host_and_port_and_bounded() {
+    let memories = super::Memories::default();
+    let kept = memories.of("Example.com", 443);
+    kept.borrow_mut().early_refused = true;
+    // The same host (names are case-insensitive) and port: the same memory.
+    assert!(memories.of("example.com", 443).borrow().early_refused);
+    assert!(!memories.of("example.com", 8443).borrow().early_refused);
+    // Past the bound, only the memories some origin holds are kept.
+    for i in 0..5000u16 {
+        drop(memories.of(&format!("host{i}.example"), 443));
+    }
+    assert!(memories.0.borrow().len() <= 4096);
+    assert!(memories.of("example.com", 443).borrow().early_refused);
+}
