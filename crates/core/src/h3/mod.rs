@@ -91,7 +91,14 @@ pub(crate) async fn connect(cfg: &OriginConfig, port: u16, early: bool) -> Resul
     let quic_tls = tls.quic(early)?;
     let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(quic_tls.config.clone())
         .map_err(|e| Error::InvalidArgument(format!("HTTP/3 TLS: {e}")))?;
-    let client = quinn::ClientConfig::new(Arc::new(crypto));
+    let mut client = quinn::ClientConfig::new(Arc::new(crypto));
+    // What the server may send before it is read, as over HTTP/2 (`initialWindowSize`,
+    // `connectionWindowSize`): quinn's defaults bound the connection by nothing.
+    let mut transport = quinn::TransportConfig::default();
+    transport
+        .stream_receive_window(quinn::VarInt::from_u32(cfg.initial_window_size))
+        .receive_window(quinn::VarInt::from_u32(cfg.connection_window_size));
+    client.transport_config(Arc::new(transport));
     let name = tls.server_name.to_str().into_owned();
     let quic_tls = &quic_tls;
     let one = |addr: SocketAddr| {
