@@ -898,3 +898,52 @@ fn early_data_the_server_refuses_goes_again_and_the_connection_ends() {
         endpoint.close(0u32.into(), b"the test is over");
     });
 }
+
+#[test]
+fn a_paused_response_holds_the_server_to_the_receive_windows() {
+    let test = "a_paused_response_holds_the_server_to_the_receive_windows";
+    rt(async {
+        let served: Rc<RefCell<Option<quinn::Connection>>> = Rc::default();
+        let slot = served.clone();
+        let Some(peer) = peer(test, move |conn| {
+            *slot.borrow_mut() = Some(conn.clone());
+            each(conn, |_req, mut stream| async move {
+                let _ = stream.send_response(head(200)).await;
+                // 2 MiB, as fast as the client's windows let it go (under the backlog's
+                // bound on what a connection reads ahead of its caller).
+                for _ in 0..32 {
+                    if stream
+                        .send_data(Bytes::from(vec![b'x'; 65_536]))
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+                let _ = stream.finish().await;
+            })
+        }) else {
+            return;
+        };
+        let fake = Fake::new(OriginConfig::default());
+        let ctl = fake.submit(get(1, "/big"));
+        client(&peer, &fake).await;
+        fake.until("headers", |ev| {
+            ev.iter().any(|e| matches!(e, Event::Headers { .. }))
+        })
+        .await;
+        ctl.paused.set(true);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        // What went on the wire: the windows (256 KiB for the stream, 512 KiB for the
+        // connection, OriginConfig's defaults, as HTTP/2's) and what was in flight, not 2 MiB.
+        let sent = served.borrow().as_ref().unwrap().stats().udp_tx.bytes;
+        assert!(
+            sent < 1_000_000,
+            "{sent} bytes sent while the client did not read"
+        );
+        ctl.paused.set(false);
+        fake.wake();
+        fake.settled(1).await;
+        assert_eq!(fake.body(1).len(), 32 * 65_536);
+    });
+}
