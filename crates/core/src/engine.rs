@@ -16,7 +16,7 @@ use crate::ctx::Ctx;
 use crate::direct::{self, Alarm, Lanes, Written};
 use crate::error::Error;
 use crate::event::{Event, EventSink, Shared};
-use crate::origin::Origin;
+use crate::origin::{H3Memories, Origin};
 use crate::request::{OriginConfig, Queued, Request};
 use crate::transport::js;
 use rustls::pki_types::ServerName;
@@ -387,6 +387,8 @@ struct Commands {
     /// Handling a batch of commands: origins given requests are scheduled once, at its end.
     batching: Cell<bool>,
     to_schedule: RefCell<Vec<Rc<RefCell<Origin>>>>,
+    /// What the origins with `allowH3` learnt of HTTP/3, per host and port.
+    h3: H3Memories,
 }
 
 /// Aborts requests from another thread (the decoding thread, for a body that fails to decode)
@@ -417,7 +419,9 @@ impl Commands {
             Command::Open { origin, cfg, lanes } => {
                 self.origins.borrow_mut().insert(
                     origin,
-                    Rc::new(RefCell::new(Origin::new(origin, *cfg, lanes, &self.ctx))),
+                    Rc::new(RefCell::new(Origin::new(
+                        origin, *cfg, lanes, &self.ctx, &self.h3,
+                    ))),
                 );
             }
             Command::Submit { origin, req } => {
@@ -589,6 +593,7 @@ async fn run(
         origins,
         batching: Cell::new(false),
         to_schedule: RefCell::new(Vec::new()),
+        h3: H3Memories::default(),
     };
     let mut batch = Vec::with_capacity(64);
     while rx.recv_many(&mut batch, 256).await > 0 {

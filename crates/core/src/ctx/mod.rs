@@ -42,8 +42,6 @@ pub(crate) struct Ctx {
     aborter: Aborter,
     /// WebSocket handshakes and connections (see [`crate::ws`]).
     pub(crate) websockets: RefCell<crate::ws::Sessions>,
-    /// What the engine's origins with `allowH3` learnt of HTTP/3 (see [`crate::h3::Memories`]).
-    pub(crate) h3: crate::h3::Memories,
     pub backlog: Arc<Backlog>,
 }
 
@@ -69,7 +67,6 @@ impl Ctx {
             silent: RefCell::default(),
             decodings: RefCell::default(),
             websockets: RefCell::default(),
-            h3: Default::default(),
             backlog,
             aborter: abort,
         }

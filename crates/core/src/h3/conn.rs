@@ -788,11 +788,10 @@ async fn read_body(
                     }
                 }
                 Poll::Ready(Ok(None)) if joined.len() == 0 => return Poll::Ready(Ok(None)),
-                Poll::Ready(Err(e)) if joined.len() == 0 => {
-                    return Poll::Ready(Err(stream_error(&e)))
-                }
-                // (An end or an error after data comes again on the next read.)
-                Poll::Ready(_) => {}
+                // The request fails: what was joined of it goes with it.
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(stream_error(&e))),
+                // (The end comes again on the next read.)
+                Poll::Ready(Ok(None)) => {}
                 Poll::Pending if joined.len() == 0 => break,
                 Poll::Pending => {
                     let hold = held.get_or_insert_with(|| Box::pin(tokio::time::sleep(HOLD)));

@@ -17,6 +17,7 @@ use crate::error::Error;
 use crate::event::{Event, Shared};
 use crate::h1;
 use crate::h2;
+pub(crate) use crate::h3::Memories as H3Memories;
 use crate::h3::{self, AltSvc, Made};
 use crate::request::{OriginConfig, Queued, Request};
 use crate::transport::js::Opener;
@@ -73,13 +74,19 @@ pub(crate) struct Origin {
 }
 
 impl Origin {
-    pub fn new(id: u64, mut cfg: OriginConfig, lanes: Arc<Lanes>, ctx: &Ctx) -> Origin {
+    pub fn new(
+        id: u64,
+        mut cfg: OriginConfig,
+        lanes: Arc<Lanes>,
+        ctx: &Ctx,
+        memories: &H3Memories,
+    ) -> Origin {
         if cfg.allow_h2 {
             if let Some(tls) = &mut cfg.tls {
                 tls.offer_h2(cfg.prefer_h2);
             }
         }
-        let h3 = h3::possible(&cfg).then(|| ctx.h3.of(&cfg.host, cfg.port));
+        let h3 = h3::possible(&cfg).then(|| memories.of(&cfg.host, cfg.port));
         Origin {
             id,
             h3,
