@@ -136,8 +136,6 @@ function extensionNames(header: string): Set<string> {
 
 /** The message an HTTP/2 dispatcher fails a WebSocket upgrade with when the server did not enable RFC 8441. */
 const NO_EXTENDED_CONNECT = 'HTTP/2: Extended CONNECT protocol not supported by server'
-/** How saetta's core refuses a WebSocket over HTTP/3 (`allowH3`): it goes over HTTP/1.1 then too. */
-const NO_WEBSOCKET_OVER_H3 = 'WebSocket over HTTP/3 (RFC 9220)'
 
 /** The warning undici emits (each undici once) for the first WebSocket it opens over HTTP/2. */
 const warnedHttp2 = { undici8: false, undici7: false }
@@ -546,10 +544,8 @@ class Attempt implements DispatchHandler {
   onError(err: Error | null): void {
     if (this.#done) return
     this.#done = true
-    const code = (err as { code?: unknown } | null)?.code
-    const noUpgrade =
-      (code === 'UND_ERR_INFO' && err!.message === NO_EXTENDED_CONNECT) || (code === 'UND_ERR_NOT_SUPPORTED' && err!.message === NO_WEBSOCKET_OVER_H3)
-    if (noUpgrade && !this.#http1Only) this.#handshake.retryHttp1()
+    const info = (err as { code?: unknown } | null)?.code === 'UND_ERR_INFO'
+    if (info && err!.message === NO_EXTENDED_CONNECT && !this.#http1Only) this.#handshake.retryHttp1()
     else this.#handshake.refused(null)
   }
 

@@ -244,6 +244,12 @@ impl Request {
         }
     }
 
+    /// An upgrade (a WebSocket's, say), which HTTP/3 cannot carry (its extended CONNECT,
+    /// RFC 9220, is beyond the h3 crate): an origin that speaks HTTP/3 sends it over TCP.
+    pub(crate) fn needs_tcp(&self) -> bool {
+        self.upgrade && !self.method_is_connect
+    }
+
     /// Whether it may go in 0-RTT, which an attacker may replay (RFC 8470): a safe method
     /// (GET, HEAD, OPTIONS), no body, not an upgrade.
     pub(crate) fn is_safe(&self) -> bool {

@@ -187,8 +187,8 @@ impl<H: Host> H3Conn<H> {
                 break;
             };
             let early = self.early.is_some();
-            let Some(Queued { mut req, ctl }) = self.host.take(&mut |r| !early || r.is_safe())
-            else {
+            let fits = |r: &Request| !r.needs_tcp() && (!early || r.is_safe());
+            let Some(Queued { mut req, ctl }) = self.host.take(&mut |r| fits(r)) else {
                 break;
             };
             let replay = early.then(|| {

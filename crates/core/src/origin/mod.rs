@@ -63,6 +63,8 @@ pub(crate) struct Origin {
     js: Rc<Opener>,
     conns: Vec<Rc<ConnShared>>,
     connecting: usize,
+    /// Of those, connections made over TCP for an upgrade HTTP/3 cannot carry.
+    connecting_tcp: usize,
     /// No new requests; connections close once the queue and their pipelines are empty.
     pub closed: bool,
     destroyed: Option<Error>,
@@ -97,6 +99,7 @@ impl Origin {
             lanes,
             conns: Vec::new(),
             connecting: 0,
+            connecting_tcp: 0,
             closed: false,
             destroyed: None,
             finished: false,
@@ -259,6 +262,19 @@ impl Origin {
             }
             return;
         }
+        // An upgrade at the front, which HTTP/3 cannot carry: a TCP connection takes it (and
+        // nothing else goes before it), made for it if none is free; it counts against no limit.
+        if o.h3.is_some() && o.queue.front().is_some_and(|q| q.req.needs_tcp()) {
+            let mut tcp = o.conns.iter().filter(|c| !c.h3.get() && !c.retired.get());
+            let free = tcp.any(|c| c.accepting.get() && c.inflight.get() == 0);
+            o.conns.iter().for_each(|c| c.wake());
+            let connecting = o.connecting_tcp > 0;
+            drop(o);
+            if !free && !connecting {
+                Origin::spawn_connect(this, ctx, true);
+            }
+            return;
+        }
         // Each idle connection takes at least one queued request once it runs (which may be
         // after many submissions arrived together), an HTTP/2 one as many as it has room
         // for; beyond them, open another connection.
@@ -281,19 +297,21 @@ impl Origin {
         let wanted = o.queue.len().saturating_sub(idle + o.connecting);
         drop(o);
         for _ in 0..room.min(wanted) {
-            Origin::spawn_connect(this, ctx);
+            Origin::spawn_connect(this, ctx, false);
         }
     }
 
-    fn spawn_connect(this: &Rc<RefCell<Origin>>, ctx: &Rc<Ctx>) {
+    /// Opens a connection: HTTP/3 where the origin speaks it (racing TCP), unless `tcp_only`.
+    fn spawn_connect(this: &Rc<RefCell<Origin>>, ctx: &Rc<Ctx>, tcp_only: bool) {
         this.borrow_mut().connecting += 1;
+        this.borrow_mut().connecting_tcp += usize::from(tcp_only);
         ctx.emit(Event::Connecting {
             origin: this.borrow().id,
         });
         let (this, ctx) = (this.clone(), ctx.clone());
         tokio::task::spawn_local(async move {
             let (cfg, js) = (this.borrow().cfg.clone(), this.borrow().js.clone());
-            let h3_port = this.borrow().h3_port();
+            let h3_port = this.borrow().h3_port().filter(|_| !tcp_only);
             let early = cfg.h3_zero_rtt
                 && this
                     .borrow()
@@ -312,6 +330,7 @@ impl Origin {
                 }
             };
             this.borrow_mut().connecting -= 1;
+            this.borrow_mut().connecting_tcp -= usize::from(tcp_only);
             let origin_id = this.borrow().id;
             match result {
                 Ok(made) => {
@@ -353,6 +372,10 @@ impl Origin {
                         if o.conns.is_empty() && o.connecting == 0 {
                             // Nothing else can carry them: what waited for this connection fails.
                             o.queue.drain(..).collect()
+                        } else if tcp_only {
+                            // The upgrades it was made for: no other connection takes them.
+                            let n = o.queue.iter().take_while(|q| q.req.needs_tcp()).count();
+                            o.queue.drain(..n).collect()
                         } else {
                             Vec::new()
                         }
@@ -372,6 +395,9 @@ impl Origin {
                             },
                         ));
                         ctx.publish(&mut events);
+                    }
+                    if tcp_only {
+                        Origin::schedule(&this, &ctx);
                     }
                     Origin::check_finished(&this, &ctx);
                 }
