@@ -217,6 +217,16 @@ pub(crate) struct H3Memory {
     pub broken_until: Option<Instant>,
     /// The server refused 0-RTT once: later connections wait for their handshakes.
     pub early_refused: bool,
+    /// A QUIC attempt that lost a race is still going (see [`probe`]).
+    pub probing: bool,
+}
+
+impl H3Memory {
+    /// HTTP/3 failed to connect: forget the advertisement, and use TCP for a while.
+    pub(crate) fn failed(&mut self) {
+        self.advertised = None;
+        self.broken_until = Some(Instant::now() + BROKEN_FOR);
+    }
 }
 
 /// The engine's [`H3Memory`] of each host and port its origins with `allowH3` reached.
@@ -255,7 +265,10 @@ pub(crate) fn possible(cfg: &OriginConfig) -> bool {
 /// for one address family before the other: a network that drops UDP costs this much once
 /// (the origin then leaves HTTP/3 alone for [`BROKEN_FOR`]).
 pub(crate) const RACE_DELAY: Duration = Duration::from_millis(250);
-/// How long an origin whose HTTP/3 failed (or lost the race) makes its connections over TCP.
+/// How long a QUIC attempt that lost the race is left to finish where the origin has no
+/// connect timeout (see [`probe`]).
+pub(crate) const PROBE_FOR: Duration = Duration::from_secs(10);
+/// How long an origin whose HTTP/3 failed makes its connections over TCP.
 pub(crate) const BROKEN_FOR: Duration = Duration::from_secs(300);
 
 /// The connection a race made.
@@ -264,43 +277,72 @@ pub(crate) enum Made<T> {
     Tcp(T),
 }
 
+/// A QUIC connection being made ([`connect`]), owned: it may outlive the race it was in.
+pub(crate) type Attempt = Pin<Box<dyn Future<Output = Result<Quic>>>>;
+
+/// What became of QUIC in a [`race`].
+pub(crate) enum QuicOutcome {
+    /// It won, or TCP failed first and QUIC then connected: nothing to remember.
+    Fine,
+    /// It failed.
+    Failed,
+    /// TCP connected first: QUIC's attempt is still going (see [`probe`]).
+    Pending(Attempt),
+}
+
 /// Races QUIC against TCP for one connection: TCP starts `delay` after QUIC, or as soon as
-/// QUIC fails; the first to connect wins and the other attempt is dropped (nothing was sent
-/// on it but its handshake). Where both fail, TCP's error is the one reported, as TCP is
-/// what the origin falls back to. No request is on either while they race.
+/// QUIC fails; the first to connect wins (nothing was sent on either but its handshake).
+/// Where both fail, TCP's error is the one reported, as TCP is what the origin falls back to.
+/// No request is on either while they race.
 pub(crate) async fn race<T>(
-    quic: impl Future<Output = Result<Quic>>,
+    mut quic: Attempt,
     tcp: impl Future<Output = Result<T>>,
     delay: Duration,
-) -> Result<Made<T>> {
-    tokio::pin!(quic, tcp);
+) -> (Result<Made<T>>, QuicOutcome) {
+    tokio::pin!(tcp);
     let head_start = tokio::time::sleep(delay);
     let quic_failed = tokio::select! {
         r = &mut quic => match r {
-            Ok(q) => return Ok(Made::Quic(q)),
+            Ok(q) => return (Ok(Made::Quic(q)), QuicOutcome::Fine),
             Err(_) => true,
         },
         _ = head_start => false,
     };
     if quic_failed {
-        return tcp.await.map(Made::Tcp);
+        return (tcp.await.map(Made::Tcp), QuicOutcome::Failed);
     }
     let mut tcp_error = None;
     loop {
         tokio::select! {
             r = &mut quic => match r {
-                Ok(q) => return Ok(Made::Quic(q)),
+                Ok(q) => return (Ok(Made::Quic(q)), QuicOutcome::Fine),
                 Err(_) => return match tcp_error {
-                    Some(e) => Err(e),
-                    None => tcp.await.map(Made::Tcp),
+                    Some(e) => (Err(e), QuicOutcome::Failed),
+                    None => (tcp.await.map(Made::Tcp), QuicOutcome::Failed),
                 },
             },
             r = &mut tcp, if tcp_error.is_none() => match r {
-                Ok(t) => return Ok(Made::Tcp(t)),
+                Ok(t) => return (Ok(Made::Tcp(t)), QuicOutcome::Pending(quic)),
                 Err(e) => tcp_error = Some(e),
             },
         }
     }
+}
+
+/// A QUIC attempt that lost the race to TCP, left to finish (at most `within`): a host whose
+/// QUIC is only slower is not taken for one that drops UDP. Meanwhile new connections to the
+/// host go over TCP at once; then HTTP/3 is tried again if the attempt connected (its
+/// connection is closed unused), or left alone for [`BROKEN_FOR`] if it did not.
+pub(crate) fn probe(memory: Memory, attempt: Attempt, within: Duration) {
+    memory.borrow_mut().probing = true;
+    tokio::task::spawn_local(async move {
+        let connected = matches!(tokio::time::timeout(within, attempt).await, Ok(Ok(_)));
+        let mut m = memory.borrow_mut();
+        m.probing = false;
+        if !connected {
+            m.failed();
+        }
+    });
 }
 
 /// What an `Alt-Svc` field says of HTTP/3 at the origin's `host` (RFC 7838).

@@ -133,22 +133,12 @@ impl Origin {
     fn h3_port(&self) -> Option<u16> {
         let h3 = self.h3.as_ref()?.borrow();
         let now = Instant::now();
-        if h3.broken_until.is_some_and(|until| until > now) {
+        if h3.probing || h3.broken_until.is_some_and(|until| until > now) {
             return None;
         }
         match h3.advertised {
             Some((port, until)) if until > now => Some(port),
             _ => self.cfg.prefer_h3.then_some(self.cfg.port),
-        }
-    }
-
-    /// HTTP/3 failed to connect, or lost the race to TCP: forget the advertisement and use TCP
-    /// for a while.
-    fn h3_failed(&mut self) {
-        if let Some(h3) = &self.h3 {
-            let mut h3 = h3.borrow_mut();
-            h3.advertised = None;
-            h3.broken_until = Some(Instant::now() + h3::BROKEN_FOR);
         }
     }
 
@@ -321,10 +311,25 @@ impl Origin {
             let result = match h3_port {
                 None => transport::connect(&*cfg, &js).await.map(Made::Tcp),
                 Some(port) => {
-                    let quic = h3::connect(&cfg, port, early);
-                    let made = h3::race(quic, transport::connect(&*cfg, &js), h3::RACE_DELAY).await;
-                    if !matches!(made, Ok(Made::Quic(_))) {
-                        this.borrow_mut().h3_failed();
+                    let quic_cfg = cfg.clone();
+                    let quic = Box::pin(async move { h3::connect(&quic_cfg, port, early).await });
+                    let tcp = transport::connect(&*cfg, &js);
+                    let (made, quic) = h3::race(quic, tcp, h3::RACE_DELAY).await;
+                    let memory = this
+                        .borrow()
+                        .h3
+                        .clone()
+                        .expect("an origin that speaks HTTP/3");
+                    match quic {
+                        h3::QuicOutcome::Fine => {}
+                        h3::QuicOutcome::Failed => memory.borrow_mut().failed(),
+                        h3::QuicOutcome::Pending(attempt) => {
+                            let within = match cfg.connect_timeout.is_zero() {
+                                true => h3::PROBE_FOR,
+                                false => cfg.connect_timeout,
+                            };
+                            h3::probe(memory, attempt, within);
+                        }
                     }
                     made
                 }
