@@ -25,6 +25,9 @@ pub(crate) struct Outgoing {
     pub connect: bool,
 }
 
+/// The message undici fails a WebSocket upgrade with when the server did not enable RFC 8441.
+const NO_EXTENDED_CONNECT: &str = "HTTP/2: Extended CONNECT protocol not supported by server";
+
 fn invalid(msg: impl Into<String>) -> Error {
     Error::InvalidArgument(msg.into())
 }
@@ -40,32 +43,6 @@ fn connection_specific(name: &[u8]) -> bool {
     name.eq_ignore_ascii_case(b"proxy-connection")
 }
 
-/// Whether `req` is a WebSocket upgrade, which goes as an extended CONNECT (`:protocol
-/// websocket`) over HTTP/2 (RFC 8441) and HTTP/3 (RFC 9220); an upgrade to anything else, or
-/// where the server did not enable extended CONNECT, fails as undici fails it over HTTP/2
-/// (`version` names the protocol in the message).
-pub(crate) fn upgrade_check(
-    req: &Request,
-    extended_connect: bool,
-    version: &str,
-) -> Result<bool, Error> {
-    if !req.upgrade || req.head.method() == b"CONNECT" {
-        return Ok(false);
-    }
-    let protocol = String::from_utf8_lossy(req.head.upgrade().unwrap_or_default());
-    if protocol != "websocket" {
-        return Err(invalid(format!(
-            "Custom upgrade \"{protocol}\" not supported over {version}"
-        )));
-    }
-    if !extended_connect {
-        return Err(Error::Info(format!(
-            "{version}: Extended CONNECT protocol not supported by server"
-        )));
-    }
-    Ok(true)
-}
-
 /// Translates `req` for a stream. `scheme` is `http` or `https`; `extended_connect`: the
 /// server enabled RFC 8441's extended CONNECT (SETTINGS_ENABLE_CONNECT_PROTOCOL), which a
 /// WebSocket upgrade goes over, as undici 8 sends it.
@@ -76,8 +53,23 @@ pub(crate) fn outgoing(
 ) -> Result<Outgoing, Error> {
     let head = &req.head;
     let method_bytes = head.method();
-    let websocket = upgrade_check(req, extended_connect, "HTTP/2")?;
-    let connect = method_bytes == b"CONNECT" || websocket;
+    let mut connect = method_bytes == b"CONNECT";
+    // A WebSocket upgrade: an extended CONNECT (:protocol websocket, with :path and :scheme).
+    let mut websocket = false;
+    if req.upgrade && !connect {
+        let protocol = String::from_utf8_lossy(head.upgrade().unwrap_or_default());
+        // As undici: only WebSocket has an HTTP/2 form, and only where the server takes it.
+        if protocol != "websocket" {
+            return Err(invalid(format!(
+                "Custom upgrade \"{protocol}\" not supported over HTTP/2"
+            )));
+        }
+        if !extended_connect {
+            return Err(Error::Info(NO_EXTENDED_CONNECT.into()));
+        }
+        connect = true;
+        websocket = true;
+    }
     let method = if websocket {
         Method::CONNECT
     } else {

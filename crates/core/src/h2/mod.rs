@@ -14,7 +14,7 @@ use std::time::Duration;
 
 pub(crate) use conn::run;
 // The request model in HTTP terms, which HTTP/3 maps a request to as well.
-pub(crate) use head::{outgoing, raw_headers, upgrade_check};
+pub(crate) use head::{outgoing, raw_headers};
 
 use crate::backlog::CONN_LIMIT;
 use crate::request::OriginConfig;

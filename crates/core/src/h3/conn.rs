@@ -23,7 +23,7 @@ use crate::codec::RawHeader;
 use crate::conn::{extract, round_end, Host, Joined};
 use crate::error::{Error, SocketInfo};
 use crate::event::{Event, Shared};
-use crate::h2::{outgoing, raw_headers, upgrade_check};
+use crate::h2::{outgoing, raw_headers};
 use crate::request::{Queued, ReqCtl, Request};
 
 type Driver = h3::client::Connection<h3_quinn::Connection, Bytes>;
@@ -537,11 +537,7 @@ async fn exchange(
     common: Rc<Common>,
     settings: Settings,
 ) -> Result<Option<Vec<RawHeader>>, Failure> {
-    // An upgrade is an extended CONNECT (RFC 9220), whose `:protocol websocket` the h3 crate
-    // cannot send (it knows only WebTransport's and CONNECT-UDP's).
-    if upgrade_check(&req, true, "HTTP/3")? {
-        return Err(Error::NotSupported("WebSocket over HTTP/3 (RFC 9220)".into()).into());
-    }
+    // (No upgrade comes here: the connection takes none, see `Request::needs_tcp`.)
     let out = outgoing(&req, "https", false)?;
     let stream = match send.send_request(out.head).await {
         Ok(s) => s,
