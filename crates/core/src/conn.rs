@@ -317,3 +317,33 @@ pub(crate) fn round_end(
     host.idle_close()
         .or_else(|| going_away.map(|m| Error::Info(m.into())))
 }
+
+/// Rounds of work a connection does in one poll before it yields to the others on the runtime.
+pub(crate) const BUDGET: usize = 32;
+
+/// The rounds of a poll of a connection that carries many streams (HTTP/2, HTTP/3): `step`
+/// while it moves something, and the connection's timer when it does not, until `closed` or
+/// nothing moves; out of [`BUDGET`] with work left, it yields, asking to be polled again.
+pub(crate) fn rounds<C>(
+    conn: &mut C,
+    cx: &mut Context<'_>,
+    step: fn(&mut C, &mut Context<'_>) -> bool,
+    timer: fn(&mut C, &mut Context<'_>) -> bool,
+    closed: fn(&C) -> bool,
+) {
+    let mut budget = BUDGET;
+    while !closed(conn) {
+        if step(conn, cx) {
+            if budget == 0 {
+                // Out of budget with work left: let other connections run first.
+                cx.waker().wake_by_ref();
+                break;
+            }
+            budget -= 1;
+            continue;
+        }
+        if closed(conn) || !timer(conn, cx) {
+            break;
+        }
+    }
+}

@@ -19,16 +19,13 @@ use tokio::time::{Instant, Sleep};
 use super::dispatch::{Outbox, Pipeline};
 use super::io::{Buffered, READ_CHUNK, WHOLE_BODY_MAX, WRITE_HIGH_WATER};
 use crate::codec::{read_response_head, BodyDecoder, Decoded, RawHeader};
-use crate::conn::Host;
+use crate::conn::{Host, BUDGET};
 use crate::direct::Lanes;
 use crate::error::{Error, SocketInfo};
 use crate::event::{Event, Shared};
 use crate::request::{OriginConfig, Queued, ReqCtl, Request};
 use crate::transport::Fd;
 use crate::transport::Transport;
-
-/// Polls of work before yielding to other connections on the runtime.
-const BUDGET: usize = 32;
 
 /// What of the body being read goes whole into one buffer (read buffers start with it), to go
 /// out as one chunk: the rest of a body of known length up to WHOLE_BODY_MAX; 0 for others.

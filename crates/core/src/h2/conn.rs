@@ -16,14 +16,12 @@ use tokio::time::{Instant, Sleep};
 use super::head::{outgoing, raw_headers};
 use super::{Settings, GOAWAY_MESSAGE};
 use crate::codec::request::BodyFraming;
-use crate::conn::{extract, round_end, Host, Joined};
+use crate::conn::{extract, round_end, rounds, Host, Joined};
 use crate::error::{js_ms, Error, SocketInfo};
 use crate::event::{Event, Shared};
 use crate::request::{Queued, ReqCtl, Request};
 use crate::transport::Transport;
 
-/// Polls of work before yielding to other connections on the runtime.
-const BUDGET: usize = 32;
 /// Most bytes of one stream's received DATA frames taken in one round.
 const COALESCE: usize = 128 * 1024;
 /// DATA frames smaller than this are joined into one `Data` event; larger ones go as they
@@ -1083,21 +1081,7 @@ impl<H: Host> Future for H2Conn<H> {
             }
             this.close(err);
         }
-        let mut budget = BUDGET;
-        while !this.closed {
-            if this.step(cx) {
-                if budget == 0 {
-                    // Out of budget with work left: let other connections run first.
-                    cx.waker().wake_by_ref();
-                    break;
-                }
-                budget -= 1;
-                continue;
-            }
-            if this.closed || !this.poll_timer(cx) {
-                break;
-            }
-        }
+        rounds(this, cx, Self::step, Self::poll_timer, |c| c.closed);
         if !this.closed {
             // Flush what the streams queued in this round.
             this.poll_conn(cx);

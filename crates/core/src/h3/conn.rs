@@ -20,7 +20,7 @@ use tokio::time::{Instant, Sleep};
 
 use super::{Quic, Settings};
 use crate::codec::RawHeader;
-use crate::conn::{extract, round_end, Host, Joined};
+use crate::conn::{extract, round_end, rounds, Host, Joined};
 use crate::error::{Error, SocketInfo};
 use crate::event::{Event, Shared};
 use crate::h2::{outgoing, raw_headers};
@@ -41,8 +41,6 @@ const JOIN_UP_TO: usize = 64 * 1024;
 const HOLD: Duration = Duration::from_millis(1);
 /// How often a request the server rejected goes again.
 const MAX_REJECTIONS: u8 = 1;
-/// Rounds of work before yielding to other connections on the runtime.
-const BUDGET: usize = 32;
 
 /// Opens HTTP/3 on `quic` (its control streams and SETTINGS) and runs the connection to its end.
 pub(crate) async fn run<H: Host>(host: Rc<H>, quic: Quic, settings: Settings) {
@@ -448,20 +446,7 @@ impl<H: Host> Future for H3Conn<H> {
             }
             this.close(err);
         }
-        let mut budget = BUDGET;
-        while !this.closed {
-            if this.step(cx) {
-                if budget == 0 {
-                    cx.waker().wake_by_ref();
-                    break;
-                }
-                budget -= 1;
-                continue;
-            }
-            if this.closed || !this.poll_timer(cx) {
-                break;
-            }
-        }
+        rounds(this, cx, Self::step, Self::poll_timer, |c| c.closed);
         this.publish_state();
         let mut events = std::mem::take(&mut *this.common.events.borrow_mut());
         if !events.is_empty() {
