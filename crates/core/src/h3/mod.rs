@@ -26,6 +26,7 @@ pub(crate) use conn::run;
 
 use crate::error::{Error, Result};
 use crate::request::OriginConfig;
+use crate::transport::tls::TlsConfig;
 use crate::transport::Connector;
 
 /// An origin's HTTP/3 settings.
@@ -44,13 +45,9 @@ pub(crate) struct Settings {
 }
 
 impl Default for Settings {
+    /// An origin's defaults.
     fn default() -> Self {
-        Settings {
-            max_concurrent_streams: 100,
-            max_header_size: 16 * 1024,
-            max_response_size: None,
-            keep_alive: Duration::from_secs(4),
-        }
+        Settings::new(&OriginConfig::default())
     }
 }
 
@@ -83,7 +80,7 @@ pub(crate) async fn connect(cfg: &OriginConfig, port: u16, early: bool) -> Resul
             "HTTP/3 needs an https: origin".into(),
         ));
     };
-    if cfg.proxy.is_some() || cfg.socket_path.is_some() || cfg.connector == Connector::Js {
+    if route(cfg).is_none() {
         return Err(Error::NotSupported(
             "HTTP/3 through a proxy, a Unix socket or a connector".into(),
         ));
@@ -254,11 +251,16 @@ impl Memories {
 /// Whether the origin's TLS and route let it speak HTTP/3: the core's own TLS, straight to the
 /// host (no proxy, Unix socket or connector of JS), allowing TLS 1.3.
 pub(crate) fn possible(cfg: &OriginConfig) -> bool {
-    cfg.allow_h3
-        && cfg.tls.as_ref().is_some_and(|t| t.quic(false).is_ok())
-        && cfg.proxy.is_none()
-        && cfg.socket_path.is_none()
-        && cfg.connector != Connector::Js
+    cfg.allow_h3 && route(cfg).is_some_and(|tls| tls.allows_tls13())
+}
+
+/// The origin's TLS where QUIC can reach it: an `https:` origin the core connects to itself,
+/// not through a proxy, a Unix socket or a connector of JS.
+fn route(cfg: &OriginConfig) -> Option<&TlsConfig> {
+    let direct = cfg.proxy.is_none() && cfg.socket_path.is_none();
+    cfg.tls
+        .as_ref()
+        .filter(|_| direct && cfg.connector != Connector::Js)
 }
 
 /// How long a new connection waits for QUIC before it tries TCP too, as Happy Eyeballs waits

@@ -188,7 +188,7 @@ impl TlsConfig {
     /// quinn passes on only the words of a TLS error, not the error. `early_data`: send
     /// requests in 0-RTT where a session is resumed (`h3ZeroRtt`).
     pub(crate) fn quic(&self, early_data: bool) -> Result<QuicTls> {
-        if !self.tls13 {
+        if !self.allows_tls13() {
             return Err(Error::InvalidArgument(
                 "HTTP/3 needs TLS 1.3 (maxVersion is TLSv1.2)".into(),
             ));
@@ -206,6 +206,11 @@ impl TlsConfig {
             config: Arc::new(config),
             refusal,
         })
+    }
+
+    /// Whether TLS 1.3, QUIC's only version, is allowed (not with `maxVersion: 'TLSv1.2'`).
+    pub(crate) fn allows_tls13(&self) -> bool {
+        self.tls13
     }
 
     /// The name later handshakes send and verify (a request's own `servername`); sessions
