@@ -3,6 +3,7 @@
 //! connection as its origin sees it.
 
 use std::cell::{Cell, RefCell};
+use std::future::Future;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Context, Waker};
@@ -345,5 +346,42 @@ pub(crate) fn rounds<C>(
         if closed(conn) || !timer(conn, cx) {
             break;
         }
+    }
+}
+
+/// One timer, re-armed to the nearest deadline of a connection that carries many streams
+/// (HTTP/2, HTTP/3).
+pub(crate) struct Deadline {
+    timer: std::pin::Pin<Box<tokio::time::Sleep>>,
+    armed: Option<tokio::time::Instant>,
+}
+
+impl Deadline {
+    pub(crate) fn new() -> Deadline {
+        let later = tokio::time::Instant::now() + std::time::Duration::from_secs(3600);
+        Deadline {
+            timer: Box::pin(tokio::time::sleep_until(later)),
+            armed: None,
+        }
+    }
+
+    /// Arms it for `want` (`None`: for nothing) and polls it: `true` when it fired, and it is
+    /// disarmed then (`cx` is woken when it will fire).
+    pub(crate) fn fired(
+        &mut self,
+        want: Option<tokio::time::Instant>,
+        cx: &mut Context<'_>,
+    ) -> bool {
+        if want != self.armed {
+            if let Some(at) = want {
+                self.timer.as_mut().reset(at);
+            }
+            self.armed = want;
+        }
+        if self.armed.is_none() || self.timer.as_mut().poll(cx).is_pending() {
+            return false;
+        }
+        self.armed = None;
+        true
     }
 }

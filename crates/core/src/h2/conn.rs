@@ -11,12 +11,12 @@ use std::time::Duration;
 use bytes::Bytes;
 use h2::client::{Connection, ResponseFuture, SendRequest};
 use h2::{Ping, PingPong, Reason, RecvStream, SendStream};
-use tokio::time::{Instant, Sleep};
+use tokio::time::Instant;
 
 use super::head::{outgoing, raw_headers};
 use super::{Settings, GOAWAY_MESSAGE};
 use crate::codec::request::BodyFraming;
-use crate::conn::{extract, round_end, rounds, Host, Joined};
+use crate::conn::{extract, round_end, rounds, Deadline, Host, Joined};
 use crate::error::{js_ms, Error, SocketInfo};
 use crate::event::{Event, Shared};
 use crate::request::{Queued, ReqCtl, Request};
@@ -222,8 +222,7 @@ struct H2Conn<H: Host> {
     events: Vec<Event>,
     /// This round may read response bodies (see [`crate::backlog`]).
     may_read: bool,
-    timer: Pin<Box<Sleep>>,
-    armed: Option<Instant>,
+    timer: Deadline,
     /// A GOAWAY came: no new streams; those in flight below its last stream id go on.
     going_away: bool,
     /// How the h2 connection ended, until handled.
@@ -268,8 +267,7 @@ impl<H: Host> H2Conn<H> {
             streams: Vec::new(),
             events: Vec::new(),
             may_read: true,
-            timer: Box::pin(tokio::time::sleep_until(now + Duration::from_secs(3600))),
-            armed: None,
+            timer: Deadline::new(),
             going_away: false,
             ended: None,
             failing: None,
@@ -675,16 +673,9 @@ impl<H: Host> H2Conn<H> {
 
     fn poll_timer(&mut self, cx: &mut Context<'_>) -> bool {
         let want = self.deadline();
-        if want != self.armed {
-            if let Some(at) = want {
-                self.timer.as_mut().reset(at);
-            }
-            self.armed = want;
-        }
-        if self.armed.is_none() || self.timer.as_mut().poll(cx).is_pending() {
+        if !self.timer.fired(want, cx) {
             return false;
         }
-        self.armed = None;
         let now = Instant::now();
         let mut fired = false;
         let mut i = 0;

@@ -20,7 +20,7 @@ use tokio::time::{Instant, Sleep};
 
 use super::{Quic, Settings};
 use crate::codec::RawHeader;
-use crate::conn::{extract, round_end, rounds, Host, Joined};
+use crate::conn::{extract, round_end, rounds, Deadline, Host, Joined};
 use crate::error::{Error, SocketInfo};
 use crate::event::{Event, Shared};
 use crate::h2::{outgoing, raw_headers};
@@ -123,8 +123,7 @@ struct H3Conn<H: Host> {
     early: Option<quinn::ZeroRttAccepted>,
     common: Rc<Common>,
     streams: Vec<Stream>,
-    timer: Pin<Box<Sleep>>,
-    armed: Option<Instant>,
+    timer: Deadline,
     idle_since: Option<Instant>,
     closed: bool,
     /// `Disconnected` was reported.
@@ -152,8 +151,7 @@ impl<H: Host> H3Conn<H> {
             early: quic.early,
             common: Rc::default(),
             streams: Vec::new(),
-            timer: Box::pin(tokio::time::sleep_until(now + Duration::from_secs(3600))),
-            armed: None,
+            timer: Deadline::new(),
             idle_since: Some(now),
             closed: false,
             announced: false,
@@ -383,16 +381,9 @@ impl<H: Host> H3Conn<H> {
 
     fn poll_timer(&mut self, cx: &mut Context<'_>) -> bool {
         let want = self.idle_deadline();
-        if want != self.armed {
-            if let Some(at) = want {
-                self.timer.as_mut().reset(at);
-            }
-            self.armed = want;
-        }
-        if self.armed.is_none() || self.timer.as_mut().poll(cx).is_pending() {
+        if !self.timer.fired(want, cx) {
             return false;
         }
-        self.armed = None;
         if self.idle_deadline().is_some_and(|at| at <= Instant::now()) {
             self.close(Error::Info("socket idle timeout".into()));
             return true;
