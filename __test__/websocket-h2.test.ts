@@ -315,6 +315,14 @@ describe.each(MODES)('WebSocket over HTTP/2 (%s)', (mode) => {
     expect(w.closed).toEqual([0])
   })
 
+  test('a close frame and the end of the stream in one write: the client still answers the close', async () => {
+    const closeFrame = Buffer.concat([Buffer.from([0x88, 0x05, 0x03, 0xe8]), Buffer.from('bye')])
+    await same(
+      () => wsH2Server(mode, { onSocket: (_ws, stream) => void stream.end(closeFrame) }),
+      (lib, srv) => watch(lib, srv),
+    )
+  })
+
   test('the server ends the stream without a close frame, or resets it', async () => {
     for (const onSocket of [
       (_ws: ServerSocket, stream: Duplex) => setTimeout(() => stream.end(), 20),

@@ -738,6 +738,18 @@ describe('WebSocket: servers that break the protocol (differential)', () => {
     })
   })
 
+  test('a close frame and the end of the stream in one write: the client still answers the close', async () => {
+    await differential(async (lib) => {
+      const srv = await rawWsServer(
+        (key) => switching(key),
+        (socket) => socket.end(frame(0x88, Buffer.concat([Buffer.from([0x03, 0xe8]), Buffer.from('bye')]))),
+      )
+      const w = await watch(lib, srv.url)
+      await sleep(50)
+      return { events: w.events, sent: srv.frames }
+    })
+  })
+
   test('frames in the same packet as the 101 response are lost, as undici loses them', async () => {
     await differential(async (lib) => {
       const srv = await rawWsServer((key) => switching(key) + frame(0x81, 'early').toString('latin1') + frame(0x88, Buffer.from([0x03, 0xe8])).toString('latin1'), (socket) => setTimeout(() => socket.end(), 30))

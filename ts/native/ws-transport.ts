@@ -112,6 +112,8 @@ export class NativeWsTransport implements WsTransport {
   /** The connection is over: the server ended it, it failed (`err`), or it was destroyed. */
   ended(err: Error | null): void {
     if (this.#over) return
+    // Before bind, in its turn: what came before it (a close frame to answer) still sends.
+    if (this.#events === null) return void this.#backlog.push(() => this.ended(err))
     // As undici's socket (not half-open): the server's end ends this side too.
     if (err === null) {
       this.#ended = true

@@ -74,6 +74,9 @@ impl Ctx {
 
     /// Marks `id` settled. `true` the first time only: exactly one final event per request.
     pub fn settle(&self, id: u64) -> bool {
+        if !self.websockets.borrow().is_empty() {
+            self.websockets.borrow_mut().settle(id);
+        }
         self.reqs.borrow_mut().remove(&id).is_some()
     }
 

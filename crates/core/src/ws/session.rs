@@ -24,6 +24,11 @@ struct Session {
     limits: WsLimits,
     /// Once upgraded: the parser of what the server sends, and the framer of what we send.
     open: Option<(Receiver, Sender, BytesMut)>,
+    /// The server ended its side (the tunnel's `Complete`): nothing more is read, but what the
+    /// caller sends (its answer to the server's close) still goes, until the request settles.
+    read_done: bool,
+    /// The request settled before its last events were seen here: the session goes with them.
+    settled: bool,
 }
 
 /// The WebSocket connections of an engine.
@@ -34,7 +39,15 @@ pub(crate) struct Sessions {
 
 impl Sessions {
     pub fn add(&mut self, id: u64, limits: WsLimits) {
-        self.of.insert(id, Session { limits, open: None });
+        self.of.insert(
+            id,
+            Session {
+                limits,
+                open: None,
+                read_done: false,
+                settled: false,
+            },
+        );
     }
 
     /// Forgets connection `id`; `true` if it was an open WebSocket.
@@ -44,6 +57,19 @@ impl Sessions {
 
     pub fn is_empty(&self) -> bool {
         self.of.is_empty()
+    }
+
+    /// Request `id` settled (its connection is done with it): its session goes, at once if the
+    /// server's end was seen already, else with the events still to come (they are parsed
+    /// first).
+    pub fn settle(&mut self, id: u64) {
+        if let Some(s) = self.of.get_mut(&id) {
+            if s.read_done {
+                self.of.remove(&id);
+            } else {
+                s.settled = true;
+            }
+        }
     }
 
     /// Frames a message (or control frame) of the caller's for connection `id`: the bytes to
@@ -115,12 +141,19 @@ impl Sessions {
                         events.push(message(id, msg));
                     }
                 }
+                // The server's end of the tunnel: the caller may still answer its close.
+                Event::Complete { .. } => {
+                    let s = self.of.get_mut(&id).expect("checked");
+                    if s.settled {
+                        self.of.remove(&id);
+                    } else {
+                        s.read_done = true;
+                    }
+                    events.push(ev);
+                }
                 ev => {
-                    // The tunnel's end, or a failure, or a handshake that was not upgraded.
-                    if matches!(
-                        ev,
-                        Event::Complete { .. } | Event::Error { .. } | Event::Upgrade { .. }
-                    ) {
+                    // A failure, or a handshake that was not upgraded.
+                    if matches!(ev, Event::Error { .. } | Event::Upgrade { .. }) {
                         self.of.remove(&id);
                     }
                     events.push(ev);

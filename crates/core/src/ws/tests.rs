@@ -1322,3 +1322,74 @@ fn ws_mask_matches_the_bytewise_definition() {
         }
     }
 }
+
+// ---- the engine's sessions --------------------------------------------------------------
+
+use crate::event::Event;
+
+/// Sessions with WebSocket `id` open (its 101 seen).
+fn open_session(id: u64) -> Sessions {
+    let mut s = Sessions::default();
+    s.add(id, WsLimits::default());
+    let mut events = vec![Event::Upgrade {
+        id,
+        status: 101,
+        reason: Bytes::from_static(b"Switching Protocols"),
+        headers: Vec::new(),
+    }];
+    s.apply(&mut events, &mut |_, _| {});
+    s
+}
+
+fn server_end(id: u64, bytes: &[u8]) -> Vec<Event> {
+    vec![
+        Event::Data {
+            id,
+            chunk: Bytes::copy_from_slice(bytes),
+        },
+        Event::Complete {
+            id,
+            trailers: Vec::new(),
+        },
+    ]
+}
+
+#[test]
+fn sessions_answer_a_close_that_came_with_the_servers_end_until_the_request_settles() {
+    let mut s = open_session(7);
+    let mut events = server_end(7, &frame(true, 0, 8, &[0x03, 0xe8]));
+    s.apply(&mut events, &mut |_, _| {});
+    assert!(matches!(
+        events[..],
+        [
+            Event::WebSocket {
+                kind: WsKind::Close,
+                code: Some(1000),
+                ..
+            },
+            Event::Complete { .. }
+        ]
+    ));
+    // The server's end is seen; the caller's answer still goes.
+    let reply = s
+        .send(7, Opcode::Close, Some(1000), b"")
+        .expect("still open for sends");
+    assert_eq!(reply.len(), 2 + 4 + 2);
+    s.settle(7);
+    assert!(s.send(7, Opcode::Close, Some(1000), b"").is_none());
+    assert!(s.is_empty());
+}
+
+#[test]
+fn sessions_settled_before_their_last_events_parse_them_first() {
+    let mut s = open_session(7);
+    // The connection settled the request in the round that read the server's end.
+    s.settle(7);
+    let mut events = server_end(7, &text("last"));
+    s.apply(&mut events, &mut |_, _| {});
+    assert!(matches!(
+        &events[..],
+        [Event::WebSocket { kind: WsKind::Text, data, .. }, Event::Complete { .. }] if &data[..] == b"last"
+    ));
+    assert!(s.is_empty());
+}
