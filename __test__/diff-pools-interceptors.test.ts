@@ -2,7 +2,8 @@
 // interceptors: each scenario runs on undici and on saetta and the records must be equal.
 import { Readable, Writable } from 'node:stream'
 import { afterEach, describe, expect, test } from 'vitest'
-import { cleanup, closedPort, httpServer, netServer, onCleanup, rawServer, readBody } from './helpers'
+import { cleanup, closedPort, httpServer, netServer, onCleanup, rawServer, readBody, sleep } from './helpers'
+import { h2Options, h2Server, MODES } from './h2-support'
 import { describeError, echo, same, settled, undici, saetta, type Lib, same7, sameAs7, undici7, saetta7 } from './differential-support'
 
 afterEach(cleanup)
@@ -284,6 +285,49 @@ function attempt(f: () => unknown): unknown {
     return { threw: describeError(e) }
   }
 }
+
+describe('Pool clientTtl', () => {
+  // undici retires a client past its TTL when the next request looks for one, saetta as soon as
+  // it is idle past it: the events are compared as a set, not in their order.
+  async function aged(lib: Lib, origin: string, options: Record<string, unknown>, connections: () => number) {
+    const pool = track(new lib.Pool(origin, { connections: 1, clientTtl: 100, ...options }))
+    const events: string[] = []
+    pool.on('connect', () => events.push('connect'))
+    pool.on('disconnect', (_o: unknown, _t: unknown, err: Error) => events.push(`disconnect ${JSON.stringify(describeError(err))}`))
+    const get = async () => (await pool.request({ path: '/', method: 'GET' })).body.text()
+    const bodies = [await get(), await get()]
+    const before = connections()
+    await sleep(250)
+    bodies.push(await get())
+    const after = connections()
+    await pool.close()
+    return { bodies, before, after, events: events.sort() }
+  }
+
+  test('over HTTP/1.1: a connection past the TTL takes no more, and goes down as a closed client', async () => {
+    let srv: Awaited<ReturnType<typeof httpServer>> | undefined
+    await same(
+      async () => (srv = await httpServer((_req, res) => res.end('ok'))),
+      (lib, origin) => aged(lib, origin, {}, () => srv!.connections),
+    )
+  })
+
+  test.each(MODES)('over HTTP/2 (%s): the same', async (mode) => {
+    let srv: Awaited<ReturnType<typeof h2Server>> | undefined
+    const record = await same(
+      async () =>
+        (srv = await h2Server(
+          (stream) => {
+            stream.respond({ ':status': 200 })
+            stream.end('ok')
+          },
+          { mode },
+        )),
+      (lib, origin) => aged(lib, origin, h2Options(mode), () => srv!.sessions),
+    )
+    expect(record).toMatchObject({ before: 1, after: 2 })
+  })
+})
 
 describe('Agent', () => {
   test('constructor arguments: the same errors, and what the factory is given', async () => {

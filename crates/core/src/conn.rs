@@ -302,13 +302,14 @@ impl Joined {
 
 /// After a round of a connection that carries many streams (HTTP/2, HTTP/3): notes when it went
 /// `idle` (no stream), and says why it ends now, if it does: idle while its origin closes or
-/// retires it ([`Host::idle_close`]), or idle after the server's GOAWAY (`going_away`, the
-/// words its end carries).
+/// retires it ([`Host::idle_close`]), idle after the server's GOAWAY (`going_away`, the words
+/// its end carries), or idle past its TTL (`age`).
 pub(crate) fn round_end(
     host: &impl Host,
     idle: bool,
     idle_since: &mut Option<tokio::time::Instant>,
     going_away: Option<&str>,
+    age: &Age,
 ) -> Option<Error> {
     if !idle {
         *idle_since = None;
@@ -317,6 +318,51 @@ pub(crate) fn round_end(
     idle_since.get_or_insert_with(tokio::time::Instant::now);
     host.idle_close()
         .or_else(|| going_away.map(|m| Error::Info(m.into())))
+        .or_else(|| age.retired().then_some(Error::Destroyed))
+}
+
+/// A connection that carries many streams (HTTP/2, HTTP/3) against its origin's
+/// `connection_ttl` (undici's Pool `clientTtl`). Past it, the connection takes no new request,
+/// stops counting against the origin's connections (another may open), and closes once idle
+/// as a closed client's connection does (`Destroyed`): undici's Pool closes the client it
+/// retires for its age. (HTTP/1.1's connection keeps its own: it carries one request at a time.)
+pub(crate) struct Age {
+    born: tokio::time::Instant,
+    ttl: Option<std::time::Duration>,
+    retired: bool,
+}
+
+impl Age {
+    pub fn new(ttl: Option<std::time::Duration>) -> Age {
+        Age {
+            born: tokio::time::Instant::now(),
+            ttl,
+            retired: false,
+        }
+    }
+
+    /// When the connection goes past its TTL, if it has one.
+    pub fn end(&self) -> Option<tokio::time::Instant> {
+        self.ttl.map(|t| self.born + t)
+    }
+
+    /// Whether it is retired; the first time it is found past its TTL, it detaches from its
+    /// origin (see [`Host::detach`]).
+    pub fn retire(&mut self, host: &impl Host) -> bool {
+        if !self.retired
+            && self
+                .end()
+                .is_some_and(|end| tokio::time::Instant::now() >= end)
+        {
+            self.retired = true;
+            host.detach();
+        }
+        self.retired
+    }
+
+    pub fn retired(&self) -> bool {
+        self.retired
+    }
 }
 
 /// Rounds of work a connection does in one poll before it yields to the others on the runtime.

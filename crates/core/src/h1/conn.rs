@@ -80,6 +80,9 @@ pub(crate) struct Conn<H: Host> {
     /// on a method that expects none, its request limit or TTL): as `no_more`, but what is in
     /// flight before it still completes here.
     taken_last: bool,
+    /// `taken_last` for its age (the TTL): it goes down as a closed client's connection, as
+    /// undici's Pool closes a client it retires for its age.
+    aged: bool,
     /// Requests carried so far.
     served: u64,
     keep_alive: Duration,
@@ -123,6 +126,7 @@ impl<H: Host> Conn<H> {
             read: ReadState::Head,
             no_more: false,
             taken_last: false,
+            aged: false,
             served: 0,
             idle_since: now,
             born: now,
@@ -149,8 +153,9 @@ impl<H: Host> Conn<H> {
 
     /// Moves requests from the origin queue onto this connection while the rules allow.
     fn take_requests(&mut self) {
-        if self.expired() {
+        if !self.taken_last && self.expired() {
             self.taken_last = true;
+            self.aged = true;
         }
         loop {
             let Some(q) = self.host.take(&mut |r| self.can_take(r)) else {
@@ -647,7 +652,10 @@ impl<H: Host> Conn<H> {
         progress |= self.out.len() != before;
         if self.pipe.is_empty() && self.io.written_out() {
             if self.no_more || self.taken_last {
-                self.close(Error::Info("reset".into()));
+                self.close(match self.aged {
+                    true => Error::Destroyed,
+                    false => Error::Info("reset".into()),
+                });
                 return Ok(false);
             }
             if let Some(error) = self.host.idle_close() {

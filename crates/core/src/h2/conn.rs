@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use super::head::{outgoing, raw_headers};
 use super::{Settings, GOAWAY_MESSAGE};
 use crate::codec::request::BodyFraming;
-use crate::conn::{extract, round_end, rounds, Deadline, Host, Joined};
+use crate::conn::{extract, round_end, rounds, Age, Deadline, Host, Joined};
 use crate::error::{js_ms, Error, SocketInfo};
 use crate::event::{Event, Shared};
 use crate::request::{Queued, ReqCtl, Request};
@@ -225,6 +225,8 @@ struct H2Conn<H: Host> {
     timer: Deadline,
     /// A GOAWAY came: no new streams; those in flight below its last stream id go on.
     going_away: bool,
+    /// Its age against `clientTtl`.
+    age: Age,
     /// How the h2 connection ended, until handled.
     ended: Option<Result<(), h2::Error>>,
     /// The connection failed with this: streams that fail now fail with it.
@@ -249,6 +251,7 @@ impl<H: Host> H2Conn<H> {
         addresses: (Option<SocketAddr>, Option<SocketAddr>),
     ) -> Self {
         let now = Instant::now();
+        let ttl = settings.ttl;
         let ping = settings.ping_interval.and_then(|every| {
             Some(Pinger {
                 pong: conn.ping_pong()?,
@@ -269,6 +272,7 @@ impl<H: Host> H2Conn<H> {
             may_read: true,
             timer: Deadline::new(),
             going_away: false,
+            age: Age::new(ttl),
             ended: None,
             failing: None,
             closed: false,
@@ -305,7 +309,11 @@ impl<H: Host> H2Conn<H> {
     /// Takes queued requests while there is room for their streams.
     fn take_requests(&mut self) -> bool {
         let mut took = false;
-        while !self.closed && !self.going_away && self.streams.len() < self.limit() {
+        while !self.closed
+            && !self.going_away
+            && !self.age.retire(&*self.host)
+            && self.streams.len() < self.limit()
+        {
             // Any request, whatever its method or body, as undici 8: streams are independent,
             // and one the server did not process (refused, or above a GOAWAY's last id) is
             // replayed where it can be (see `step_streams`).
@@ -344,7 +352,7 @@ impl<H: Host> H2Conn<H> {
         } else {
             (self.settings.max_concurrent_streams.max(1) as usize).min(self.host.max_streams())
         };
-        let room = if self.closed || self.going_away {
+        let room = if self.closed || self.going_away || self.age.retired() {
             0
         } else {
             limit.saturating_sub(self.streams.len())
@@ -649,13 +657,14 @@ impl<H: Host> H2Conn<H> {
     }
 
     /// When an idle connection closes (`keepAliveTimeout`, as undici 8 closes an HTTP/2
-    /// session without streams); one going away closes with its last stream instead.
+    /// session without streams; or its TTL); one going away closes with its last stream
+    /// instead.
     fn idle_deadline(&self) -> Option<Instant> {
         if self.going_away || !self.streams.is_empty() {
             return None;
         }
-        self.idle_since
-            .map(|since| since + self.settings.keep_alive)
+        let idle_end = self.idle_since? + self.settings.keep_alive;
+        Some(self.age.end().map_or(idle_end, |end| end.min(idle_end)))
     }
 
     /// The nearest time something must happen: a stream's timeout, the next PING, or the
@@ -703,7 +712,11 @@ impl<H: Host> H2Conn<H> {
             fired = true;
         }
         if self.idle_deadline().is_some_and(|at| at <= now) {
-            self.close(Error::Info("socket idle timeout".into()));
+            let error = match self.age.retire(&*self.host) {
+                true => Error::Destroyed,
+                false => Error::Info("socket idle timeout".into()),
+            };
+            self.close(error);
             fired = true;
         }
         fired
@@ -741,7 +754,7 @@ impl<H: Host> H2Conn<H> {
         self.poll_ping(cx);
         let idle = self.streams.is_empty();
         let goaway = self.going_away.then_some(GOAWAY_MESSAGE);
-        if let Some(error) = round_end(&*self.host, idle, &mut self.idle_since, goaway) {
+        if let Some(error) = round_end(&*self.host, idle, &mut self.idle_since, goaway, &self.age) {
             self.close(error);
             return false;
         }

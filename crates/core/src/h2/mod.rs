@@ -38,6 +38,8 @@ pub(crate) struct Settings {
     pub scheme: &'static str,
     /// A connection without streams this long closes (`keepAliveTimeout`).
     pub keep_alive: Duration,
+    /// A connection this old takes no new stream and closes once idle (`clientTtl`).
+    pub ttl: Option<Duration>,
 }
 
 impl Default for Settings {
@@ -51,6 +53,7 @@ impl Default for Settings {
             max_response_size: None,
             scheme: "https",
             keep_alive: Duration::from_secs(4),
+            ttl: None,
         }
     }
 }
@@ -71,6 +74,7 @@ impl Settings {
             max_response_size: cfg.max_response_size,
             scheme: if tls { "https" } else { "http" },
             keep_alive: cfg.keep_alive_timeout,
+            ttl: cfg.connection_ttl,
         }
     }
 }

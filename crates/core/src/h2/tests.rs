@@ -481,6 +481,30 @@ fn an_idle_connection_closes_after_keep_alive() {
 }
 
 #[test]
+fn a_connection_past_its_ttl_takes_nothing_new_and_closes_as_destroyed() {
+    rt(async {
+        let addr = server(|_| {}, selective()).await;
+        let settings = Settings {
+            ttl: Some(Duration::from_millis(100)),
+            ..h2c()
+        };
+        let host = connect(addr, settings).await;
+        host.submit(get(1, "/"));
+        host.settled(1).await;
+        assert!(host.detached.borrow().is_empty());
+        // Idle past its TTL (long before its keep-alive ends): it retires and closes.
+        host.until("the close for age", |ev| {
+            ev.iter().any(|e| matches!(e, Event::Disconnected { .. }))
+        })
+        .await;
+        assert_eq!(host.disconnected(), Some(Error::Destroyed));
+        assert_eq!(host.detached.borrow().len(), 1);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!host.gone.borrow().is_empty());
+    });
+}
+
+#[test]
 fn the_servers_stream_limit_is_kept() {
     rt(async {
         let active = Rc::new(RefCell::new((0, 0)));

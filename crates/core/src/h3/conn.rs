@@ -20,7 +20,7 @@ use tokio::time::{Instant, Sleep};
 
 use super::{Quic, Settings};
 use crate::codec::RawHeader;
-use crate::conn::{extract, round_end, rounds, Deadline, Host, Joined};
+use crate::conn::{extract, round_end, rounds, Age, Deadline, Host, Joined};
 use crate::error::{Error, SocketInfo};
 use crate::event::{Event, Shared};
 use crate::h2::{outgoing, raw_headers};
@@ -125,6 +125,8 @@ struct H3Conn<H: Host> {
     streams: Vec<Stream>,
     timer: Deadline,
     idle_since: Option<Instant>,
+    /// Its age against `clientTtl`.
+    age: Age,
     closed: bool,
     /// `Disconnected` was reported.
     announced: bool,
@@ -141,6 +143,7 @@ impl<H: Host> H3Conn<H> {
         addresses: (Option<SocketAddr>, Option<SocketAddr>),
     ) -> Self {
         let now = Instant::now();
+        let ttl = settings.ttl;
         H3Conn {
             host,
             settings,
@@ -153,6 +156,7 @@ impl<H: Host> H3Conn<H> {
             streams: Vec::new(),
             timer: Deadline::new(),
             idle_since: Some(now),
+            age: Age::new(ttl),
             closed: false,
             announced: false,
             addresses,
@@ -168,7 +172,7 @@ impl<H: Host> H3Conn<H> {
     }
 
     fn publish_state(&self) {
-        let room = match self.closed || self.send.is_none() {
+        let room = match self.closed || self.send.is_none() || self.age.retired() {
             true => 0,
             false => self.limit().saturating_sub(self.streams.len()),
         };
@@ -178,7 +182,7 @@ impl<H: Host> H3Conn<H> {
     /// Takes queued requests while there is room, each an exchange of its own.
     fn take_requests(&mut self) -> bool {
         let mut took = false;
-        while !self.closed && self.streams.len() < self.limit() {
+        while !self.closed && !self.age.retire(&*self.host) && self.streams.len() < self.limit() {
             let Some(send) = self.send.clone() else {
                 break;
             };
@@ -370,13 +374,13 @@ impl<H: Host> H3Conn<H> {
         self.publish_state();
     }
 
+    /// When an idle connection closes: `keepAliveTimeout`, or its TTL.
     fn idle_deadline(&self) -> Option<Instant> {
-        match self.streams.is_empty() {
-            true => self
-                .idle_since
-                .map(|since| since + self.settings.keep_alive),
-            false => None,
+        if !self.streams.is_empty() {
+            return None;
         }
+        let idle_end = self.idle_since? + self.settings.keep_alive;
+        Some(self.age.end().map_or(idle_end, |end| end.min(idle_end)))
     }
 
     fn poll_timer(&mut self, cx: &mut Context<'_>) -> bool {
@@ -385,7 +389,11 @@ impl<H: Host> H3Conn<H> {
             return false;
         }
         if self.idle_deadline().is_some_and(|at| at <= Instant::now()) {
-            self.close(Error::Info("socket idle timeout".into()));
+            let error = match self.age.retire(&*self.host) {
+                true => Error::Destroyed,
+                false => Error::Info("socket idle timeout".into()),
+            };
+            self.close(error);
             return true;
         }
         false
@@ -417,7 +425,7 @@ impl<H: Host> H3Conn<H> {
         progress |= self.step_streams(cx);
         let idle = self.streams.is_empty();
         let goaway = self.send.is_none().then_some(GOING_AWAY);
-        if let Some(error) = round_end(&*self.host, idle, &mut self.idle_since, goaway) {
+        if let Some(error) = round_end(&*self.host, idle, &mut self.idle_since, goaway, &self.age) {
             self.close(error);
             return false;
         }

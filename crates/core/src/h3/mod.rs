@@ -42,6 +42,8 @@ pub(crate) struct Settings {
     pub max_response_size: Option<u64>,
     /// A connection without requests this long closes (`keepAliveTimeout`).
     pub keep_alive: Duration,
+    /// A connection this old takes no new request and closes once idle (`clientTtl`).
+    pub ttl: Option<Duration>,
 }
 
 impl Default for Settings {
@@ -58,6 +60,7 @@ impl Settings {
             max_header_size: cfg.max_header_size,
             max_response_size: cfg.max_response_size,
             keep_alive: cfg.keep_alive_timeout,
+            ttl: cfg.connection_ttl,
         }
     }
 }

@@ -23,8 +23,8 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::task::JoinSet;
 
-use super::connect;
 use super::tests::{field, make_certs, origin, spawn, start};
+use super::{connect, run, Settings};
 use crate::ctx::testing::{get, request, rt, Fake};
 use crate::error::Error;
 use crate::event::Event;
@@ -659,6 +659,43 @@ fn a_stream_the_server_resets_fails_its_request_only() {
         fake.settled(5).await;
         assert_eq!(fake.body(5), b"ok");
         assert_eq!(fake.disconnected(), None);
+    });
+}
+
+#[test]
+fn a_connection_past_its_ttl_takes_nothing_new_and_closes_as_destroyed() {
+    rt(async {
+        let Some(peer) = peer(
+            "a_connection_past_its_ttl_takes_nothing_new_and_closes_as_destroyed",
+            |conn| {
+                each(conn, |_, mut stream| async move {
+                    respond(&mut stream, 200, b"ok").await
+                })
+            },
+        ) else {
+            return;
+        };
+        let fake = Fake::new(OriginConfig::default());
+        fake.submit(get(1, "/"));
+        let settings = Settings {
+            ttl: Some(Duration::from_millis(100)),
+            ..Settings::default()
+        };
+        tokio::task::spawn_local(run(
+            fake.clone(),
+            start(peer.port, &peer.ca).await,
+            settings,
+        ));
+        fake.settled(1).await;
+        assert_eq!(fake.body(1), b"ok");
+        assert!(fake.detached.borrow().is_empty());
+        // Idle past its TTL (long before its keep-alive ends): it retires and closes.
+        fake.until("the close for age", |ev| {
+            ev.iter().any(|e| matches!(e, Event::Disconnected { .. }))
+        })
+        .await;
+        assert_eq!(fake.disconnected(), Some(Error::Destroyed));
+        assert_eq!(fake.detached.borrow().len(), 1);
     });
 }
 
