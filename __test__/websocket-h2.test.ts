@@ -460,6 +460,42 @@ describe('WebSocketStream over HTTP/2', () => {
       },
     )
   })
+
+  test('backpressure: messages nobody reads stay with the server; read, they all come, in order', async () => {
+    const count = 256
+    let server: ServerSocket | undefined
+    await same(
+      () =>
+        wsH2Server('h2c', {
+          onSocket: (ws) => {
+            server = ws
+            for (let i = 0; i < count; i++) ws.send(Buffer.alloc(64 * 1024, i % 251))
+          },
+        }),
+      async (lib, srv) => {
+        const previous = lib.getGlobalDispatcher()
+        lib.setGlobalDispatcher(dispatcher(lib, srv))
+        try {
+          const stream: WSS = new lib.WebSocketStream(`${srv.url}/s`)
+          const { readable } = await stream.opened
+          // 16 MiB sent; with the reader idle, the stream's flow control leaves most of it unsent.
+          await sleep(300)
+          const held = server!.bufferedAmount > 8 * 1024 * 1024
+          const reader = readable.getReader()
+          let inOrder = true
+          for (let i = 0; i < count; i++) {
+            const { value } = (await reader.read()) as { value: Uint8Array }
+            if (value.length !== 64 * 1024 || value[0] !== i % 251 || value[value.length - 1] !== i % 251) inOrder = false
+          }
+          stream.close()
+          await stream.closed
+          return { held, inOrder }
+        } finally {
+          lib.setGlobalDispatcher(previous)
+        }
+      },
+    )
+  })
 })
 
 describe.each(MODES)('undici 7 (saetta/undici7): WebSocket over HTTP/2 (%s)', (mode) => {

@@ -1034,6 +1034,31 @@ describe('WebSocketStream (differential)', () => {
     })
   })
 
+  test('backpressure: messages nobody reads stay with the server; read, they all come, in order', async () => {
+    await differential(async (lib) => {
+      const count = 1024
+      let server: ServerSocket | undefined
+      const srv = await wsServer((socket) => {
+        server = socket
+        for (let i = 0; i < count; i++) socket.send(Buffer.alloc(64 * 1024, i % 251))
+      })
+      const stream: WSS = new lib.WebSocketStream(srv.url)
+      const { readable } = await stream.opened
+      // 64 MiB sent; with the reader idle, most of it is still the server's to write.
+      await sleep(300)
+      const held = server!.bufferedAmount > 16 * 1024 * 1024
+      const reader = readable.getReader()
+      let inOrder = true
+      for (let i = 0; i < count; i++) {
+        const { value } = (await reader.read()) as { value: Uint8Array }
+        if (value.length !== 64 * 1024 || value[0] !== i % 251 || value[value.length - 1] !== i % 251) inOrder = false
+      }
+      stream.close()
+      await settledInfo(stream.closed)
+      return { held, inOrder }
+    })
+  })
+
   test('a server close, a dropped connection and a failed handshake', async () => {
     await differential(async (lib) => {
       const out = []

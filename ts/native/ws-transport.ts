@@ -30,6 +30,7 @@ export class NativeWsTransport implements WsTransport {
   #ended = false
   /** Bytes of the pongs the core sent for pings (its own writes, credited with the caller's). */
   #pongs = 0
+  #paused = false
 
   readonly http2: boolean
 
@@ -64,6 +65,20 @@ export class NativeWsTransport implements WsTransport {
       flushSoon()
     }
     return frameSize(code === undefined ? 0 : 2 + reason.length)
+  }
+
+  pause(): void {
+    if (!this.#over && !this.#paused) {
+      this.#paused = true
+      addon.pause(this.#id)
+    }
+  }
+
+  resume(): void {
+    if (!this.#over && this.#paused) {
+      this.#paused = false
+      addon.resume(this.#id)
+    }
   }
 
   end(): void {

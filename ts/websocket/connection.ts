@@ -269,6 +269,15 @@ export class Session {
     this.#ledger.push(this.#transport.send(opcode, data), done)
   }
 
+  /** Backpressure: what the server sends is not read meanwhile (a WebSocketStream's). */
+  pause(): void {
+    if (!this.#over) this.#transport?.pause()
+  }
+
+  resume(): void {
+    if (!this.#over) this.#transport?.resume()
+  }
+
   /** The standard's "close the WebSocket" (code and reason checked by the caller where it must). */
   close(code: number | null, reason: string): void {
     if (this.readyState === CLOSING || this.readyState === CLOSED) return

@@ -181,6 +181,8 @@ export class WebSocketStream {
     const session = this.#session!
     const readable = new ReadableStream({
       start: (controller) => void (this.#readable = controller),
+      // As undici's: the connection reads on once the reader wants more.
+      pull: () => session.resume(),
       cancel: (reason) => this.#closeUsingReason(reason),
     })
     const writable = new WritableStream({
@@ -220,6 +222,8 @@ export class WebSocketStream {
     if (this.#session!.readyState !== OPEN) return
     // Binary: a Uint8Array of its own (the core's small messages share one ArrayBuffer a batch).
     this.#readable!.enqueue(binary ? new Uint8Array(data) : data.toString('utf8'))
+    // Backpressure, as undici's: nothing more is read while the queue is full.
+    if (this.#readable!.desiredSize! <= 0) this.#session!.pause()
   }
 
   #end(): void {

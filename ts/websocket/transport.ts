@@ -26,6 +26,9 @@ export interface WsTransport {
   send(opcode: 1 | 2 | 9 | 10, data: Buffer): number
   /** Queues a close frame (code and reason as given; none: an empty close frame). Returns its size. */
   close(code: number | undefined, reason: Buffer): number
+  /** Stops reading what the server sends (backpressure: a WebSocketStream's unread messages), and reads on. */
+  pause(): void
+  resume(): void
   /** Closes the TCP connection (after what was queued is written: `end`; at once: `destroy`). */
   end(): void
   destroy(): void
