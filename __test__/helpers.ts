@@ -41,6 +41,26 @@ export function newClient(origin: string | URL, options?: ClientOptions): Client
 }
 
 // ---------------------------------------------------------------------------------------------
+// WebSocket backpressure
+
+/** What a server sends a WebSocketStream that is not read: `count` binary messages of 64 KiB, message i filled with `i % 251`. */
+export function sendNumbered(socket: { send(data: Buffer): void }, count: number): void {
+  for (let i = 0; i < count; i++) socket.send(Buffer.alloc(64 * 1024, i % 251))
+}
+
+/** Reads the `count` messages `sendNumbered` sent: whether each came whole, in order. */
+export async function readNumbered(readable: ReadableStream, count: number): Promise<boolean> {
+  const reader = readable.getReader()
+  let inOrder = true
+  for (let i = 0; i < count; i++) {
+    const { value } = (await reader.read()) as { value: Uint8Array }
+    if (value.length !== 64 * 1024 || value[0] !== i % 251 || value[value.length - 1] !== i % 251) inOrder = false
+  }
+  reader.releaseLock()
+  return inOrder
+}
+
+// ---------------------------------------------------------------------------------------------
 // time
 
 export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))

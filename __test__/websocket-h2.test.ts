@@ -14,7 +14,7 @@ import { once } from 'node:events'
 import type { Duplex } from 'node:stream'
 import { afterEach, describe, expect, test } from 'vitest'
 import { WebSocket as ServerSocket, WebSocketServer } from 'ws'
-import { cleanup, onCleanup, runNode, sleep, waitFor } from './helpers'
+import { cleanup, onCleanup, readNumbered, runNode, sendNumbered, sleep, waitFor } from './helpers'
 import { describeError, saetta, saetta7, undici, undici7, type Lib } from './differential-support'
 import { isUndici, repoRoot } from './target'
 import { h2Certs, h2Server, MODES, type H2Server, type Mode } from './h2-support'
@@ -469,7 +469,7 @@ describe('WebSocketStream over HTTP/2', () => {
         wsH2Server('h2c', {
           onSocket: (ws) => {
             server = ws
-            for (let i = 0; i < count; i++) ws.send(Buffer.alloc(64 * 1024, i % 251))
+            sendNumbered(ws, count)
           },
         }),
       async (lib, srv) => {
@@ -481,12 +481,7 @@ describe('WebSocketStream over HTTP/2', () => {
           // 16 MiB sent; with the reader idle, the stream's flow control leaves most of it unsent.
           await sleep(300)
           const held = server!.bufferedAmount > 8 * 1024 * 1024
-          const reader = readable.getReader()
-          let inOrder = true
-          for (let i = 0; i < count; i++) {
-            const { value } = (await reader.read()) as { value: Uint8Array }
-            if (value.length !== 64 * 1024 || value[0] !== i % 251 || value[value.length - 1] !== i % 251) inOrder = false
-          }
+          const inOrder = await readNumbered(readable, count)
           stream.close()
           await stream.closed
           return { held, inOrder }

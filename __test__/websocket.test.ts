@@ -11,7 +11,7 @@ import { once } from 'node:events'
 import { Duplex } from 'node:stream'
 import { afterEach, describe, expect, test } from 'vitest'
 import { WebSocketServer, type ServerOptions, type WebSocket as ServerSocket } from 'ws'
-import { cleanup, httpServer, netServer, onCleanup, runNode, sleep } from './helpers'
+import { cleanup, httpServer, netServer, onCleanup, readNumbered, runNode, sendNumbered, sleep } from './helpers'
 import { childRequire } from './target'
 import { describeError, saetta, undici, type Lib } from './differential-support'
 import * as saettaTyped from '../ts/index.ts'
@@ -1040,19 +1040,14 @@ describe('WebSocketStream (differential)', () => {
       let server: ServerSocket | undefined
       const srv = await wsServer((socket) => {
         server = socket
-        for (let i = 0; i < count; i++) socket.send(Buffer.alloc(64 * 1024, i % 251))
+        sendNumbered(socket, count)
       })
       const stream: WSS = new lib.WebSocketStream(srv.url)
       const { readable } = await stream.opened
       // 64 MiB sent; with the reader idle, most of it is still the server's to write.
       await sleep(300)
       const held = server!.bufferedAmount > 16 * 1024 * 1024
-      const reader = readable.getReader()
-      let inOrder = true
-      for (let i = 0; i < count; i++) {
-        const { value } = (await reader.read()) as { value: Uint8Array }
-        if (value.length !== 64 * 1024 || value[0] !== i % 251 || value[value.length - 1] !== i % 251) inOrder = false
-      }
+      const inOrder = await readNumbered(readable, count)
       stream.close()
       await settledInfo(stream.closed)
       return { held, inOrder }
