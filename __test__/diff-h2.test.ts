@@ -200,6 +200,26 @@ describe.each(MODES)('over %s', (mode) => {
     )
   })
 
+  test('fields HTTP/2 forbids (proxy-connection, http2-settings, a te other than trailers) fail the request as node:http2 refuses them', async () => {
+    await sameH2(
+      () => echoH2(mode),
+      async (lib, origin) => {
+        const out = []
+        for (const headers of [{ 'proxy-connection': 'keep-alive' }, { 'HTTP2-Settings': 'AAMAAABkAAQAAP__' }, { te: 'gzip' }, { te: 'Trailers' }, { te: 'trailers' }]) {
+          // (undici closes the session with the request: a client each.)
+          const c = h2Client(lib, origin)
+          try {
+            out.push(await json(lib, c, { path: '/h', method: 'GET', headers }))
+          } catch (err) {
+            const cause = (err as { cause?: Error & { code?: string } }).cause
+            out.push({ ...describeError(err), cause: cause && { ...describeError(cause), code: cause.code } })
+          }
+        }
+        return out
+      },
+    )
+  })
+
   test('stream(): the factory gets the head, the writable the body', async () => {
     await sameH2(
       () => echoH2(mode),

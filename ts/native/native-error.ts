@@ -62,6 +62,8 @@ export function fromNative(kind: string, message: string, code: string | undefin
     case 'Socks5': return code ? new Socks5ProxyError(message, `UND_ERR_SOCKS5_${code}`) : new Error(message)
     // An HTTP/2 stream or session failure, as Node reports it to undici (`ERR_HTTP2_STREAM_ERROR` ...).
     case 'Http2': return Object.assign(new Error(message), { code })
+    // A field HTTP/2 forbids: undici 8 wraps the TypeError node:http2 throws for it.
+    case 'ConnectionHeader': return new InformationalError(message, { cause: Object.assign(new TypeError(message), { code }) })
     case 'Socket':
       if (code) {
         // A system error, as Node reports it (`connect ECONNREFUSED 127.0.0.1:80`), or a

@@ -61,6 +61,11 @@ pub enum Error {
         code: &'static str,
         message: String,
     },
+    /// A request field HTTP/2 forbids (connection-specific, as Node's http2 refuses it:
+    /// `proxy-connection`, `http2-settings`, a `te` other than `trailers`), by its lower-case
+    /// name. undici 8 fails the request with an InformationalError whose cause is Node's
+    /// TypeError (`ERR_HTTP2_INVALID_CONNECTION_HEADERS`).
+    ConnectionHeader(String),
     /// A response body the core was decoding (see [`crate::decode`]) is not valid in its
     /// encoding: node:zlib's code (`Z_DATA_ERROR`, `ERR__ERROR_FORMAT_PADDING_1`, ...) and words.
     Decode {
@@ -182,6 +187,7 @@ impl Error {
             Error::SecureProxy(_) => "SecureProxy",
             Error::Socks5 { .. } => "Socks5",
             Error::Http2 { .. } => "Http2",
+            Error::ConnectionHeader(_) => "ConnectionHeader",
             Error::Decode { .. } => "Decode",
             Error::DecodedTooLarge { .. } => "ResponseExceededMaxSize",
         }
@@ -195,6 +201,7 @@ impl Error {
             Error::SecureProxy(cause) => cause.code(),
             Error::Socks5 { code, .. } => code.as_deref(),
             Error::Http2 { code, .. } => Some(code),
+            Error::ConnectionHeader(_) => Some("ERR_HTTP2_INVALID_CONNECTION_HEADERS"),
             Error::Decode { code, .. } => Some(code),
             _ => None,
         }
@@ -292,6 +299,12 @@ impl fmt::Display for Error {
             }
             Error::Http2BodyTimeout(t) => write!(f, "HTTP/2: \"body timeout after {}\"", js_ms(*t)),
             Error::HeadersOverflow => f.write_str("Headers Overflow Error"),
+            Error::ConnectionHeader(name) => {
+                write!(
+                    f,
+                    "HTTP/1 Connection specific headers are forbidden: \"{name}\""
+                )
+            }
             Error::Parser { message, .. } => f.write_str(message),
             Error::ResponseContentLengthMismatch => {
                 f.write_str("Response body length does not match content-length header")

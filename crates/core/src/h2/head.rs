@@ -37,10 +37,14 @@ fn sends_length(method: &[u8]) -> bool {
     matches!(method, b"PUT" | b"POST" | b"PATCH")
 }
 
-/// Fields that are the connection's in HTTP/1.1 and have no place in HTTP/2 (the encoder
-/// writes `host`, `connection` and the framing itself; a caller may still give this one).
-fn connection_specific(name: &[u8]) -> bool {
+/// Fields that are the connection's in HTTP/1.1 and that HTTP/2 forbids, which a caller may
+/// still give (the encoder writes `host`, `connection` and the framing itself, and undici's
+/// checks refuse `keep-alive`, `upgrade` and `transfer-encoding` before): as Node's http2
+/// refuses them for undici, a `te` too unless it is `trailers` alone.
+fn forbidden(name: &[u8], value: &[u8], tes: usize) -> bool {
     name.eq_ignore_ascii_case(b"proxy-connection")
+        || name.eq_ignore_ascii_case(b"http2-settings")
+        || (name.eq_ignore_ascii_case(b"te") && (tes > 1 || value != b"trailers"))
 }
 
 /// Translates `req` for a stream. `scheme` is `http` or `https`; `extended_connect`: the
@@ -76,12 +80,15 @@ pub(crate) fn outgoing(
         Method::from_bytes(method_bytes).map_err(|_| invalid("invalid request method"))?
     };
     let mut map = HeaderMap::with_capacity(head.fields().len() + 2);
+    // (Several `te` fields are joined into one value, which is then not `trailers` alone.)
+    let tes = head
+        .fields()
+        .filter(|(n, _)| n.eq_ignore_ascii_case(b"te"))
+        .count();
     for (name, value) in head.fields() {
-        if connection_specific(name) {
-            continue;
-        }
-        if name.eq_ignore_ascii_case(b"te") && !value.eq_ignore_ascii_case(b"trailers") {
-            continue;
+        if forbidden(name, &value, tes) {
+            let name = String::from_utf8_lossy(name).to_ascii_lowercase();
+            return Err(Error::ConnectionHeader(name));
         }
         let name = HeaderName::from_bytes(name).map_err(|_| invalid("invalid header key"))?;
         let value = HeaderValue::from_maybe_shared(value)
@@ -255,6 +262,38 @@ mod tests {
         assert!(h.headers().get("connection").is_none());
         assert!(h.headers().get("host").is_none());
         assert!(out.body.is_none() && !out.streamed);
+    }
+
+    #[test]
+    fn fields_http2_forbids_fail_the_request_as_node_refuses_them() {
+        let fails = |headers: &[&str]| match outgoing(
+            &request("GET", "/", headers, RequestBody::None),
+            "http",
+            false,
+        ) {
+            Err(Error::ConnectionHeader(name)) => Some(name),
+            Err(e) => panic!("{e:?}"),
+            Ok(_) => None,
+        };
+        assert_eq!(
+            fails(&["Proxy-Connection", "x"]).as_deref(),
+            Some("proxy-connection")
+        );
+        assert_eq!(
+            fails(&["http2-settings", "AAA"]).as_deref(),
+            Some("http2-settings")
+        );
+        assert_eq!(fails(&["te", "gzip"]).as_deref(), Some("te"));
+        assert_eq!(fails(&["TE", "Trailers"]).as_deref(), Some("te"));
+        assert_eq!(
+            fails(&["te", "trailers", "te", "trailers"]).as_deref(),
+            Some("te")
+        );
+        assert_eq!(fails(&["te", "trailers"]), None);
+        assert_eq!(
+            Error::ConnectionHeader("te".into()).to_string(),
+            "HTTP/1 Connection specific headers are forbidden: \"te\""
+        );
     }
 
     #[test]
