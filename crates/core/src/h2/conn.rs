@@ -88,6 +88,8 @@ struct Open {
     paused_seen: Cell<bool>,
     resumed: Cell<Option<Instant>>,
     received: u64,
+    /// The response gave its `content-length` (h2 holds its body to it).
+    sized: bool,
     /// A CONNECT (a WebSocket's extended one too): after its answer, the stream is a tunnel
     /// (no timeouts; settled once both sides ended).
     tunnel: bool,
@@ -142,6 +144,17 @@ fn stream_failure(e: &h2::Error, goaway: bool) -> Outcome {
         return Outcome::Fail(Error::Info(GOAWAY_MESSAGE.into()));
     }
     Outcome::Fail(connection_error(e))
+}
+
+/// What fails a response body. h2 resets a stream whose body runs past or short of the
+/// `content-length` the response gave (`sized`) with PROTOCOL_ERROR; undici, to which
+/// node:http2 hands the body whole, checks the length itself and fails the body as over
+/// HTTP/1.1.
+fn body_failure(e: &h2::Error, sized: bool) -> Outcome {
+    if sized && e.is_library() && e.is_reset() && e.reason() == Some(Reason::PROTOCOL_ERROR) {
+        return Outcome::Fail(Error::ResponseContentLengthMismatch);
+    }
+    stream_failure(e, false)
 }
 
 /// nghttp2's name of an error code, as Node words it.
@@ -398,6 +411,7 @@ impl<H: Host> H2Conn<H> {
             paused_seen: Cell::new(false),
             resumed: Cell::new(None),
             received: 0,
+            sized: false,
             tunnel: out.connect,
         }));
         Some(Outcome::Going)
@@ -971,6 +985,7 @@ fn read_response(
                     o.send = None;
                 }
                 o.since = Instant::now();
+                o.sized = parts.headers.contains_key(http::header::CONTENT_LENGTH);
                 // A tunnel's answer, whatever its status, hands the stream over (as undici
                 // over HTTP/2: `connect()` takes it, `upgrade()` wants a 200).
                 if o.tunnel {
@@ -1046,7 +1061,7 @@ fn read_response(
                     events.push(Event::Data { id, chunk });
                 }
                 if let Some(e) = failed {
-                    return Err(stream_failure(&e, false));
+                    return Err(body_failure(&e, o.sized));
                 }
                 if !ended {
                     return Ok(None);
@@ -1060,7 +1075,7 @@ fn read_response(
                 let trailers = match body.poll_trailers(cx) {
                     Poll::Ready(Ok(t)) => t.map(|t| raw_headers(&t).0).unwrap_or_default(),
                     Poll::Ready(Err(e)) if remote_no_error(&e) => Vec::new(),
-                    Poll::Ready(Err(e)) => return Err(stream_failure(&e, false)),
+                    Poll::Ready(Err(e)) => return Err(body_failure(&e, o.sized)),
                     Poll::Pending => return Ok(None),
                 };
                 *progress = true;

@@ -739,6 +739,43 @@ fn goaway(last: u32, code: u32) -> Vec<u8> {
 }
 
 #[test]
+fn a_body_short_of_or_past_its_content_length_fails_its_request_only() {
+    rt(async {
+        // Stream 1: 10 bytes said, 5 sent; stream 3: 3 said, 6 sent; stream 5: as it should.
+        let addr = raw_server(Raw {
+            settings: Vec::new(),
+            answer_pings: true,
+            script: Rc::new(|id, n| {
+                let (said, sent): (&str, &[u8]) = match n {
+                    1 => ("10", b"12345"),
+                    2 => ("3", b"123456"),
+                    _ => return ok_response(id),
+                };
+                let mut out = frame(
+                    HEADERS,
+                    END_HEADERS,
+                    id,
+                    &block(200, &[("content-length", said)]),
+                );
+                out.extend(frame(DATA, END_STREAM, id, sent));
+                out
+            }),
+        })
+        .await;
+        let host = connect(addr, h2c()).await;
+        for id in 1..=3 {
+            host.submit(get(id, "/"));
+            host.settled(id).await;
+        }
+        for id in [1, 2] {
+            assert_eq!(host.error(id), Some(Error::ResponseContentLengthMismatch));
+        }
+        assert_eq!(host.body(3), b"ok");
+        assert_eq!(host.disconnected(), None);
+    });
+}
+
+#[test]
 fn goaway_retries_what_the_server_did_not_take() {
     rt(async {
         // The third request's HEADERS brings a GOAWAY naming the first stream as the last
