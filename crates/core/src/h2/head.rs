@@ -32,11 +32,6 @@ fn invalid(msg: impl Into<String>) -> Error {
     Error::InvalidArgument(msg.into())
 }
 
-/// Methods whose `content-length` undici sends over HTTP/2 (it omits it for the others).
-fn sends_length(method: &[u8]) -> bool {
-    matches!(method, b"PUT" | b"POST" | b"PATCH")
-}
-
 /// Fields that are the connection's in HTTP/1.1 and that HTTP/2 forbids, which a caller may
 /// still give (the encoder writes `host`, `connection` and the framing itself, and undici's
 /// checks refuse `keep-alive`, `upgrade` and `transfer-encoding` before): as Node's http2
@@ -95,7 +90,10 @@ pub(crate) fn outgoing(
             .map_err(|_| invalid(format!("invalid {name} header")))?;
         append(&mut map, name, value)?;
     }
-    if !connect && sends_length(method_bytes) {
+    // As undici 8 over HTTP/2: a body's length whatever the method, and 0 only for a method
+    // that expects a body (undici 7 sent it for PUT, POST and PATCH only, and stalled on a body
+    // on the others).
+    if !connect {
         if let Some(n) = length_field(method_bytes, req.framing) {
             map.insert(http::header::CONTENT_LENGTH, HeaderValue::from(n));
         }
@@ -304,20 +302,23 @@ mod tests {
     }
 
     #[test]
-    fn content_length_only_for_put_post_patch() {
-        let r = request("POST", "/", &[], RequestBody::None);
-        assert_eq!(
-            outgoing(&r, "http", false).unwrap().head.headers()["content-length"],
-            "0"
-        );
-        let r = request(
-            "DELETE",
-            "/",
-            &[],
-            RequestBody::Bytes(Bytes::from_static(b"abc")),
-        );
+    fn content_length_of_any_body_and_zero_where_one_is_expected() {
+        let length = |method, body| {
+            let out = outgoing(&request(method, "/", &[], body), "http", false).unwrap();
+            out.head
+                .headers()
+                .get("content-length")
+                .map(|v| v.to_str().unwrap().to_owned())
+        };
+        assert_eq!(length("POST", RequestBody::None).as_deref(), Some("0"));
+        assert_eq!(length("QUERY", RequestBody::None).as_deref(), Some("0"));
+        assert_eq!(length("DELETE", RequestBody::None), None);
+        assert_eq!(length("GET", RequestBody::None), None);
+        let abc = || RequestBody::Bytes(Bytes::from_static(b"abc"));
+        assert_eq!(length("DELETE", abc()).as_deref(), Some("3"));
+        assert_eq!(length("GET", abc()).as_deref(), Some("3"));
+        let r = request("DELETE", "/", &[], abc());
         let out = outgoing(&r, "http", false).unwrap();
-        assert!(out.head.headers().get("content-length").is_none());
         assert_eq!(out.body.as_deref(), Some(&b"abc"[..]));
         let r = request("PUT", "/", &[], RequestBody::Stream);
         let out = outgoing(&r, "http", false).unwrap();
