@@ -321,11 +321,11 @@ pub(crate) fn round_end(
         .or_else(|| age.retired().then_some(Error::Destroyed))
 }
 
-/// A connection that carries many streams (HTTP/2, HTTP/3) against its origin's
-/// `connection_ttl` (undici's Pool `clientTtl`). Past it, the connection takes no new request,
-/// stops counting against the origin's connections (another may open), and closes once idle
-/// as a closed client's connection does (`Destroyed`): undici's Pool closes the client it
-/// retires for its age. (HTTP/1.1's connection keeps its own: it carries one request at a time.)
+/// A connection's age against its origin's `connection_ttl` (undici's Pool `clientTtl`), for
+/// every protocol. Past it, a connection takes no new request and closes once idle, as a
+/// closed client's connection does (`Destroyed`): undici's Pool closes the client it retires
+/// for its age. One that carries many streams (HTTP/2, HTTP/3) also stops counting against the
+/// origin's connections then ([`Age::retire`]), so that another may open beside it.
 pub(crate) struct Age {
     born: tokio::time::Instant,
     ttl: Option<std::time::Duration>,
@@ -341,19 +341,28 @@ impl Age {
         }
     }
 
-    /// When the connection goes past its TTL, if it has one.
-    pub fn end(&self) -> Option<tokio::time::Instant> {
-        self.ttl.map(|t| self.born + t)
+    /// Past its TTL.
+    pub fn past(&self) -> bool {
+        self.ttl.is_some_and(|t| self.born.elapsed() >= t)
     }
 
-    /// Whether it is retired; the first time it is found past its TTL, it detaches from its
-    /// origin (see [`Host::detach`]).
+    /// When an idle connection closes: `idle_end` (its keep-alive's end), or its TTL if sooner.
+    pub fn bound(&self, idle_end: tokio::time::Instant) -> tokio::time::Instant {
+        self.ttl.map_or(idle_end, |t| idle_end.min(self.born + t))
+    }
+
+    /// What an idle connection closes with when that time comes.
+    pub fn idle_error(&self) -> Error {
+        match self.past() {
+            true => Error::Destroyed,
+            false => Error::Info("socket idle timeout".into()),
+        }
+    }
+
+    /// Whether a connection that carries many streams is retired; the first time it is found
+    /// past its TTL, it detaches from its origin (see [`Host::detach`]).
     pub fn retire(&mut self, host: &impl Host) -> bool {
-        if !self.retired
-            && self
-                .end()
-                .is_some_and(|end| tokio::time::Instant::now() >= end)
-        {
+        if !self.retired && self.past() {
             self.retired = true;
             host.detach();
         }

@@ -19,7 +19,7 @@ use tokio::time::{Instant, Sleep};
 use super::dispatch::{Outbox, Pipeline};
 use super::io::{Buffered, READ_CHUNK, WHOLE_BODY_MAX, WRITE_HIGH_WATER};
 use crate::codec::{read_response_head, BodyDecoder, Decoded, RawHeader};
-use crate::conn::{Host, BUDGET};
+use crate::conn::{Age, Host, BUDGET};
 use crate::direct::Lanes;
 use crate::error::{Error, SocketInfo};
 use crate::event::{Event, Shared};
@@ -87,8 +87,8 @@ pub(crate) struct Conn<H: Host> {
     served: u64,
     keep_alive: Duration,
     idle_since: Instant,
-    /// When the connection was established.
-    born: Instant,
+    /// Its age against `clientTtl`, from when it was established.
+    age: Age,
     last_data: Instant,
     /// The response being read was seen paused: its body timeout restarts when it resumes.
     body_paused: bool,
@@ -116,6 +116,7 @@ impl<H: Host> Conn<H> {
         let addresses = io.addresses();
         let fd = io.raw_fd();
         let lanes = host.lanes();
+        let age = Age::new(cfg.connection_ttl);
         Conn {
             out: Outbox::new(host.clone()),
             pipe: Pipeline::new(),
@@ -129,7 +130,7 @@ impl<H: Host> Conn<H> {
             aged: false,
             served: 0,
             idle_since: now,
-            born: now,
+            age,
             last_data: now,
             body_paused: false,
             timer: Box::pin(tokio::time::sleep_until(now + Duration::from_secs(3600))),
@@ -153,7 +154,7 @@ impl<H: Host> Conn<H> {
 
     /// Moves requests from the origin queue onto this connection while the rules allow.
     fn take_requests(&mut self) {
-        if !self.taken_last && self.expired() {
+        if !self.taken_last && self.age.past() {
             self.taken_last = true;
             self.aged = true;
         }
@@ -221,7 +222,7 @@ impl<H: Host> Conn<H> {
                 .cfg
                 .max_requests_per_connection
                 .is_none_or(|m| self.served < m)
-            && !self.expired()
+            && !self.age.past()
             && self.host.open_for_direct();
         self.fd.filter(|_| ok)
     }
@@ -523,20 +524,9 @@ impl<H: Host> Conn<H> {
         );
     }
 
-    /// Older than the origin's connection TTL.
-    fn expired(&self) -> bool {
-        self.cfg
-            .connection_ttl
-            .is_some_and(|t| self.born.elapsed() >= t)
-    }
-
     /// When the idle timer fires: the keep-alive ends, or the connection's TTL.
     fn idle_end(&self) -> Instant {
-        let idle_end = self.idle_since + self.keep_alive;
-        match self.cfg.connection_ttl {
-            Some(ttl) => idle_end.min(self.born + ttl),
-            None => idle_end,
-        }
+        self.age.bound(self.idle_since + self.keep_alive)
     }
 
     /// The nearest deadline this connection must act on, if any.
@@ -715,11 +705,7 @@ impl<H: Host> Conn<H> {
                 if !self.pipe.is_empty() {
                     return;
                 }
-                if self.expired() {
-                    self.close(Error::Destroyed)
-                } else {
-                    self.close(Error::Info("socket idle timeout".into()))
-                }
+                self.close(self.age.idle_error())
             }
         }
     }

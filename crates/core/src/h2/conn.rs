@@ -677,8 +677,7 @@ impl<H: Host> H2Conn<H> {
         if self.going_away || !self.streams.is_empty() {
             return None;
         }
-        let idle_end = self.idle_since? + self.settings.keep_alive;
-        Some(self.age.end().map_or(idle_end, |end| end.min(idle_end)))
+        Some(self.age.bound(self.idle_since? + self.settings.keep_alive))
     }
 
     /// The nearest time something must happen: a stream's timeout, the next PING, or the
@@ -726,11 +725,7 @@ impl<H: Host> H2Conn<H> {
             fired = true;
         }
         if self.idle_deadline().is_some_and(|at| at <= now) {
-            let error = match self.age.retire(&*self.host) {
-                true => Error::Destroyed,
-                false => Error::Info("socket idle timeout".into()),
-            };
-            self.close(error);
+            self.close(self.age.idle_error());
             fired = true;
         }
         fired

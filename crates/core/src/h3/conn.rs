@@ -379,8 +379,7 @@ impl<H: Host> H3Conn<H> {
         if !self.streams.is_empty() {
             return None;
         }
-        let idle_end = self.idle_since? + self.settings.keep_alive;
-        Some(self.age.end().map_or(idle_end, |end| end.min(idle_end)))
+        Some(self.age.bound(self.idle_since? + self.settings.keep_alive))
     }
 
     fn poll_timer(&mut self, cx: &mut Context<'_>) -> bool {
@@ -389,11 +388,7 @@ impl<H: Host> H3Conn<H> {
             return false;
         }
         if self.idle_deadline().is_some_and(|at| at <= Instant::now()) {
-            let error = match self.age.retire(&*self.host) {
-                true => Error::Destroyed,
-                false => Error::Info("socket idle timeout".into()),
-            };
-            self.close(error);
+            self.close(self.age.idle_error());
             return true;
         }
         false
