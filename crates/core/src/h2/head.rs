@@ -35,11 +35,12 @@ fn invalid(msg: impl Into<String>) -> Error {
 /// Fields that are the connection's in HTTP/1.1 and that HTTP/2 forbids, which a caller may
 /// still give (the encoder writes `host`, `connection` and the framing itself, and undici's
 /// checks refuse `keep-alive`, `upgrade` and `transfer-encoding` before): as Node's http2
-/// refuses them for undici, a `te` too unless it is `trailers` alone.
-fn forbidden(name: &[u8], value: &[u8], tes: usize) -> bool {
+/// refuses them for undici, a `te` too unless it is `trailers` alone (several `te` fields are
+/// joined into one value, which is then not: `te_before` says whether one came before).
+fn forbidden(name: &[u8], value: &[u8], te_before: impl FnOnce() -> bool) -> bool {
     name.eq_ignore_ascii_case(b"proxy-connection")
         || name.eq_ignore_ascii_case(b"http2-settings")
-        || (name.eq_ignore_ascii_case(b"te") && (tes > 1 || value != b"trailers"))
+        || (name.eq_ignore_ascii_case(b"te") && (value != b"trailers" || te_before()))
 }
 
 /// Translates `req` for a stream. `scheme` is `http` or `https`; `extended_connect`: the
@@ -75,13 +76,8 @@ pub(crate) fn outgoing(
         Method::from_bytes(method_bytes).map_err(|_| invalid("invalid request method"))?
     };
     let mut map = HeaderMap::with_capacity(head.fields().len() + 2);
-    // (Several `te` fields are joined into one value, which is then not `trailers` alone.)
-    let tes = head
-        .fields()
-        .filter(|(n, _)| n.eq_ignore_ascii_case(b"te"))
-        .count();
     for (name, value) in head.fields() {
-        if forbidden(name, &value, tes) {
+        if forbidden(name, &value, || map.contains_key(http::header::TE)) {
             let name = String::from_utf8_lossy(name).to_ascii_lowercase();
             return Err(Error::ConnectionHeader(name));
         }
