@@ -6,7 +6,7 @@
 // into a cache outside the clone: $SAETTA_NODE_CACHE, else $XDG_CACHE_HOME/saetta/node, else
 // ~/.cache/saetta/node.
 import { spawnSync } from 'node:child_process'
-import { existsSync, mkdirSync, mkdtempSync, realpathSync, renameSync, rmSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, renameSync, rmSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -56,20 +56,46 @@ const failed = []
 // The type checks (tsc and tsd over the sources and the published declarations, against
 // @types/node) do not depend on the Node that runs them: they run once, on the newest.
 const TYPE_TESTS = ['__test__/typecheck.test.ts', '__test__/types.test.ts']
+// Each run also writes vitest's JSON report, so that the end of the output names every failed
+// test on every Node (a CI log is often read from its tail), unless the caller chose reporters.
+const args = process.argv.slice(2)
+const report = args.some((a) => a.startsWith('--reporter')) ? undefined : mkdtempSync(path.join(os.tmpdir(), 'saetta-vitest-'))
 for (const version of isScript ? VERSIONS : []) {
   const node = version.split('.')[0] === current ? process.execPath : nodeBinary(version)
   const last = version === VERSIONS.at(-1)
   console.log(`\n== vitest on Node.js ${node === process.execPath ? process.versions.node : version}${last ? '' : ' (the type checks run on the newest only)'}\n`)
   const skip = last ? [] : TYPE_TESTS.flatMap((f) => ['--exclude', f])
-  const r = spawnSync(node, [path.join(root, 'node_modules', 'vitest', 'vitest.mjs'), 'run', ...skip, ...process.argv.slice(2)], {
+  const json = report && path.join(report, `${version}.json`)
+  const reporters = json ? ['--reporter=default', '--reporter=json', `--outputFile.json=${json}`] : []
+  const r = spawnSync(node, [path.join(root, 'node_modules', 'vitest', 'vitest.mjs'), 'run', ...skip, ...reporters, ...args], {
     cwd: root,
     stdio: 'inherit',
     // Child processes the tests start by name run on the same Node.
     env: { ...process.env, PATH: `${path.dirname(node)}${path.delimiter}${process.env.PATH}` },
   })
-  if (r.status !== 0) failed.push(version)
+  if (r.status !== 0) failed.push({ version, tests: json ? failures(json) : [] })
 }
+if (report) rmSync(report, { recursive: true, force: true })
+
+/** "file > test: first line of its error" for each failed test (or file) in a vitest JSON report. */
+function failures(file) {
+  let results
+  try {
+    results = JSON.parse(readFileSync(file, 'utf8')).testResults
+  } catch {
+    return ['(no report: vitest ended before writing it)']
+  }
+  const first = (messages) => String(messages?.[0] ?? '').split('\n')[0]
+  const failed = results.flatMap((f) => {
+    const name = path.relative(root, f.name)
+    const tests = f.assertionResults.filter((t) => t.status === 'failed').map((t) => `${name} > ${t.fullName}: ${first(t.failureMessages)}`)
+    return tests.length > 0 || f.status !== 'failed' ? tests : [`${name}: ${first([f.message])}`]
+  })
+  return failed.length > 0 ? failed : ['(every test passed: an error outside them, such as an unhandled rejection, failed the run; see above)']
+}
+
 if (failed.length > 0) {
-  console.error(`\nvitest failed on Node.js ${failed.join(', ')}`)
+  for (const { version, tests } of failed) console.error(`\nfailed on Node.js ${version}:${tests.map((t) => `\n  ${t}`).join('')}`)
+  console.error(`\nvitest failed on Node.js ${failed.map((f) => f.version).join(', ')}`)
   process.exit(1)
 }
