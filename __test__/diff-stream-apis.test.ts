@@ -9,7 +9,7 @@ import { PassThrough, Readable, Stream, Writable, pipeline as streamPipeline, ty
 import { afterEach, describe, test } from 'vitest'
 import { WebSocketServer } from 'ws'
 import { cleanup, httpServer, netServer, onCleanup, sleep, waitFor } from './helpers'
-import { client, describeError, same7, settled, type Lib } from './differential-support'
+import { client, describeError, same, same7, settled, undici, type Lib } from './differential-support'
 
 afterEach(cleanup)
 
@@ -625,4 +625,54 @@ describe('WebSocket: what a custom dispatcher is handed', () => {
       })
     })
   }
+})
+
+describe("the top-level functions on a dispatcher that is not the library's own", () => {
+  // An undici 8 Agent, as a library passes its own, or as Node 26 puts the Agent of the undici
+  // it bundles in the global slot (importing node:http does): it takes controller-style handlers only.
+  const server = async () => {
+    const srv = await httpServer((req, res) => res.end(`${req.method} ${req.url}`))
+    srv.server.on('upgrade', (_req, socket) => socket.end('HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: probe\r\n\r\n'))
+    srv.server.on('connect', (_req, socket) => socket.end('HTTP/1.1 200 Connection Established\r\n\r\n'))
+    return srv
+  }
+  test('request, stream, pipeline, upgrade and connect run on it, and it is handed controller-style handlers', async () => {
+    await same(server, async (lib, origin) => {
+      const agent = new undici.Agent()
+      onCleanup(() => agent.close())
+      const styles: string[] = []
+      const dispatcher = {
+        dispatch(opts: object, handler: { onRequestStart?: unknown }) {
+          styles.push(typeof handler.onRequestStart)
+          return agent.dispatch(opts as never, handler as never)
+        },
+      } as unknown as InstanceType<Lib['Agent']>
+      const seen: unknown[] = []
+      const res = await lib.request(`${origin}/r?q=1`, { dispatcher })
+      seen.push(res.statusCode, await res.body.text())
+      const chunks: Buffer[] = []
+      await lib.stream(`${origin}/s`, { dispatcher }, () => new Writable({ write: (c, _e, cb) => (chunks.push(c), cb()) }))
+      seen.push(Buffer.concat(chunks).toString())
+      const piped: Buffer[] = []
+      const duplex = lib.pipeline(`${origin}/p`, { dispatcher, method: 'GET' }, ({ body }) => body)
+      duplex.end()
+      for await (const c of duplex) piped.push(c)
+      seen.push(Buffer.concat(piped).toString())
+      const up = await lib.upgrade(`${origin}/u`, { dispatcher, protocol: 'probe' })
+      seen.push(up.headers.upgrade)
+      up.socket.destroy()
+      const conn = await lib.connect(origin, { dispatcher })
+      seen.push(conn.statusCode)
+      conn.socket.destroy()
+      // An undici 8 Agent in the global slot serves the functions given no dispatcher too.
+      const before = lib.getGlobalDispatcher()
+      lib.setGlobalDispatcher(agent as never)
+      try {
+        seen.push(await (await lib.request(`${origin}/g`)).body.text())
+      } finally {
+        lib.setGlobalDispatcher(before)
+      }
+      return { seen, styles }
+    })
+  })
 })

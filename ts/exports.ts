@@ -45,7 +45,7 @@ export type { Socks5ProxyAgentOptions } from './dispatcher/socks5-proxy-agent'
 export { setGlobalDispatcher, getGlobalDispatcher } from './global'
 import { topLevel } from './api/top-level'
 import { getGlobalDispatcher } from './global'
-export const { request, stream, pipeline, connect, upgrade } = topLevel(getGlobalDispatcher)
+export const { request, stream, pipeline, connect, upgrade } = topLevel(getGlobalDispatcher, true)
 export { buildConnector } from './dispatcher/connector'
 export { Dispatcher1Wrapper } from './dispatcher/dispatcher1-wrapper'
 export type {

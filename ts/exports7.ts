@@ -134,7 +134,7 @@ export function getGlobalDispatcher(): DispatcherType {
 // (what saetta's main entry put there as it loaded is replaced).
 loadDefaultDispatcher(() => new Agent(), setGlobalDispatcher7)
 
-export const { request, stream, pipeline, connect, upgrade } = topLevel(getGlobalDispatcher)
+export const { request, stream, pipeline, connect, upgrade } = topLevel(getGlobalDispatcher, false)
 
 export {
   Dispatcher,
