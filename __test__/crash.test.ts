@@ -149,3 +149,15 @@ describe('abort', () => {
     expect(await scenario('routed-errors.cjs', ['abort-body-no-destroy'])).toEqual({ result: 'AbortError: Request aborted' })
   })
 })
+
+describe('a response nobody reads', () => {
+  // As undici's paused socket (idle to libuv), a request held back by its reader does not keep
+  // the process alive: a script that looks at the status only still ends.
+  it('request(): a body of 1 MiB never read, the process exits by itself', async () => {
+    expect(await scenario('unread-body.cjs', ['request'])).toEqual({ statusCode: 200 })
+  })
+
+  it('stream(): a Writable that never calls back, the process exits by itself', async () => {
+    expect(await scenario('unread-body.cjs', ['stream'])).toEqual({ statusCode: 200 })
+  })
+})

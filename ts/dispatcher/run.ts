@@ -7,7 +7,7 @@ import type { EventEmitter } from 'node:events'
 import { Blob } from 'node:buffer'
 import { addon, submit } from '../native/addon-handle'
 import { headerBuffers } from '../native/bridge'
-import { afterBatch, batchNumber, bodyEnd, bodyWrite, flushAfter, flushSoon, lone, newRequestId, proceed, track, untrack, type RequestSink } from '../native/batch'
+import { afterBatch, batchNumber, bodyEnd, bodyWrite, flushAfter, flushSoon, hold, lone, newRequestId, proceed, release, track, untrack, type RequestSink } from '../native/batch'
 import { BodyTimeoutError, ClientDestroyedError, InformationalError, InvalidArgumentError, RequestAbortedError, RequestContentLengthMismatchError, SocketError } from '../errors'
 import { fromNative } from '../native/native-error'
 import { kComposeUndici7 } from './dispatcher'
@@ -308,6 +308,11 @@ export class Run implements RequestSink {
   /** The engine was told to pause (see #pause); `#ended`: the response's end is in the backlog. */
   #enginePaused = false
   #ended = false
+  /**
+   * Paused, it keeps the process alive no more (until resumed): as undici's paused socket, which
+   * libuv counts as idle, a response nobody reads lets the process exit.
+   */
+  #idle = false
   /** The batch its final response head came in (see onError). */
   #headBatch = 0
   /** Events that arrived while the handler had paused, delivered on resume. */
@@ -776,6 +781,7 @@ export class Run implements RequestSink {
   #resume = (): void => {
     if (!this.#paused || this.#settled) return
     this.#paused = false
+    this.#busy()
     while (this.#backlog.length > 0 && !this.#paused) this.#backlog.shift()!()
     if (!this.#paused && !this.#settled && this.#enginePaused) {
       this.#enginePaused = false
@@ -848,9 +854,21 @@ export class Run implements RequestSink {
   #pause(): void {
     if (!this.#paused && !this.#settled) {
       this.#paused = true
+      if (!this.#idle) {
+        this.#idle = true
+        release()
+      }
       // The engine hears of it after the batch, if the pause still holds and the response
       // has not ended meanwhile: a body that fits in one batch costs no pause at all.
       afterBatch(this.#pauseEngine)
+    }
+  }
+
+  /** Keeps the process alive again (see #idle). */
+  #busy(): void {
+    if (this.#idle) {
+      this.#idle = false
+      hold()
     }
   }
 
@@ -942,6 +960,8 @@ export class Run implements RequestSink {
     this.#settled = true
     this.#offQueuedAbort?.()
     this.#offQueuedAbort = null
+    // What untrack() (now or later) lets go of.
+    this.#busy()
     if (release) untrack(this.#id)
     this.#creditWaiter?.()
     // As undici (whose writer keeps listening): the body's later errors are no one's.
