@@ -127,6 +127,14 @@ describe('errors routed to the request or the client, never uncaught', () => {
     expect(await scenario('routed-errors.cjs', ['stream-destination'])).toEqual({ result: 'Error: destination failed' })
   })
 
+  it('a response body destroyed with an error, then read: the read fails with it', async () => {
+    expect(await scenario('routed-errors.cjs', ['body-destroyed-read'])).toEqual({ result: 'Error: boom' })
+  })
+
+  it("a stream() factory's Writable destroyed with an error already: stream() fails with it", async () => {
+    expect(await scenario('routed-errors.cjs', ['stream-destination-destroyed'])).toEqual({ result: 'Error: destroyed before' })
+  })
+
   // A legacy handler: as undici 7.
   it("what a dispatch handler's onError throws is the Client's 'error' event", async () => {
     expect(await scenario('routed-errors.cjs', ['onerror-throws'], { libs: ['undici7', 'saetta'] })).toEqual({

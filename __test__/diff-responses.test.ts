@@ -566,3 +566,54 @@ describe('SocketError.socket', () => {
     )
   })
 })
+
+describe('a response body and its data at their edges', () => {
+  const json = () => rawServer((_req, socket) => socket.write(okResponse('{bad')))
+  test("a 'data' listener added first does not make the body unusable: json() reads it too, and fails on its syntax", async () => {
+    await same(json, async (lib, origin) => {
+      const c = client(lib, origin)
+      const { body } = await c.request({ path: '/', method: 'GET' })
+      const seen: number[] = []
+      body.on('data', (chunk: Buffer) => seen.push(chunk.length))
+      const result = await settled(body.json())
+      return { result, seen }
+    })
+  })
+
+  test('dump() with a limit that is not a number uses the default one; what it resolves with, with a signal and without', async () => {
+    await same(json, async (lib, origin) => {
+      const c = client(lib, origin)
+      const out: unknown[] = []
+      for (const opts of [{ limit: 'x' }, { limit: NaN }, { limit: 0 }, null, { signal: new AbortController().signal }]) {
+        const { body } = await c.request({ path: '/', method: 'GET' })
+        out.push(await settled(body.dump(opts as never)))
+      }
+      return out
+    })
+  })
+
+  test("request()'s context, a stream() factory's and pipeline()'s are the dispatcher's (null); stats are ClientStats and PoolStats", async () => {
+    await same(json, async (lib, origin) => {
+      const c = client(lib, origin)
+      const pool = new lib.Pool(origin)
+      onCleanup(() => pool.close())
+      const res = await c.request({ path: '/', method: 'GET' })
+      await res.body.dump()
+      let factoryContext: unknown = 'unset'
+      await c.stream({ path: '/', method: 'GET' }, (data) => {
+        factoryContext = (data as { context?: unknown }).context
+        return new Writable({ write: (_c, _e, cb) => cb() })
+      })
+      let pipelineContext: unknown = 'unset'
+      const duplex = c.pipeline({ path: '/', method: 'GET' }, (data) => ((pipelineContext = data.context), data.body))
+      duplex.end()
+      for await (const _ of duplex);
+      return {
+        request: res.context,
+        factoryContext,
+        pipelineContext,
+        stats: [c.stats.constructor.name, pool.stats.constructor.name, JSON.stringify(c.stats), JSON.stringify(pool.stats)],
+      }
+    })
+  })
+})

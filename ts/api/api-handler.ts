@@ -21,8 +21,12 @@ export function failed<T>(opaque: unknown): T {
 
 export abstract class ApiHandler<TOpaque> extends InternalHandler {
   protected readonly opts: RequestOptions<TOpaque>
-  /** What onConnect brought (undefined from saetta's own dispatchers); typed `object` as undici's results. */
+  /**
+   * What onConnect brought; typed `object` as undici's results. saetta's own dispatchers bring
+   * none: then undici 8's (null), or undici 7's (undefined) on the `saetta/undici7` entry.
+   */
   protected context = undefined as unknown as object
+  #noContext: null | undefined
   #abort: ((err?: Error) => void) | null = null
   #reason: Error | null = null
   #detachSignal: () => void
@@ -37,8 +41,9 @@ export abstract class ApiHandler<TOpaque> extends InternalHandler {
    * `tunnel`: the handler is for connect/upgrade, where CONNECT is the point (and onInfo is not
    * looked at).
    */
-  constructor(opts: RequestOptions<TOpaque>, { kind, tunnel = false }: { kind: ApiKind; tunnel?: boolean }) {
+  constructor(opts: RequestOptions<TOpaque>, { kind, tunnel = false, undici7 = false }: { kind: ApiKind; tunnel?: boolean; undici7?: boolean }) {
     super()
+    this.#noContext = undici7 ? undefined : null
     // undici's checks, in its order (a falsy onInfo, as a falsy signal, is none).
     validateSignal(opts.signal)
     if (!tunnel && opts.method === 'CONNECT') throw new InvalidArgumentError('invalid method')
@@ -74,7 +79,7 @@ export abstract class ApiHandler<TOpaque> extends InternalHandler {
   onConnect(abort: (err?: Error) => void, context?: object): void {
     if (this.#reason) return abort(this.#reason)
     this.#abort = abort
-    this.context = context as object
+    this.context = (context === undefined ? this.#noContext : context) as object
   }
 
   /** Aborts the request (a no-op before onConnect or after settlement). */

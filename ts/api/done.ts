@@ -9,6 +9,8 @@ export function prematureClose(): Error {
   return Object.assign(new Error('Premature close'), { code: 'ERR_STREAM_PREMATURE_CLOSE' })
 }
 
+const noop = (): void => {}
+
 type Side = { readable: Readable } | { writable: Writable }
 
 /** `fromErrorEvent`: the error came by the stream's 'error' event (not found on its close). */
@@ -31,6 +33,8 @@ export function whenDone(side: Side, callback: (err?: Error, fromErrorEvent?: bo
   const err = errored()
   const done = ended()
   if (err || done || stream.destroyed) {
+    // As `finished`, which listens all the same: the error, still to be emitted, is the callback's.
+    if (err) stream.on('error', noop)
     process.nextTick(() => finish(err ?? (done ? undefined : prematureClose())))
     return
   }

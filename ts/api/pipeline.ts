@@ -10,6 +10,7 @@ import { ApiHandler } from './api-handler'
 import { BodyReadable } from './readable'
 import { withOptions } from '../dispatcher/options'
 import { destroyStream } from '../util/destroy'
+import { isUndici7Dispatcher } from '../util/undici7'
 
 export interface PipelineOptions<TOpaque = null> extends RequestOptions<TOpaque> {
   objectMode?: boolean
@@ -51,10 +52,10 @@ class PipelineHandler_<TOpaque> extends ApiHandler<TOpaque> {
   #body: Readable | null = null
   #onReadable: (() => void) | null = null
 
-  constructor(opts: PipelineOptions<TOpaque>, handler: PipelineHandler<TOpaque>) {
+  constructor(opts: PipelineOptions<TOpaque>, handler: PipelineHandler<TOpaque>, undici7: boolean) {
     // Checked first, as undici does.
     if (typeof handler !== 'function') throw new InvalidArgumentError('invalid handler')
-    super(opts, { kind: 'PIPELINE' })
+    super(opts, { kind: 'PIPELINE', undici7 })
     this.#handler = handler
     const self = this
     this.duplex = new Duplex({
@@ -149,7 +150,7 @@ class PipelineHandler_<TOpaque> extends ApiHandler<TOpaque> {
 export function pipeline<TOpaque = null>(this: Dispatcher, opts: PipelineOptions<TOpaque>, handler: PipelineHandler<TOpaque>): Duplex {
   try {
     if (opts == null || typeof opts !== 'object') throw new InvalidArgumentError('invalid opts')
-    const h = new PipelineHandler_(opts, handler)
+    const h = new PipelineHandler_(opts, handler, isUndici7Dispatcher(this))
     this.dispatch(withOptions(opts, { body: h.body }), h)
     return h.duplex
   } catch (err) {

@@ -129,21 +129,19 @@ export class BodyReadable extends Readable {
   }
 
   formData(): Promise<never> {
-    return Promise.reject(new NotSupportedError('formData is not supported'))
+    return Promise.reject(new NotSupportedError())
   }
 
   /** Reads up to `limit` bytes and discards them; a longer body is destroyed instead. */
   // Resolves null, as undici's; typed `void` as undici's.
-  async dump(opts: { limit?: number; signal?: AbortSignal } = {}): Promise<void> {
-    const limit = opts.limit ?? 262144
-    if (typeof limit !== 'number' || !Number.isFinite(limit) || limit < 0) {
-      throw new InvalidArgumentError('limit must be a non-negative number')
-    }
-    const signal = opts.signal
+  async dump(opts?: { limit?: number; signal?: AbortSignal } | null): Promise<void> {
+    const signal = opts?.signal
     if (signal != null && (typeof signal !== 'object' || !('aborted' in signal))) {
       throw new InvalidArgumentError('signal must be an AbortSignal')
     }
     signal?.throwIfAborted()
+    // As undici: a limit that is not a number (or is 0) is the default one.
+    const limit = opts?.limit && Number.isFinite(opts.limit) ? opts.limit : 262144
     if (this.closed) return NULL
     if (this.#contentLength !== undefined && this.#contentLength > limit) {
       this.destroy(new RequestAbortedError())
@@ -155,7 +153,8 @@ export class BodyReadable extends Readable {
       this.on('close', () => {
         signal?.removeEventListener('abort', onAbort)
         if (signal?.aborted) reject(signal.reason)
-        else resolve(NULL)
+        // As undici: null when given a signal, else what 'close' passes (nothing).
+        else resolve(signal ? NULL : undefined)
       })
         .on('error', () => {})
         .on('data', (chunk: Buffer) => {
@@ -167,12 +166,14 @@ export class BodyReadable extends Readable {
   }
 
   #consume(kind: ConsumeKind): Promise<unknown> {
-    if (this.bodyUsed || this.#locked()) {
-      const unusable = new TypeError('Body is unusable: Body has already been read')
-      // As undici: a body that failed before anyone read it gives its failure.
-      if (this.#used || this.readableDidRead || !this.destroyed) return Promise.reject(unusable)
-      if (this.errored || this.closed) return Promise.reject(this.errored ?? unusable)
-      return new Promise((_, reject) => this.once('error', reject).once('close', () => reject(unusable)))
+    // As undici: a body read from, or destroyed before its end, is unusable; one consumed already
+    // too (undici fails an assertion). One destroyed whose 'close' is still to come gives the
+    // error it is destroyed with, once emitted (so that nothing raises it uncaught).
+    if (this.#used || this.readableDidRead || this.readableAborted) {
+      const unusable = new TypeError('unusable')
+      if (this.#used) return Promise.reject(unusable)
+      if (this.destroyed && !this.closed) return new Promise((_, reject) => this.once('error', reject).once('close', () => reject(unusable)))
+      return Promise.reject(this.errored ?? unusable)
     }
     this.#used = true
     return new Promise((resolve, reject) => {
@@ -211,10 +212,6 @@ export class BodyReadable extends Readable {
     if (lastChar && lastNeed > 0) add(Buffer.from(lastChar.subarray(0, lastTotal - lastNeed)))
     this.#sink = add
     super.on('data', () => {})
-  }
-
-  #locked(): boolean {
-    return this.readableFlowing === true || this.listenerCount('data') > 0
   }
 
   #finish(kind: ConsumeKind, chunks: Buffer[], length: number, encoding: BufferEncoding | null): unknown {

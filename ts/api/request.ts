@@ -25,7 +25,7 @@ class RequestHandler<TOpaque> extends ApiHandler<TOpaque> {
     if (opts.highWaterMark != null && !(Number.isFinite(opts.highWaterMark) && opts.highWaterMark >= 0)) {
       throw new InvalidArgumentError('invalid highWaterMark')
     }
-    super(opts, { kind: 'REQUEST' })
+    super(opts, { kind: 'REQUEST', undici7 })
     this.#callback = callback
     this.#undici7 = undici7
   }

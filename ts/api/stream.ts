@@ -48,7 +48,7 @@ class StreamHandler<TOpaque> extends ApiHandler<TOpaque> {
   constructor(opts: RequestOptions<TOpaque>, factory: StreamFactory<TOpaque>, callback: Callback<TOpaque>, undici7: boolean) {
     // Checked first, as undici does.
     if (typeof factory !== 'function') throw new InvalidArgumentError('invalid factory')
-    super(opts, { kind: 'STREAM' })
+    super(opts, { kind: 'STREAM', undici7 })
     this.#factory = factory
     this.#callback = callback
     this.#undici7 = undici7

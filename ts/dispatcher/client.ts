@@ -1,6 +1,7 @@
 // Client: one origin, its connections in the native engine (one connection, pipelined; a Pool
 // uses the same machinery with more connections, see `kConnections`).
 
+import { clientStats, type ClientFigures } from './stats'
 import net from 'node:net'
 import http from 'node:http'
 import { AsyncResource } from 'node:async_hooks'
@@ -392,8 +393,8 @@ export class Client extends DispatcherBase {
     return this.#runs.size - this.running
   }
 
-  get stats(): { connected: boolean; pending: number; running: number; size: number } {
-    return { connected: this.#connections > 0, pending: this.pending, running: this.running, size: this.size }
+  get stats(): ClientFigures {
+    return clientStats({ connected: this.#connections > 0, pending: this.pending, running: this.running, size: this.size })
   }
 
   get [kBusy](): boolean {

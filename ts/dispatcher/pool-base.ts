@@ -3,6 +3,7 @@
 // the pool's own queue until one drains. Members' events are re-emitted with the pool first
 // in `targets`, as undici does.
 
+import { poolStats } from './stats'
 import { DispatcherBase, kBusy, kClose, kDestroy, kDispatch } from './base'
 import { isUndici7 } from '../util/undici7'
 import type { Dispatcher } from './dispatcher'
@@ -255,6 +256,6 @@ export abstract class PoolBase extends DispatcherBase {
       running += m.running ?? sub?.running ?? 0
       size += m.size ?? sub?.size ?? 0
     }
-    return { connected, free, pending, queued: this.#queue.length, running, size }
+    return poolStats({ connected, free, pending, queued: this.#queue.length, running, size })
   }
 }
