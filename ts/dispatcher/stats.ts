@@ -12,35 +12,18 @@ export interface ClientFigures {
   size: number
 }
 
-class ClientStats implements ClientFigures {
-  connected: boolean
-  pending: number
-  running: number
-  size: number
-
+// The figures are the instances' own properties, in the order given (undici's order).
+interface ClientStats extends ClientFigures {}
+class ClientStats {
   constructor(figures: ClientFigures) {
-    this.connected = figures.connected
-    this.pending = figures.pending
-    this.running = figures.running
-    this.size = figures.size
+    Object.assign(this, figures)
   }
 }
 
-class PoolStats implements PoolFigures {
-  connected: number
-  free: number
-  pending: number
-  queued: number
-  running: number
-  size: number
-
+interface PoolStats extends PoolFigures {}
+class PoolStats {
   constructor(figures: PoolFigures) {
-    this.connected = figures.connected
-    this.free = figures.free
-    this.pending = figures.pending
-    this.queued = figures.queued
-    this.running = figures.running
-    this.size = figures.size
+    Object.assign(this, figures)
   }
 }
 
