@@ -1122,6 +1122,16 @@ describe('retry interceptor', () => {
     ])
   })
 
+  test('a stream body read by the first attempt is not sent again: the failure is the answer', async () => {
+    const stream = () => Readable.from(['a', 'b'])
+    await same(noServer, async (lib) => [
+      await retried(lib, ['503', 'ok'], { methods: ['POST'] }, { method: 'POST', body: stream() }),
+      await retried(lib, ['503', 'ok'], { methods: ['PUT'] }, { method: 'PUT', body: stream(), headers: { 'content-length': '2' } }),
+      await retried(lib, ['503', 'ok'], { methods: ['POST'], throwOnError: false }, { method: 'POST', body: stream() }),
+      await retried(lib, ['reset', 'ok'], { methods: ['POST'] }, { method: 'POST', body: stream() }),
+    ])
+  })
+
   test('error codes: retried on those given, not on others (undici names for socket errors work)', async () => {
     await same(noServer, async (lib) => [
       await retried(lib, ['reset', 'reset', 'ok'], {}),

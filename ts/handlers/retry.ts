@@ -219,7 +219,9 @@ export class RetryHandler implements NewStyleHandler {
     const pending = this.#pending
     if (pending === null) return this.#handler.onResponseEnd?.(this.#controller, trailers)
     if (pending.decided) return this.#redispatch()
-    this.#retryOrFail(pending.err)
+    // As undici, which throws it here and so meets it where failures are retried: not when the
+    // request's body was a stream, read already.
+    this.onResponseError(controller, pending.err)
   }
 
   onResponseError(controller: DispatchController, err: Error): void {
