@@ -1,7 +1,6 @@
 // Client: one origin, its connections in the native engine (one connection, pipelined; a Pool
 // uses the same machinery with more connections, see `kConnections`).
 
-import { clientStats, type ClientFigures } from './stats'
 import net from 'node:net'
 import http from 'node:http'
 import { AsyncResource } from 'node:async_hooks'
@@ -26,6 +25,7 @@ import '../debug'
 import { parseOrigin, type UrlObject } from './url'
 import { h2Number, h2Option, nativeOrigin, nativeTunnel, needsNode, optNumber, proxyOptions, tlsOptions, validateH2, validateOptions, type ConnectOptions, type JsRoute } from './client-options'
 import { BAD_BODY, knownBody, Run } from './run'
+import { clientStats, type ClientFigures } from './stats'
 
 /**
  * Internal Client option (used by Pool): how many connections the origin may open (0: no

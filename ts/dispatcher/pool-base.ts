@@ -3,11 +3,11 @@
 // the pool's own queue until one drains. Members' events are re-emitted with the pool first
 // in `targets`, as undici does.
 
-import { poolStats } from './stats'
 import { DispatcherBase, kBusy, kClose, kDestroy, kDispatch } from './base'
 import { isUndici7 } from '../util/undici7'
 import type { Dispatcher } from './dispatcher'
 import type { DispatchHandler, DispatchOptions } from './types'
+import { poolStats } from './stats'
 
 /**
  * What a factory must return: the part of a Dispatcher a pool drives (structural, so that
