@@ -419,6 +419,46 @@ describe('through Pool, BalancedPool and Agent', () => {
     })
   })
 
+  test("bad Client options: the pool is made, each request fails with the Client's error", async () => {
+    await same(raw, async (lib, origin) => {
+      const out: unknown[] = []
+      for (const kind of ['Pool', 'BalancedPool', 'Agent'] as const) {
+        for (const options of [{ keepAliveTimeout: -1 }, { headersTimeout: 'x' }, { maxHeaderSize: -5 }, { allowH2: 'yes' }]) {
+          let d: InstanceType<Lib['Agent']>
+          try {
+            d = (kind === 'Agent' ? new lib.Agent(options as never) : new lib[kind](origin, options as never)) as never
+          } catch (err) {
+            out.push([kind, options, 'constructor', describeError(err)])
+            continue
+          }
+          const requests = [await settled(d.request({ origin, path: '/', method: 'GET' })), await settled(d.request({ origin, path: '/', method: 'GET' }))]
+          out.push([kind, options, requests.map((r) => (r.ok ? 'ok' : r.error))])
+          await d.close()
+        }
+      }
+      return out
+    })
+  })
+
+  test('what a Pool and a RoundRobinPool check as they build their connector: at once', async () => {
+    await same(raw, async (lib, origin) => {
+      const out: unknown[] = []
+      for (const kind of ['Pool', 'RoundRobinPool', 'BalancedPool'] as const) {
+        const cases = [{ maxCachedSessions: -1 }, { maxCachedSessions: '2' }, { connect: 5 }, { connect: { maxCachedSessions: -1 } }, { maxCachedSessions: -1, connect: { maxCachedSessions: 3 } }, { maxCachedSessions: -1, connect: () => {} }]
+        for (const options of cases) {
+          try {
+            const d = kind === 'BalancedPool' ? new lib.BalancedPool([origin], options as never) : new lib[kind](origin, options as never)
+            out.push([kind, JSON.stringify(options), 'made'])
+            await d.close()
+          } catch (err) {
+            out.push([kind, JSON.stringify(options), describeError(err)])
+          }
+        }
+      }
+      return out
+    })
+  })
+
   test('bad legacy handlers are reported as by a Client (as undici 7)', async () => {
     await sameAs7(async (lib, origin) => {
       const out: Record<string, unknown> = {}

@@ -269,3 +269,21 @@ export function nativeOrigin(id: number, options: ConstructorParameters<typeof N
   }
 }
 
+
+/**
+ * What undici's Pool and RoundRobinPool check of `connect` as they build their connector, when
+ * made (their Clients' options wait for a request): its type, and the connector's
+ * `maxCachedSessions` (`connect`'s own, else the pool's).
+ */
+export function checkPoolConnect(options: { connect?: unknown; maxCachedSessions?: unknown }): void {
+  const { connect } = options
+  if (connect != null && typeof connect !== 'function' && typeof connect !== 'object') {
+    throw new InvalidArgumentError('connect must be a function or an object')
+  }
+  if (typeof connect === 'function') return
+  const own = connect != null && Object.prototype.hasOwnProperty.call(connect, 'maxCachedSessions')
+  const sessions = own ? (connect as { maxCachedSessions?: unknown }).maxCachedSessions : options.maxCachedSessions
+  if (sessions != null && (!Number.isInteger(sessions) || (sessions as number) < 0)) {
+    throw new InvalidArgumentError('maxCachedSessions must be a positive integer or zero')
+  }
+}

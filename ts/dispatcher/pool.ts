@@ -9,6 +9,7 @@ import { parseOrigin } from './url'
 import { PoolBase, type FactoryDispatcher, type Member } from './pool-base'
 import type { ClientOptions } from './types'
 import { constructorOptions } from './options'
+import { checkPoolConnect } from './client-options'
 import { kComposeOrigin, type Dispatcher } from './dispatcher'
 
 export type PoolFactory = (origin: URL, opts: object) => FactoryDispatcher
@@ -36,6 +37,11 @@ export class Pool extends PoolBase {
    * out as ever (and no probe again), once HTTP/2 they share it. undici 7 does not.
    */
   #probes = false
+  /**
+   * What the Client options were refused with: as undici, whose Pool makes its Clients as
+   * requests come, each request fails with it (the Pool itself is made).
+   */
+  #refused: Error | null = null
   /** The protocol the last connection made speaks (null: none made yet). */
   #protocol: 'h1' | 'h2' | null = null
 
@@ -46,6 +52,7 @@ export class Pool extends PoolBase {
       throw new InvalidArgumentError('invalid connections')
     }
     if (factory !== undefined && typeof factory !== 'function') throw new InvalidArgumentError('factory must be a function.')
+    checkPoolConnect(rest)
     if (clientTtl != null && (typeof clientTtl !== 'number' || clientTtl < 0)) throw new InvalidArgumentError('invalid clientTtl')
     this.#url = parseOrigin(origin)
     this.#options = rest
@@ -54,7 +61,13 @@ export class Pool extends PoolBase {
     this.#clientTtl = clientTtl || null
     if (this.#factory === null) {
       const limits = { connections: this.#connections ?? 0, clientTtl: this.#clientTtl }
-      const member = new Client(this.#url, { ...rest, [kConnections]: limits })
+      let member: Client
+      try {
+        member = new Client(this.#url, { ...rest, [kConnections]: limits })
+      } catch (err) {
+        this.#refused = err as Error
+        return
+      }
       this.#probes = !isUndici7(rest) && (rest.useH2c === true || (this.#url.protocol === 'https:' && rest.allowH2 !== false))
       this.addMember(member)
       if (this.#probes) {
@@ -86,7 +99,7 @@ export class Pool extends PoolBase {
 
   /** Requests in flight per connection (of the native connections). */
   get pipelining(): number {
-    return this.#factory === null ? (this.members[0] as Client).pipelining : (this.#options.pipelining ?? 1)
+    return this.#factory === null && this.#refused === null ? (this.members[0] as Client).pipelining : (this.#options.pipelining ?? 1)
   }
 
   /** Whether the engine's connections wait for the first of them to tell its protocol (see #probes). */
@@ -95,6 +108,7 @@ export class Pool extends PoolBase {
   }
 
   protected pick(): Member | undefined {
+    if (this.#refused !== null) throw this.#refused
     for (const m of this.members) {
       const born = this.#born.get(m)
       if (this.#clientTtl !== null && born !== undefined && Date.now() - born > this.#clientTtl) this.removeMember(m)

@@ -9,6 +9,7 @@ import { kComposeOrigin } from './dispatcher'
 import { PoolBase, type Member } from './pool-base'
 import type { PoolFactory, PoolOptions } from './pool'
 import { constructorOptions } from './options'
+import { checkPoolConnect } from './client-options'
 import type { ClientOptions } from './types'
 import type { Dispatcher } from './dispatcher'
 
@@ -31,10 +32,7 @@ export class RoundRobinPool extends PoolBase {
     const { connections, factory = (o: URL, opts: object) => new Client(o, opts), clientTtl, ...rest } = constructorOptions(options, 'connections')
     if (connections != null && (!Number.isFinite(connections) || connections < 0)) throw new InvalidArgumentError('invalid connections')
     if (typeof factory !== 'function') throw new InvalidArgumentError('factory must be a function.')
-    const connect = rest.connect as unknown
-    if (connect != null && typeof connect !== 'function' && typeof connect !== 'object') {
-      throw new InvalidArgumentError('connect must be a function or an object')
-    }
+    checkPoolConnect(rest)
     this.#url = parseOrigin(origin)
     this.#options = { ...rest, clientTtl } as ClientOptions
     this.#connections = connections || null
