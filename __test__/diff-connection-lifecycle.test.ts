@@ -124,8 +124,8 @@ describe('options', () => {
 
 describe("a failed connection's error", () => {
   /** The error's own properties (what logs and error accounting read), its class and message. */
-  async function failure(lib: Lib, origin: string) {
-    const c = client(lib, origin)
+  async function failure(lib: Lib, origin: string, options?: ConstructorParameters<Lib['Client']>[1]) {
+    const c = client(lib, origin, options)
     const err = await c.request({ path: '/', method: 'GET' }).then(
       () => null,
       (e: Error) => e,
@@ -150,6 +150,16 @@ describe("a failed connection's error", () => {
 
   test('a connection reset by the server: read ECONNRESET', async () => {
     await same7(() => rawServer((_req, socket) => socket.resetAndDestroy()), failure)
+  })
+
+  test('a local address of the other family, or not this host\'s: bind EINVAL, bind EADDRNOTAVAIL, with the address', async ({ skip }) => {
+    await same7(
+      () => rawServer((_req, socket) => socket.end(okResponse('ok'))),
+      async (lib, origin) => [await failure(lib, origin, { localAddress: '10.255.255.1' }), await failure(lib, origin, { localAddress: '::1' })],
+    )
+    if (!(await hasIPv6Loopback())) return skip('no IPv6 loopback here')
+    const port = await closedPort()
+    await same7(async () => ({ origin: `http://[::1]:${port}` }), (lib, origin) => failure(lib, origin, { localAddress: '127.0.0.1' }))
   })
 })
 

@@ -81,12 +81,13 @@ const UV_EAI_NONAME = -3008
 
 /**
  * What Node puts on a system error beside its message, read back from the core's wording of it
- * (`connect ECONNREFUSED ::1:80`, `read ECONNRESET`, `getaddrinfo ENOTFOUND host`): the negative
+ * (`connect ECONNREFUSED ::1:80`, `bind EADDRNOTAVAIL 10.0.0.9`, `read ECONNRESET`,
+ * `getaddrinfo ENOTFOUND host`): the negative
  * errno, the code, the syscall and the address and port (or hostname) it was about. A certificate
  * failure (no syscall) carries its code only, as Node's TLS errors do.
  */
 function systemFields(message: string, code: string): Record<string, unknown> {
-  const m = /^(connect|read|write|getaddrinfo) (\S+)(?: (.+))?$/.exec(message)
+  const m = /^(connect|bind|read|write|getaddrinfo) (\S+)(?: (.+))?$/.exec(message)
   if (m === null || m[2] !== code) return { code }
   const [, syscall, , target] = m
   const num = (os.constants.errno as Record<string, number | undefined>)[code]
@@ -94,6 +95,8 @@ function systemFields(message: string, code: string): Record<string, unknown> {
   const fields: Record<string, unknown> = { errno, code, syscall }
   if (target === undefined) return fields
   if (syscall === 'getaddrinfo') return { ...fields, hostname: target }
+  // The local address alone (IPv6 unbracketed, as Node words it).
+  if (syscall === 'bind') return { ...fields, address: target }
   const port = /^(.*):(\d+)$/.exec(target)
   return port === null ? { ...fields, address: target } : { ...fields, address: port[1], port: Number(port[2]) }
 }

@@ -357,6 +357,7 @@ fn errno_name(err: &std::io::Error) -> Option<&'static str> {
             Some(2) => "ENOENT",
             Some(111) => "ECONNREFUSED",
             Some(104) => "ECONNRESET",
+            Some(22) => "EINVAL",
             _ => return None,
         },
     })

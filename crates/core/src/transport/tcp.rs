@@ -24,15 +24,26 @@ pub(super) async fn connect_to(host: &str, port: u16, cfg: &impl Endpoint) -> Re
             message: format!("getaddrinfo ENOTFOUND {host}"),
             socket: None,
         })?;
+    let addrs: Vec<SocketAddr> = addrs.collect();
     let mut last = Error::socket(format!("no address found for {host}"));
-    let addrs = order(addrs.collect(), cfg);
+    if let Some(local) = cfg.local_address() {
+        // As Node, which binds the local address on a socket of the target's family: one of
+        // no address's family fails to bind.
+        if !addrs.is_empty() && addrs.iter().all(|a| a.is_ipv4() != local.is_ipv4()) {
+            return Err(bind_error(
+                &std::io::Error::from_raw_os_error(EINVAL),
+                local,
+            ));
+        }
+    }
+    let addrs = order(addrs, cfg);
     for (i, &addr) in addrs.iter().enumerate() {
         let attempt = connect_tcp(addr, cfg);
         // As Node: an attempt is cut short only when another address is left to try.
         let result = if cfg.auto_select_family() && i + 1 < addrs.len() {
             tokio::time::timeout(cfg.auto_select_family_attempt_timeout(), attempt)
                 .await
-                .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()))
+                .unwrap_or_else(|_| Err(Failed::Connect(std::io::ErrorKind::TimedOut.into())))
         } else {
             attempt.await
         };
@@ -41,10 +52,30 @@ pub(super) async fn connect_to(host: &str, port: u16, cfg: &impl Endpoint) -> Re
                 let _ = s.set_nodelay(true);
                 return Ok(Transport::Tcp(s));
             }
-            Err(e) => last = connect_error(&e, &format!("{}:{}", addr.ip(), addr.port())),
+            Err(Failed::Bind(e)) => {
+                return Err(bind_error(&e, cfg.local_address().expect("bound")))
+            }
+            Err(Failed::Connect(e)) => {
+                last = connect_error(&e, &format!("{}:{}", addr.ip(), addr.port()))
+            }
         }
     }
     Err(last)
+}
+
+/// Linux's `EINVAL`, which binding an address of the other family gives.
+const EINVAL: i32 = 22;
+
+/// What an attempt failed at: binding the local address, or connecting.
+enum Failed {
+    Bind(std::io::Error),
+    Connect(std::io::Error),
+}
+
+impl From<std::io::Error> for Failed {
+    fn from(e: std::io::Error) -> Failed {
+        Failed::Connect(e)
+    }
 }
 
 /// The addresses to try, in order: as resolved, or IPv6 and IPv4 interleaved with
@@ -76,17 +107,36 @@ pub(crate) fn order(addrs: Vec<SocketAddr>, cfg: &impl Endpoint) -> Vec<SocketAd
     }
 }
 
-async fn connect_tcp(addr: SocketAddr, cfg: &impl Endpoint) -> std::io::Result<TcpStream> {
+async fn connect_tcp(
+    addr: SocketAddr,
+    cfg: &impl Endpoint,
+) -> std::result::Result<TcpStream, Failed> {
     let Some(local) = cfg.local_address() else {
-        return TcpStream::connect(addr).await;
+        return Ok(TcpStream::connect(addr).await?);
     };
     let socket = if addr.is_ipv4() {
         TcpSocket::new_v4()?
     } else {
         TcpSocket::new_v6()?
     };
-    socket.bind(SocketAddr::new(local, 0))?;
-    socket.connect(addr).await
+    socket
+        .bind(SocketAddr::new(local, 0))
+        .map_err(Failed::Bind)?;
+    Ok(socket.connect(addr).await?)
+}
+
+/// A failure to bind the local address, worded as Node words it: `bind EADDRNOTAVAIL 10.0.0.9`.
+fn bind_error(e: &std::io::Error, local: std::net::IpAddr) -> Error {
+    match Error::from_io(e) {
+        Error::Socket {
+            code: Some(code), ..
+        } => Error::Socket {
+            message: format!("bind {code} {local}"),
+            code: Some(code),
+            socket: None,
+        },
+        other => other,
+    }
 }
 
 /// A connect failure, worded as Node words it: `connect ECONNREFUSED 127.0.0.1:80` (`::1:80`
