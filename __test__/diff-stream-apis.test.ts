@@ -676,3 +676,23 @@ describe("the top-level functions on a dispatcher that is not the library's own"
     })
   })
 })
+
+describe("an upgraded socket, as a net.Socket's user handles it", () => {
+  // The server answers the upgrade and ends its side at once.
+  const ending = async () => {
+    const srv = await httpServer((_req, res) => res.end())
+    srv.server.on('upgrade', (_req, socket) => socket.end('HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: probe\r\n\r\n'))
+    return srv
+  }
+  test("one nobody reads closes when the server ends (its 'close' says it did not fail); the socket calls chain", async () => {
+    await same(ending, async (lib, origin) => {
+      const c = client(lib, origin)
+      const { socket } = await c.upgrade({ path: '/', protocol: 'probe' })
+      const seen: unknown[] = []
+      const chained = [socket.setNoDelay(true) === socket, socket.setKeepAlive(true) === socket, socket.setTimeout(0) === socket]
+      socket.on('close', (hadError: unknown) => seen.push(['close', hadError]))
+      await new Promise((resolve) => setTimeout(resolve, 100))
+      return { chained, seen, destroyed: socket.destroyed }
+    })
+  })
+})

@@ -880,7 +880,7 @@ export class Run implements RequestSink {
   }
 
   onComplete(trailers: string[]): void {
-    if (this.#tunnel) return void this.#tunnel.push(null)
+    if (this.#tunnel) return void this.#tunnel.ended()
     if (this.#ws) return this.#ws.ended(null)
     if (this.#tornDown()) return
     if (this.#paused) {
