@@ -9,6 +9,7 @@ import type { Dispatcher } from './dispatcher'
 import type { DispatchHandler, DispatchOptions } from './types'
 import { kPoolBusy, type FactoryDispatcher, type Member, type PoolStats } from './pool-base'
 import { isUndici7, kUndici7 } from '../util/undici7'
+import { checkConnectOption } from './client-options'
 
 export type AgentFactory = (origin: string | URL, opts: object) => FactoryDispatcher
 
@@ -52,9 +53,7 @@ export class Agent extends DispatcherBase {
     void (options as AgentOptions | null)!.factory
     const { factory = defaultFactory as AgentFactory, maxOrigins = Infinity, connect, tls, ...rest } = Object(options) as AgentOptions & { tls?: object }
     if (typeof factory !== 'function') throw new InvalidArgumentError('factory must be a function.')
-    if (connect != null && typeof connect !== 'function' && typeof connect !== 'object') {
-      throw new InvalidArgumentError('connect must be a function or an object')
-    }
+    checkConnectOption(connect)
     if (typeof maxOrigins !== 'number' || Number.isNaN(maxOrigins) || maxOrigins <= 0) {
       throw new InvalidArgumentError('maxOrigins must be a number greater than 0')
     }

@@ -6,7 +6,7 @@ import { NativeOrigin } from '../native/addon-handle'
 import type { ProxyOriginOptions } from '../native/addon'
 import { InvalidArgumentError } from '../errors'
 import type { Connector, ConnectorOptions } from '../native/js-socket'
-import { buildConnector } from './connector'
+import { buildConnector, checkMaxCachedSessions } from './connector'
 import type { Tunnel } from './proxy-tunnel'
 import tls from 'node:tls'
 import type { ClientOptions, H2Options } from './types'
@@ -277,13 +277,15 @@ export function nativeOrigin(id: number, options: ConstructorParameters<typeof N
  */
 export function checkPoolConnect(options: { connect?: unknown; maxCachedSessions?: unknown }): void {
   const { connect } = options
-  if (connect != null && typeof connect !== 'function' && typeof connect !== 'object') {
-    throw new InvalidArgumentError('connect must be a function or an object')
-  }
+  checkConnectOption(connect)
   if (typeof connect === 'function') return
   const own = connect != null && Object.prototype.hasOwnProperty.call(connect, 'maxCachedSessions')
-  const sessions = own ? (connect as { maxCachedSessions?: unknown }).maxCachedSessions : options.maxCachedSessions
-  if (sessions != null && (!Number.isInteger(sessions) || (sessions as number) < 0)) {
-    throw new InvalidArgumentError('maxCachedSessions must be a positive integer or zero')
+  checkMaxCachedSessions(own ? (connect as { maxCachedSessions?: unknown }).maxCachedSessions : options.maxCachedSessions)
+}
+
+/** undici's check of a dispatcher's `connect` option: a connector function or its options. */
+export function checkConnectOption(connect: unknown): void {
+  if (connect != null && typeof connect !== 'function' && typeof connect !== 'object') {
+    throw new InvalidArgumentError('connect must be a function or an object')
   }
 }

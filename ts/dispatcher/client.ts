@@ -10,7 +10,7 @@ import { ClientDestroyedError, InvalidArgumentError } from '../errors'
 import { DispatcherBase, kBusy, kClose, kDestroy, kDispatch } from './base'
 import { kComposeOrigin } from './dispatcher'
 import { openSocket, refuseSocket, type Connector } from '../native/js-socket'
-import { buildConnector, serverName } from './connector'
+import { buildConnector, checkMaxCachedSessions, serverName } from './connector'
 import { tunnelOf } from './proxy-tunnel'
 import tls from 'node:tls'
 import { InternalHandler } from '../handlers/internal'
@@ -23,7 +23,7 @@ import { Numbered } from '../util/numbered'
 import { isUndici7 } from '../util/undici7'
 import '../debug'
 import { parseOrigin, type UrlObject } from './url'
-import { h2Number, h2Option, nativeOrigin, nativeTunnel, needsNode, optNumber, proxyOptions, tlsOptions, validateH2, validateOptions, type ConnectOptions, type JsRoute } from './client-options'
+import { checkConnectOption, h2Number, h2Option, nativeOrigin, nativeTunnel, needsNode, optNumber, proxyOptions, tlsOptions, validateH2, validateOptions, type ConnectOptions, type JsRoute } from './client-options'
 import { BAD_BODY, knownBody, Run } from './run'
 import { clientStats, type ClientFigures } from './stats'
 
@@ -101,7 +101,7 @@ export class Client extends DispatcherBase {
     const options = constructorOptions(opts, 'maxHeaderSize')
     validateOptions(options)
     const connect = options.connect ?? {}
-    if (typeof connect !== 'object' && typeof connect !== 'function') throw new InvalidArgumentError('connect must be a function or an object')
+    checkConnectOption(connect)
     // A connector function makes every socket. Else the connect options, over `tls`'s, as undici merges them.
     const custom = typeof connect === 'function' ? (connect as unknown as Connector) : null
     const tlsGiven = (options as { tls?: unknown }).tls
@@ -239,9 +239,7 @@ export class Client extends DispatcherBase {
     this.#https = https
     this.#ownServername = (typeof given.servername === 'string' && given.servername) || host
     const maxCachedSessions = own('maxCachedSessions') ? given.maxCachedSessions : options.maxCachedSessions
-    if (custom === null && maxCachedSessions != null && (!Number.isInteger(maxCachedSessions) || maxCachedSessions < 0)) {
-      throw new InvalidArgumentError('maxCachedSessions must be a positive integer or zero')
-    }
+    if (custom === null) checkMaxCachedSessions(maxCachedSessions)
     // Options only Node's sockets apply: JS makes the connections, with undici's default connector.
     const viaNode = custom === null && needsNode(given, https)
     // A proxy's tunnel: the engine opens it; its connector is for what only JS can do.

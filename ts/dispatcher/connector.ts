@@ -76,6 +76,13 @@ function connectTimeout(socket: WeakRef<net.Socket>, timeout: number, hostname: 
   }
 }
 
+/** undici's check of a connector's `maxCachedSessions` (Client, Pool and buildConnector make it). */
+export function checkMaxCachedSessions(value: unknown): void {
+  if (value != null && (!Number.isInteger(value) || (value as number) < 0)) {
+    throw new InvalidArgumentError('maxCachedSessions must be a positive integer or zero')
+  }
+}
+
 /** undici's default connector, with `options` as `net.connect` / `tls.connect` take them. */
 export function buildConnector(options: buildConnector.BuildOptions = {}): buildConnector.connector {
   const {
@@ -89,9 +96,7 @@ export function buildConnector(options: buildConnector.BuildOptions = {}): build
     [kUndici7]: _undici7,
     ...rest
   } = options as buildConnector.BuildOptions & { session?: Buffer; [kUndici7]?: boolean }
-  if (maxCachedSessions != null && (!Number.isInteger(maxCachedSessions) || maxCachedSessions < 0)) {
-    throw new InvalidArgumentError('maxCachedSessions must be a positive integer or zero')
-  }
+  checkMaxCachedSessions(maxCachedSessions)
   const base: Record<string, unknown> = { path: socketPath, ...rest }
   const sessions = new SessionCache(maxCachedSessions ?? 100)
   const limit = timeout ?? 10e3
