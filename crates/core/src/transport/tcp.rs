@@ -25,18 +25,15 @@ pub(super) async fn connect_to(host: &str, port: u16, cfg: &impl Endpoint) -> Re
             socket: None,
         })?;
     let addrs: Vec<SocketAddr> = addrs.collect();
-    let mut last = Error::socket(format!("no address found for {host}"));
-    if let Some(local) = cfg.local_address() {
-        // As Node, which binds the local address on a socket of the target's family: one of
-        // no address's family fails to bind.
-        if !addrs.is_empty() && addrs.iter().all(|a| a.is_ipv4() != local.is_ipv4()) {
-            return Err(bind_error(
-                &std::io::Error::from_raw_os_error(EINVAL),
-                local,
-            ));
-        }
-    }
+    let resolved = !addrs.is_empty();
     let addrs = order(addrs, cfg);
+    if let Some(local) = cfg.local_address().filter(|_| resolved && addrs.is_empty()) {
+        // As Node, which binds the local address on a socket of the target's family: none of
+        // the host's addresses is of its family (order() keeps those alone).
+        let e = std::io::Error::from_raw_os_error(EINVAL);
+        return Err(syscall_error(&e, "bind", &local.to_string()));
+    }
+    let mut last = Error::socket(format!("no address found for {host}"));
     for (i, &addr) in addrs.iter().enumerate() {
         let attempt = connect_tcp(addr, cfg);
         // As Node: an attempt is cut short only when another address is left to try.
@@ -52,11 +49,9 @@ pub(super) async fn connect_to(host: &str, port: u16, cfg: &impl Endpoint) -> Re
                 let _ = s.set_nodelay(true);
                 return Ok(Transport::Tcp(s));
             }
-            Err(Failed::Bind(e)) => {
-                return Err(bind_error(&e, cfg.local_address().expect("bound")))
-            }
+            Err(Failed::Bind(e)) => return Err(e),
             Err(Failed::Connect(e)) => {
-                last = connect_error(&e, &format!("{}:{}", addr.ip(), addr.port()))
+                last = syscall_error(&e, "connect", &format!("{}:{}", addr.ip(), addr.port()))
             }
         }
     }
@@ -66,9 +61,9 @@ pub(super) async fn connect_to(host: &str, port: u16, cfg: &impl Endpoint) -> Re
 /// Linux's `EINVAL`, which binding an address of the other family gives.
 const EINVAL: i32 = 22;
 
-/// What an attempt failed at: binding the local address, or connecting.
+/// What an attempt failed at: binding the local address (Node's error for it), or connecting.
 enum Failed {
-    Bind(std::io::Error),
+    Bind(Error),
     Connect(std::io::Error),
 }
 
@@ -121,32 +116,19 @@ async fn connect_tcp(
     };
     socket
         .bind(SocketAddr::new(local, 0))
-        .map_err(Failed::Bind)?;
+        .map_err(|e| Failed::Bind(syscall_error(&e, "bind", &local.to_string())))?;
     Ok(socket.connect(addr).await?)
 }
 
-/// A failure to bind the local address, worded as Node words it: `bind EADDRNOTAVAIL 10.0.0.9`.
-fn bind_error(e: &std::io::Error, local: std::net::IpAddr) -> Error {
+/// A system call's failure, worded as Node words it: `connect ECONNREFUSED 127.0.0.1:80`
+/// (`::1:80` for IPv6, unbracketed as Node has it), `bind EADDRNOTAVAIL 10.0.0.9`; the JS side
+/// reads the address and port back from it.
+pub(super) fn syscall_error(e: &std::io::Error, syscall: &str, target: &str) -> Error {
     match Error::from_io(e) {
         Error::Socket {
             code: Some(code), ..
         } => Error::Socket {
-            message: format!("bind {code} {local}"),
-            code: Some(code),
-            socket: None,
-        },
-        other => other,
-    }
-}
-
-/// A connect failure, worded as Node words it: `connect ECONNREFUSED 127.0.0.1:80` (`::1:80`
-/// for IPv6, unbracketed as Node has it; the JS side reads the address and port back from it).
-pub(super) fn connect_error(e: &std::io::Error, target: &str) -> Error {
-    match Error::from_io(e) {
-        Error::Socket {
-            code: Some(code), ..
-        } => Error::Socket {
-            message: format!("connect {code} {target}"),
+            message: format!("{syscall} {code} {target}"),
             code: Some(code),
             socket: None,
         },

@@ -10,7 +10,7 @@ pub(super) async fn connect(path: &str) -> Result<Transport> {
     tokio::net::UnixStream::connect(path)
         .await
         .map(Transport::Unix)
-        .map_err(|e| super::tcp::connect_error(&e, path))
+        .map_err(|e| super::tcp::syscall_error(&e, "connect", path))
 }
 
 /// tokio has no Unix sockets on Windows (where Node's `socketPath` names a pipe).
