@@ -580,6 +580,18 @@ describe('a response body and its data at their edges', () => {
     })
   })
 
+  test('formData() is not supported; a body read by for await is unusable to text()', async () => {
+    await same(json, async (lib, origin) => {
+      const c = client(lib, origin)
+      const first = await c.request({ path: '/', method: 'GET' })
+      const formData = await settled(first.body.formData())
+      await first.body.dump()
+      const second = await c.request({ path: '/', method: 'GET' })
+      for await (const _ of second.body);
+      return { formData, afterRead: await settled(second.body.text()) }
+    })
+  })
+
   test('dump() with a limit that is not a number uses the default one; what it resolves with, with a signal and without', async () => {
     await same(json, async (lib, origin) => {
       const c = client(lib, origin)
