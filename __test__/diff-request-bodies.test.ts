@@ -442,13 +442,18 @@ describe('a readable-stream@2 stream as a body', () => {
         const emitted = new stream2.Readable({ read() {} })
         emitted.push('some ')
         setTimeout(() => emitted.emit('error', fail('emitted')), 10)
-        const destroyed = new stream2.Readable({ read() {} })
-        destroyed.push('some ')
-        setTimeout(() => destroyed.destroy(fail('destroyed')), 10)
+        // Made once the first request settled: its timer must not fire before it is a body (a
+        // connect slower than 10 ms, as on a loaded machine, settles the first one later).
+        const destroying = () => {
+          const destroyed = new stream2.Readable({ read() {} })
+          destroyed.push('some ')
+          setTimeout(() => destroyed.destroy(fail('destroyed')), 10)
+          return destroyed
+        }
         const c = client(lib, origin, { pipelining: 0 })
         return {
           emitted: await settled(c.request({ path: '/a', method: 'POST', body: emitted as never })),
-          destroyed: await settled(c.request({ path: '/b', method: 'POST', body: destroyed as never })),
+          destroyed: await settled(c.request({ path: '/b', method: 'POST', body: destroying() as never })),
         }
       },
     )
