@@ -224,13 +224,22 @@ impl Error {
 
     /// A failed read, named as Node names one (`read ECONNRESET`).
     pub fn from_read(err: &std::io::Error) -> Self {
+        Error::from_syscall("read", err)
+    }
+
+    /// A failed write, named as Node names one (`write EPIPE`).
+    pub fn from_write(err: &std::io::Error) -> Self {
+        Error::from_syscall("write", err)
+    }
+
+    fn from_syscall(syscall: &str, err: &std::io::Error) -> Self {
         match Error::from_io(err) {
             Error::Socket {
                 code: Some(code),
                 socket,
                 ..
             } => Error::Socket {
-                message: format!("read {code}"),
+                message: format!("{syscall} {code}"),
                 code: Some(code),
                 socket,
             },
@@ -364,3 +373,27 @@ fn errno_name(err: &std::io::Error) -> Option<&'static str> {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failed_reads_and_writes_are_worded_as_node_words_them() {
+        let message = |e: Error| match e {
+            Error::Socket { message, code, .. } => (message, code),
+            other => panic!("{other:?}"),
+        };
+        let pipe = std::io::Error::from(std::io::ErrorKind::BrokenPipe);
+        assert_eq!(
+            message(Error::from_write(&pipe)),
+            ("write EPIPE".into(), Some("EPIPE".into()))
+        );
+        let reset = std::io::Error::from_raw_os_error(104);
+        assert_eq!(
+            message(Error::from_read(&reset)),
+            ("read ECONNRESET".into(), Some("ECONNRESET".into()))
+        );
+        assert_eq!(message(Error::from_write(&reset)).0, "write ECONNRESET");
+    }
+}

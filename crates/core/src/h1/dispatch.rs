@@ -93,6 +93,8 @@ pub(super) struct InFlight {
     /// Body bytes queued so far (streamed bodies).
     body_sent: u64,
     pub got_headers: bool,
+    /// The first of the requests written together (see [`Pipeline::fill_writes`]).
+    leads: bool,
     /// When this request started waiting for its head (at the front, fully sent).
     pub waiting_since: Option<Instant>,
 }
@@ -170,6 +172,7 @@ impl Pipeline {
             head_held: false,
             body_sent: 0,
             got_headers: false,
+            leads: false,
             waiting_since: None,
         });
     }
@@ -190,12 +193,24 @@ impl Pipeline {
 
     /// Queues the heads (and known bodies) of taken requests, in order, as far as each
     /// has its go-ahead.
+    ///
+    /// Over TLS, requests written together go out as one record, and the next ones wait
+    /// until the server answers the first of them, so that it never holds more than one
+    /// record of ours unparsed. Node's HTTPS server hands its parser each record of a read
+    /// in turn, even after the parser paused for the responses it has queued: the next
+    /// record then fails with `HPE_PAUSED` and the server destroys the connection with
+    /// every response on it (Node 22 to 26, with two responses of over 16 KiB queued).
     pub fn fill_writes(&mut self, io: &mut Buffered) {
+        if self.batch_waits(io.frames_records()) {
+            return;
+        }
         let mut out = Vec::new();
+        let mut first = true;
         for r in self.queue.iter_mut().filter(|r| !r.written) {
             if !r.ctl.proceed.get() {
                 break;
             }
+            r.leads = std::mem::take(&mut first);
             r.written = true;
             r.head_held = r.req.is_stream() && r.req.framing != BodyFraming::None;
             if !r.head_held {
@@ -207,6 +222,16 @@ impl Pipeline {
         for b in out {
             io.push(b);
         }
+    }
+
+    /// Must the next requests wait, over a transport that `records`? (See
+    /// [`Self::fill_writes`].)
+    pub fn batch_waits(&self, records: bool) -> bool {
+        records
+            && self
+                .queue
+                .iter()
+                .any(|r| r.leads && r.written && !r.got_headers)
     }
 
     /// Moves chunks of the streamed body (of the last request) into the write queue.

@@ -48,6 +48,11 @@ impl Buffered {
         &mut self.io
     }
 
+    /// See [`Transport::frames_records`].
+    pub fn frames_records(&self) -> bool {
+        self.io.frames_records()
+    }
+
     /// Queues `b` to be written after what is queued.
     pub fn push(&mut self, b: Bytes) {
         self.wq_bytes += b.len();
@@ -106,7 +111,7 @@ impl Buffered {
                         }
                     }
                 }
-                Poll::Ready(Err(e)) => return Err(Error::from_io(&e)),
+                Poll::Ready(Err(e)) => return Err(Error::from_write(&e)),
                 Poll::Pending => break,
             }
         }
@@ -115,7 +120,7 @@ impl Buffered {
             // for plain sockets), again on each wakeup until they are gone.
             match Pin::new(&mut self.io).poll_flush(cx) {
                 Poll::Ready(Ok(())) => self.unflushed = false,
-                Poll::Ready(Err(e)) => return Err(Error::from_io(&e)),
+                Poll::Ready(Err(e)) => return Err(Error::from_write(&e)),
                 Poll::Pending => self.unflushed = true,
             }
         }

@@ -1416,6 +1416,40 @@ fn which_request_may_follow_which() {
     });
 }
 
+#[test]
+fn over_tls_a_batch_waits_for_the_answer_to_the_one_before() {
+    rt(async {
+        let t = open(cfg());
+        let mut out = Outbox::new(t.fake.clone());
+        let mut pipe = Pipeline::new();
+        let (ours, _peer) = UnixStream::pair().unwrap();
+        let mut io = Buffered::new(Transport::Unix(ours));
+        for id in 1..=2 {
+            let r = get(id, "/");
+            let c = t.ctx.register(&r);
+            pipe.push(r, c, &mut out);
+        }
+        assert!(!pipe.batch_waits(true));
+        pipe.fill_writes(&mut io);
+        // Written together: the next waits, over TLS only, for the first one's head.
+        let r = get(3, "/");
+        let c = t.ctx.register(&r);
+        pipe.push(r, c, &mut out);
+        assert!(pipe.batch_waits(true));
+        assert!(!pipe.batch_waits(false));
+        pipe.front_mut().unwrap().got_headers = true;
+        assert!(!pipe.batch_waits(true));
+        pipe.fill_writes(&mut io);
+        // 3 leads its own batch: 2's answer does not let a fourth go, 3's does.
+        pipe.pop_front();
+        pipe.front_mut().unwrap().got_headers = true;
+        assert!(pipe.batch_waits(true));
+        pipe.pop_front();
+        pipe.front_mut().unwrap().got_headers = true;
+        assert!(!pipe.batch_waits(true));
+    });
+}
+
 /// The head `PUT /` goes with when its streamed body turns out empty.
 fn empty_head() -> String {
     "PUT / HTTP/1.1\r\nhost: localhost\r\nconnection: keep-alive\r\ncontent-length: 0\r\n\r\n"

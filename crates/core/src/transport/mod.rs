@@ -174,6 +174,13 @@ impl Transport {
         }
     }
 
+    /// What is written goes as records (TLS: each write of ours is sealed as one or more; a
+    /// socket that lives in JS may be Node's TLS), which the server's TLS layer may hand its
+    /// HTTP parser one by one in a single read, as Node's does.
+    pub(crate) fn frames_records(&self) -> bool {
+        matches!(self, Transport::Tls(_) | Transport::Js(_))
+    }
+
     /// Has the kernel acknowledge what was read at once (Linux's TCP_QUICKACK, which lasts
     /// until the kernel decides otherwise, so it is set after each read that wants it). Else
     /// it may hold the ACK back for up to 40 ms, hoping to carry it on a write of ours; a
