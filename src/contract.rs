@@ -91,6 +91,9 @@ pub enum SubmitFlag {
     Lone = 128,
     /// `expectContinue`: over HTTP/2, the body waits for a 100 (`Request::expect_continue`).
     ExpectContinue = 256,
+    /// undici 8 with `strictContentLength: false`: a streamed body never goes past its
+    /// `content-length`, and one that disagrees with it ends the connection (`Request::clip_body`).
+    ClipBody = 512,
 }
 
 /// The decompress interceptor's flags in `submit`'s decode spec.

@@ -71,6 +71,7 @@ pub fn submit(
     req.strict_content_length = o.strict_content_length;
     req.body_closes = has(flags, SubmitFlag::BodyCloses);
     req.expect_continue = has(flags, SubmitFlag::ExpectContinue);
+    req.clip_body = has(flags, SubmitFlag::ClipBody);
     req.upgrade |= upgrade.is_some();
     req.headers_timeout = (headers_timeout > 0.0).then(|| ms(headers_timeout));
     req.body_timeout = (body_timeout > 0.0).then(|| ms(body_timeout));

@@ -31,10 +31,21 @@ export type PipelineHandler<TOpaque = null> = (data: PipelineHandlerData<TOpaque
 class PipelineRequest extends Readable {
   #pending: (() => void) | null = null
 
-  /** Queues `chunk`; `callback` runs once the engine wants more. */
+  /**
+   * Queues `chunk`; `callback` runs once the engine wants more. Once the request is done with
+   * it (a response that came before the body's end), what is written is dropped, as undici's:
+   * the Duplex still finishes.
+   */
   feed(chunk: unknown, callback: () => void): void {
-    if (this.push(chunk)) callback()
+    if (this.destroyed) callback()
+    else if (this.push(chunk)) callback()
     else this.#pending = callback
+  }
+
+  override _destroy(err: Error | null, callback: (err?: Error | null) => void): void {
+    this.#pending?.()
+    this.#pending = null
+    callback(err)
   }
 
   override _read(): void {

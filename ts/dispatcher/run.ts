@@ -427,7 +427,11 @@ export class Run implements RequestSink {
     }
     const method = opts.method
     if (this.#info !== null) this.#length = bytes !== undefined ? Buffer.byteLength(bytes) : this.#source === null ? 0 : null
-    if (!this.#client!.strictContentLength) this.#lenient(headers, method, bytes)
+    if (!this.#client!.strictContentLength) {
+      this.#lenient(headers, method, bytes)
+      // undici 8 never sends a streamed body past its length (undici 7 sends it all).
+      if (this.#source !== null && !this.#client!.undici7) flags |= addon.SubmitFlag.ClipBody
+    }
     const idempotent = opts.idempotent ?? (method === 'GET' || method === 'HEAD')
     if (idempotent) flags |= addon.SubmitFlag.Idempotent
     if (opts.blocking) flags |= addon.SubmitFlag.Blocking

@@ -2,6 +2,7 @@
 // handler returned): only its `on` is checked, so `destroy` (or `destroyed`) may be missing.
 
 import type { EventEmitter } from 'node:events'
+import { IncomingMessage } from 'node:http'
 
 /** A stream as far as it was checked: an emitter, maybe with `destroy`. */
 type StreamLike = EventEmitter & { destroy?: unknown; destroyed?: unknown }
@@ -16,6 +17,9 @@ const done = new WeakSet<object>()
  */
 export function destroyStream(stream: StreamLike, err?: Error): void {
   if (stream.destroyed === true || done.has(stream)) return
+  // A request a server received (a proxy forwarding it) is let go of, not its socket: the
+  // server still answers on it (Node's destroys the socket of an unfinished one), as undici.
+  if (Object.getPrototypeOf(stream)?.constructor === IncomingMessage) (stream as IncomingMessage).socket = null as never
   if (typeof stream.destroy === 'function') (stream.destroy as (err?: Error) => void).call(stream, err)
   else if (err) queueMicrotask(() => stream.emit('error', err))
   // One whose `destroyed` does not say so is not destroyed twice either.

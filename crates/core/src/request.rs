@@ -198,6 +198,10 @@ pub struct Request {
     /// A streamed body must match the `content-length` given; when false, whatever the
     /// stream yields is sent under it (undici's `strictContentLength: false`).
     pub strict_content_length: bool,
+    /// Without `strict_content_length`: a streamed body's bytes past its `content-length` are
+    /// not sent (the server would read them as a request of their own), and a body that
+    /// disagrees with it makes this the last request on its connection (undici 8).
+    pub clip_body: bool,
     /// A body, if it is not empty, makes this the last request on its connection (its head
     /// unchanged): undici's rule for a body on a method that expects none, unless `reset: false`.
     pub body_closes: bool,
@@ -235,6 +239,7 @@ impl Request {
             hold: false,
             connected: false,
             strict_content_length: true,
+            clip_body: false,
             body_closes: false,
             expect_continue: false,
             refused: 0,

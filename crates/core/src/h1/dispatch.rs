@@ -102,7 +102,8 @@ pub(super) struct InFlight {
 /// What moving a streamed body on did, beyond queueing its bytes.
 #[derive(Default)]
 pub(super) struct Pumped {
-    /// Its first byte made it the last request on the connection (`Request::body_closes`).
+    /// It is the last request on the connection: its first byte made it so
+    /// (`Request::body_closes`), or it disagreed with its length (`Request::clip_body`).
     pub closes: bool,
 }
 
@@ -263,7 +264,23 @@ impl Pipeline {
                 continue;
             }
             let last = self.queue.back_mut().unwrap();
+            let before = last.body_sent;
             last.body_sent += chunk.len() as u64;
+            let mut chunk = chunk;
+            if let BodyFraming::Length(n) = framing {
+                if last.body_sent > n {
+                    if strict {
+                        return Err((id, Error::RequestContentLengthMismatch));
+                    }
+                    if last.req.clip_body {
+                        chunk.truncate(n.saturating_sub(before) as usize);
+                        pumped.closes = true;
+                        if chunk.is_empty() {
+                            continue;
+                        }
+                    }
+                }
+            }
             if std::mem::take(&mut last.head_held) {
                 parts.push(last.req.head.bytes().clone());
             }
@@ -272,12 +289,7 @@ impl Pipeline {
             }
             match framing {
                 BodyFraming::Chunked => parts.extend(chunk_parts(chunk)),
-                BodyFraming::Length(n) => {
-                    if strict && last.body_sent > n {
-                        return Err((id, Error::RequestContentLengthMismatch));
-                    }
-                    parts.push(chunk);
-                }
+                BodyFraming::Length(_) => parts.push(chunk),
                 BodyFraming::None => {}
             }
         }
@@ -306,8 +318,12 @@ impl Pipeline {
             } else if framing == BodyFraming::Chunked {
                 io.push(Bytes::from_static(LAST_CHUNK))
             }
-            if strict && matches!(framing, BodyFraming::Length(n) if last.body_sent != n) {
-                return Err((id, Error::RequestContentLengthMismatch));
+            if matches!(framing, BodyFraming::Length(n) if last.body_sent != n) {
+                if strict {
+                    return Err((id, Error::RequestContentLengthMismatch));
+                }
+                // The server reads the rest of a short body from whatever follows.
+                pumped.closes |= last.req.clip_body;
             }
             last.body_done = true;
         }

@@ -1450,6 +1450,34 @@ fn over_tls_a_batch_waits_for_the_answer_to_the_one_before() {
     });
 }
 
+#[test]
+fn a_lenient_streamed_body_past_its_length_is_clipped_and_ends_the_connection() {
+    rt(async {
+        for (clip, sent) in [(true, 3), (false, 6)] {
+            let t = open(cfg());
+            let mut out = Outbox::new(t.fake.clone());
+            let mut pipe = Pipeline::new();
+            let (ours, _peer) = UnixStream::pair().unwrap();
+            let mut io = Buffered::new(Transport::Unix(ours));
+            let mut r = request(1, "PUT", "/", &["content-length", "3"], RequestBody::Stream);
+            r.strict_content_length = false;
+            r.clip_body = clip;
+            let head = r.head.bytes().len();
+            let c = t.ctx.register(&r);
+            pipe.push(r, c.clone(), &mut out);
+            pipe.fill_writes(&mut io);
+            for part in [&b"ab"[..], b"cd", b"ef"] {
+                c.body.borrow_mut().chunks.push_back(Bytes::from(part));
+            }
+            c.body.borrow_mut().ended = true;
+            let pumped = pipe.pump_body(&mut io, &mut out).ok().unwrap();
+            assert_eq!(io.queued(), head + sent);
+            // undici 8: the server must not read what follows as the rest of this body.
+            assert_eq!(pumped.closes, clip);
+        }
+    });
+}
+
 /// The head `PUT /` goes with when its streamed body turns out empty.
 fn empty_head() -> String {
     "PUT / HTTP/1.1\r\nhost: localhost\r\nconnection: keep-alive\r\ncontent-length: 0\r\n\r\n"
