@@ -294,7 +294,8 @@ export class Client extends DispatcherBase {
       keepAliveTimeoutThreshold: optNumber(options, 'keepAliveTimeoutThreshold', 2e3),
       maxHeaderSize,
       maxResponseSize,
-      maxRequestsPerClient,
+      // undici 7 serves one request more on each connection than undici 8.
+      maxRequestsPerClient: undici7 && maxRequestsPerClient > 0 ? maxRequestsPerClient + 1 : maxRequestsPerClient,
       hostHeader: this.#url.host,
       strictContentLength: this.#strictContentLength,
       localAddress,

@@ -173,12 +173,12 @@ impl<H: Host> Conn<H> {
         let Queued { mut req, ctl } = q;
         self.served += 1;
         let max = self.cfg.max_requests_per_connection;
-        // As undici counts: a connection serves `max + 1` requests, the last one saying
-        // `connection: close`.
+        // A connection serves `max` requests, the last one saying `connection: close`, as
+        // undici 8 counts (undici 7 serves one more: its entry asks for `max + 1`).
         if req.reset
             || req.upgrade
             || self.host.pipelining() == 0
-            || max.is_some_and(|m| self.served > m)
+            || max.is_some_and(|m| self.served >= m)
         {
             self.taken_last = true;
             req.close_connection();

@@ -1105,14 +1105,14 @@ fn an_idle_connection_the_server_closes_just_goes() {
 fn the_request_limit_makes_the_last_one_say_close() {
     rt(async {
         let mut t = open(OriginConfig {
-            max_requests_per_connection: Some(1),
+            max_requests_per_connection: Some(2),
             ..cfg()
         });
         t.submit(get(1, "/1"));
         assert!(!t.wrote(1).await.contains("connection: close"));
         t.send(&ok("1")).await;
         t.settled(1).await;
-        // As undici counts: one more, the last.
+        // The second is the last.
         t.submit(get(2, "/2"));
         assert!(t.wrote(1).await.contains("connection: close\r\n"));
         t.submit(get(3, "/3"));
