@@ -5,7 +5,7 @@
 
 import { Dispatcher, kComposeOrigin } from './dispatcher'
 import { InvalidArgumentError } from '../errors'
-import { wrap } from '../handlers/wrap'
+import { wrapFirstApi } from '../handlers/wrap'
 import type { NewStyleHandler } from '../handlers/unwrap'
 import type { DispatchHandler, DispatchOptions } from './types'
 
@@ -23,7 +23,7 @@ export class Dispatcher1Wrapper extends Dispatcher {
   /** A controller-style handler as it is, a first-API one adapted. */
   static wrapHandler(handler: DispatchHandler): NewStyleHandler {
     if (!handler || typeof handler !== 'object') throw new InvalidArgumentError('handler must be an object')
-    return wrap(handler)
+    return wrapFirstApi(handler)
   }
 
   /** What compose() hands interceptors (undici 8): the origin of the dispatcher it wraps. */

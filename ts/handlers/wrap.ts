@@ -5,6 +5,7 @@ import type { Duplex } from 'node:stream'
 import type { DispatchHandler, IncomingHttpHeaders } from '../dispatcher/types'
 import type { DispatchController, NewStyleHandler } from './unwrap'
 import { InternalHandler } from './internal'
+import { InvalidArgumentError } from '../errors'
 
 /**
  * Headers as raw pairs rebuilt from the object, as undici's wrapper does (so that what a
@@ -35,10 +36,12 @@ function wantsRawHeaders(handler: DispatchHandler): boolean {
 class WrapHandler implements NewStyleHandler {
   #handler: DispatchHandler
   #rawFromController: boolean
+  #rethrow: boolean
 
-  constructor(handler: DispatchHandler, undici8: boolean) {
+  constructor(handler: DispatchHandler, undici8: boolean, rethrow: boolean) {
     this.#handler = handler
     this.#rawFromController = undici8 && wantsRawHeaders(handler)
+    this.#rethrow = rethrow
   }
 
   onRequestStart(controller: Controller, context: unknown): void {
@@ -64,7 +67,12 @@ class WrapHandler implements NewStyleHandler {
   }
 
   onResponseError(_controller: Controller, err: Error): void {
-    this.#handler.onError?.(err)
+    // A handler that cannot take its error must not lose it silently: undici 8's adapter
+    // (Dispatcher1Wrapper) throws the error itself, undici 7's wrapper an InvalidArgumentError.
+    if (typeof this.#handler.onError !== 'function') {
+      throw this.#rethrow ? err : new InvalidArgumentError('invalid onError method')
+    }
+    this.#handler.onError(err)
   }
 
   onBodySent(chunk: Buffer): void {
@@ -83,10 +91,16 @@ class WrapHandler implements NewStyleHandler {
 
 /**
  * `handler` with controller-style callbacks: as it is if it has onRequestStart (as undici
- * decides), adapted otherwise. `undici8`: a composed dispatcher of the main entry's (saetta's
- * request() and stream() then read raw headers as undici 8's do).
+ * decides), adapted otherwise (as undici 7's wrapper). `undici8`: a composed dispatcher of the
+ * main entry's (saetta's request() and stream() then read raw headers as undici 8's do).
  */
 export function wrap(handler: DispatchHandler, undici8 = false): NewStyleHandler {
   if (handler.onRequestStart) return handler as NewStyleHandler
-  return new WrapHandler(handler, undici8)
+  return new WrapHandler(handler, undici8, false)
+}
+
+/** undici 8's Dispatcher1Wrapper adapter: as wrap(), but a missing onError rethrows the error. */
+export function wrapFirstApi(handler: DispatchHandler): NewStyleHandler {
+  if (handler.onRequestStart) return handler as NewStyleHandler
+  return new WrapHandler(handler, false, true)
 }
