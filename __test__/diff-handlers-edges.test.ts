@@ -4,7 +4,7 @@
 // the cache's header-naming directives. Each scenario runs on undici and on saetta.
 import net from 'node:net'
 import { afterEach, describe, expect, test } from 'vitest'
-import { cleanup, httpServer, rawServer } from './helpers'
+import { cleanup, httpServer, onCleanup, rawServer } from './helpers'
 import { client, describeError, saetta, saetta7, same, sameAs7, undici, type Lib } from './differential-support'
 
 afterEach(cleanup)
@@ -131,5 +131,184 @@ describe('redirect interceptor, a body that can be read only once', () => {
     }
     const theirs = await pipelinedRedirect(undici, kind)
     expect(theirs).toEqual({ answers: [{ status: 200, location: undefined, body: '/a' }, { status: 200, location: undefined, body: '/q' }], seen: [...sent, 'POST /q ""'] })
+  })
+})
+
+describe('retry interceptor', () => {
+  /** What a controller shows: its state, and how many raw header and trailer entries it reads. */
+  const show = (c: Controller & Record<string, unknown>) => ({
+    paused: c.paused,
+    aborted: c.aborted,
+    reason: c.reason ?? null,
+    rawHeaders: Array.isArray(c.rawHeaders) ? c.rawHeaders.length : c.rawHeaders,
+    rawTrailers: Array.isArray(c.rawTrailers) ? c.rawTrailers.length : c.rawTrailers,
+  })
+
+  /** A controller-style handler recording every callback, the controller's state and the context. */
+  function recorder(): { handler: NewHandler; log: unknown[]; done: Promise<void> } {
+    const log: unknown[] = []
+    let finish!: () => void
+    const done = new Promise<void>((resolve) => (finish = resolve))
+    const c = (x: Controller) => show(x as Controller & Record<string, unknown>)
+    return {
+      log,
+      done,
+      handler: {
+        onRequestStart: (x, context) => log.push(['start', context, c(x)]),
+        onResponseStart: (x, status) => log.push(['response', status, c(x)]),
+        onResponseData: (_x, chunk) => log.push(['data', String(chunk)]),
+        onResponseEnd: (x) => (log.push(['end', c(x)]), finish()),
+        onResponseError: (x, err) => (log.push(['error', describeError(err), c(x)]), finish()),
+      },
+    }
+  }
+
+  /** An interceptor that adds `tag` to the context its handler's onRequestStart gets. */
+  const tagging =
+    (tag: string) =>
+    (dispatch: Dispatch): Dispatch =>
+    (opts, handler) => {
+      const h = handler as Required<NewHandler>
+      return dispatch(opts, { ...forwardAll(h), onRequestStart: (c: Controller, ctx: object) => h.onRequestStart(c, { ...ctx, tag }) })
+    }
+  const forwardAll = (h: Required<NewHandler>): Required<NewHandler> => ({
+    onRequestStart: (c, ctx) => h.onRequestStart(c, ctx),
+    onResponseStart: (c, s, hd, m) => h.onResponseStart(c, s, hd, m),
+    onResponseData: (c, d) => h.onResponseData(c, d),
+    onResponseEnd: (c, t) => h.onResponseEnd(c, t),
+    onResponseError: (c, e) => h.onResponseError(c, e),
+  })
+
+  async function run(lib: Lib, origin: string, extra: Array<(d: Dispatch) => Dispatch> = []) {
+    const { handler, log, done } = recorder()
+    const composed = client(lib, origin).compose(...(extra as never[]), lib.interceptors.retry({ minTimeout: 10, maxRetries: 2 }))
+    ;(composed.dispatch as Dispatch)({ path: '/', method: 'GET' }, handler)
+    await done
+    return log
+  }
+
+  test('a 103 passes through, then the response (undici 8)', async () => {
+    const hints = () =>
+      httpServer((_req, res) => {
+        res.writeEarlyHints({ link: '</style.css>; rel=preload' })
+        res.end('ok')
+      })
+    await same(hints, (lib, origin) => run(lib, origin))
+  })
+
+  test('a retry keeps the context an inner interceptor set; the controller reads the new attempt', async () => {
+    const flaky = () => {
+      let n = 0
+      return httpServer((_req, res) => (n++ === 0 ? ((res.statusCode = 503), res.end('no')) : res.end('ok')))
+    }
+    await same(flaky, (lib, origin) => run(lib, origin, [tagging('inner')]))
+  })
+
+  const cutAt3 = (first: Record<string, string | number>) => () => {
+    let n = 0
+    return httpServer((req, res) => {
+        if (n++ === 0) {
+          res.writeHead(206, first)
+          res.write('abc')
+          setTimeout(() => res.destroy(), 20)
+        } else {
+          res.writeHead(206, { 'content-range': 'bytes 3-9/10', 'x-range': String(req.headers.range) })
+          res.end('defghij')
+        }
+      })
+  }
+
+  test.each([
+    ['bytes 0-/10', 'no end: passed on, not resumed'],
+    ['bytes 0-9/*', 'an unknown size: resumed (undici 8)'],
+    ['bytes zero', 'unparsable: passed on, not resumed'],
+  ])('a first 206 with Content-Range %s: %s', async (range) => {
+    await same(cutAt3({ 'content-range': range, 'content-length': 10 }), (lib, origin) => run(lib, origin))
+  })
+
+  test('a 206 whose body ends short of its range fails with Content-Range mismatch (undici 8)', async () => {
+    const short = () =>
+      httpServer((_req, res) => {
+        res.writeHead(206, { 'content-range': 'bytes 0-9/10', 'transfer-encoding': 'chunked' })
+        res.end('abc')
+      })
+    await same(short, (lib, origin) => run(lib, origin))
+  })
+
+  test('a resumed attempt answered 503 is retried, then fails as undici 8', async () => {
+    const srv = () => {
+      let n = 0
+      return httpServer((req, res) => {
+        if (n++ === 0) {
+          res.writeHead(200, { 'content-length': 5 })
+          res.write('he')
+          setTimeout(() => res.destroy(), 20)
+        } else {
+          res.writeHead(503, { 'x-range': String(req.headers.range) })
+          res.end('no')
+        }
+      })
+    }
+    await same(srv, (lib, origin) => run(lib, origin))
+  })
+
+  test('a cut 200 with nothing delivered is asked again without a range', async () => {
+    const ranges: string[] = []
+    const srv = () => {
+      let n = 0
+      return httpServer((req, res) => {
+        ranges.push(String(req.headers.range))
+        if (n++ === 0) {
+          res.writeHead(200, { 'content-length': 5 })
+          res.flushHeaders()
+          setTimeout(() => res.destroy(), 20)
+        } else res.end('hello')
+      })
+    }
+    await same(srv, async (lib, origin) => {
+      ranges.length = 0
+      return { log: await run(lib, origin), ranges }
+    })
+  })
+
+  test('before any attempt is on a connection the controller reads safe defaults, and writes go nowhere', async () => {
+    // The dns interceptor fails the lookup before dispatching: the retry handler's controller
+    // never had an attempt's behind it.
+    const unused = () => httpServer((_req, res) => res.end())
+    await same(unused, async (lib) => {
+      const agent = new lib.Agent()
+      onCleanup(() => agent.destroy())
+      const lookup = (_origin: unknown, _opts: unknown, cb: (err: Error) => void) => cb(Object.assign(new Error('no such host'), { code: 'ENOTFOUND' }))
+      const composed = agent.compose(lib.interceptors.dns({ lookup } as never), lib.interceptors.retry({ minTimeout: 5, maxRetries: 1 }))
+      const log: unknown[] = []
+      await new Promise<void>((resolve) => {
+        const handler: NewHandler = {
+          onRequestStart: () => log.push('start'),
+          onResponseError: (c, err) => {
+            const x = c as Controller & Record<string, unknown>
+            log.push(describeError(err), show(x))
+            c.pause()
+            c.abort(new Error('late'))
+            x.rawHeaders = [Buffer.from('x')]
+            log.push(show(x))
+            resolve()
+          },
+        }
+        ;(composed.dispatch as Dispatch)({ origin: 'http://nowhere.invalid', path: '/', method: 'GET' }, handler)
+      })
+      return log
+    })
+  })
+
+  test('a synchronous failure of a retry reaches the handler', async () => {
+    const failing = () => httpServer((_req, res) => ((res.statusCode = 503), res.end('no')))
+    await same(failing, (lib, origin) => {
+      let calls = 0
+      const throwsSecond = (dispatch: Dispatch): Dispatch => (opts, handler) => {
+        if (++calls === 2) throw new Error('refused')
+        return dispatch(opts, handler)
+      }
+      return run(lib, origin, [throwsSecond])
+    })
   })
 })

@@ -8,7 +8,7 @@ import type { Duplex } from 'node:stream'
 import { RequestRetryError } from '../errors'
 import type { Dispatch } from '../dispatcher/dispatcher'
 import type { DispatchHandler, DispatchOptions, IncomingHttpHeaders } from '../dispatcher/types'
-import { DispatchController, type NewStyleHandler } from './unwrap'
+import type { DispatchController, NewStyleHandler } from './unwrap'
 import { wrap } from './wrap'
 import { flattenHeaders } from '../dispatcher/headers'
 import { withOptions } from '../dispatcher/options'
@@ -93,12 +93,14 @@ const defaultRetry = (undici7: boolean) => (err: Error, { state, opts }: RetryCo
   setTimeout(() => callback(null), wait)
 }
 
-/** `bytes start-end/size` of a Content-Range header, the end defaulting to the last byte. */
-function contentRange(value: string | string[] | undefined): { start: number; end: number | null } | null {
-  const m = typeof value === 'string' ? /^bytes (\d+)-(\d+)?\/(\d+|\*)$/.exec(value) : null
-  if (!m) return null
-  const size = m[3] === '*' ? null : Number(m[3])
-  return { start: Number(m[1]), end: m[2] ? Number(m[2]) : size === null ? null : size - 1 }
+/**
+ * A Content-Range as undici reads it: `bytes start-end/size`, the size optional (undici 8 also
+ * takes `*`, undici 7 not); none at all is a range from 0 of unknown end; any other form, null.
+ */
+function contentRange(value: string | string[] | undefined, undici7: boolean): { start: number; end: number | null } | null {
+  if (value === undefined || value === '') return { start: 0, end: null }
+  const m = typeof value === 'string' ? (undici7 ? /^bytes (\d+)-(\d+)\/(\d+)?$/ : /^bytes (\d+)-(\d+)\/(\d+|\*)?$/).exec(value) : null
+  return m ? { start: Number(m[1]), end: Number(m[2]) } : null
 }
 
 /** A Content-Length that disagrees with the range it comes with. */
@@ -107,23 +109,70 @@ function lengthMismatch(headers: IncomingHttpHeaders, range: { start: number; en
   return length != null && range.end !== null && Number(length) !== range.end - range.start + 1
 }
 
-/** The caller's controller: one object for every attempt, steering the current one. */
-class RetryController extends DispatchController {
-  target: DispatchController | null = null
+/**
+ * The caller's controller, one for every attempt, as undici's proxy: what it reads and writes
+ * is the current attempt's controller's (before the first, safe defaults), and a pause holds
+ * across attempts. `onAbort` tells the handler, which outlives the attempt aborted.
+ */
+class RetryController {
+  #target: DispatchController | null = null
+  #paused = false
+  readonly #onAbort: (reason?: Error) => void
 
-  override abort(reason?: Error): void {
-    super.abort(reason)
-    this.target?.abort(reason)
+  constructor(onAbort: (reason?: Error) => void) {
+    this.#onAbort = onAbort
   }
 
-  override pause(): void {
-    super.pause()
-    this.target?.pause()
+  get target(): DispatchController | null {
+    return this.#target
   }
 
-  override resume(): void {
-    super.resume()
-    this.target?.resume()
+  set target(target: DispatchController | null) {
+    this.#target = target
+    if (this.#paused) target?.pause()
+  }
+
+  abort(reason?: Error): void {
+    this.#target?.abort(reason)
+    this.#onAbort(reason)
+  }
+
+  pause(): void {
+    this.#paused = true
+    this.#target?.pause()
+  }
+
+  resume(): void {
+    this.#paused = false
+    this.#target?.resume()
+  }
+
+  get paused(): boolean {
+    return this.#paused || (this.#target?.paused ?? false)
+  }
+
+  get aborted(): boolean {
+    return this.#target?.aborted ?? false
+  }
+
+  get reason(): Error | null {
+    return this.#target?.reason ?? null
+  }
+
+  get rawHeaders(): Buffer[] | null {
+    return this.#target?.rawHeaders ?? null
+  }
+
+  set rawHeaders(value: Buffer[] | null) {
+    if (this.#target) this.#target.rawHeaders = value
+  }
+
+  get rawTrailers(): Buffer[] | null {
+    return this.#target?.rawTrailers ?? null
+  }
+
+  set rawTrailers(value: Buffer[] | null) {
+    if (this.#target) this.#target.rawTrailers = value
   }
 }
 
@@ -135,7 +184,14 @@ export class RetryHandler implements NewStyleHandler {
   #opts: DispatchOptions
   #options: Options
   #retry: NonNullable<RetryOptions['retry']>
-  #controller = new RetryController()
+  #undici7: boolean
+  /** The caller aborted (kept here: its controller reads the current attempt's). */
+  #abort: { reason: Error | undefined } | null = null
+  #controller = new RetryController((reason) => (this.#abort ??= { reason }))
+  /** What the caller's handler is handed as its controller. */
+  #proxy = this.#controller as unknown as DispatchController
+  /** The last answer's status and headers, for an error about its body. */
+  #last: { statusCode: number; headers: IncomingHttpHeaders } | null = null
   /** Attempts that have ended or answered so far; `#answered`: the current one has answered. */
   #counter = 0
   #answered = false
@@ -158,6 +214,7 @@ export class RetryHandler implements NewStyleHandler {
     const { retry, ...options } = retryOptions ?? {}
     // The undici7 entry's (its options marked, or a subclass marked as redirect.ts reads it).
     const undici7 = isUndici7(retryOptions) || (new.target as unknown as { [kUndici7]?: boolean })[kUndici7] === true
+    this.#undici7 = undici7
     this.#options = { ...(undici7 ? DEFAULTS_7 : DEFAULTS), ...Object.fromEntries(Object.entries(options).filter(([, v]) => v != null)) }
     this.#retry = retry ?? defaultRetry(undici7)
   }
@@ -165,38 +222,42 @@ export class RetryHandler implements NewStyleHandler {
   onRequestStart(controller: DispatchController, context: unknown): void {
     this.#controller.target = controller
     this.#answered = false
-    if (this.#controller.aborted) return controller.abort(this.#controller.reason ?? undefined)
-    if (this.#controller.paused) controller.pause()
-    if (!this.#headersSent) this.#handler.onRequestStart?.(this.#controller, context)
+    if (this.#abort !== null) return controller.abort(this.#abort.reason)
+    if (!this.#headersSent) this.#handler.onRequestStart?.(this.#proxy, context)
   }
 
   onRequestUpgrade(_controller: DispatchController, statusCode: number, headers: IncomingHttpHeaders, socket: Duplex): void {
-    this.#handler.onRequestUpgrade?.(this.#controller, statusCode, headers, socket)
+    this.#handler.onRequestUpgrade?.(this.#proxy, statusCode, headers, socket)
   }
 
   onResponseStart(controller: DispatchController, statusCode: number, headers: IncomingHttpHeaders, statusMessage?: string): void {
-    // The caller's controller shows the current attempt's raw head, as undici's proxy does.
-    this.#controller.rawHeaders = controller.rawHeaders
+    // An interim answer is passed on, as undici 8 does (undici 7 takes it for the response's
+    // head, and the final one for a resumed body: see docs/differences.md).
+    if (statusCode < 200) return this.#handler.onResponseStart?.(this.#proxy, statusCode, headers, statusMessage)
     this.#counter++
     this.#answered = true
     this.#pending = null
-    const fail = (message: string) => {
-      this.#fatal = new RequestRetryError(message, statusCode, { headers, data: { count: this.#counter } })
-      throw this.#fatal
+    this.#last = { statusCode, headers }
+    const fail = (message: string): never => {
+      throw this.#mismatch(message)
     }
-    if (statusCode >= 300) return this.#failedStatus(controller, statusCode, headers, statusMessage)
+    // undici 7 looks at a failed status before a resumed body, undici 8 after it.
+    if (statusCode >= 300 && (this.#undici7 || !this.#headersSent)) return this.#failedStatus(controller, statusCode, headers, statusMessage)
     if (this.#headersSent) {
-      // A resumed body: it must continue exactly where the delivered part stopped.
-      if (statusCode !== 206) fail('server does not support the range header and the payload was partially consumed')
-      const range = contentRange(headers['content-range'])
+      // A resumed body: it must continue exactly where the delivered part stopped (a 200 is
+      // taken for one that had delivered nothing yet).
+      if (statusCode !== 206 && (this.#start > 0 || statusCode !== 200)) fail('server does not support the range header and the payload was partially consumed')
+      const range = contentRange(headers['content-range'], this.#undici7)
       if (range === null) fail('Content-Range mismatch')
       if (this.#etag !== null && headers.etag !== this.#etag) fail('ETag mismatch')
       if (lengthMismatch(headers, range!)) fail('Content-Length mismatch')
       if (range!.start !== this.#start || (this.#end !== null && range!.end !== this.#end)) fail('Content-Range mismatch')
       return
     }
-    const range = statusCode === 206 ? contentRange(headers['content-range']) : null
-    if (statusCode === 206 && range === null) return this.#deliver(statusCode, headers, statusMessage, false)
+    const range = statusCode === 206 ? contentRange(headers['content-range'], this.#undici7) : null
+    // A 206 whose end is not known is passed on, but cannot be resumed (undici 7 fails one
+    // without Content-Range with an AssertionError: see docs/differences.md).
+    if (statusCode === 206 && (range === null || range.end === null)) return this.#deliver(statusCode, headers, statusMessage, false)
     if (range !== null) {
       if (lengthMismatch(headers, range)) fail('Content-Length mismatch')
       this.#start = range.start
@@ -211,13 +272,16 @@ export class RetryHandler implements NewStyleHandler {
   onResponseData(_controller: DispatchController, chunk: Buffer): void {
     if (this.#pending) return
     this.#start += chunk.length
-    this.#handler.onResponseData?.(this.#controller, chunk)
+    this.#handler.onResponseData?.(this.#proxy, chunk)
   }
 
   onResponseEnd(controller: DispatchController, trailers: IncomingHttpHeaders): void {
-    this.#controller.rawTrailers = controller.rawTrailers
     const pending = this.#pending
-    if (pending === null) return this.#handler.onResponseEnd?.(this.#controller, trailers)
+    if (pending === null) {
+      // undici 8: a body short of the range its answer gave is an error, not the response.
+      if (!this.#undici7 && this.#end !== null && this.#start !== this.#end + 1) return this.onResponseError(controller, this.#mismatch('Content-Range mismatch'))
+      return this.#handler.onResponseEnd?.(this.#proxy, trailers)
+    }
     if (pending.decided) return this.#redispatch()
     // As undici, which throws it here and so meets it where failures are retried: not when the
     // request's body was a stream, read already.
@@ -226,8 +290,8 @@ export class RetryHandler implements NewStyleHandler {
 
   onResponseError(controller: DispatchController, err: Error): void {
     // (`controller` is null for a failure before any dispatch: the dns interceptor's failed lookup.)
-    if (this.#fatal !== null || this.#controller.aborted || controller?.aborted || this.#disturbed() || (this.#headersSent && !this.#resumable)) {
-      return this.#handler.onResponseError?.(this.#controller, err)
+    if (this.#fatal !== null || this.#abort !== null || controller?.aborted || this.#disturbed() || (this.#headersSent && !this.#resumable)) {
+      return this.#handler.onResponseError?.(this.#proxy, err)
     }
     // A failure before any answer is an attempt too.
     if (!this.#answered) this.#counter++
@@ -277,7 +341,13 @@ export class RetryHandler implements NewStyleHandler {
     if (checkpoint && this.#end === null) this.#end = this.#lastByte(headers)
     this.#headersSent = true
     this.#resumable = resumable
-    this.#handler.onResponseStart?.(this.#controller, statusCode, headers, statusMessage)
+    this.#handler.onResponseStart?.(this.#proxy, statusCode, headers, statusMessage)
+  }
+
+  /** A RequestRetryError about the last answer (the policy decides on it, as undici's does). */
+  #mismatch(message: string): RequestRetryError {
+    const { statusCode, headers } = this.#last!
+    return new RequestRetryError(message, statusCode, { headers, data: { count: this.#counter } })
   }
 
   /** The offset of a response's last body byte, when its length is known. */
@@ -297,17 +367,18 @@ export class RetryHandler implements NewStyleHandler {
     const state = { counter: Math.max(this.#counter, 1) }
     // The policy sees every option in force, its own function included, as undici's does.
     const retryOptions = { ...this.#options, retry: this.#retry }
-    this.#retry(err, { state, opts: withOptions(this.#opts, { retryOptions }) }, (giveUp) => then(giveUp ?? (this.#controller.aborted ? err : null)))
+    this.#retry(err, { state, opts: withOptions(this.#opts, { retryOptions }) }, (giveUp) => then(giveUp ?? (this.#abort !== null ? err : null)))
   }
 
   /** Asks the policy; then dispatches again, or fails the caller with what it gave up on. */
   #retryOrFail(err: Error): void {
-    this.#ask(err, (giveUp) => (giveUp ? this.#handler.onResponseError?.(this.#controller, giveUp) : this.#redispatch()))
+    this.#ask(err, (giveUp) => (giveUp ? this.#handler.onResponseError?.(this.#proxy, giveUp) : this.#redispatch()))
   }
 
   /** Dispatches the next attempt, asking only for the rest of a partly delivered body. */
   #redispatch(): void {
-    if (this.#headersSent) {
+    // As undici: a range only once part of the body is in (a 200 may then start over).
+    if (this.#start !== 0) {
       const flat = flattenHeaders(this.#opts.headers)
       const headers: string[] = []
       for (let i = 0; i < flat.length; i += 2) {
@@ -320,7 +391,7 @@ export class RetryHandler implements NewStyleHandler {
     try {
       this.#dispatch(this.#opts, this as DispatchHandler)
     } catch (e) {
-      this.#handler.onResponseError?.(this.#controller, e as Error)
+      this.#handler.onResponseError?.(this.#proxy, e as Error)
     }
   }
 }
