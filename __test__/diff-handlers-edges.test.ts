@@ -312,3 +312,46 @@ describe('retry interceptor', () => {
     })
   })
 })
+
+describe('dump interceptor, a request aborted before it started', () => {
+  // The abort's error differs by the spec (saetta: RequestAbortedError; undici: the signal's
+  // reason, an AbortError): what is compared is when the request settles and what was sent.
+  const isAbort = (err: unknown) => (err as Error).name === 'AbortError' || (err as { code?: string }).code === 'UND_ERR_ABORTED'
+
+  test('aborted while it waits for a connection: it fails at once and is never sent (undici 8)', async () => {
+    const slow = () => httpServer((req, res) => setTimeout(() => res.end(req.url), req.url === '/slow' ? 150 : 0))
+    await same(slow, async (lib, origin) => {
+      const seen: string[] = []
+      const c = client(lib, origin, { pipelining: 1 })
+      c.on('connect', () => seen.push('connect'))
+      const first = c.request({ path: '/slow', method: 'GET' }).then(async (r) => seen.push(`first ${await r.body.text()}`))
+      const ac = new AbortController()
+      const dumped = c.compose(lib.interceptors.dump()).request({ path: '/queued', method: 'GET', signal: ac.signal })
+      setTimeout(() => ac.abort(), 20)
+      await dumped.then(
+        (r) => seen.push(`answered ${r.statusCode}`),
+        (err) => seen.push(`failed, aborted: ${isAbort(err)}`),
+      )
+      await first
+      return seen
+    })
+  })
+
+  test("an abort without a reason in the caller's onRequestStart: the response is dumped, then onResponseError(undefined)", async () => {
+    const ok = () => httpServer((_req, res) => res.end('body'))
+    await same(ok, async (lib, origin) => {
+      const log: unknown[] = []
+      await new Promise<void>((resolve) => {
+        const handler: NewHandler = {
+          onRequestStart: (c) => (log.push('start'), c.abort()),
+          onResponseStart: (_c, status) => log.push(status),
+          onResponseData: () => log.push('data'),
+          onResponseEnd: () => (log.push('end'), resolve()),
+          onResponseError: (_c, err) => (log.push(['error', err === undefined ? 'undefined' : describeError(err)]), resolve()),
+        }
+        ;(client(lib, origin).compose(lib.interceptors.dump()).dispatch as Dispatch)({ path: '/', method: 'GET' }, handler)
+      })
+      return log
+    })
+  })
+})

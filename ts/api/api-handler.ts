@@ -7,7 +7,7 @@ import type { Readable } from 'node:stream'
 import { InvalidArgumentError } from '../errors'
 import type { DispatchHandler, DispatchOptions, RequestOptions } from '../dispatcher/types'
 import type { Dispatcher } from '../dispatcher/dispatcher'
-import { InternalHandler } from '../handlers/internal'
+import { InternalHandler, withQueuedAbort } from '../handlers/internal'
 import { onSignalAbort, throwIfAborted, validateSignal } from './abort-signal'
 import { destroyStream } from '../util/destroy'
 
@@ -121,7 +121,8 @@ export function dispatchWith<T, O extends object>(
     if (opts == null || typeof opts !== 'object') throw new InvalidArgumentError('invalid opts')
     const prepared = prepare(opts)
     // As undici: what dispatch() throws goes to the callback too.
-    dispatcher.dispatch(prepared as unknown as DispatchOptions, makeHandler(prepared))
+    const handler = makeHandler(prepared)
+    dispatcher.dispatch(withQueuedAbort(prepared) as unknown as DispatchOptions, handler)
   } catch (err) {
     destroyBody((opts as { body?: unknown } | null)?.body, err as Error)
     const opaque = (opts as { opaque?: unknown } | null)?.opaque

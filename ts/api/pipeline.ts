@@ -9,6 +9,7 @@ import type { Dispatcher } from '../dispatcher/dispatcher'
 import { ApiHandler } from './api-handler'
 import { BodyReadable } from './readable'
 import { withOptions } from '../dispatcher/options'
+import { withQueuedAbort } from '../handlers/internal'
 import { destroyStream } from '../util/destroy'
 import { isUndici7Dispatcher } from '../util/undici7'
 
@@ -162,7 +163,7 @@ export function pipeline<TOpaque = null>(this: Dispatcher, opts: PipelineOptions
   try {
     if (opts == null || typeof opts !== 'object') throw new InvalidArgumentError('invalid opts')
     const h = new PipelineHandler_(opts, handler, isUndici7Dispatcher(this))
-    this.dispatch(withOptions(opts, { body: h.body }), h)
+    this.dispatch(withQueuedAbort(withOptions(opts, { body: h.body })), h)
     return h.duplex
   } catch (err) {
     return new PassThroughError(err as Error)

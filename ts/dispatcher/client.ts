@@ -13,7 +13,7 @@ import { openSocket, refuseSocket, type Connector } from '../native/js-socket'
 import { buildConnector, checkMaxCachedSessions, serverName } from './connector'
 import { tunnelOf } from './proxy-tunnel'
 import tls from 'node:tls'
-import { InternalHandler } from '../handlers/internal'
+import { InternalHandler, kQueuedAbort } from '../handlers/internal'
 import { ResponseErrorHandler } from '../handlers/response-error'
 import { checkRequest, type RequestHead } from './validate'
 import type { ClientOptions, DispatchHandler, DispatchOptions } from './types'
@@ -409,9 +409,11 @@ export class Client extends DispatcherBase {
 
   protected [kDispatch](opts: DispatchOptions, handler: DispatchHandler): boolean {
     const head = checkRequest(opts, handler, this.#undici7)
-    // undici 8: a request of saetta's own APIs aborted while it waits for a connection fails at once.
+    // undici 8: a request of saetta's own APIs aborted while it waits for a connection fails at
+    // once, through any interceptors (their handlers wrap the API's; the options carry a mark).
     const signal = (opts as { signal?: unknown }).signal
-    const queuedAbort = !this.#undici7 && signal && handler instanceof InternalHandler ? signal : null
+    const ours = handler instanceof InternalHandler || (opts as { [kQueuedAbort]?: boolean })[kQueuedAbort] === true
+    const queuedAbort = !this.#undici7 && signal && ours ? signal : null
     if (opts.throwOnError === true) handler = new ResponseErrorHandler(handler)
     const run = new Run(this, opts, handler)
     if (queuedAbort !== null) run.abortWhileQueued(queuedAbort)

@@ -92,8 +92,9 @@ class DumpHandler extends DecoratorHandler {
   #full = false
   /** The caller's response has ended: what follows is dumped silently. */
   #done = false
-  /** The caller aborted (undefined: not), with this reason. */
-  #reason: Error | null | undefined = undefined
+  /** The caller aborted, with this reason (as given: none is undefined, as undici passes it on). */
+  #aborted = false
+  #reason: Error | undefined = undefined
   /** The request's own abort (the caller's controller has the recording one). */
   #abort: ((err: Error) => void) | null = null
 
@@ -107,7 +108,10 @@ class DumpHandler extends DecoratorHandler {
 
   override onRequestStart(controller: DispatchController, context: unknown): void {
     this.#abort = controller.abort.bind(controller)
-    controller.abort = (reason?: Error) => void (this.#reason = reason ?? null)
+    controller.abort = (reason?: Error) => {
+      this.#aborted = true
+      this.#reason = reason
+    }
     super.onRequestStart(controller, context)
   }
 
@@ -115,7 +119,7 @@ class DumpHandler extends DecoratorHandler {
     const length = headers['content-length']
     const over = length != null && Number(length) > this.#max
     if (over && this.#abortOnDumped) throw this.#tooLarge(String(length))
-    if (this.#reason !== undefined) return
+    if (this.#aborted) return
     super.onResponseStart(controller, statusCode, headers, statusMessage)
     if (over) this.#dumped(controller)
     else if (!this.#waitForTrailers) this.#end(controller, {})
@@ -130,14 +134,14 @@ class DumpHandler extends DecoratorHandler {
   }
 
   override onResponseEnd(controller: DispatchController, trailers: IncomingHttpHeaders): void {
-    if (this.#reason !== undefined) return this.onResponseError(controller, this.#reason as Error)
+    if (this.#aborted) return this.onResponseError(controller, this.#reason as Error)
     this.#end(controller, this.#full ? {} : trailers)
   }
 
   override onResponseError(controller: DispatchController, err: Error): void {
     if (this.#done) return
     this.#done = true
-    super.onResponseError(controller, this.#reason !== undefined ? (this.#reason as Error) : err)
+    super.onResponseError(controller, this.#aborted ? (this.#reason as Error) : err)
   }
 
   #tooLarge(size: string): RequestAbortedError {

@@ -11,6 +11,7 @@ import type { DispatchHandler, DispatchOptions, IncomingHttpHeaders } from '../.
 import { rawFields } from '../../dispatcher/headers'
 import { RequestAbortedError } from '../../errors'
 import type { DispatchController, NewStyleHandler } from '../../handlers/unwrap'
+import { kQueuedAbort } from '../../handlers/internal'
 import { CacheHandler, deleteQuietly, type CacheType } from './cache-handler'
 import { isEtagUsable, isInvalidOrWildcardVary, parseCacheControl, parseHttpDate, parseVary, trimOWS, type CacheControlDirectives } from './cache-control'
 import { makeCacheKey, normalizeHeaders, SAFE_METHODS, type CacheKey, type HeaderRecord } from './key'
@@ -274,7 +275,8 @@ function handleResult(dispatch: Dispatch, g: Globals, key: CacheKey, handler: Ne
         onResponseEnd: nop,
         onResponseError: nop,
       }
-      dispatch({ ...opts, headers: revalidationHeaders(opts, result) }, new CacheHandler(g, key, silent) as DispatchHandler)
+      // Not the caller's request: its signal must not cancel it while it waits for a connection.
+      dispatch({ ...opts, headers: revalidationHeaders(opts, result), [kQueuedAbort]: undefined } as DispatchOptions, new CacheHandler(g, key, silent) as DispatchHandler)
     })
     return true
   }
