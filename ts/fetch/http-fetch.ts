@@ -12,10 +12,11 @@ import * as zlib from 'node:zlib'
 import * as nodeStream from 'node:stream'
 import { Transform } from 'node:stream'
 import type * as U from 'undici-types'
-import type { Dispatcher } from '../dispatcher/dispatcher'
+import { Dispatcher } from '../dispatcher/dispatcher'
 import type { DispatchController, DispatchHandler, DispatchOptions, IncomingHttpHeaders } from '../dispatcher/types'
 import { fetchResponse, NULL_BODY_STATUS, type FetchResponse } from './response'
-import { chunkTakers } from '../handlers/unwrap'
+import { chunkTakers, unwrap } from '../handlers/unwrap'
+import { redirected, report, requestStarted, responseStarted, startTiming, type Timing } from './timing'
 
 /** The members of RequestInit this fetch reads; any other one sends the call to Node's fetch. */
 const OWN_INIT = new Set(['method', 'headers', 'body', 'signal', 'redirect', 'dispatcher', 'duplex', 'keepalive'])
@@ -46,9 +47,14 @@ export interface Flavour {
   httpsEncodings: string
   /** A Request given alone keeps its referrer (undici 8), for the calls Node's fetch runs. */
   keepReferrer: boolean
+  /**
+   * A dispatcher not saetta's (a plain object with `dispatch`) gets a first-API handler
+   * (onConnect, onHeaders, onData, onComplete, onError), as undici 7's fetch gave one.
+   */
+  legacyHandler: boolean
 }
-export const UNDICI8: Flavour = { httpsEncodings: 'br, gzip, deflate, zstd', keepReferrer: true }
-export const UNDICI7: Flavour = { httpsEncodings: 'br, gzip, deflate', keepReferrer: false }
+export const UNDICI8: Flavour = { httpsEncodings: 'br, gzip, deflate, zstd', keepReferrer: true, legacyHandler: false }
+export const UNDICI7: Flavour = { httpsEncodings: 'br, gzip, deflate', keepReferrer: false, legacyHandler: true }
 
 type Body = string | ArrayBuffer | ArrayBufferView | URLSearchParams | Blob | FormData
 type Init = { [k: string]: unknown }
@@ -121,6 +127,10 @@ function knownBody(body: unknown): body is Body {
 function extract(body: Body): [string | Buffer, string | null] | Promise<[Buffer, string | null]> {
   if (typeof body === 'string') return [body, 'text/plain;charset=UTF-8']
   if (body instanceof URLSearchParams) return [body.toString(), 'application/x-www-form-urlencoded;charset=UTF-8']
+  // A view of shared memory is no BufferSource to fetch: undici sends it as its text.
+  if (ArrayBuffer.isView(body) && body.buffer instanceof SharedArrayBuffer) return [String(body), 'text/plain;charset=UTF-8']
+  // Memory transferred away (detached) is empty, as undici sends it; it cannot be copied.
+  if ((body instanceof ArrayBuffer || ArrayBuffer.isView(body)) && body.byteLength === 0) return [Buffer.alloc(0), null]
   if (body instanceof ArrayBuffer) return [Buffer.from(body.slice(0)), null]
   if (ArrayBuffer.isView(body)) return [Buffer.from(new Uint8Array(body.buffer, body.byteOffset, body.byteLength)), null]
   return readWhole(body)
@@ -216,6 +226,12 @@ interface Outgoing {
   body: string | Buffer | AsyncIterable<unknown> | null
   redirect: string
   signal: AbortSignal | null
+  /** The fetch's timing, and whether its entry was added (once, for the response it ends with). */
+  timing: Timing
+  /** The URL the fetch was given, which names its timing entry. */
+  name: string
+  reported: boolean
+  legacyHandler: boolean
 }
 
 /**
@@ -236,7 +252,32 @@ export async function httpFetch(call: OwnCall, dispatcher: Dispatcher, validated
   }
   const fields = callerFields(init.headers, validated.headers)
   addDefaults(fields, contentType, call.url, flavour)
-  const out: Outgoing = { url: call.url, method: validated.method, fields, body, redirect: validated.redirect, signal }
+  const out: Outgoing = {
+    url: call.url,
+    method: validated.method,
+    fields,
+    body,
+    redirect: validated.redirect,
+    signal,
+    timing: startTiming(),
+    name: call.url.href,
+    reported: false,
+    legacyHandler: flavour.legacyHandler && !(dispatcher instanceof Dispatcher),
+  }
+  try {
+    return await follow(out, dispatcher)
+  } catch (err) {
+    // A network error ends the fetch with an entry of status 0; an abort, without one (undici).
+    if (!out.reported && !signal?.aborted) {
+      out.reported = true
+      report(out.timing, out.name, 0)
+    }
+    throw err
+  }
+}
+
+/** Sends the request, and follows its redirects, to the response it ends with. */
+async function follow(out: Outgoing, dispatcher: Dispatcher): Promise<U.Response> {
   for (let redirects = 0; ; redirects++) {
     const hop = await send(out, dispatcher, redirects > 0)
     if ('response' in hop) return hop.response as unknown as U.Response
@@ -244,18 +285,20 @@ export async function httpFetch(call: OwnCall, dispatcher: Dispatcher, validated
     if (hop.location === null) throw networkError(new Error('unexpected redirect'))
     let next: URL
     try {
-      next = new URL(hop.location, out.url)
+      next = new URL(utf8Location(hop.location), out.url)
     } catch (err) {
       throw networkError(err)
     }
     if (next.hash === '' && out.url.hash !== '') next.hash = out.url.hash
     if (next.protocol !== 'http:' && next.protocol !== 'https:') throw networkError(new Error('URL scheme must be a HTTP(S) scheme'))
-    if (badPort(next)) throw networkError(new Error('bad port'))
     if (redirects + 1 > MAX_REDIRECTS) throw networkError(new Error('redirect count exceeded'))
     // Credentials in the Location: a request of fetch's mode (cors) from no origin never follows.
     if (next.username !== '' || next.password !== '') throw networkError(new Error('cross origin not allowed for request mode "cors"'))
     // A stream's bytes are gone: only a 303, which drops the body, can be followed.
     if (hop.status !== 303 && out.body !== null && typeof out.body === 'object' && !Buffer.isBuffer(out.body)) throw networkError(new Error(''))
+    redirected(out.timing)
+    // Checked as the next hop starts (after the redirect's timing), as in undici.
+    if (badPort(next)) throw networkError(new Error('bad port'))
     if (((hop.status === 301 || hop.status === 302) && out.method === 'POST') || (hop.status === 303 && out.method !== 'GET' && out.method !== 'HEAD')) {
       out.method = 'GET'
       out.body = null
@@ -264,6 +307,14 @@ export async function httpFetch(call: OwnCall, dispatcher: Dispatcher, validated
     if (next.origin !== out.url.origin) for (const f of CREDENTIAL_FIELDS) out.fields.map.delete(f)
     out.url = next
   }
+}
+
+/**
+ * A Location's value as a URL string: one with bytes outside printable ASCII is read as UTF-8
+ * (servers send UTF-8 unencoded; browsers and undici read it so), each byte not UTF-8 as U+FFFD.
+ */
+function utf8Location(location: string): string {
+  return /[^\x20-\x7e]/.test(location) ? Buffer.from(location, 'latin1').toString('utf8') : location
 }
 
 /** The error an abort without an Error for its reason aborts the dispatch with. */
@@ -288,6 +339,17 @@ function send(out: Outgoing, dispatcher: Dispatcher, redirected: boolean): Promi
     let settled = false
     /** The caller's signal aborted it: the dispatch's own error is not the outcome. */
     let aborted = false
+    /** The body has all come, and waits in the stream for its reader (closed once taken, see close). */
+    let ended = false
+    /** This hop's response is the fetch's (not a redirect followed): its status, else -1. */
+    let finalStatus = -1
+    const { timing } = out
+    /** Adds the fetch's timing entry, once its response's body is over (or it has none). */
+    const finish = (): void => {
+      if (finalStatus < 0 || out.reported) return
+      out.reported = true
+      report(timing, out.name, finalStatus)
+    }
     const done = (): void => {
       signal?.removeEventListener('abort', onAbort)
       for (const d of decoders) d.destroy()
@@ -302,6 +364,7 @@ function send(out: Outgoing, dispatcher: Dispatcher, redirected: boolean): Promi
       } else if (stream !== null) {
         stream.error(err)
         stream = null
+        finish()
       }
     }
     function onAbort(this: AbortSignal): void {
@@ -314,6 +377,7 @@ function send(out: Outgoing, dispatcher: Dispatcher, redirected: boolean): Promi
     /** Queues a chunk for the body's reader; `own`: the chunk is fetch's alone (see chunkTakers). */
     const enqueue = (chunk: Buffer, own = false): void => {
       if (stream === null) return
+      timing.decodedBodySize += chunk.length // before a transfer detaches it
       // Enqueuing transfers the memory it is given: the chunk's own, where it is fetch's alone
       // and all of that memory; else a copy (made without zeroing it first), as the chunk may be
       // held elsewhere (an interceptor's cache, a mock's reply).
@@ -333,6 +397,7 @@ function send(out: Outgoing, dispatcher: Dispatcher, redirected: boolean): Promi
       if ((stream.desiredSize ?? 1) <= 0) controller?.pause()
     }
     const onData = (chunk: Buffer, own: boolean): void => {
+      timing.encodedBodySize += chunk.length
       if (stream === null) return
       if (decoders.length > 0) {
         if (!decoders[0].write(chunk)) controller?.pause()
@@ -340,10 +405,19 @@ function send(out: Outgoing, dispatcher: Dispatcher, redirected: boolean): Promi
         enqueue(chunk, own)
       }
     }
+    /**
+     * The body's end: the stream closes once its reader has taken every chunk (the next pull
+     * with nothing queued); until then an abort errors the body, as undici's does.
+     */
     const close = (): void => {
+      if (stream !== null && (stream.desiredSize ?? HIGH_WATER) < HIGH_WATER) {
+        ended = true
+        return
+      }
       done()
       stream?.close()
       stream = null
+      finish()
     }
     const path = url.pathname + url.search + (url.search === '' && url.href.endsWith('?' + url.hash) ? '?' : '')
     // Named as undici's fetch names it, which a dispatcher without `dispatch` shows.
@@ -351,6 +425,7 @@ function send(out: Outgoing, dispatcher: Dispatcher, redirected: boolean): Promi
     const handler: DispatchHandler = {
       onRequestStart(c: DispatchController): void {
         controller = c
+        requestStarted(timing)
         if (aborted) c.abort(abortError())
       },
       onResponseStart(c: DispatchController, status: number, headers: IncomingHttpHeaders, statusText?: string): void {
@@ -371,12 +446,14 @@ function send(out: Outgoing, dispatcher: Dispatcher, redirected: boolean): Promi
               stream = s
             },
             pull() {
-              if (controller?.paused) controller.resume()
+              if (ended) close()
+              else if (controller?.paused) controller.resume()
             },
             cancel(reason) {
               stream = null
               done()
-              controller?.abort(reason instanceof Error ? reason : abortError())
+              finish()
+              if (!ended) controller?.abort(reason instanceof Error ? reason : abortError())
             },
           }, { highWaterMark: HIGH_WATER })
           const codings = headers['content-encoding']
@@ -394,7 +471,12 @@ function send(out: Outgoing, dispatcher: Dispatcher, redirected: boolean): Promi
           }
         }
         settled = true
+        finalStatus = status
         resolve({ response: fetchResponse(body, status, statusText ?? '', headers, url, redirected) })
+        if (body === null) finish()
+      },
+      onResponseStarted(): void {
+        responseStarted(timing)
       },
       onResponseData(_c: DispatchController, chunk: Buffer): void {
         onData(chunk, false)
@@ -412,7 +494,7 @@ function send(out: Outgoing, dispatcher: Dispatcher, redirected: boolean): Promi
     chunkTakers.set(handler, (_c, chunk) => onData(chunk, true))
     try {
       const body = out.body as DispatchOptions['body']
-      agent.dispatch({ origin: url.origin, path, method, headers: out.fields.toObject(), body }, handler)
+      agent.dispatch({ origin: url.origin, path, method, headers: out.fields.toObject(), body }, out.legacyHandler ? unwrap(handler) : handler)
     } catch (err) {
       fail(networkError(err))
     }
