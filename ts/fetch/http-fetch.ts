@@ -434,7 +434,8 @@ function send(out: Outgoing, dispatcher: Dispatcher, redirected: boolean): Promi
         if (REDIRECT_STATUS.has(status) && (out.redirect === 'error' || (out.redirect === 'follow' && location !== undefined))) {
           settled = true
           done()
-          resolve({ location: location === undefined ? null : Array.isArray(location) ? location[0] : location, status })
+          // Repeated fields are one value, joined, as fetch's header list reads them (undici too).
+          resolve({ location: location === undefined ? null : Array.isArray(location) ? location.join(', ') : location, status })
           return
         }
         const nullBody = NULL_BODY_STATUS.has(status) || method === 'HEAD' || method === 'CONNECT'
