@@ -75,6 +75,8 @@ export class Client extends DispatcherBase {
   #scope: AsyncResource | null = null
   #opening: AsyncResource[] = []
   #scopes = new Map<number, AsyncResource>()
+  /** 'disconnect's told on the next turn (see onDisconnected), due before any later 'connect'. */
+  #lateDisconnects: Array<() => void> = []
   /** Where sockets that live in JS come from (a connector function, or Node's TLS). */
   #js: JsRoute | null = null
   /** The HTTP version a connection starts with: h2 with prior knowledge (h2c), else h1 until ALPN says h2. */
@@ -173,6 +175,7 @@ export class Client extends DispatcherBase {
           channels.connected.publish({ connectParams: { ...params, version }, connector, socket: c?.diagnosticsSocket })
         }
         if (!c) return
+        c.#tellLateDisconnects()
         if (c.#connections++ === 0) connectedClients.add(c)
         const scope = c.#opening.shift() ?? c.#scope
         if (scope === null) return void c.emit('connect', c.#url, [c])
@@ -193,8 +196,10 @@ export class Client extends DispatcherBase {
         // idle timeout) is told on the next turn, as undici tells it when its socket has closed:
         // after the last response's body has ended. (HTTP/2's GOAWAY and PING closes fail streams.)
         const info = error as { code?: unknown; message?: unknown } | undefined
-        if (info?.code === 'UND_ERR_INFO' && !String(info.message).startsWith('HTTP/2')) setImmediate(emit)
-        else emit()
+        if (info?.code === 'UND_ERR_INFO' && !String(info.message).startsWith('HTTP/2')) {
+          c.#lateDisconnects.push(emit)
+          setImmediate(() => c.#tellLateDisconnects())
+        } else emit()
       },
       onConnectFailed: (err) => {
         if (channels.connectError.hasSubscribers) {
@@ -556,6 +561,11 @@ export class Client extends DispatcherBase {
   }
 
   /** @internal made by the undici7 entry (see util/undici7.ts). */
+  /** The 'disconnect's held for the next turn, now: a connection made since comes after them, as undici's socket closes before its next one connects. */
+  #tellLateDisconnects(): void {
+    for (const emit of this.#lateDisconnects.splice(0)) emit()
+  }
+
   get undici7(): boolean {
     return this.#undici7
   }

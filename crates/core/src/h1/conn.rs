@@ -221,7 +221,7 @@ impl<H: Host> Conn<H> {
             && self
                 .cfg
                 .max_requests_per_connection
-                .is_none_or(|m| self.served < m)
+                .is_none_or(|m| self.served + 1 < m)
             && !self.age.past()
             && self.host.open_for_direct();
         self.fd.filter(|_| ok)
