@@ -3,6 +3,7 @@
 // events, BalancedPool's upstreams once closed, the connect() API refused, maxRequestsPerClient,
 // a Client closed then destroyed, and `pipelining: true`. Each scenario runs on undici and saetta
 // (and undici 7 and saetta/undici7 where they agree), each against its own fresh server.
+import { execFileSync, spawnSync } from 'node:child_process'
 import { afterEach, describe, expect, test } from 'vitest'
 import { cleanup, closedPort, httpServer, netServer, sleep } from './helpers'
 import { client, describeError, same, same7, saetta, undici, undici7, saetta7, type Lib } from './differential-support'
@@ -169,6 +170,23 @@ describe('connections', () => {
         const c = client(lib, origin, { pipelining: true as unknown as number })
         const bodies = await Promise.all([0, 1, 2].map(() => c.request({ path: '/', method: 'GET', blocking: false }).then((r) => r.body.text())))
         return { bodies, deepest }
+      },
+    )
+  })
+
+  test('typeOfService: the TOS the connection carries after each request (Node 24 and later mark it; Node 22 cannot)', async (ctx) => {
+    if (spawnSync('ss', ['-V']).status !== 0) return ctx.skip('no ss (iproute2) to read a socket\'s TOS')
+    await same7(
+      () => httpServer((_req, res) => res.end('x')),
+      async (lib, origin) => {
+        const c = client(lib, origin)
+        const tos = () => execFileSync('ss', ['-tnH', '--tos', 'dst', new URL(origin).host], { encoding: 'utf8' }).match(/tos:(0x[0-9a-f]+)/)?.[1] ?? 'none'
+        const seen: string[] = []
+        for (const typeOfService of [undefined, 46, 184, null, 0]) {
+          await c.request({ path: '/', method: 'GET', typeOfService }).then((r) => r.body.text())
+          seen.push(`${typeOfService}: ${tos()}`)
+        }
+        return seen
       },
     )
   })

@@ -36,6 +36,7 @@ pub fn submit(
     upgrade: Option<String>,
     decode: Option<Vec<f64>>,
     websocket: Option<Vec<f64>>,
+    type_of_service: Option<u32>,
 ) -> Result<Option<Vec<String>>> {
     let body = match body {
         Some(Either::A(b)) => RequestBody::Bytes(Bytes::copy_from_slice(&b)),
@@ -72,6 +73,7 @@ pub fn submit(
     req.body_closes = has(flags, SubmitFlag::BodyCloses);
     req.expect_continue = has(flags, SubmitFlag::ExpectContinue);
     req.clip_body = has(flags, SubmitFlag::ClipBody);
+    req.type_of_service = type_of_service.and_then(|t| u8::try_from(t).ok());
     req.upgrade |= upgrade.is_some();
     req.headers_timeout = (headers_timeout > 0.0).then(|| ms(headers_timeout));
     req.body_timeout = (body_timeout > 0.0).then(|| ms(body_timeout));

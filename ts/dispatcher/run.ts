@@ -5,6 +5,7 @@ import { AsyncResource } from 'node:async_hooks'
 import { Readable } from 'node:stream'
 import type { EventEmitter } from 'node:events'
 import { Blob } from 'node:buffer'
+import { Socket } from 'node:net'
 import { addon, submit } from '../native/addon-handle'
 import { headerBuffers } from '../native/bridge'
 import { afterBatch, batchNumber, bodyEnd, bodyWrite, flushAfter, flushSoon, hold, lone, newRequestId, proceed, release, track, untrack, type RequestSink } from '../native/batch'
@@ -79,6 +80,9 @@ function givenLength(headers: string[]): number | null {
   }
   return null
 }
+
+/** Node 24 and later mark a socket's packets (`setTypeOfService`), which undici does for `typeOfService`. */
+const hasTypeOfService = typeof (Socket.prototype as { setTypeOfService?: unknown }).setTypeOfService === 'function'
 
 /** Methods whose body length is checked against the `content-length` given (as undici's). */
 const checksLength = (method: string): boolean => !['GET', 'HEAD', 'OPTIONS', 'TRACE', 'CONNECT'].includes(method)
@@ -460,7 +464,10 @@ export class Run implements RequestSink {
     // A lone request goes at once, but not with a streamed body (it waits for the flush, see
     // #pumpStream), nor when it opens a connection (see flushSoon).
     const connecting = this.#client!.connected === 0
-    if (!this.#source && lone() && !connecting) flags |= addon.SubmitFlag.Lone
+    // As undici (Node 24 and later), the socket is marked before the request is written; the
+    // lone path writes before the engine could.
+    const typeOfService = hasTypeOfService ? (opts.typeOfService ?? undefined) : undefined
+    if (!this.#source && lone() && !connecting && typeOfService === undefined) flags |= addon.SubmitFlag.Lone
     const defaults = this.#client!.timeouts
     const id = newRequestId()
     const refused = submit({
@@ -477,6 +484,7 @@ export class Run implements RequestSink {
       upgrade: opts.upgrade ? (opts.upgrade as string) : undefined,
       decode: decodeSpec(opts, this.#handler),
       websocket: websocketSpec(opts),
+      typeOfService,
     })
     if (refused) throw fromNative(refused[0], refused[1], undefined)
     if (!(this.#source instanceof Readable)) flushSoon(connecting)

@@ -36,8 +36,8 @@ export interface FormDataLike {
 /**
  * undici's (`undici-types`), so that an interceptor or handler of either library fits the
  * other's dispatch. The run time accepts more than the types say (iterable bodies, Blobs,
- * numeric header values, a null query), as before. `typeOfService` is checked as undici checks
- * it, not applied yet; `maxRedirections` is read here as the redirect handler reads it.
+ * numeric header values, a null query), as before. `typeOfService` marks the sockets the engine
+ * owns (Node 24 and later, as undici); `maxRedirections` is read here as the redirect handler reads it.
  */
 export interface DispatchOptions extends UDispatcher.DispatchOptions {
   maxRedirections?: number

@@ -29,6 +29,8 @@ export interface Submission {
   decode: number[] | undefined
   /** A WebSocket handshake's `[maxPayloadSize, maxFragments]`. */
   websocket: number[] | undefined
+  /** The TOS its connection's packets carry from it on (`typeOfService`). */
+  typeOfService: number | undefined
 }
 
 /**
@@ -37,5 +39,5 @@ export interface Submission {
  * field would cost a property lookup by name per request.
  */
 export function submit(r: Submission): string[] | null {
-  return addon.submit(r.origin, r.id, r.method, r.path, r.headers, r.body, r.flags, r.headersTimeout, r.bodyTimeout, r.upgrade, r.decode, r.websocket)
+  return addon.submit(r.origin, r.id, r.method, r.path, r.headers, r.body, r.flags, r.headersTimeout, r.bodyTimeout, r.upgrade, r.decode, r.websocket, r.typeOfService)
 }

@@ -218,7 +218,7 @@ export declare function socketWritten(id: number, bytes: number): void
  * instead be written at once, from this thread, to an idle connection. Returns
  * `[kind, message]` when the request is refused (nothing is sent), `null` otherwise.
  */
-export declare function submit(origin: number, id: number, method: string, path: string, headers: Array<string>, body: Buffer | string | undefined | null, flags: number, headersTimeout: number, bodyTimeout: number, upgrade?: string | undefined | null, decode?: Array<number> | undefined | null, websocket?: Array<number> | undefined | null): Array<string> | null
+export declare function submit(origin: number, id: number, method: string, path: string, headers: Array<string>, body: Buffer | string | undefined | null, flags: number, headersTimeout: number, bodyTimeout: number, upgrade?: string | undefined | null, decode?: Array<number> | undefined | null, websocket?: Array<number> | undefined | null, typeOfService?: number | undefined | null): Array<string> | null
 
 /** `submit`'s flags, or-ed. */
 export declare const enum SubmitFlag {

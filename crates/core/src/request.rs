@@ -210,6 +210,8 @@ pub struct Request {
     pub expect_continue: bool,
     /// Times HTTP/2 servers refused it (REFUSED_STREAM): it is retried once.
     pub refused: u8,
+    /// HTTP/1.1: the TOS its connection's packets carry from it on (`typeOfService`).
+    pub type_of_service: Option<u8>,
     /// Times an HTTP/2 GOAWAY left it unprocessed (its stream above the last id): it is
     /// retried once on another connection.
     pub goaway_replays: u8,
@@ -243,6 +245,7 @@ impl Request {
             body_closes: false,
             expect_continue: false,
             refused: 0,
+            type_of_service: None,
             goaway_replays: 0,
             decode: None,
             websocket: None,

@@ -85,6 +85,8 @@ pub(crate) struct Conn<H: Host> {
     aged: bool,
     /// Requests carried so far.
     served: u64,
+    /// The TOS last set on the socket (`Request::type_of_service`).
+    tos: Option<u8>,
     keep_alive: Duration,
     idle_since: Instant,
     /// Its age against `clientTtl`, from when it was established.
@@ -129,6 +131,7 @@ impl<H: Host> Conn<H> {
             taken_last: false,
             aged: false,
             served: 0,
+            tos: None,
             idle_since: now,
             age,
             last_data: now,
@@ -172,6 +175,10 @@ impl<H: Host> Conn<H> {
     fn take(&mut self, q: Queued) {
         let Queued { mut req, ctl } = q;
         self.served += 1;
+        if req.type_of_service.is_some() && req.type_of_service != self.tos {
+            self.tos = req.type_of_service;
+            self.io.transport().set_type_of_service(self.tos.unwrap());
+        }
         let max = self.cfg.max_requests_per_connection;
         // A connection serves `max` requests, the last one saying `connection: close`, as
         // undici 8 counts (undici 7 serves one more: its entry asks for `max + 1`).

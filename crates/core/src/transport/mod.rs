@@ -190,25 +190,33 @@ impl Transport {
     /// into it). A syscall: only where more responses are due on the connection.
     pub(crate) fn quick_ack(&self) {
         #[cfg(target_os = "linux")]
-        {
-            let fd = match self {
-                Transport::Tcp(_) => self.raw_fd(),
-                Transport::Tls(s) => s.get_ref().0.raw_fd(),
-                _ => None,
-            };
-            if let Some(fd) = fd {
-                let one: libc::c_int = 1;
-                // SAFETY: a live socket of ours, and an int option of the size given.
-                unsafe {
-                    libc::setsockopt(
-                        fd,
-                        libc::IPPROTO_TCP,
-                        libc::TCP_QUICKACK,
-                        (&one as *const libc::c_int).cast(),
-                        std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-                    );
+        if let Some(fd) = self.tcp_fd() {
+            set_int(fd, libc::IPPROTO_TCP, libc::TCP_QUICKACK, 1);
+        }
+    }
+
+    /// Marks what is sent from now on with `tos` (IPv4's TOS byte, IPv6's traffic class), as
+    /// Node's `socket.setTypeOfService` does for undici. Best effort, as undici's: a socket
+    /// that lives in JS, or a failure, is let be.
+    pub(crate) fn set_type_of_service(&self, tos: u8) {
+        #[cfg(target_os = "linux")]
+        if let Some(fd) = self.tcp_fd() {
+            match self.addresses().0 {
+                Some(SocketAddr::V6(_)) => {
+                    set_int(fd, libc::IPPROTO_IPV6, libc::IPV6_TCLASS, tos.into())
                 }
+                _ => set_int(fd, libc::IPPROTO_IP, libc::IP_TOS, tos.into()),
             }
+        }
+    }
+
+    /// The TCP socket under this transport, if the core owns it.
+    #[cfg(target_os = "linux")]
+    fn tcp_fd(&self) -> Option<Fd> {
+        match self {
+            Transport::Tcp(_) => self.raw_fd(),
+            Transport::Tls(s) => s.get_ref().0.tcp_fd(),
+            _ => None,
         }
     }
 
@@ -221,6 +229,21 @@ impl Transport {
             Transport::Tls(s) => s.get_ref().0.addresses(),
             Transport::Js(s) => s.addresses(),
         }
+    }
+}
+
+/// Sets a socket option of C type int; what it returns is not looked at (best effort).
+#[cfg(target_os = "linux")]
+fn set_int(fd: Fd, level: libc::c_int, name: libc::c_int, value: libc::c_int) {
+    // SAFETY: a live socket of ours, and an int option of the size given.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
     }
 }
 
