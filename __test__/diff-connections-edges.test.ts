@@ -4,6 +4,8 @@
 // a Client closed then destroyed, and `pipelining: true`. Each scenario runs on undici and saetta
 // (and undici 7 and saetta/undici7 where they agree), each against its own fresh server.
 import { execFileSync, spawnSync } from 'node:child_process'
+import { once } from 'node:events'
+import FakeTimers from '@sinonjs/fake-timers'
 import { afterEach, describe, expect, test } from 'vitest'
 import { cleanup, closedPort, httpServer, netServer, sleep } from './helpers'
 import { client, describeError, same, same7, saetta, undici, undici7, saetta7, type Lib } from './differential-support'
@@ -50,6 +52,33 @@ describe('a Keep-Alive hint', () => {
     ['timeout=3', { keepAliveTimeout: 300 }, 1000],
   ])('%s with %j: the connection is kept for the hint less the threshold, or keepAliveTimeout (%i ms)', async (hint, options, ms) => {
     expect(await same7(hinting(hint), (lib, origin) => idle(lib, origin, options, ms))).toBe(`InformationalError socket idle timeout after ~${ms} ms`)
+  })
+})
+
+describe("a program's fake timers", () => {
+  test('@sinonjs/fake-timers: advancing the clock past keepAliveTimeout closes the idle connection, with its disconnect', async () => {
+    await same7(
+      () => netServer((socket) => socket.on('data', () => socket.write('HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok'))),
+      async (lib, origin) => {
+        const realTimeout = setTimeout
+        const realWait = (ms: number) => new Promise((resolve) => realTimeout(resolve, ms))
+        const clock = FakeTimers.install({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'Date'] })
+        try {
+          const c = client(lib, origin, { keepAliveTimeout: 10_000 })
+          const log: string[] = []
+          const gone = once(c, 'disconnect').then(([, , err]) => log.push(`disconnect ${err.constructor.name} ${err.message}`))
+          await c.request({ path: '/', method: 'GET' }).then((r) => r.body.text())
+          await clock.tickAsync(9_000)
+          await realWait(100)
+          log.push('9 s on')
+          await clock.tickAsync(2_000)
+          await Promise.race([gone, realWait(2000)])
+          return log
+        } finally {
+          clock.uninstall()
+        }
+      },
+    )
   })
 })
 

@@ -292,6 +292,14 @@ impl NativeOrigin {
         Ok(())
     }
 
+    /// Its idle connections close now: JS's clock (a program's fake timers) says their idle
+    /// timeout has passed.
+    #[napi(catch_unwind)]
+    pub fn expire_idle(&self) -> Result<()> {
+        bridge()?.engine.expire_idle(self.id);
+        Ok(())
+    }
+
     /// Graceful close: queued requests still run, then the connections close.
     #[napi(catch_unwind)]
     pub fn close(&mut self) -> Result<()> {

@@ -54,6 +54,9 @@ export class Client extends DispatcherBase {
   #waiters: Array<() => void> = []
   #needDrain = false
   #connections = 0
+  /** Under a program's fake timers: the keep-alive timeout as undici's would run it (below). */
+  #idleTimer: { unref?: () => unknown } | null = null
+  #keepAlive = { timeout: 4e3, max: 600e3, threshold: 2e3, now: 4e3 }
   /** Connections the origin may open (Infinity: no limit). */
   #maxConnections: number
   /**
@@ -282,6 +285,8 @@ export class Client extends DispatcherBase {
     // by `alpnProtocol`). As undici's connector: `connect.useH2c` wins over the option.
     const h2c = !https && custom === null && !viaNode && ((given as { useH2c?: unknown }).useH2c ?? h2Option(options, 'useH2c')) === true
     this.#originId = newOriginId(this.#listener)
+    const timeout = optNumber(options, 'keepAliveTimeout', 4e3)
+    this.#keepAlive = { timeout, max: optNumber(options, 'keepAliveMaxTimeout', 600e3), threshold: optNumber(options, 'keepAliveTimeoutThreshold', 2e3), now: timeout }
     this.#native = nativeOrigin(this.#originId, {
       host,
       port: Number(this.#url.port) || (https ? 443 : 80),
@@ -294,9 +299,9 @@ export class Client extends DispatcherBase {
       pipelining: this.#pipelining,
       h2ByPipelining: undici7,
       connectTimeout,
-      keepAliveTimeout: optNumber(options, 'keepAliveTimeout', 4e3),
-      keepAliveMaxTimeout: optNumber(options, 'keepAliveMaxTimeout', 600e3),
-      keepAliveTimeoutThreshold: optNumber(options, 'keepAliveTimeoutThreshold', 2e3),
+      keepAliveTimeout: this.#keepAlive.timeout,
+      keepAliveMaxTimeout: this.#keepAlive.max,
+      keepAliveTimeoutThreshold: this.#keepAlive.threshold,
       maxHeaderSize,
       maxResponseSize,
       // undici 7 serves one request more on each connection than undici 8.
@@ -446,6 +451,7 @@ export class Client extends DispatcherBase {
   }
 
   #start(run: Run, head: RequestHead): void {
+    if (this.#idleTimer !== null) this.#stopIdleTimer()
     const opens = this.#opens()
     this.#runs.set(run.seq, run)
     try {
@@ -540,6 +546,40 @@ export class Client extends DispatcherBase {
     return scope
   }
 
+  /**
+   * @internal a response's head, under a program's fake timers: its Keep-Alive hint sets how
+   * long the connection stays idle after it, as undici reads it (the engine applies the same).
+   */
+  keepAliveHint(headers: string[]): void {
+    let hint: number | null = null
+    for (let i = 0; i < headers.length; i += 2) {
+      const m = headers[i].toLowerCase() === 'keep-alive' ? /timeout=(\d+)/.exec(headers[i + 1]) : null
+      if (m !== null) hint = Number(m[1]) * 1000
+    }
+    const k = this.#keepAlive
+    k.now = hint === null ? k.timeout : Math.min(hint - k.threshold, k.max)
+  }
+
+  /**
+   * Idle under a program's fake timers (sinon's, jest's, vitest's): undici's keep-alive timer is
+   * a setTimeout, which the fake clock runs; the engine's own runs on real time. So a timer of
+   * theirs tells the engine when the clock says the connections' idle time is up.
+   */
+  #startIdleTimer(): void {
+    if (this.#keepAlive.now <= 0) return
+    const timer = setTimeout(() => {
+      this.#idleTimer = null
+      if (this.#runs.size === 0) this.#native.expireIdle()
+    }, this.#keepAlive.now) as { unref?: () => unknown }
+    timer.unref?.()
+    this.#idleTimer = timer
+  }
+
+  #stopIdleTimer(): void {
+    clearTimeout(this.#idleTimer as Parameters<typeof clearTimeout>[0])
+    this.#idleTimer = null
+  }
+
   /** @internal a request settled. */
   settled(run: Run): void {
     if (!this.#runs.delete(run.seq)) return
@@ -549,6 +589,7 @@ export class Client extends DispatcherBase {
       queueMicrotask(() => this.emit('drain', this.#url, [this]))
     }
     if (this.#runs.size === 0) {
+      if (this.#connections > 0 && fakeTimers()) this.#startIdleTimer()
       const waiters = this.#waiters
       this.#waiters = []
       for (const w of waiters) w()
@@ -560,12 +601,12 @@ export class Client extends DispatcherBase {
     return this.#runs.size <= this.#capacity()
   }
 
-  /** @internal made by the undici7 entry (see util/undici7.ts). */
   /** The 'disconnect's held for the next turn, now: a connection made since comes after them, as undici's socket closes before its next one connects. */
   #tellLateDisconnects(): void {
     for (const emit of this.#lateDisconnects.splice(0)) emit()
   }
 
+  /** @internal made by the undici7 entry (see util/undici7.ts). */
   get undici7(): boolean {
     return this.#undici7
   }
@@ -647,6 +688,10 @@ export class Client extends DispatcherBase {
  */
 /** The versions by the number the core reports. */
 const VERSIONS: readonly Version[] = ['h1', 'h2', 'h3']
+
+/** Whether the global timers are a program's fake ones (@sinonjs/fake-timers marks those it installs; jest's and vitest's are its). */
+const fakeTimers = (): boolean => typeof (setTimeout as { clock?: unknown }).clock === 'object'
+
 
 const connectedClients = new Set<Client>()
 

@@ -15,6 +15,11 @@ export declare class NativeOrigin {
    * with: JS makes the connections, with undici's connector, while it is the name.
    */
   setServername(name: string): void
+  /**
+   * Its idle connections close now: JS's clock (a program's fake timers) says their idle
+   * timeout has passed.
+   */
+  expireIdle(): void
   /** Graceful close: queued requests still run, then the connections close. */
   close(): void
   /** Fails everything queued or running (with `Destroyed` events) and closes. */

@@ -60,6 +60,9 @@ enum Command {
     Close {
         origin: u64,
     },
+    ExpireIdle {
+        origin: u64,
+    },
     SetPipelining {
         origin: u64,
         pipelining: usize,
@@ -326,6 +329,13 @@ impl Engine {
         self.send(Command::Close { origin });
     }
 
+    /// The connections of `origin` with nothing in flight close now, as at their idle timeout:
+    /// the caller's clock says it has passed (a program's fake timers, which undici's own idle
+    /// timers follow). Until its next request.
+    pub fn expire_idle(&self, origin: u64) {
+        self.send(Command::ExpireIdle { origin });
+    }
+
     /// Fails every queued and running request of `origin` with `error` and closes its connections.
     pub fn destroy(&self, origin: u64, error: Error) {
         self.send(Command::Destroy { origin, error });
@@ -516,6 +526,11 @@ impl Commands {
             Command::SetServerName { origin, name } => {
                 if let Some(o) = self.origin(origin) {
                     Origin::set_server_name(&o, name);
+                }
+            }
+            Command::ExpireIdle { origin } => {
+                if let Some(o) = self.origin(origin) {
+                    o.borrow().expire_idle();
                 }
             }
             Command::Close { origin } => {

@@ -193,6 +193,37 @@ fn keep_alive_reuses_one_connection() {
 }
 
 #[test]
+fn expire_idle_closes_the_idle_connections_as_their_timeout_would() {
+    let port = server(|mut s, _| {
+        while read_head(&mut s).is_some() {
+            s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                .unwrap();
+        }
+    });
+    let (e, rx) = engine();
+    origin(&e, 1, port, |c| {
+        c.keep_alive_timeout = Duration::from_secs(60)
+    });
+    e.submit(1, get(1, "GET", RequestBody::None));
+    settle(&rx, &[1]);
+    e.expire_idle(1);
+    let error = loop {
+        match rx
+            .recv_timeout(Duration::from_secs(5))
+            .expect("no disconnect")
+        {
+            Event::Disconnected { error, .. } => break error,
+            _ => continue,
+        }
+    };
+    assert_eq!(error, Error::Info("socket idle timeout".into()));
+    // The next request opens a connection that stays.
+    e.submit(1, get(2, "GET", RequestBody::None));
+    assert_eq!(settle(&rx, &[2])[0].body, b"ok");
+    assert!(rx.recv_timeout(Duration::from_millis(200)).is_err());
+}
+
+#[test]
 fn pipelined_responses_go_to_their_requests_and_close_retries_the_rest() {
     // Answers the first three requests on each connection, then closes it: the requests
     // pipelined behind the third are retried on a fresh connection.

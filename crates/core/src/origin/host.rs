@@ -132,9 +132,15 @@ impl Host for OriginHost {
         if self.shared.retired.get() {
             return Some(Error::Info("the origin speaks HTTP/3".into()));
         }
+        let origin = self.origin.try_borrow().ok()?;
         // As undici: a closed client's sockets go down as destroyed.
-        let closing = self.origin.try_borrow().is_ok_and(|o| o.idle_conns_close());
-        closing.then_some(Error::Destroyed)
+        if origin.idle_conns_close() {
+            return Some(Error::Destroyed);
+        }
+        origin
+            .expire_idle
+            .get()
+            .then(|| Error::Info("socket idle timeout".into()))
     }
 
     fn detach(&self) {

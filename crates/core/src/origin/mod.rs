@@ -66,6 +66,8 @@ pub(crate) struct Origin {
     /// Of those, connections made over TCP for an upgrade HTTP/3 cannot carry.
     connecting_tcp: usize,
     /// No new requests; connections close once the queue and their pipelines are empty.
+    /// Its idle connections close now (`Engine::expire_idle`), until a request is queued.
+    pub expire_idle: Cell<bool>,
     pub closed: bool,
     destroyed: Option<Error>,
     /// `Closed` was reported.
@@ -101,6 +103,7 @@ impl Origin {
             connecting: 0,
             connecting_tcp: 0,
             closed: false,
+            expire_idle: Cell::new(false),
             destroyed: None,
             finished: false,
         }
@@ -184,6 +187,15 @@ impl Origin {
         Origin::schedule(this, ctx);
     }
 
+    /// See [`crate::Engine::expire_idle`]: with nothing queued, its connections are woken to
+    /// close if idle.
+    pub fn expire_idle(&self) {
+        if self.queue.is_empty() {
+            self.expire_idle.set(true);
+            self.conns.iter().for_each(|c| c.wake());
+        }
+    }
+
     /// Should a connection with nothing in flight close now?
     pub fn idle_conns_close(&self) -> bool {
         self.closed && self.queue.is_empty()
@@ -245,6 +257,10 @@ impl Origin {
         }
         if o.destroyed.is_some() {
             return;
+        }
+        if !o.queue.is_empty() {
+            // A request for the connections: those it finds idle were not due to close.
+            o.expire_idle.set(false);
         }
         if o.queue.is_empty() {
             if o.closed {
