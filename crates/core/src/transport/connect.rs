@@ -30,8 +30,8 @@ pub(super) async fn handshake(
 }
 
 async fn send<S: AsyncWrite + Unpin>(io: &mut S, head: &[u8]) -> Result<()> {
-    io.write_all(head).await.map_err(|e| Error::from_io(&e))?;
-    io.flush().await.map_err(|e| Error::from_io(&e))
+    io.write_all(head).await.map_err(|e| Error::from_write(&e))?;
+    io.flush().await.map_err(|e| Error::from_write(&e))
 }
 
 fn options(max_header_size: usize) -> HeadOptions {
@@ -56,7 +56,7 @@ async fn answer<S: AsyncRead + Unpin>(io: &mut S, max_header_size: usize) -> Res
         let byte = match io.read_u8().await {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Err(closed()),
-            Err(e) => return Err(Error::from_io(&e)),
+            Err(e) => return Err(Error::from_read(&e)),
         };
         buf.extend_from_slice(&[byte]);
         // Only an empty line can end a head.
@@ -73,7 +73,7 @@ async fn answer<S: AsyncRead + Unpin>(io: &mut S, max_header_size: usize) -> Res
 /// The answer's status, seen with `peek` and then taken, up to its end only.
 async fn answer_peeking(s: &mut TcpStream, max_header_size: usize) -> Result<u16> {
     let opts = options(max_header_size);
-    let io_error = |e: std::io::Error| Error::from_io(&e);
+    let io_error = |e: std::io::Error| Error::from_read(&e);
     let mut held = BytesMut::new();
     let mut peeked = vec![0u8; 4096];
     loop {

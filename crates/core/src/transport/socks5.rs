@@ -71,8 +71,8 @@ fn plain(message: &str) -> Error {
 }
 
 async fn send<S: AsyncWrite + Unpin>(io: &mut S, bytes: &[u8]) -> Result<()> {
-    io.write_all(bytes).await.map_err(|e| Error::from_io(&e))?;
-    io.flush().await.map_err(|e| Error::from_io(&e))
+    io.write_all(bytes).await.map_err(|e| Error::from_write(&e))?;
+    io.flush().await.map_err(|e| Error::from_write(&e))
 }
 
 /// Fills `buf` as far as the stream goes: the count read, short only at its end.
@@ -82,7 +82,7 @@ async fn fill<S: AsyncRead + Unpin>(io: &mut S, buf: &mut [u8]) -> Result<usize>
         match io.read(&mut buf[got..]).await {
             Ok(0) => break,
             Ok(n) => got += n,
-            Err(e) => return Err(Error::from_io(&e)),
+            Err(e) => return Err(Error::from_read(&e)),
         }
     }
     Ok(got)
