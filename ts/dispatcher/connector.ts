@@ -62,18 +62,32 @@ function connectTimeout(socket: WeakRef<net.Socket>, timeout: number, hostname: 
   let immediate: NodeJS.Immediate | undefined
   const timer = setTimeout(() => {
     immediate = setImmediate(() => {
-      const s = socket.deref() as (net.Socket & { autoSelectFamilyAttemptedAddresses?: string[] }) | undefined
-      if (s === undefined) return
-      const tried = Array.isArray(s.autoSelectFamilyAttemptedAddresses)
-        ? `attempted addresses: ${s.autoSelectFamilyAttemptedAddresses.join(', ')}`
-        : `attempted address: ${hostname}:${port}`
-      s.destroy(new ConnectTimeoutError(`Connect Timeout Error (${tried}, timeout: ${timeout}ms)`))
+      const s = socket.deref()
+      if (s !== undefined) s.destroy(timedOut(s, timeout, hostname, port))
     })
   }, timeout)
   return () => {
     clearTimeout(timer)
     clearImmediate(immediate)
   }
+}
+
+function timedOut(s: net.Socket, timeout: number, hostname: string, port: string | number): ConnectTimeoutError {
+  const attempted = (s as net.Socket & { autoSelectFamilyAttemptedAddresses?: string[] }).autoSelectFamilyAttemptedAddresses
+  const tried = Array.isArray(attempted) ? `attempted addresses: ${attempted.join(', ')}` : `attempted address: ${hostname}:${port}`
+  return new ConnectTimeoutError(`Connect Timeout Error (${tried}, timeout: ${timeout}ms)`)
+}
+
+/**
+ * undici 8: `autoSelectFamily`'s AggregateError with an attempt that timed out is a connect
+ * timeout (the AggregateError its cause), whichever timer ran out first.
+ */
+function normalize(err: Error, s: net.Socket, timeout: number, hostname: string, port: string | number): Error {
+  const timeouts = (e: unknown): boolean => (e as { code?: unknown } | null)?.code === 'ETIMEDOUT'
+  if (!(err instanceof AggregateError) || !(timeouts(err) || err.errors.some(timeouts))) return err
+  const wrapped = timedOut(s, timeout, hostname, port)
+  ;(wrapped as Error & { cause?: unknown }).cause = err
+  return wrapped
 }
 
 /** undici's check of a connector's `maxCachedSessions` (Client, Pool and buildConnector make it). */
@@ -136,14 +150,16 @@ export function buildConnector(options: buildConnector.BuildOptions = {}): build
       if (useH2c === true) (socket as net.Socket & { alpnProtocol?: string }).alpnProtocol = 'h2'
     }
     if (keepAlive) socket.setKeepAlive(true, keepAliveDelay)
-    const clear = connectTimeout(new WeakRef(socket), limit, hostname, port || (secure ? 443 : 80))
+    const shownPort = port || (secure ? 443 : 80)
+    const clear = connectTimeout(new WeakRef(socket), limit, hostname, shownPort)
     let answer: buildConnector.Callback | null = callback
+    const undici7 = isUndici7(options)
     const done = (err: Error | null): void => {
       queueMicrotask(clear)
       if (answer === null) return
       const cb = answer
       answer = null
-      if (err) cb(err, null)
+      if (err) cb(undici7 ? err : normalize(err, socket, limit, hostname, shownPort), null)
       else cb(null, socket)
     }
     socket
