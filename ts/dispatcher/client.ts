@@ -20,7 +20,7 @@ import type { ClientOptions, DispatchHandler, DispatchOptions } from './types'
 import { constructorOptions } from './options'
 import { channels, connectingVersion, connectParams, CoreSocket, type HttpVersion as Version } from '../diagnostics'
 import { Numbered } from '../util/numbered'
-import { isUndici7 } from '../util/undici7'
+import { isUndici7, kUndici7 } from '../util/undici7'
 import '../debug'
 import { parseOrigin, type UrlObject } from './url'
 import { checkConnectOption, h2Number, h2Option, nativeOrigin, nativeTunnel, needsNode, optNumber, proxyOptions, tlsOptions, validateH2, validateOptions, type ConnectOptions, type JsRoute } from './client-options'
@@ -268,6 +268,8 @@ export class Client extends DispatcherBase {
           timeout: options.connectTimeout,
           ...(autoSelect ? { autoSelectFamily: options.autoSelectFamily, autoSelectFamilyAttemptTimeout: options.autoSelectFamilyAttemptTimeout } : {}),
           ...(custom === null ? connect : {}),
+          // Which undici its errors follow (see connector.ts).
+          ...(undici7 ? { [kUndici7]: true } : {}),
         } as buildConnector.BuildOptions,
         options: {
           host: this.#url.host,
