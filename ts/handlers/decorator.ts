@@ -45,9 +45,4 @@ export class DecoratorHandler implements NewStyleHandler {
   onRequestSent(): void {
     this.#handler.onRequestSent?.()
   }
-
-  // The first byte of a response: fetch's responseStart reads it through interceptors.
-  onResponseStarted(): void {
-    this.#handler.onResponseStarted?.()
-  }
 }

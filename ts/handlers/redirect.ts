@@ -185,11 +185,6 @@ export class RedirectHandler implements NewStyleHandler {
     this.#handler.onRequestUpgrade?.(controller, statusCode, headers, socket)
   }
 
-  /** The first byte of a response, passed on (fetch's responseStart reads it). */
-  onResponseStarted(): void {
-    this.#handler.onResponseStarted?.()
-  }
-
   onResponseStart(controller: DispatchController, statusCode: number, headers: IncomingHttpHeaders, statusMessage?: string): void {
     // An interim response is not the answer (undici 8 passes it on).
     if (statusCode < 200 && !this.#undici7) return this.#handler.onResponseStart?.(controller, statusCode, headers, statusMessage)

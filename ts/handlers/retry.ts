@@ -230,11 +230,6 @@ export class RetryHandler implements NewStyleHandler {
     this.#handler.onRequestUpgrade?.(this.#proxy, statusCode, headers, socket)
   }
 
-  /** The first byte of a response, passed on (fetch's responseStart reads it). */
-  onResponseStarted(): void {
-    this.#handler.onResponseStarted?.()
-  }
-
   onResponseStart(controller: DispatchController, statusCode: number, headers: IncomingHttpHeaders, statusMessage?: string): void {
     // An interim answer is passed on, as undici 8 does (undici 7 takes it for the response's
     // head, and the final one for a resumed body: see docs/differences.md).

@@ -273,11 +273,6 @@ export class CacheHandler implements NewStyleHandler {
     this.#handler.onRequestUpgrade?.(controller, statusCode, headers, socket)
   }
 
-  /** The first byte of a response, passed on (fetch's responseStart reads it). */
-  onResponseStarted(): void {
-    this.#handler.onResponseStarted?.()
-  }
-
   onResponseStart(controller: DispatchController, statusCode: number, headers: IncomingHttpHeaders, statusMessage?: string): void {
     const pass = (): void => this.#handler.onResponseStart?.(controller, statusCode, headers, statusMessage)
     const key = this.#key
