@@ -4,6 +4,7 @@
 // a Client closed then destroyed, and `pipelining: true`. Each scenario runs on undici and saetta
 // (and undici 7 and saetta/undici7 where they agree), each against its own fresh server.
 import { execFileSync, spawnSync } from 'node:child_process'
+import net from 'node:net'
 import { once } from 'node:events'
 import FakeTimers from '@sinonjs/fake-timers'
 import { afterEach, describe, expect, test } from 'vitest'
@@ -208,12 +209,20 @@ describe('connections', () => {
     await same7(
       () => httpServer((_req, res) => res.end('x')),
       async (lib, origin) => {
-        const c = client(lib, origin)
-        const tos = () => execFileSync('ss', ['-tnH', '--tos', 'dst', new URL(origin).host], { encoding: 'utf8' }).match(/tos:(0x[0-9a-f]+)/)?.[1] ?? 'none'
         const seen: string[] = []
-        for (const typeOfService of [undefined, 46, 184, null, 0]) {
-          await c.request({ path: '/', method: 'GET', typeOfService }).then((r) => r.body.text())
-          seen.push(`${typeOfService}: ${tos()}`)
+        const tos = () => execFileSync('ss', ['-tnH', '--tos', 'dst', new URL(origin).host], { encoding: 'utf8' }).match(/tos:(0x[0-9a-f]+)/)?.[1] ?? 'none'
+        // The engine's own socket, and one a connector gives (it lives in JS).
+        const connect = (opts: { hostname: string; port: string }, cb: (err: Error | null, socket: net.Socket | null) => void) => {
+          const socket = net.connect(Number(opts.port), opts.hostname)
+          socket.once('connect', () => cb(null, socket)).once('error', (err) => cb(err, null))
+        }
+        for (const options of [{}, { connect }]) {
+          const c = client(lib, origin, options as object)
+          for (const typeOfService of [undefined, 46, 184, null, 0]) {
+            await c.request({ path: '/', method: 'GET', typeOfService }).then((r) => r.body.text())
+            seen.push(`${'connect' in options ? 'connector' : 'own'} ${typeOfService}: ${tos()}`)
+          }
+          await c.close()
         }
         return seen
       },

@@ -55,6 +55,8 @@ pub enum EventTag {
     WebSocket = 20,
     /// `[id, kind, code, offset, length]` into the batch's shared Buffer.
     WebSocketSmall = 21,
+    /// `[socket, tos]`: the JS socket marks what it writes next (`setTypeOfService`).
+    SocketTos = 22,
 }
 
 /// An error event's relation to its neighbours (core `event::Shared`): one connection's

@@ -381,6 +381,11 @@ impl ToNapiValue for EventBatch<'_> {
                     out.tag(EventTag::SocketEnd);
                     out.num(socket as f64);
                 }
+                Event::SocketTos { socket, tos } => {
+                    out.tag(EventTag::SocketTos);
+                    out.num(socket as f64);
+                    out.num(f64::from(tos));
+                }
                 Event::SocketDestroy { socket, error } => {
                     out.tag(EventTag::SocketDestroy);
                     out.num(socket as f64);

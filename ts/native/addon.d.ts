@@ -88,6 +88,8 @@ export declare const enum EventTag {
   WebSocket = 20,
   /** `[id, kind, code, offset, length]` into the batch's shared Buffer. */
   WebSocketSmall = 21,
+  /** `[socket, tos]`: the JS socket marks what it writes next (`setTypeOfService`). */
+  SocketTos = 22,
 }
 
 /**

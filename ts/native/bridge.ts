@@ -4,7 +4,7 @@
 
 import { addon } from './load'
 import { fromNative, type NativeSocketInfo } from './native-error'
-import { externalError, refuseSocket, releaseError, socketCredit, socketDestroy, socketEnd, socketWrite } from './js-socket'
+import { externalError, refuseSocket, releaseError, socketCredit, socketDestroy, socketEnd, socketTos, socketWrite } from './js-socket'
 import { beginBatch, endBatch, hold, release, requests, type RequestSink } from './batch'
 
 /** Receives the engine's connection events for one origin. */
@@ -234,6 +234,10 @@ function dispatchEvents(n: Float64Array, o: unknown[]): void {
       case addon.EventTag.SocketEnd:
         socketEnd(id)
         i += 2
+        break
+      case addon.EventTag.SocketTos:
+        socketTos(id, n[i + 2])
+        i += 3
         break
       case addon.EventTag.SocketDestroy:
         if (n[i + 2] === 1) {

@@ -166,6 +166,16 @@ export function socketCredit(id: number, bytes: number): void {
   }
 }
 
+/** What `id` writes next is marked `tos`, as undici marks its sockets (Node 24 and later; best effort). */
+export function socketTos(id: number, tos: number): void {
+  const socket = sockets.get(id)?.socket as { setTypeOfService?: (tos: number) => unknown } | null | undefined
+  try {
+    socket?.setTypeOfService?.(tos)
+  } catch {
+    // As undici: a socket that cannot be marked is used as it is.
+  }
+}
+
 /** The engine is done writing to `id`. */
 export function socketEnd(id: number): void {
   sockets.get(id)?.socket?.end()

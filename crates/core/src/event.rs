@@ -103,6 +103,11 @@ pub enum Event {
     SocketEnd {
         socket: u64,
     },
+    /// What is written to `socket` from now on is marked `tos` (`socket.setTypeOfService`).
+    SocketTos {
+        socket: u64,
+        tos: u8,
+    },
     /// The core let go of `socket` (or gave up opening it): JS destroys it, with the error
     /// its connection closed with, if it closed for one.
     SocketDestroy {

@@ -30,7 +30,9 @@ pub(super) async fn handshake(
 }
 
 async fn send<S: AsyncWrite + Unpin>(io: &mut S, head: &[u8]) -> Result<()> {
-    io.write_all(head).await.map_err(|e| Error::from_write(&e))?;
+    io.write_all(head)
+        .await
+        .map_err(|e| Error::from_write(&e))?;
     io.flush().await.map_err(|e| Error::from_write(&e))
 }
 

@@ -343,6 +343,13 @@ impl JsStream {
         self.alpn.as_deref()
     }
 
+    /// See [`super::Transport::set_type_of_service`]: JS marks the socket, before what is
+    /// written next (events keep their order).
+    pub(crate) fn set_type_of_service(&self, tos: u8) {
+        let s = &self.socket;
+        s.registry.emit(Event::SocketTos { socket: s.id, tos });
+    }
+
     /// Its connection closes for `why`: JS destroys the socket with it.
     pub(crate) fn closing(&self, why: &Error) {
         self.socket.state.borrow_mut().reason = Some(why.clone());

@@ -196,9 +196,16 @@ impl Transport {
     }
 
     /// Marks what is sent from now on with `tos` (IPv4's TOS byte, IPv6's traffic class), as
-    /// Node's `socket.setTypeOfService` does for undici. Best effort, as undici's: a socket
-    /// that lives in JS, or a failure, is let be.
+    /// Node's `socket.setTypeOfService` does for undici (a socket that lives in JS is told to
+    /// call it). Best effort, as undici's: a failure is let be.
     pub(crate) fn set_type_of_service(&self, tos: u8) {
+        match self {
+            Transport::Js(s) => return s.set_type_of_service(tos),
+            Transport::Tls(s) if matches!(s.get_ref().0, Transport::Js(_)) => {
+                return s.get_ref().0.set_type_of_service(tos)
+            }
+            _ => {}
+        }
         #[cfg(target_os = "linux")]
         if let Some(fd) = self.tcp_fd() {
             match self.addresses().0 {

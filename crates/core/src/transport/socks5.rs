@@ -71,7 +71,9 @@ fn plain(message: &str) -> Error {
 }
 
 async fn send<S: AsyncWrite + Unpin>(io: &mut S, bytes: &[u8]) -> Result<()> {
-    io.write_all(bytes).await.map_err(|e| Error::from_write(&e))?;
+    io.write_all(bytes)
+        .await
+        .map_err(|e| Error::from_write(&e))?;
     io.flush().await.map_err(|e| Error::from_write(&e))
 }
 
