@@ -1416,14 +1416,25 @@ fn which_request_may_follow_which() {
     });
 }
 
+/// An origin, the outbox and pipeline of a connection to it, and that connection's buffered
+/// socket (a Unix pair: the peer is returned to be kept).
+fn piped() -> (T, Outbox<Fake>, Pipeline, Buffered, UnixStream) {
+    let t = open(cfg());
+    let out = Outbox::new(t.fake.clone());
+    let (ours, peer) = UnixStream::pair().unwrap();
+    (
+        t,
+        out,
+        Pipeline::new(),
+        Buffered::new(Transport::Unix(ours)),
+        peer,
+    )
+}
+
 #[test]
 fn over_tls_a_batch_waits_for_the_answer_to_the_one_before() {
     rt(async {
-        let t = open(cfg());
-        let mut out = Outbox::new(t.fake.clone());
-        let mut pipe = Pipeline::new();
-        let (ours, _peer) = UnixStream::pair().unwrap();
-        let mut io = Buffered::new(Transport::Unix(ours));
+        let (t, mut out, mut pipe, mut io, _peer) = piped();
         for id in 1..=2 {
             let r = get(id, "/");
             let c = t.ctx.register(&r);
@@ -1454,11 +1465,7 @@ fn over_tls_a_batch_waits_for_the_answer_to_the_one_before() {
 fn a_lenient_streamed_body_past_its_length_is_clipped_and_ends_the_connection() {
     rt(async {
         for (clip, sent) in [(true, 3), (false, 6)] {
-            let t = open(cfg());
-            let mut out = Outbox::new(t.fake.clone());
-            let mut pipe = Pipeline::new();
-            let (ours, _peer) = UnixStream::pair().unwrap();
-            let mut io = Buffered::new(Transport::Unix(ours));
+            let (t, mut out, mut pipe, mut io, _peer) = piped();
             let mut r = request(1, "PUT", "/", &["content-length", "3"], RequestBody::Stream);
             r.strict_content_length = false;
             r.clip_body = clip;
@@ -1487,11 +1494,7 @@ fn empty_head() -> String {
 #[test]
 fn aborts_before_and_after_the_write() {
     rt(async {
-        let t = open(cfg());
-        let mut out = Outbox::new(t.fake.clone());
-        let mut pipe = Pipeline::new();
-        let (ours, _peer) = UnixStream::pair().unwrap();
-        let mut io = Buffered::new(Transport::Unix(ours));
+        let (t, mut out, mut pipe, mut io, _peer) = piped();
         let mut ctls = Vec::new();
         for id in 1..=3 {
             let mut r = get(id, "/");
@@ -1521,11 +1524,7 @@ fn aborts_before_and_after_the_write() {
 #[test]
 fn a_streamed_body_that_went_out_is_not_replayed() {
     rt(async {
-        let t = open(cfg());
-        let mut out = Outbox::new(t.fake.clone());
-        let mut pipe = Pipeline::new();
-        let (ours, _peer) = UnixStream::pair().unwrap();
-        let mut io = Buffered::new(Transport::Unix(ours));
+        let (t, mut out, mut pipe, mut io, _peer) = piped();
         let r = request(1, "PUT", "/", &[], RequestBody::Stream);
         let c = t.ctx.register(&r);
         pipe.push(r, c.clone(), &mut out);
