@@ -10,7 +10,7 @@ import { afterEach, describe, expect, test } from 'vitest'
 import { cleanup, waitFor } from './helpers'
 import { describeError, settled, undici, saetta, undici7, saetta7, type Lib } from './differential-support'
 import { isUndici } from './target'
-import { CODE, h2Client, h2Server, MODES, rawH2Server, rstFrame, type H2Server, type Mode } from './h2-support'
+import { CODE, goawayFrame, h2Client, h2Server, MODES, rawH2Server, rstFrame, type H2Server, type Mode } from './h2-support'
 
 afterEach(cleanup)
 
@@ -141,6 +141,43 @@ describe.each(MODES)('over %s', (mode: Mode) => {
     await same(make, scenario)
   })
 
+  test('bodyTimeout per request (0: none) over the Client\'s, and counted between chunks, not over the whole body', async () => {
+    const make = (): Promise<H2Server> =>
+      h2Server(
+        (stream, headers) => {
+          const path = String(headers[':path'])
+          stream.respond({ ':status': 200 })
+          // `/drip`: a chunk each 60 ms, 6 in all; `/late`: one chunk, the rest after 300 ms.
+          if (path === '/drip') {
+            let n = 0
+            const t = setInterval(() => {
+              if (stream.destroyed) return clearInterval(t)
+              if (++n < 6) return void stream.write(String(n))
+              clearInterval(t)
+              stream.end(String(n))
+            }, 60)
+            return
+          }
+          stream.write('a')
+          setTimeout(() => stream.destroyed || stream.end('b'), 300)
+        },
+        { mode },
+      )
+    const scenario = async (lib: Lib, srv: H2Server) => {
+      const c = h2Client(lib, srv.origin, { bodyTimeout: 150 })
+      const [drip, lateNone, lateLonger, lateShorter] = await Promise.all([
+        text(c, { path: '/drip' }),
+        text(c, { path: '/late', bodyTimeout: 0 }),
+        text(c, { path: '/late', bodyTimeout: 1000 }),
+        text(c, { path: '/late', bodyTimeout: 50 }),
+      ])
+      const late = await text(c, { path: '/late' })
+      return { drip, lateNone, lateLonger, lateShorter, late, sessions: srv.sessions }
+    }
+    await same(make, scenario)
+    await sameWith(undici7, saetta7, make, scenario)
+  })
+
   test('the retry interceptor and RetryAgent over a body stalled past bodyTimeout, by default and with its code listed', async () => {
     const scenario = async (lib: Lib, srv: H2Server) => {
       const c = h2Client(lib, srv.origin, { bodyTimeout: 150 })
@@ -236,6 +273,78 @@ describe.each(MODES)('GOAWAY over %s', (mode: Mode) => {
       return { ...r, messages: undefined }
     })
     expect(record).toMatchObject({ first: { ok: true, value: '/first on 1' }, atGoaway: { ok: true, value: '/at-goaway on 2' }, after: { ok: true, value: '/after on 2' }, sessions: 2 })
+  })
+})
+
+describe('GOAWAY, unusual', () => {
+  // A graceful shutdown notice first (last stream id 2^31-1: every stream may still come),
+  // then the final GOAWAY naming the last stream processed, as RFC 9113 §6.8 describes.
+  test('a shutdown notice (last id 2^31-1) then the final GOAWAY: the streams in flight complete, later requests go on a new session', async () => {
+    const make = () =>
+      rawH2Server({
+        onStream: (conn, stream) => {
+          if (conn.id > 1) {
+            conn.respond(stream, 200)
+            return conn.data(stream, `${stream} on ${conn.id}`)
+          }
+          if (stream !== 1) return
+          // The notice with the first stream; the final GOAWAY, and the answers to what came on
+          // this session, a while later.
+          conn.send(goawayFrame(0x7fffffff, CODE.NO_ERROR))
+          setTimeout(() => {
+            conn.send(goawayFrame(conn.streams.at(-1)!, CODE.NO_ERROR))
+            for (const s of conn.streams) {
+              conn.respond(s, 200)
+              conn.data(s, `${s} on 1`)
+            }
+          }, 300)
+        },
+      })
+    await same(make, async (lib, srv) => {
+      const c = h2Client(lib, srv.origin, { pipelining: 100 })
+      const gone: unknown[] = []
+      c.on('disconnect', (_o: URL, _t: unknown, err: Error) => gone.push(kind(err)))
+      const first = text(c, { path: '/first' })
+      await waitFor(() => srv.connections[0]?.streams.length === 1, 2000)
+      await new Promise((resolve) => setTimeout(resolve, 50))
+      const second = text(c, { path: '/second' })
+      const results = [await first, await second, await text(c, { path: '/third' })]
+      await waitFor(() => gone.length > 0, 2000)
+      return { results, streams: srv.connections.map((conn) => conn.streams), disconnects: gone }
+    })
+  })
+
+  test('a request queued for a fresh session after a GOAWAY, aborted while it waits: it fails with its abort alone', async () => {
+    const make = () =>
+      rawH2Server({
+        onStream: (conn, stream) => {
+          if (conn.id === 1) {
+            conn.send(goawayFrame(stream, CODE.NO_ERROR))
+            return void setTimeout(() => {
+              conn.respond(stream, 200)
+              conn.data(stream, `${stream} on 1`)
+            }, 150)
+          }
+          // The fresh session answers late: the queued request is aborted before.
+          setTimeout(() => {
+            conn.respond(stream, 200)
+            conn.data(stream, `${stream} on ${conn.id}`)
+          }, 100)
+        },
+      })
+    await same(make, async (lib, srv) => {
+      const c = h2Client(lib, srv.origin, { pipelining: 100 })
+      const first = text(c, { path: '/first' })
+      await waitFor(() => srv.connections[0]?.streams.length === 1, 2000)
+      await new Promise((resolve) => setTimeout(resolve, 30))
+      const ac = new AbortController()
+      const aborted = text(c, { path: '/aborted', signal: ac.signal })
+      const kept = text(c, { path: '/kept' })
+      await new Promise((resolve) => setTimeout(resolve, 20))
+      ac.abort()
+      const a = await aborted
+      return { first: await first, aborted: a.ok ? a : a.error.name, kept: await kept, connections: srv.connections.length }
+    })
   })
 })
 
