@@ -10,7 +10,7 @@ import { afterEach, describe, expect, test } from 'vitest'
 import { cleanup, waitFor } from './helpers'
 import { describeError, settled, undici, saetta, undici7, saetta7, type Lib } from './differential-support'
 import { isUndici } from './target'
-import { CODE, goawayFrame, h2Client, h2Server, MODES, rawH2Server, rstFrame, type H2Server, type Mode } from './h2-support'
+import { CODE, goawayFrame, h2Client, h2Server, MODES, rawH2Server, type H2Server, type Mode } from './h2-support'
 
 afterEach(cleanup)
 
