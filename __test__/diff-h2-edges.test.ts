@@ -10,7 +10,7 @@ import { afterEach, describe, expect, test } from 'vitest'
 import { cleanup, waitFor } from './helpers'
 import { describeError, settled, undici, saetta, undici7, saetta7, type Lib } from './differential-support'
 import { isUndici } from './target'
-import { CODE, goawayFrame, h2Client, h2Server, MODES, rawH2Server, type H2Server, type Mode } from './h2-support'
+import { CODE, goawayFrame, h2Client, h2Server, MODES, rawH2Server, SETTING, type H2Server, type Mode } from './h2-support'
 
 afterEach(cleanup)
 
@@ -345,6 +345,40 @@ describe('GOAWAY, unusual', () => {
       const a = await aborted
       return { first: await first, aborted: a.ok ? a : a.error.name, kept: await kept, connections: srv.connections.length }
     })
+  })
+})
+
+describe('a session that takes no stream', () => {
+  // SETTINGS_MAX_CONCURRENT_STREAMS 0 (RFC 9113 §6.5.2): the server takes no stream until it
+  // says otherwise. Its first stream goes before its SETTINGS are read.
+  test('the server allows no stream: headersTimeout fails the waiting requests, and the session is dropped', async () => {
+    const make = () =>
+      rawH2Server({
+        settings: [[SETTING.MAX_CONCURRENT_STREAMS, 0]],
+        onStream: (conn, stream) => {
+          conn.respond(stream, 200)
+          conn.data(stream, `${stream} on ${conn.id}`)
+        },
+      })
+    const seen = new Map<Lib, unknown>()
+    await same(make, async (lib, srv) => {
+      const c = h2Client(lib, srv.origin, { pipelining: 100, headersTimeout: 200 })
+      const gone: unknown[] = []
+      c.on('disconnect', (_o: URL, _t: unknown, err: Error) => gone.push(describeError(err)))
+      const waiting = await Promise.all([text(c, { path: '/a' }), text(c, { path: '/b' }), text(c, { path: '/c' })])
+      const later = await Promise.all([text(c, { path: '/d' }), text(c, { path: '/e' })])
+      await new Promise((resolve) => setTimeout(resolve, 50))
+      seen.set(lib, { first: later[0], streams: srv.connections.map((conn) => conn.streams), disconnects: gone })
+      return { waiting, last: later[1], sessions: srv.connections.length }
+    })
+    // A new session: saetta sends its first stream before the server's SETTINGS, as on the
+    // first; undici 8 keeps the limit of the session it dropped and sends none. saetta reports
+    // each dropped session (disconnect, with the error); undici 8 does not (docs/differences.md).
+    const error = { class: 'HeadersTimeoutError', name: 'HeadersTimeoutError', code: 'HEADERS_TIMEOUT', message: 'HTTP/2: server did not accept a new stream within 200' }
+    if (!isUndici) {
+      expect(seen.get(saetta)).toEqual({ first: { ok: true, value: '1 on 2' }, streams: [[1], [1]], disconnects: [error, error] })
+      expect(seen.get(undici)).toEqual({ first: { ok: false, error }, streams: [[1], []], disconnects: [] })
+    }
   })
 })
 

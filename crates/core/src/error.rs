@@ -17,6 +17,9 @@ pub enum Error {
     /// timeout that ran out); the same JS classes as `HeadersTimeout` and `BodyTimeout`.
     Http2HeadersTimeout(std::time::Duration),
     Http2BodyTimeout(std::time::Duration),
+    /// HTTP/2: the server allowed no stream (its SETTINGS_MAX_CONCURRENT_STREAMS 0) for this
+    /// long while requests waited; the same JS class as `HeadersTimeout`.
+    Http2NoStream(std::time::Duration),
     /// Response head larger than `maxHeaderSize`.
     HeadersOverflow,
     /// The server sent bytes that are not valid HTTP/1.1. `code` is an llhttp-style
@@ -170,7 +173,9 @@ impl Error {
             Error::InvalidArgument(_) => "InvalidArgument",
             Error::NotSupported(_) => "NotSupported",
             Error::ConnectTimeout(_) => "ConnectTimeout",
-            Error::HeadersTimeout | Error::Http2HeadersTimeout(_) => "HeadersTimeout",
+            Error::HeadersTimeout | Error::Http2HeadersTimeout(_) | Error::Http2NoStream(_) => {
+                "HeadersTimeout"
+            }
             Error::BodyTimeout | Error::Http2BodyTimeout(_) => "BodyTimeout",
             Error::HeadersOverflow => "HeadersOverflow",
             Error::Parser { .. } => "Parser",
@@ -307,6 +312,11 @@ impl fmt::Display for Error {
                 write!(f, "HTTP/2: \"headers timeout after {}\"", js_ms(*t))
             }
             Error::Http2BodyTimeout(t) => write!(f, "HTTP/2: \"body timeout after {}\"", js_ms(*t)),
+            Error::Http2NoStream(t) => write!(
+                f,
+                "HTTP/2: server did not accept a new stream within {}",
+                js_ms(*t)
+            ),
             Error::HeadersOverflow => f.write_str("Headers Overflow Error"),
             Error::ConnectionHeader(name) => {
                 write!(

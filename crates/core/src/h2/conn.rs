@@ -252,6 +252,9 @@ struct H2Conn<H: Host> {
     /// Whether the server's SETTINGS are known to have come: its stream limit differs from the
     /// one stream allowed until then, or a response came (SETTINGS are its first frame).
     settings_known: std::cell::Cell<bool>,
+    /// When the requests waiting at the origin fail, while the server allows no stream and
+    /// none is open (the first one's `headersTimeout` after that began), with that timeout.
+    starved: Option<(Instant, Duration)>,
     addresses: (Option<SocketAddr>, Option<SocketAddr>),
 }
 
@@ -292,6 +295,7 @@ impl<H: Host> H2Conn<H> {
             announced: false,
             idle_since: Some(now),
             settings_known: std::cell::Cell::new(false),
+            starved: None,
             addresses,
         }
     }
@@ -627,6 +631,41 @@ impl<H: Host> H2Conn<H> {
         self.publish_state();
     }
 
+    /// A server may allow no stream for a while (SETTINGS_MAX_CONCURRENT_STREAMS 0, RFC 9113
+    /// §6.5.2); with none open, nothing else would ever fail the requests that wait, nor let
+    /// another connection take them. As undici 8, they get the first one's `headersTimeout`.
+    fn watch_starved(&mut self) {
+        let starved = !self.closed
+            && !self.going_away
+            && self.streams.is_empty()
+            && self.settings_came()
+            && self
+                .send
+                .as_ref()
+                .is_some_and(|s| s.current_max_send_streams() == 0);
+        if !starved {
+            self.starved = None;
+        } else if self.starved.is_none() {
+            let mut timeout = None;
+            self.host.take(&mut |r| {
+                timeout = r.headers_timeout;
+                false
+            });
+            self.starved = timeout.map(|t| (Instant::now() + t, t));
+        }
+    }
+
+    /// The server allowed no stream within `timeout`: the requests waiting fail, and the
+    /// connection closes with that error so that the next request opens another.
+    fn starve(&mut self, timeout: Duration) {
+        self.starved = None;
+        let error = Error::Http2NoStream(timeout);
+        while let Some(q) = self.host.take(&mut |_| true) {
+            self.fail(q.req.id, error.clone(), Shared::No);
+        }
+        self.close(error);
+    }
+
     /// PINGs: the next one when due, the answer to the last one when it comes.
     fn poll_ping(&mut self, cx: &mut Context<'_>) {
         let Some(p) = self.ping.as_mut() else {
@@ -690,7 +729,12 @@ impl<H: Host> H2Conn<H> {
             stream_deadline(o, &s.req, &s.ctl).map(|(at, _)| at)
         });
         let ping = self.ping.as_ref().map(|p| p.next);
-        streams.chain(ping).chain(self.idle_deadline()).min()
+        let starved = self.starved.map(|(at, _)| at);
+        streams
+            .chain(ping)
+            .chain(self.idle_deadline())
+            .chain(starved)
+            .min()
     }
 
     fn poll_timer(&mut self, cx: &mut Context<'_>) -> bool {
@@ -728,6 +772,10 @@ impl<H: Host> H2Conn<H> {
             self.close(self.age.idle_error());
             fired = true;
         }
+        if let Some((_, timeout)) = self.starved.filter(|(at, _)| *at <= now) {
+            self.starve(timeout);
+            fired = true;
+        }
         fired
     }
 
@@ -760,6 +808,7 @@ impl<H: Host> H2Conn<H> {
         }
         let mut progress = self.take_requests();
         progress |= self.step_streams(cx);
+        self.watch_starved();
         self.poll_ping(cx);
         let idle = self.streams.is_empty();
         let goaway = self.going_away.then_some(GOAWAY_MESSAGE);

@@ -544,6 +544,33 @@ fn the_servers_stream_limit_is_kept() {
 }
 
 #[test]
+fn a_server_allowing_no_stream_fails_the_waiting_requests_after_their_headers_timeout() {
+    rt(async {
+        let addr = server(
+            |b| {
+                b.max_concurrent_streams(0);
+            },
+            echo(),
+        )
+        .await;
+        let host = connect(addr, h2c()).await;
+        // The server's SETTINGS (no stream allowed) come first.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        for id in 1..=2 {
+            let mut r = get(id, "/");
+            r.headers_timeout = Some(Duration::from_millis(150));
+            host.submit(r);
+        }
+        let error = Error::Http2NoStream(Duration::from_millis(150));
+        for id in 1..=2 {
+            host.settled(id).await;
+            assert_eq!(host.error(id), Some(error.clone()));
+        }
+        assert_eq!(host.disconnected(), Some(error));
+    });
+}
+
+#[test]
 fn pings_are_reported() {
     rt(async {
         let addr = server(|_| {}, echo()).await;
