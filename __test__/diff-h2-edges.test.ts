@@ -362,7 +362,8 @@ describe('a session that takes no stream', () => {
       })
     const seen = new Map<Lib, unknown>()
     await same(make, async (lib, srv) => {
-      const c = h2Client(lib, srv.origin, { pipelining: 100, headersTimeout: 200 })
+      // Waiting requests keep the session from idling out: keepAliveTimeout does not close it.
+      const c = h2Client(lib, srv.origin, { pipelining: 100, headersTimeout: 200, keepAliveTimeout: 50 })
       const gone: unknown[] = []
       c.on('disconnect', (_o: URL, _t: unknown, err: Error) => gone.push(describeError(err)))
       const waiting = await Promise.all([text(c, { path: '/a' }), text(c, { path: '/b' }), text(c, { path: '/c' })])
@@ -377,7 +378,8 @@ describe('a session that takes no stream', () => {
     const error = { class: 'HeadersTimeoutError', name: 'HeadersTimeoutError', code: 'HEADERS_TIMEOUT', message: 'HTTP/2: server did not accept a new stream within 200' }
     if (!isUndici) {
       expect(seen.get(saetta)).toEqual({ first: { ok: true, value: '1 on 2' }, streams: [[1], [1]], disconnects: [error, error] })
-      expect(seen.get(undici)).toEqual({ first: { ok: false, error }, streams: [[1], []], disconnects: [] })
+      expect(seen.get(undici)).toMatchObject({ first: { ok: false, error }, streams: [[1], []] })
+      expect((seen.get(undici) as { disconnects: unknown[] }).disconnects).not.toContainEqual(error)
     }
   })
 })

@@ -713,7 +713,8 @@ impl<H: Host> H2Conn<H> {
     /// session without streams; or its TTL); one going away closes with its last stream
     /// instead.
     fn idle_deadline(&self) -> Option<Instant> {
-        if self.going_away || !self.streams.is_empty() {
+        // Requests waiting for the server to allow a stream keep it from idling out.
+        if self.going_away || !self.streams.is_empty() || self.starved.is_some() {
             return None;
         }
         Some(self.age.bound(self.idle_since? + self.settings.keep_alive))

@@ -553,7 +553,12 @@ fn a_server_allowing_no_stream_fails_the_waiting_requests_after_their_headers_ti
             echo(),
         )
         .await;
-        let host = connect(addr, h2c()).await;
+        // Waiting requests keep the connection from idling out meanwhile.
+        let settings = Settings {
+            keep_alive: Duration::from_millis(100),
+            ..h2c()
+        };
+        let host = connect(addr, settings).await;
         // The server's SETTINGS (no stream allowed) come first.
         tokio::time::sleep(Duration::from_millis(50)).await;
         for id in 1..=2 {
