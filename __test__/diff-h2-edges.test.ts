@@ -441,9 +441,15 @@ describe('streams refused, reset, forbidden, on a dead session, aborted', () => 
         ['GET', `/${NO_ERROR}/1`, undefined],
       ]
       const bodyOf = (b: unknown) => (b === 'stream' ? Readable.from(['a stream']) : b === 'iterable' ? (async function* () { yield 'an iterable' })() : b)
-      const one = await Promise.all(plans.map(([method, path, body]) => text(c, { method, path, body: bodyOf(body) })))
+      // A Readable body refused while still piped may fail its pipe first (`Premature close`),
+      // as a matter of timing, in undici as in saetta: of those, only that they failed.
+      const call = async ([method, path, body]: [string, string, unknown], suffix: string) => {
+        const r = await text(c, { method, path: `${path}${suffix}`, body: bodyOf(body) })
+        return body === 'stream' && !r.ok ? { ok: false, class: r.error.class } : r
+      }
+      const one = await Promise.all(plans.map((p) => call(p, '')))
       const each = []
-      for (const [method, path, body] of plans) each.push(await text(c, { method, path: `${path}/again`, body: bodyOf(body) }))
+      for (const p of plans) each.push(await call(p, '/again'))
       return { one, each, seen: Object.fromEntries(srv.seen), sessions: srv.sessions }
     }
     await same(resetting, scenario)
