@@ -318,11 +318,12 @@ describe('dump interceptor, a request aborted before it started', () => {
   // reason, an AbortError): what is compared is when the request settles and what was sent.
   const isAbort = (err: unknown) => (err as Error).name === 'AbortError' || (err as { code?: string }).code === 'UND_ERR_ABORTED'
 
-  test('aborted while it waits for a connection: it fails at once and is never sent (undici 8)', async () => {
+  test.each(['Client', 'Pool'] as const)('aborted while it waits for a connection of a %s: it fails at once and is never sent (undici 8)', async (kind) => {
     const slow = () => httpServer((req, res) => setTimeout(() => res.end(req.url), req.url === '/slow' ? 150 : 0))
     await same(slow, async (lib, origin) => {
       const seen: string[] = []
-      const c = client(lib, origin, { pipelining: 1 })
+      const c = kind === 'Client' ? client(lib, origin, { pipelining: 1 }) : new lib.Pool(origin, { connections: 1 })
+      if (kind === 'Pool') onCleanup(() => c.destroy())
       c.on('connect', () => seen.push('connect'))
       const first = c.request({ path: '/slow', method: 'GET' }).then(async (r) => seen.push(`first ${await r.body.text()}`))
       const ac = new AbortController()

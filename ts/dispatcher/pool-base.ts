@@ -6,6 +6,8 @@
 import { DispatcherBase, kBusy, kClose, kDestroy, kDispatch } from './base'
 import { isUndici7 } from '../util/undici7'
 import type { Dispatcher } from './dispatcher'
+import { kQueuedAbort } from '../handlers/internal'
+import { onSignalAbort } from '../api/abort-signal'
 import type { DispatchHandler, DispatchOptions } from './types'
 import { poolStats } from './stats'
 
@@ -46,9 +48,13 @@ export interface PoolStats {
   size: number
 }
 
+const noop = (): void => {}
+
 interface Queued {
   opts: DispatchOptions
   handler: DispatchHandler
+  /** Stops watching its signal (see #enqueue). */
+  off: () => void
 }
 
 export abstract class PoolBase extends DispatcherBase {
@@ -100,6 +106,32 @@ export abstract class PoolBase extends DispatcherBase {
     if ((this.#queue.length > 0 || this.#needDrain) && !this.#busy.has(member) && this.#members.includes(member)) this.#onDrain(member, origin, targets)
   }
 
+  /**
+   * Waits for a member. undici 8: a request of saetta's APIs (marked, see kQueuedAbort) aborted
+   * meanwhile leaves the queue and fails at once, as it would waiting in a Client.
+   */
+  #enqueue(opts: DispatchOptions, handler: DispatchHandler): void {
+    const item: Queued = { opts, handler, off: noop }
+    const signal = (opts as { signal?: unknown }).signal
+    if (!this.#undici7 && signal && (opts as { [kQueuedAbort]?: boolean })[kQueuedAbort] === true) {
+      item.off = onSignalAbort(signal, (reason) => {
+        const at = this.#queue.indexOf(item)
+        if (at === -1) return
+        this.#queue.splice(at, 1)
+        handler.onError?.(reason)
+        this.#closeIfDone()
+      })
+    }
+    this.#queue.push(item)
+  }
+
+  /** The next request waiting, no longer watched for an abort (its Client watches it now). */
+  #dequeue(): Queued | undefined {
+    const item = this.#queue.shift()
+    item?.off()
+    return item
+  }
+
   /** The members, in the order they were added (private state: no own enumerable key, as undici's). */
   protected get members(): readonly Member[] {
     return this.#members
@@ -109,7 +141,7 @@ export abstract class PoolBase extends DispatcherBase {
     const member = this.pick()
     if (member === undefined) {
       this.#needDrain = true
-      this.#queue.push({ opts, handler })
+      this.#enqueue(opts, handler)
     } else if (!member.dispatch(opts, handler) && member[kBusy] !== false) {
       this.#busy.add(member)
       this.#needDrain = !this.hasFree()
@@ -170,7 +202,7 @@ export abstract class PoolBase extends DispatcherBase {
     let busy = false
     let held = false
     while (!busy && !(held = this.holds(member))) {
-      const item = this.#queue.shift()
+      const item = this.#dequeue()
       if (item === undefined) break
       busy = !member.dispatch(item.opts, item.handler)
     }
@@ -202,7 +234,7 @@ export abstract class PoolBase extends DispatcherBase {
         member = this.pick()
       } catch (err) {
         // No member to pick from (a BalancedPool without upstreams): the request fails.
-        this.#queue.shift()!.handler.onError?.(err as Error)
+        this.#dequeue()!.handler.onError?.(err as Error)
         free = !this.destroyed && this.hasFree()
         continue
       }
@@ -210,7 +242,7 @@ export abstract class PoolBase extends DispatcherBase {
         free = false
         break
       }
-      const item = this.#queue.shift()!
+      const item = this.#dequeue()!
       if (!member.dispatch(item.opts, item.handler)) {
         this.#busy.add(member)
         free = this.hasFree()
@@ -235,7 +267,10 @@ export abstract class PoolBase extends DispatcherBase {
   }
 
   protected [kDestroy](err: Error): Promise<unknown> {
-    for (const item of this.#queue.splice(0)) item.handler.onError?.(err)
+    for (const item of this.#queue.splice(0)) {
+      item.off()
+      item.handler.onError?.(err)
+    }
     return Promise.all([...this.#members, ...this.#retiring].map((m) => m.destroy(err)))
   }
 
