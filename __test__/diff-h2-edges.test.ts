@@ -10,7 +10,7 @@ import { afterEach, describe, expect, test } from 'vitest'
 import { cleanup, waitFor } from './helpers'
 import { describeError, settled, undici, saetta, undici7, saetta7, type Lib } from './differential-support'
 import { isUndici } from './target'
-import { CODE, goawayFrame, h2Client, h2Server, MODES, rawH2Server, SETTING, type H2Server, type Mode } from './h2-support'
+import { CODE, goawayFrame, h2Client, h2Server, MODES, rawH2Server, sessionNumbers, SETTING, type H2Server, type Mode } from './h2-support'
 
 afterEach(cleanup)
 
@@ -26,17 +26,6 @@ async function sameWith<S, T>(reference: Lib, mine: Lib, make: () => Promise<S>,
 }
 
 const same = <S, T>(make: () => Promise<S>, scenario: (lib: Lib, srv: S) => Promise<T>): Promise<T> => sameWith(undici, saetta, make, scenario)
-
-/** Numbers each session of a node:http2 server in order of its first stream. */
-function sessionNumbers(): (stream: http2.ServerHttp2Stream) => number {
-  const numbers = new WeakMap<object, number>()
-  let count = 0
-  return (stream) => {
-    const session = stream.session!
-    if (!numbers.has(session)) numbers.set(session, ++count)
-    return numbers.get(session)!
-  }
-}
 
 function answer(stream: http2.ServerHttp2Stream, text: string): void {
   if (stream.destroyed || stream.closed) return

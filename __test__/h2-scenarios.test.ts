@@ -16,7 +16,7 @@ import { afterEach, describe, expect, test } from 'vitest'
 import { cleanup, closer, httpServer, onCleanup, readBody, waitFor } from './helpers'
 import { describeError, settled, saetta, undici, type Lib } from './differential-support'
 import { isUndici } from './target'
-import { MODES, h2Certs, h2Client, h2Server, nghttpx, nghttpxMissing, type H2Server, type Mode, type Nghttpx } from './h2-support'
+import { MODES, h2Certs, h2Client, h2Server, nghttpx, nghttpxMissing, sessionNumbers, type H2Server, type Mode, type Nghttpx } from './h2-support'
 
 afterEach(cleanup)
 
@@ -66,17 +66,6 @@ const bodyOf = (body: string | undefined): string | Readable | undefined =>
 /** request() of `method path` (with `body`), its text or its error as data. */
 const call = (c: Client, method: string, path: string, body?: string) =>
   settled(c.request({ path, method, body: bodyOf(body) as string }).then((r) => r.body.text()))
-
-/** Numbers each session of a node:http2 server in order of its first stream. */
-function sessionNumbers(): (stream: http2.ServerHttp2Stream) => number {
-  const numbers = new WeakMap<object, number>()
-  let count = 0
-  return (stream) => {
-    const session = stream.session!
-    if (!numbers.has(session)) numbers.set(session, ++count)
-    return numbers.get(session)!
-  }
-}
 
 /** The whole request body of a server stream. */
 function streamBody(stream: http2.ServerHttp2Stream): Promise<string> {

@@ -456,3 +456,14 @@ async function freePort(): Promise<number> {
   await new Promise((r) => s.close(r))
   return port
 }
+
+/** Numbers each session of a node:http2 server in order of its first stream. */
+export function sessionNumbers(): (stream: http2.ServerHttp2Stream) => number {
+  const numbers = new WeakMap<object, number>()
+  let count = 0
+  return (stream) => {
+    const session = stream.session!
+    if (!numbers.has(session)) numbers.set(session, ++count)
+    return numbers.get(session)!
+  }
+}

@@ -56,7 +56,7 @@ export class Client extends DispatcherBase {
   #connections = 0
   /** Under a program's fake timers: the keep-alive timeout as undici's would run it (below). */
   #idleTimer: { unref?: () => unknown } | null = null
-  #keepAlive = { timeout: 4e3, max: 600e3, threshold: 2e3, now: 4e3 }
+  #keepAlive: { timeout: number; max: number; threshold: number; now: number }
   /** Connections the origin may open (Infinity: no limit). */
   #maxConnections: number
   /**
@@ -553,6 +553,7 @@ export class Client extends DispatcherBase {
    * long the connection stays idle after it, as undici reads it (the engine applies the same).
    */
   keepAliveHint(headers: string[]): void {
+    if (!fakeTimers()) return
     let hint: number | null = null
     for (let i = 0; i < headers.length; i += 2) {
       const m = headers[i].toLowerCase() === 'keep-alive' ? /timeout=(\d+)/.exec(headers[i + 1]) : null

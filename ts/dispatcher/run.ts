@@ -773,7 +773,7 @@ export class Run implements RequestSink {
 
   onHeaders(statusCode: number, statusText: string, headers: string[], at: number): void {
     this.#headBatch = batchNumber
-    if (statusCode >= 200 && this.#client !== null && typeof (setTimeout as { clock?: unknown }).clock === 'object') this.#client.keepAliveHint(headers)
+    if (statusCode >= 200) this.#client?.keepAliveHint(headers)
     if (this.#info !== null && statusCode >= 200) this.#publish(channels.headers, { response: { statusCode, headers: headerBuffers(headers, at), statusText } })
     // As undici: at the start of every response message, 1xx included.
     this.#handler.onResponseStarted?.()
