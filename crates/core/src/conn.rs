@@ -321,6 +321,11 @@ pub(crate) fn round_end(
         .or_else(|| age.retired().then_some(Error::Destroyed))
 }
 
+/// What a connection closes with at its idle (keep-alive) timeout, as undici words it.
+pub(crate) fn idle_timeout() -> Error {
+    Error::Info("socket idle timeout".into())
+}
+
 /// A connection's age against its origin's `connection_ttl` (undici's Pool `clientTtl`), for
 /// every protocol. Past it, a connection takes no new request and closes once idle, as a
 /// closed client's connection does (`Destroyed`): undici's Pool closes the client it retires
@@ -355,7 +360,7 @@ impl Age {
     pub fn idle_error(&self) -> Error {
         match self.past() {
             true => Error::Destroyed,
-            false => Error::Info("socket idle timeout".into()),
+            false => idle_timeout(),
         }
     }
 

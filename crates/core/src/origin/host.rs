@@ -97,7 +97,12 @@ impl Host for OriginHost {
         if self.shared.retired.get() {
             return None;
         }
-        self.origin.try_borrow_mut().ok()?.next_request(fits)
+        let mut o = self.origin.try_borrow_mut().ok()?;
+        if !self.shared.h3.get() && o.h3_has_room() {
+            // The origin's HTTP/3 connection takes what it can: over TCP only what it cannot.
+            return o.next_request(|r| r.needs_tcp() && fits(r));
+        }
+        o.next_request(fits)
     }
 
     fn give_back(&self, q: Queued) -> Result<(), Queued> {
@@ -137,10 +142,7 @@ impl Host for OriginHost {
         if origin.idle_conns_close() {
             return Some(Error::Destroyed);
         }
-        origin
-            .expire_idle
-            .get()
-            .then(|| Error::Info("socket idle timeout".into()))
+        origin.expire_idle.get().then(crate::conn::idle_timeout)
     }
 
     fn detach(&self) {

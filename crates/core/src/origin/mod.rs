@@ -65,9 +65,9 @@ pub(crate) struct Origin {
     connecting: usize,
     /// Of those, connections made over TCP for an upgrade HTTP/3 cannot carry.
     connecting_tcp: usize,
-    /// No new requests; connections close once the queue and their pipelines are empty.
     /// Its idle connections close now (`Engine::expire_idle`), until a request is queued.
     pub expire_idle: Cell<bool>,
+    /// No new requests; connections close once the queue and their pipelines are empty.
     pub closed: bool,
     destroyed: Option<Error>,
     /// `Closed` was reported.
@@ -124,6 +124,13 @@ impl Origin {
             Some(front) if fits(&front.req) => self.queue.pop_front(),
             _ => None,
         }
+    }
+
+    /// Whether one of its HTTP/3 connections takes another request now.
+    pub fn h3_has_room(&self) -> bool {
+        self.conns
+            .iter()
+            .any(|c| c.h3.get() && !c.retired.get() && c.room.get().is_some_and(|r| r > 0))
     }
 
     /// A request a connection gives back, to go first on another.
