@@ -8,7 +8,7 @@ import net from 'node:net'
 import { once } from 'node:events'
 import FakeTimers from '@sinonjs/fake-timers'
 import { afterEach, describe, expect, test } from 'vitest'
-import { cleanup, closedPort, httpServer, netServer, sleep } from './helpers'
+import { cleanup, closedPort, httpServer, netServer, onCleanup, sleep } from './helpers'
 import { client, describeError, same, same7, saetta, undici, undici7, saetta7, type Lib } from './differential-support'
 
 afterEach(cleanup)
@@ -178,6 +178,31 @@ describe('connections', () => {
         await Promise.allSettled(all)
         await sleep(20)
         return log
+      },
+    )
+  })
+
+  // undici's socket stays open until the responses it carries have ended (its parser waits for
+  // the body to be read): 'disconnect' and close() come after, whatever the engine read ahead.
+  test.each(['Client', 'Pool'] as const)('%s closed with a request in flight: its response, then disconnect, then close()', async (kind) => {
+    const big = Buffer.alloc(256 * 1024, 'x')
+    await same7(
+      () => httpServer((req, res) => res.end(req.url === '/big' ? big : 'small')),
+      async (lib, origin) => {
+        const seen: unknown[] = []
+        for (const path of ['/', '/big']) {
+          const c = new lib[kind](origin)
+          onCleanup(() => (c.destroyed ? undefined : c.destroy()))
+          c.on('disconnect', (_o: unknown, _t: unknown, err: Error) => seen.push(['disconnect', describeError(err)]))
+          const pending = c.request({ path, method: 'GET' })
+          const closed = c.close().then(() => seen.push('closed'))
+          const res = await pending
+          seen.push('headers')
+          await sleep(20)
+          seen.push((await res.body.text()).length)
+          await closed
+        }
+        return seen
       },
     )
   })

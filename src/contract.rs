@@ -11,7 +11,7 @@ use saetta_core::Shared;
 #[napi]
 #[derive(Clone, Copy)]
 pub enum EventTag {
-    /// `[id]`: the request is being written on a connection.
+    /// `[id, conn]`: the request is being written on connection `conn`.
     Connect = 0,
     /// `[id, status]`, its reason and headers in the batch's text.
     Headers = 1,
@@ -23,7 +23,7 @@ pub enum EventTag {
     Error = 4,
     /// `[id, bytes]`: so much of the streamed body was taken by the engine.
     BodyConsumed = 5,
-    /// `[origin, conn, h2]`.
+    /// `[origin, conn, version]`: 1, 2 or 3 (HTTP/1.1, HTTP/2, HTTP/3).
     Connected = 6,
     /// `[origin, conn]`, the error's four objects.
     Disconnected = 7,

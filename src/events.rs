@@ -279,9 +279,10 @@ impl ToNapiValue for EventBatch<'_> {
         out.nums.push(0.0);
         for ev in events {
             match ev {
-                Event::Connect { id } => {
+                Event::Connect { id, conn } => {
                     out.tag(EventTag::Connect);
                     out.num(id as f64);
+                    out.num(conn as f64);
                 }
                 Event::Headers {
                     id,

@@ -80,6 +80,10 @@ export class Client extends DispatcherBase {
   #scopes = new Map<number, AsyncResource>()
   /** 'disconnect's told on the next turn (see onDisconnected), due before any later 'connect'. */
   #lateDisconnects: Array<() => void> = []
+  /** Those waiting, by connection, for the requests it carried to settle. */
+  #heldDisconnects = new Map<number, () => void>()
+  /** By connection, how many requests not settled yet it carries (see Run.carrier). */
+  #carried = new Map<number, number>()
   /** Where sockets that live in JS come from (a connector function, or Node's TLS). */
   #js: JsRoute | null = null
   /** The HTTP version a connection starts with: h2 with prior knowledge (h2c), else h1 until ALPN says h2. */
@@ -178,7 +182,7 @@ export class Client extends DispatcherBase {
           channels.connected.publish({ connectParams: { ...params, version }, connector, socket: c?.diagnosticsSocket })
         }
         if (!c) return
-        c.#tellLateDisconnects()
+        c.#tellLateDisconnects(true)
         if (c.#connections++ === 0) connectedClients.add(c)
         const scope = c.#opening.shift() ?? c.#scope
         if (scope === null) return void c.emit('connect', c.#url, [c])
@@ -196,12 +200,16 @@ export class Client extends DispatcherBase {
         const error = c.#destroyError ?? err
         const emit = (): void => void (scope === null ? c.emit('disconnect', c.#url, [c], error) : scope.runInAsyncScope(() => c.emit('disconnect', c.#url, [c], error)))
         // A close that fails nothing (after a response: `connection: close`, a keep-alive hint, an
-        // idle timeout) is told on the next turn, as undici tells it when its socket has closed:
-        // after the last response's body has ended. (HTTP/2's GOAWAY and PING closes fail streams.)
+        // idle timeout, close()) is told on the next turn, as undici tells it when its socket has
+        // closed: after the last response's body has ended. (HTTP/2's GOAWAY and PING closes fail
+        // streams.)
         const info = error as { code?: unknown; message?: unknown } | undefined
-        if (info?.code === 'UND_ERR_INFO' && !String(info.message).startsWith('HTTP/2')) {
-          c.#lateDisconnects.push(emit)
-          setImmediate(() => c.#tellLateDisconnects())
+        const quiet = info?.code === 'UND_ERR_INFO' && !String(info.message).startsWith('HTTP/2')
+        if (quiet || (info?.code === 'UND_ERR_DESTROYED' && c.#destroyError === null)) {
+          // undici's socket is open until the responses it carried have ended (its parser waits
+          // for their bodies to be read); the engine may have read them ahead.
+          if (c.#carried.has(conn)) c.#heldDisconnects.set(conn, emit)
+          else c.#tellLate(emit)
         } else emit()
       },
       onConnectFailed: (err) => {
@@ -583,8 +591,35 @@ export class Client extends DispatcherBase {
     this.#idleTimer = null
   }
 
+  /** @internal `run` is written on connection `conn`. */
+  carries(run: Run, conn: number): void {
+    this.#leave(run)
+    run.carrier = conn
+    this.#carried.set(conn, (this.#carried.get(conn) ?? 0) + 1)
+  }
+
+  /** `run` is off its connection: a closed one's held 'disconnect' is told once it carries none. */
+  #leave(run: Run): void {
+    const conn = run.carrier
+    if (conn === 0) return
+    run.carrier = 0
+    const left = this.#carried.get(conn)! - 1
+    if (left > 0) return void this.#carried.set(conn, left)
+    this.#carried.delete(conn)
+    const held = this.#heldDisconnects.get(conn)
+    if (held === undefined) return
+    this.#heldDisconnects.delete(conn)
+    this.#tellLate(held)
+  }
+
+  #tellLate(emit: () => void): void {
+    this.#lateDisconnects.push(emit)
+    setImmediate(() => this.#tellLateDisconnects())
+  }
+
   /** @internal a request settled. */
   settled(run: Run): void {
+    this.#leave(run)
     if (!this.#runs.delete(run.seq)) return
     if (this.#held.length > 0) this.#release()
     if (this.#needDrain && !this.#busy()) {
@@ -605,8 +640,10 @@ export class Client extends DispatcherBase {
   }
 
   /** The 'disconnect's held for the next turn, now: a connection made since comes after them, as undici's socket closes before its next one connects. */
-  #tellLateDisconnects(): void {
-    for (const emit of this.#lateDisconnects.splice(0)) emit()
+  #tellLateDisconnects(andHeld = false): void {
+    const held = andHeld ? [...this.#heldDisconnects.values()] : []
+    if (andHeld) this.#heldDisconnects.clear()
+    for (const emit of [...this.#lateDisconnects.splice(0), ...held]) emit()
   }
 
   /** @internal made by the undici7 entry (see util/undici7.ts). */
@@ -662,10 +699,15 @@ export class Client extends DispatcherBase {
 
   protected [kClose](): Promise<void> {
     // Requests held for another server name go to the engine before it closes.
-    if (this.#held.length > 0) return this.#idle().then(() => this.#shutDown(false))
+    if (this.#held.length > 0) return this.#idle().then(() => this.#shutDown(false)).then(() => this.#toldLate())
     // The engine finishes what is queued, then closes the connections.
     const closed = this.#shutDown(false)
-    return this.#idle().then(() => closed)
+    return this.#idle().then(() => closed).then(() => this.#toldLate())
+  }
+
+  /** Once the 'disconnect's held for the next turn are told. */
+  #toldLate(): Promise<void> | void {
+    if (this.#lateDisconnects.length > 0) return new Promise((resolve) => setImmediate(resolve))
   }
 
   protected [kDestroy](err: Error): Promise<void> {

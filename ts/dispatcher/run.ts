@@ -763,7 +763,11 @@ export class Run implements RequestSink {
     if (this.#info !== null && channel.hasSubscribers) channel.publish({ request: this.#info, ...extra })
   }
 
-  onConnect(): void {
+  /** @internal the connection it is on (0: none yet), for its Client's accounts. */
+  carrier = 0
+
+  onConnect(conn: number): void {
+    this.#client?.carries(this, conn)
     this.#connectNow()
     if (this.#settled) return
     proceed(this.#id)

@@ -44,7 +44,7 @@ export declare const enum DecodeFlag {
 
 /** What an event of the flat event array is: its first number (see `events.rs`). */
 export declare const enum EventTag {
-  /** `[id]`: the request is being written on a connection. */
+  /** `[id, conn]`: the request is being written on connection `conn`. */
   Connect = 0,
   /** `[id, status]`, its reason and headers in the batch's text. */
   Headers = 1,
@@ -56,7 +56,7 @@ export declare const enum EventTag {
   Error = 4,
   /** `[id, bytes]`: so much of the streamed body was taken by the engine. */
   BodyConsumed = 5,
-  /** `[origin, conn, h2]`. */
+  /** `[origin, conn, version]`: 1, 2 or 3 (HTTP/1.1, HTTP/2, HTTP/3). */
   Connected = 6,
   /** `[origin, conn]`, the error's four objects. */
   Disconnected = 7,

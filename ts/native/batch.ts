@@ -11,7 +11,8 @@ import { Numbered } from '../util/numbered'
 export interface RequestSink {
   /** The async context its events run in (its connection's, as undici's socket events). */
   readonly scope: AsyncResource | null
-  onConnect(): void
+  /** Written on connection `conn` (again, on another, when retried). */
+  onConnect(conn: number): void
   /** `at`: where `headers` start in the batch's text, for ./bridge.ts's headerBuffers. */
   onHeaders(statusCode: number, statusText: string, headers: string[], at: number): void
   onData(chunk: Buffer): void

@@ -131,8 +131,8 @@ function dispatchEvents(n: Float64Array, o: unknown[]): void {
     const id = n[i + 1]
     switch (tag) {
       case addon.EventTag.Connect:
-        deliver(id, (s) => s.onConnect())
-        i += 2
+        deliver(id, (s) => s.onConnect(n[i + 2]))
+        i += 3
         break
       case addon.EventTag.Headers:
       case addon.EventTag.Upgrade: {

@@ -331,7 +331,7 @@ impl Lanes {
         }
         // SAFETY: `peek` initialised `n` bytes of the spare capacity.
         unsafe { buf.set_len(n) };
-        match whole_response(&mut buf, &m.req, &self.limits) {
+        match whole_response(&mut buf, &m.req, m.conn, &self.limits) {
             Some(events) => {
                 m.delivered = true;
                 events
@@ -348,7 +348,12 @@ const READ_AHEAD: usize = 16 * 1024;
 /// them: `None` when it is not whole, or is anything but a plain final response (1xx,
 /// upgrade, framed by the connection's end, over a limit, malformed). Such a response is the
 /// connection's to report.
-fn whole_response(buf: &mut BytesMut, req: &Request, limits: &Limits) -> Option<Vec<Event>> {
+fn whole_response(
+    buf: &mut BytesMut,
+    req: &Request,
+    conn: u64,
+    limits: &Limits,
+) -> Option<Vec<Event>> {
     let opts = req.head_options(limits.max_header_size);
     let head = read_response_head(buf, &opts).ok()??;
     // A response the engine decodes is decoded on the engine thread.
@@ -365,7 +370,7 @@ fn whole_response(buf: &mut BytesMut, req: &Request, limits: &Limits) -> Option<
     let id = req.id;
     let mut events = Vec::with_capacity(4);
     if !req.connected {
-        events.push(Event::Connect { id });
+        events.push(Event::Connect { id, conn });
     }
     events.push(Event::Headers {
         id,
@@ -577,7 +582,7 @@ mod tests {
     fn read(method: &str, bytes: &[u8], limits: Limits) -> Option<Vec<String>> {
         let mut r = req(b"");
         r.method_is_head = method == "HEAD";
-        let events = whole_response(&mut BytesMut::from(bytes), &r, &limits)?;
+        let events = whole_response(&mut BytesMut::from(bytes), &r, 1, &limits)?;
         Some(events.iter().map(|e| format!("{e:?}")).collect())
     }
 
@@ -590,7 +595,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(got.len(), 4);
-        assert!(got[0].starts_with("Connect { id: 1 }"));
+        assert!(got[0].starts_with("Connect { id: 1, conn: 1 }"));
         assert!(got[1].starts_with("Headers { id: 1, status: 200"));
         assert!(got[2].contains("Data { id: 1, chunk: b\"ok\""));
         assert!(got[3].starts_with("Complete { id: 1, trailers: [] }"));

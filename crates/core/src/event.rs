@@ -17,9 +17,10 @@ pub enum Shared {
 
 #[derive(Debug)]
 pub enum Event {
-    /// The request is being written on a connection (again, when it is retried).
+    /// The request is being written on connection `conn` (again, when it is retried).
     Connect {
         id: u64,
+        conn: u64,
     },
     /// A response head: 1xx informational ones first, then the final one.
     Headers {
@@ -139,7 +140,7 @@ impl Event {
     /// Request id for request events, `None` for connection events.
     pub fn request_id(&self) -> Option<u64> {
         match self {
-            Event::Connect { id }
+            Event::Connect { id, .. }
             | Event::Headers { id, .. }
             | Event::Data { id, .. }
             | Event::Upgrade { id, .. }

@@ -163,7 +163,10 @@ impl Pipeline {
         ctl.proceed.set(!req.hold);
         // A retry (taken again) always reports Connect.
         if !std::mem::take(&mut req.connected) {
-            out.push(Event::Connect { id: req.id });
+            out.push(Event::Connect {
+                id: req.id,
+                conn: out.host().shared().id,
+            });
         }
         self.queue.push_back(InFlight {
             req,

@@ -341,7 +341,10 @@ impl<H: Host> H2Conn<H> {
             ctl.proceed.set(!req.hold);
             // A retry (taken again) always reports Connect.
             if !std::mem::take(&mut req.connected) {
-                self.events.push(Event::Connect { id: req.id });
+                self.events.push(Event::Connect {
+                    id: req.id,
+                    conn: self.host.shared().id,
+                });
             }
             self.streams.push(Stream {
                 req,

@@ -200,10 +200,10 @@ impl<H: Host> H3Conn<H> {
             self.host.attach(&ctl);
             ctl.proceed.set(!req.hold);
             if !std::mem::take(&mut req.connected) {
-                self.common
-                    .events
-                    .borrow_mut()
-                    .push(Event::Connect { id: req.id });
+                self.common.events.borrow_mut().push(Event::Connect {
+                    id: req.id,
+                    conn: self.host.shared().id,
+                });
             }
             let id = req.id;
             let (held, exchange) = match ctl.proceed.get() {
