@@ -371,16 +371,16 @@ describe('a readable-stream@2 stream as a body', () => {
       chunked: r.headers['transfer-encoding'] ?? null,
       body: r.body.toString('latin1'),
     }))
-  const streams: Array<[string, () => Stream2, Record<string, string>?]> = [
+  const streams: Array<[string, (later: (fn: () => void) => void) => Stream2, Record<string, string>?]> = [
     [
       'pushed over time',
-      () => {
+      (later) => {
         const r = new stream2.Readable({ read() {} })
         r.push('first ')
-        setTimeout(() => {
+        later(() => {
           r.push(Buffer.from('second'))
           r.push(null)
-        }, 10)
+        })
         return r
       },
     ],
@@ -403,20 +403,20 @@ describe('a readable-stream@2 stream as a body', () => {
     ],
     [
       'a PassThrough written to',
-      () => {
+      (later) => {
         const p = new stream2.PassThrough()
-        setTimeout(() => p.end('through'), 10)
+        later(() => p.end('through'))
         return p
       },
     ],
     [
       'with its content-length given',
-      () => {
+      (later) => {
         const r = new stream2.Readable({ read() {} })
-        setTimeout(() => {
+        later(() => {
           r.push('12345')
           r.push(null)
-        }, 10)
+        })
         return r
       },
       { 'content-length': '5' },
@@ -425,10 +425,12 @@ describe('a readable-stream@2 stream as a body', () => {
   test.each(streams)('%s: the same bytes and framing', async (_name, make, headers) => {
     const w = recorder()
     await same7(w.server, async (lib, origin) => {
-      const body = make()
+      // The stream goes on once the request is on its connection, however slow the machine.
+      const c = client(lib, origin)
+      const body = make((fn) => c.once('connect', () => setImmediate(fn)))
       const events: string[] = []
       body.on('end', () => events.push('end'))
-      const res = await settled(client(lib, origin).request({ path: '/', method: 'POST', body: body as never, headers }).then((r) => r.body.text()))
+      const res = await settled(c.request({ path: '/', method: 'POST', body: body as never, headers }).then((r) => r.body.text()))
       await sleep(10)
       return { res, events, destroyed: body.destroyed, received: received(w.got()) }
     })
