@@ -252,8 +252,10 @@ describe('an Agent and its clients', () => {
     }
   })
 
-  test('maxRequestsPerClient on an Agent of Clients: the replacement connection is reused', async () => {
-    await same(counted, async (lib, origin) => {
+  // (undici 7.30 counts the closed client's later disconnect against its replacement, which it
+  // then closes too: each later request gets a client of its own.)
+  test('maxRequestsPerClient on an Agent of Clients: the replacement connection is reused (undici 7: replaced)', async () => {
+    await same7(counted, async (lib, origin) => {
       const agent = new lib.Agent({ connections: 1, maxRequestsPerClient: 2 })
       onCleanup(() => agent.destroy())
       return limited(agent, origin, 5)

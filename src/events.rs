@@ -279,8 +279,11 @@ impl ToNapiValue for EventBatch<'_> {
         out.nums.push(0.0);
         for ev in events {
             match ev {
-                Event::Connect { id, conn } => {
-                    out.tag(EventTag::Connect);
+                Event::Connect { id, conn, told } => {
+                    out.tag(match told {
+                        false => EventTag::Connect,
+                        true => EventTag::Written,
+                    });
                     out.num(id as f64);
                     out.num(conn as f64);
                 }

@@ -102,25 +102,25 @@ export class Agent extends DispatcherBase {
       if (!entry.dispatcher.destroyed) void entry.dispatcher.close()
       if (!this.#clients.has(name) && !this.#clients.has(`${name}#http1-only`)) this.#origins.delete(name)
     }
-    // undici 7: closed (gracefully) once it has no connection left; the origin stops counting
-    // at each disconnect.
+    // undici 7: the origin's dispatcher now (this one, or one made since: undici 7.30 counts
+    // a replaced dispatcher's events against its successor) is closed (gracefully) once it has
+    // no connection left; the origin stops counting at each disconnect.
     const closeIfUnused = (connected: boolean): void => {
       if (!this.#undici7) return closeIfIdle(false)
       const current = this.#clients.get(key)
       if (current === undefined) return
-      if (current === entry) {
-        if (connected) entry.count--
-        if (entry.count <= 0) {
-          this.#clients.delete(key)
-          if (!entry.dispatcher.destroyed) void entry.dispatcher.close()
-        }
+      if (connected) current.count--
+      if (current.count <= 0) {
+        this.#clients.delete(key)
+        if (!current.dispatcher.destroyed) void current.dispatcher.close()
       }
       this.#origins.delete(name)
     }
     entry.dispatcher
       .on('drain', (o: URL, targets: Dispatcher[]) => this.emit('drain', o, [this, ...targets]))
       .on('connect', (o: URL, targets: Dispatcher[]) => {
-        if (this.#clients.get(key) === entry) entry.count++
+        const current = this.#clients.get(key)
+        if (current === entry || (this.#undici7 && current !== undefined)) current.count++
         this.emit('connect', o, [this, ...targets])
       })
       .on('disconnect', (o: URL, targets: Dispatcher[], err: Error) => {

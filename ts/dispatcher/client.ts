@@ -78,9 +78,7 @@ export class Client extends DispatcherBase {
   #scope: AsyncResource | null = null
   #opening: AsyncResource[] = []
   #scopes = new Map<number, AsyncResource>()
-  /** 'disconnect's told on the next turn (see onDisconnected), due before any later 'connect'. */
-  #lateDisconnects: Array<() => void> = []
-  /** Those waiting, by connection, for the requests it carried to settle. */
+  /** Quiet 'disconnect's (see onDisconnected) waiting, by connection, for the requests it carried to settle. */
   #heldDisconnects = new Map<number, () => void>()
   /** By connection, how many requests not settled yet it carries (see Run.carrier). */
   #carried = new Map<number, number>()
@@ -182,7 +180,9 @@ export class Client extends DispatcherBase {
           channels.connected.publish({ connectParams: { ...params, version }, connector, socket: c?.diagnosticsSocket })
         }
         if (!c) return
-        c.#tellLateDisconnects(true)
+        tellLateDisconnects()
+        for (const emit of c.#heldDisconnects.values()) emit()
+        c.#heldDisconnects.clear()
         if (c.#connections++ === 0) connectedClients.add(c)
         const scope = c.#opening.shift() ?? c.#scope
         if (scope === null) return void c.emit('connect', c.#url, [c])
@@ -209,7 +209,7 @@ export class Client extends DispatcherBase {
           // undici's socket is open until the responses it carried have ended (its parser waits
           // for their bodies to be read); the engine may have read them ahead.
           if (c.#carried.has(conn)) c.#heldDisconnects.set(conn, emit)
-          else c.#tellLate(emit)
+          else tellLate(emit)
         } else emit()
       },
       onConnectFailed: (err) => {
@@ -609,12 +609,7 @@ export class Client extends DispatcherBase {
     const held = this.#heldDisconnects.get(conn)
     if (held === undefined) return
     this.#heldDisconnects.delete(conn)
-    this.#tellLate(held)
-  }
-
-  #tellLate(emit: () => void): void {
-    this.#lateDisconnects.push(emit)
-    setImmediate(() => this.#tellLateDisconnects())
+    tellLate(held)
   }
 
   /** @internal a request settled. */
@@ -637,13 +632,6 @@ export class Client extends DispatcherBase {
   /** @internal whether a request dispatched now goes straight onto a connection. */
   writesAtOnce(): boolean {
     return this.#runs.size <= this.#capacity()
-  }
-
-  /** The 'disconnect's held for the next turn, now: a connection made since comes after them, as undici's socket closes before its next one connects. */
-  #tellLateDisconnects(andHeld = false): void {
-    const held = andHeld ? [...this.#heldDisconnects.values()] : []
-    if (andHeld) this.#heldDisconnects.clear()
-    for (const emit of [...this.#lateDisconnects.splice(0), ...held]) emit()
   }
 
   /** @internal made by the undici7 entry (see util/undici7.ts). */
@@ -707,7 +695,7 @@ export class Client extends DispatcherBase {
 
   /** Once the 'disconnect's held for the next turn are told. */
   #toldLate(): Promise<void> | void {
-    if (this.#lateDisconnects.length > 0) return new Promise((resolve) => setImmediate(resolve))
+    if (lateDisconnects.length > 0) return new Promise((resolve) => setImmediate(resolve))
   }
 
   protected [kDestroy](err: Error): Promise<void> {
@@ -739,6 +727,19 @@ const fakeTimers = (): boolean => typeof (setTimeout as { clock?: unknown }).clo
 
 
 const connectedClients = new Set<Client>()
+
+/** Quiet 'disconnect's, any Client's, told on the next turn: before any later 'connect' (of any
+ * dispatcher), as undici's socket has closed before its next one connects. */
+const lateDisconnects: Array<() => void> = []
+
+function tellLate(emit: () => void): void {
+  lateDisconnects.push(emit)
+  setImmediate(tellLateDisconnects)
+}
+
+function tellLateDisconnects(): void {
+  for (const emit of lateDisconnects.splice(0)) emit()
+}
 
 /** A request held for another server name (see Client's `#held`). */
 interface Held {

@@ -766,6 +766,10 @@ export class Run implements RequestSink {
   /** @internal the connection it is on (0: none yet), for its Client's accounts. */
   carrier = 0
 
+  onWritten(conn: number): void {
+    this.#client?.carries(this, conn)
+  }
+
   onConnect(conn: number): void {
     this.#client?.carries(this, conn)
     this.#connectNow()

@@ -90,6 +90,11 @@ export declare const enum EventTag {
   WebSocketSmall = 21,
   /** `[socket, tos]`: the JS socket marks what it writes next (`setTypeOfService`). */
   SocketTos = 22,
+  /**
+   * `[id, conn]`: the request, whose onConnect ran as it was submitted, is being written on
+   * connection `conn`.
+   */
+  Written = 23,
 }
 
 /**
@@ -241,7 +246,7 @@ export declare const enum SubmitFlag {
   BodyCloses = 16,
   /** Waits after its `Connect` event for `proceed()` (its onConnect may still abort it). */
   Hold = 32,
-  /** Its onConnect already ran: no `Connect` event the first time it is written. */
+  /** Its onConnect already ran: its first `Connect` event is `Written`. */
   Connected = 64,
   /** Nothing else is in flight: written at once if a connection is idle (`Engine::submit_now`). */
   Lone = 128,

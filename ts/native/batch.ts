@@ -13,6 +13,8 @@ export interface RequestSink {
   readonly scope: AsyncResource | null
   /** Written on connection `conn` (again, on another, when retried). */
   onConnect(conn: number): void
+  /** Written on connection `conn`, its onConnect having run as it was submitted. */
+  onWritten(conn: number): void
   /** `at`: where `headers` start in the batch's text, for ./bridge.ts's headerBuffers. */
   onHeaders(statusCode: number, statusText: string, headers: string[], at: number): void
   onData(chunk: Buffer): void

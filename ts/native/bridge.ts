@@ -134,6 +134,10 @@ function dispatchEvents(n: Float64Array, o: unknown[]): void {
         deliver(id, (s) => s.onConnect(n[i + 2]))
         i += 3
         break
+      case addon.EventTag.Written:
+        deliver(id, (s) => s.onWritten(n[i + 2]))
+        i += 3
+        break
       case addon.EventTag.Headers:
       case addon.EventTag.Upgrade: {
         const status = n[i + 2]

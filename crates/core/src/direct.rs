@@ -369,9 +369,11 @@ fn whole_response(
     }
     let id = req.id;
     let mut events = Vec::with_capacity(4);
-    if !req.connected {
-        events.push(Event::Connect { id, conn });
-    }
+    events.push(Event::Connect {
+        id,
+        conn,
+        told: req.connected,
+    });
     events.push(Event::Headers {
         id,
         status: head.status,
@@ -595,7 +597,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(got.len(), 4);
-        assert!(got[0].starts_with("Connect { id: 1, conn: 1 }"));
+        assert!(got[0].starts_with("Connect { id: 1, conn: 1, told: false }"));
         assert!(got[1].starts_with("Headers { id: 1, status: 200"));
         assert!(got[2].contains("Data { id: 1, chunk: b\"ok\""));
         assert!(got[3].starts_with("Complete { id: 1, trailers: [] }"));

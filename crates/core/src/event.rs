@@ -17,10 +17,12 @@ pub enum Shared {
 
 #[derive(Debug)]
 pub enum Event {
-    /// The request is being written on connection `conn` (again, when it is retried).
+    /// The request is being written on connection `conn` (again, when it is retried);
+    /// `told`: the caller ran its `onConnect` already ([`crate::Request::connected`]).
     Connect {
         id: u64,
         conn: u64,
+        told: bool,
     },
     /// A response head: 1xx informational ones first, then the final one.
     Headers {

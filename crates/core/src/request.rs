@@ -193,7 +193,7 @@ pub struct Request {
     /// Wait after `Connect` for [`crate::Engine::proceed`] before writing: the caller's
     /// `onConnect` may still abort it, and then nothing of it is sent.
     pub hold: bool,
-    /// The caller already ran `onConnect`: no `Connect` event the first time it is written.
+    /// The caller already ran `onConnect`: the first `Connect` event says so (`told`).
     pub connected: bool,
     /// A streamed body must match the `content-length` given; when false, whatever the
     /// stream yields is sent under it (undici's `strictContentLength: false`).

@@ -161,13 +161,12 @@ impl Pipeline {
     pub fn push<H: Host>(&mut self, mut req: Request, ctl: Rc<ReqCtl>, out: &mut Outbox<H>) {
         out.host().attach(&ctl);
         ctl.proceed.set(!req.hold);
-        // A retry (taken again) always reports Connect.
-        if !std::mem::take(&mut req.connected) {
-            out.push(Event::Connect {
-                id: req.id,
-                conn: out.host().shared().id,
-            });
-        }
+        // A retry (taken again) is never told.
+        out.push(Event::Connect {
+            id: req.id,
+            conn: out.host().shared().id,
+            told: std::mem::take(&mut req.connected),
+        });
         self.queue.push_back(InFlight {
             req,
             ctl,

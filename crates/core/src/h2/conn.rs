@@ -339,13 +339,12 @@ impl<H: Host> H2Conn<H> {
             };
             self.host.attach(&ctl);
             ctl.proceed.set(!req.hold);
-            // A retry (taken again) always reports Connect.
-            if !std::mem::take(&mut req.connected) {
-                self.events.push(Event::Connect {
-                    id: req.id,
-                    conn: self.host.shared().id,
-                });
-            }
+            // A retry (taken again) is never told.
+            self.events.push(Event::Connect {
+                id: req.id,
+                conn: self.host.shared().id,
+                told: std::mem::take(&mut req.connected),
+            });
             self.streams.push(Stream {
                 req,
                 ctl,

@@ -199,12 +199,11 @@ impl<H: Host> H3Conn<H> {
             });
             self.host.attach(&ctl);
             ctl.proceed.set(!req.hold);
-            if !std::mem::take(&mut req.connected) {
-                self.common.events.borrow_mut().push(Event::Connect {
-                    id: req.id,
-                    conn: self.host.shared().id,
-                });
-            }
+            self.common.events.borrow_mut().push(Event::Connect {
+                id: req.id,
+                conn: self.host.shared().id,
+                told: std::mem::take(&mut req.connected),
+            });
             let id = req.id;
             let (held, exchange) = match ctl.proceed.get() {
                 true => (None, Some(self.start(send, req, &ctl))),
