@@ -33,7 +33,13 @@ pub(super) async fn connect_to(host: &str, port: u16, cfg: &impl Endpoint) -> Re
         let e = std::io::Error::from_raw_os_error(EINVAL);
         return Err(syscall_error(&e, "bind", &local.to_string()));
     }
+    connect_addrs(&addrs, host, cfg).await
+}
+
+/// Connects to the first of `addrs` (`host`'s) that answers.
+async fn connect_addrs(addrs: &[SocketAddr], host: &str, cfg: &impl Endpoint) -> Result<Transport> {
     let mut last = Error::socket(format!("no address found for {host}"));
+    let mut timed_out = false;
     for (i, &addr) in addrs.iter().enumerate() {
         let attempt = connect_tcp(addr, cfg);
         // As Node: an attempt is cut short only when another address is left to try.
@@ -51,9 +57,23 @@ pub(super) async fn connect_to(host: &str, port: u16, cfg: &impl Endpoint) -> Re
             }
             Err(Failed::Bind(e)) => return Err(e),
             Err(Failed::Connect(e)) => {
+                timed_out |= e.kind() == std::io::ErrorKind::TimedOut;
                 last = syscall_error(&e, "connect", &format!("{}:{}", addr.ip(), addr.port()))
             }
         }
+    }
+    // As undici 8, which makes Node's AggregateError of the attempts a timeout when one of
+    // them timed out (without the AggregateError as its cause here).
+    if timed_out && addrs.len() > 1 {
+        let tried: Vec<String> = addrs
+            .iter()
+            .map(|a| format!("{}:{}", a.ip(), a.port()))
+            .collect();
+        return Err(Error::ConnectTimeout(format!(
+            "attempted addresses: {}, timeout: {}ms",
+            tried.join(", "),
+            cfg.connect_timeout().as_millis()
+        )));
     }
     Err(last)
 }
@@ -133,5 +153,57 @@ pub(super) fn syscall_error(e: &std::io::Error, syscall: &str, target: &str) -> 
             socket: None,
         },
         other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::request::OriginConfig;
+    use std::time::Duration;
+
+    /// A loopback port whose accept queue is full: a connect to it hangs.
+    async fn hanging() -> (tokio::net::TcpListener, Vec<TcpStream>, SocketAddr) {
+        let socket = TcpSocket::new_v4().unwrap();
+        socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let listener = socket.listen(1).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut fillers = Vec::new();
+        while let Ok(Ok(s)) =
+            tokio::time::timeout(Duration::from_millis(300), TcpStream::connect(addr)).await
+        {
+            fillers.push(s);
+        }
+        (listener, fillers, addr)
+    }
+
+    #[tokio::test]
+    async fn attempts_that_all_fail_one_timed_out_are_a_connect_timeout_naming_each() {
+        let (_listener, _fillers, hang) = hanging().await;
+        let refused = SocketAddr::new("127.0.0.2".parse().unwrap(), hang.port());
+        let cfg = OriginConfig {
+            auto_select_family: true,
+            auto_select_family_attempt_timeout: Duration::from_millis(100),
+            ..OriginConfig::default()
+        };
+        let err = connect_addrs(&[hang, refused], "localhost", &cfg)
+            .await
+            .err()
+            .unwrap();
+        let p = hang.port();
+        assert!(matches!(err, Error::ConnectTimeout(_)), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            format!("Connect Timeout Error (attempted addresses: 127.0.0.1:{p}, 127.0.0.2:{p}, timeout: 10000ms)")
+        );
+        // None timed out: the last attempt's error (undici: Node's AggregateError of them all).
+        let err = connect_addrs(&[refused, refused], "localhost", &cfg)
+            .await
+            .err()
+            .unwrap();
+        assert_eq!(
+            err.to_string(),
+            format!("connect ECONNREFUSED 127.0.0.2:{p}")
+        );
     }
 }
