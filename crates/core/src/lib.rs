@@ -1,4 +1,4 @@
-//! saetta's HTTP/1.1 engine. No napi here: it is driven through [`Engine`] and reports
+//! saetta's HTTP engine (HTTP/1.1, HTTP/2, HTTP/3). No napi here: it is driven through [`Engine`] and reports
 //! through an [`EventSink`], so it is unit-tested and benchmarked with cargo alone.
 
 pub mod backlog;
