@@ -70,7 +70,7 @@ describe.skipIf(isUndici)('NODE_DEBUG', () => {
     const lines = await debugLines(flag, srv.origin, OK_REQUEST)
     const host = new URL(srv.origin).host
     const pid = new RegExp(`^${label} (\\d+): `).exec(lines[0])?.[1]
-    expect(pid).toBeDefined()
+    expect(Number(pid)).toBeGreaterThan(0)
     expect(lines).toEqual(
       [
         `connecting to ${host} using http:h1`,
