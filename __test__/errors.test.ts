@@ -302,3 +302,22 @@ describe('errors in real scenarios', () => {
     expect(err).toBe(broken)
   })
 })
+
+// The engine's error kinds (contract.rs's ErrorKind) each map onto one class: a kind added on the
+// Rust side without its class fails to compile (native-error.ts's switch is exhaustive), and here
+// each one the addon declares is made into an error of its own class.
+describe.skipIf(isUndici)("the engine's error kinds", () => {
+  test('each is an error of a class of its own, none the bare UndiciError', async () => {
+    const { addon } = await import('../ts/native/load')
+    const { fromNative } = await import('../ts/native/native-error')
+    const kinds = Object.entries(addon.ErrorKind).filter(([, v]) => typeof v === 'number') as Array<[string, number]>
+    expect(kinds.length).toBeGreaterThan(20)
+    const made = kinds
+      .filter(([name]) => name !== 'External')
+      .map(([name, kind]) => [name, fromNative(kind as never, 'HTTP/2: "m"', name === 'Decode' ? 'Z_DATA_ERROR' : 'E1')])
+    for (const [name, err] of made) {
+      expect(err, name as string).toBeInstanceOf(Error)
+      expect((err as Error).constructor.name, name as string).not.toBe('UndiciError')
+    }
+  })
+})

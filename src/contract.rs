@@ -5,7 +5,7 @@
 
 use napi_derive::napi;
 use saetta_core::ws::WsKind as CoreWsKind;
-use saetta_core::Shared;
+use saetta_core::{ErrorKind as CoreErrorKind, Shared};
 
 /// What an event of the flat event array is: its first number (see `events.rs`).
 #[napi]
@@ -19,7 +19,8 @@ pub enum EventTag {
     Data = 2,
     /// `[id]`, the trailers in the batch's text.
     Complete = 3,
-    /// `[id, shares]` (see `Shares`), the error's four objects.
+    /// `[id, shares]` (see `Shares`), the error's four objects (kind, see `ErrorKind`; message;
+    /// code; socket info).
     Error = 4,
     /// `[id, bytes]`: so much of the streamed body was taken by the engine.
     BodyConsumed = 5,
@@ -60,6 +61,73 @@ pub enum EventTag {
     /// `[id, conn]`: the request, whose onConnect ran as it was submitted, is being written on
     /// connection `conn`.
     Written = 23,
+}
+
+/// What an error is to JS (the core's `ErrorKind`): `ts/native/native-error.ts` maps each onto
+/// one error class. An error event's first object.
+#[napi]
+#[derive(Clone, Copy)]
+pub enum ErrorKind {
+    InvalidArgument = 0,
+    NotSupported = 1,
+    ConnectTimeout = 2,
+    HeadersTimeout = 3,
+    BodyTimeout = 4,
+    HeadersOverflow = 5,
+    Parser = 6,
+    ResponseContentLengthMismatch = 7,
+    RequestContentLengthMismatch = 8,
+    ResponseExceededMaxSize = 9,
+    Socket = 10,
+    Aborted = 11,
+    Destroyed = 12,
+    Closed = 13,
+    Info = 14,
+    External = 15,
+    ProxyResponse = 16,
+    SecureProxy = 17,
+    Socks5 = 18,
+    Http2 = 19,
+    ConnectionHeader = 20,
+    Decode = 21,
+}
+
+impl From<CoreErrorKind> for ErrorKind {
+    fn from(k: CoreErrorKind) -> ErrorKind {
+        match k {
+            CoreErrorKind::InvalidArgument => ErrorKind::InvalidArgument,
+            CoreErrorKind::NotSupported => ErrorKind::NotSupported,
+            CoreErrorKind::ConnectTimeout => ErrorKind::ConnectTimeout,
+            CoreErrorKind::HeadersTimeout => ErrorKind::HeadersTimeout,
+            CoreErrorKind::BodyTimeout => ErrorKind::BodyTimeout,
+            CoreErrorKind::HeadersOverflow => ErrorKind::HeadersOverflow,
+            CoreErrorKind::Parser => ErrorKind::Parser,
+            CoreErrorKind::ResponseContentLengthMismatch => {
+                ErrorKind::ResponseContentLengthMismatch
+            }
+            CoreErrorKind::RequestContentLengthMismatch => ErrorKind::RequestContentLengthMismatch,
+            CoreErrorKind::ResponseExceededMaxSize => ErrorKind::ResponseExceededMaxSize,
+            CoreErrorKind::Socket => ErrorKind::Socket,
+            CoreErrorKind::Aborted => ErrorKind::Aborted,
+            CoreErrorKind::Destroyed => ErrorKind::Destroyed,
+            CoreErrorKind::Closed => ErrorKind::Closed,
+            CoreErrorKind::Info => ErrorKind::Info,
+            CoreErrorKind::External => ErrorKind::External,
+            CoreErrorKind::ProxyResponse => ErrorKind::ProxyResponse,
+            CoreErrorKind::SecureProxy => ErrorKind::SecureProxy,
+            CoreErrorKind::Socks5 => ErrorKind::Socks5,
+            CoreErrorKind::Http2 => ErrorKind::Http2,
+            CoreErrorKind::ConnectionHeader => ErrorKind::ConnectionHeader,
+            CoreErrorKind::Decode => ErrorKind::Decode,
+        }
+    }
+}
+
+/// Why `submit` refused a request: nothing of it was sent.
+#[napi(object)]
+pub struct Refusal {
+    pub kind: ErrorKind,
+    pub message: String,
 }
 
 /// An error event's relation to its neighbours (core `event::Shared`): one connection's

@@ -11,7 +11,7 @@ use napi_derive::napi;
 use saetta_core::{Error as CoreError, Event};
 
 use crate::bridge;
-use crate::contract::EventTag;
+use crate::contract::{ErrorKind, EventTag};
 
 /// A batch of events for the JS thread, in two parts: the numbers (tags, ids, statuses) go
 /// into the caller's `Float64Array`, everything else (strings, buffers) into a JS array, both
@@ -242,7 +242,8 @@ impl Out {
     }
 
     fn error(&mut self, e: &CoreError) -> Result<()> {
-        self.str(e.kind().as_bytes())?;
+        let kind = self.double(ErrorKind::from(e.kind()) as u32 as f64)?;
+        self.push(kind)?;
         self.str(e.to_string().as_bytes())?;
         match e.code() {
             Some(c) => self.str(c.as_bytes())?,

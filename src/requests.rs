@@ -9,7 +9,7 @@ use saetta_core::decode::DecodeSpec;
 use saetta_core::ws::{Opcode, WsLimits};
 use saetta_core::{Request, RequestBody};
 
-use crate::contract::{DecodeFlag, SubmitFlag, WsOpcode};
+use crate::contract::{DecodeFlag, Refusal, SubmitFlag, WsOpcode};
 use crate::{bridge, ms, origin};
 
 /// Whether `flags` (`submit`'s) has `flag`.
@@ -20,7 +20,7 @@ fn has(flags: u32, flag: SubmitFlag) -> bool {
 /// Validates, encodes and enqueues a request of `origin` (a live NativeOrigin's id); the
 /// engine sees it at the next `flush()` (or the next other command). A `LONE` request may
 /// instead be written at once, from this thread, to an idle connection. Returns
-/// `[kind, message]` when the request is refused (nothing is sent), `null` otherwise.
+/// why when the request is refused (nothing is sent), `null` otherwise.
 #[napi(catch_unwind)]
 #[allow(clippy::too_many_arguments)]
 pub fn submit(
@@ -37,7 +37,7 @@ pub fn submit(
     decode: Option<Vec<f64>>,
     websocket: Option<Vec<f64>>,
     type_of_service: Option<u32>,
-) -> Result<Option<Vec<String>>> {
+) -> Result<Option<Refusal>> {
     let body = match body {
         Some(Either::A(b)) => RequestBody::Bytes(Bytes::copy_from_slice(&b)),
         Some(Either::B(s)) => RequestBody::Bytes(Bytes::from(s)),
@@ -62,7 +62,12 @@ pub fn submit(
     };
     let head = match encode_head(&input) {
         Ok(h) => h,
-        Err(e) => return Ok(Some(vec![e.kind().to_string(), e.to_string()])),
+        Err(e) => {
+            return Ok(Some(Refusal {
+                kind: e.kind().into(),
+                message: e.to_string(),
+            }))
+        }
     };
     let mut req = Request::new(id as u64, &method, head, body);
     req.idempotent = has(flags, SubmitFlag::Idempotent);

@@ -486,7 +486,7 @@ export class Run implements RequestSink {
       websocket: websocketSpec(opts),
       typeOfService,
     })
-    if (refused) throw fromNative(refused[0], refused[1], undefined)
+    if (refused) throw fromNative(refused.kind, refused.message, undefined)
     if (!(this.#source instanceof Readable)) flushSoon(connecting)
     this.#id = id
     track(id, this)

@@ -1,6 +1,7 @@
 // The native addon's exports, typed, and `submit` taking one request object.
 
 import { addon } from './load'
+import type { Refusal } from './addon'
 
 export { addon }
 export const NativeOrigin = addon.NativeOrigin
@@ -34,10 +35,10 @@ export interface Submission {
 }
 
 /**
- * Hands `r` to the engine (at the next flush, or at once for a lone request): `[kind, message]`
+ * Hands `r` to the engine (at the next flush, or at once for a lone request): a `Refusal`
  * when it is refused (nothing is sent), else null. Positional at the addon, where each named
  * field would cost a property lookup by name per request.
  */
-export function submit(r: Submission): string[] | null {
+export function submit(r: Submission): Refusal | null {
   return addon.submit(r.origin, r.id, r.method, r.path, r.headers, r.body, r.flags, r.headersTimeout, r.bodyTimeout, r.upgrade, r.decode, r.websocket, r.typeOfService)
 }

@@ -42,6 +42,35 @@ export declare const enum DecodeFlag {
   Compress = 2,
 }
 
+/**
+ * What an error is to JS (the core's `ErrorKind`): `ts/native/native-error.ts` maps each onto
+ * one error class. An error event's first object.
+ */
+export declare const enum ErrorKind {
+  InvalidArgument = 0,
+  NotSupported = 1,
+  ConnectTimeout = 2,
+  HeadersTimeout = 3,
+  BodyTimeout = 4,
+  HeadersOverflow = 5,
+  Parser = 6,
+  ResponseContentLengthMismatch = 7,
+  RequestContentLengthMismatch = 8,
+  ResponseExceededMaxSize = 9,
+  Socket = 10,
+  Aborted = 11,
+  Destroyed = 12,
+  Closed = 13,
+  Info = 14,
+  External = 15,
+  ProxyResponse = 16,
+  SecureProxy = 17,
+  Socks5 = 18,
+  Http2 = 19,
+  ConnectionHeader = 20,
+  Decode = 21,
+}
+
 /** What an event of the flat event array is: its first number (see `events.rs`). */
 export declare const enum EventTag {
   /** `[id, conn]`: the request is being written on connection `conn`. */
@@ -52,7 +81,10 @@ export declare const enum EventTag {
   Data = 2,
   /** `[id]`, the trailers in the batch's text. */
   Complete = 3,
-  /** `[id, shares]` (see `Shares`), the error's four objects. */
+  /**
+   * `[id, shares]` (see `Shares`), the error's four objects (kind, see `ErrorKind`; message;
+   * code; socket info).
+   */
   Error = 4,
   /** `[id, bytes]`: so much of the streamed body was taken by the engine. */
   BodyConsumed = 5,
@@ -185,6 +217,12 @@ export interface ProxyOriginOptions {
   password?: Buffer
 }
 
+/** Why `submit` refused a request: nothing of it was sent. */
+export interface Refusal {
+  kind: ErrorKind
+  message: string
+}
+
 export declare function resume(id: number): void
 
 /** Keeps the process alive (true) while requests are in flight, or lets it exit (false). */
@@ -228,9 +266,9 @@ export declare function socketWritten(id: number, bytes: number): void
  * Validates, encodes and enqueues a request of `origin` (a live NativeOrigin's id); the
  * engine sees it at the next `flush()` (or the next other command). A `LONE` request may
  * instead be written at once, from this thread, to an idle connection. Returns
- * `[kind, message]` when the request is refused (nothing is sent), `null` otherwise.
+ * why when the request is refused (nothing is sent), `null` otherwise.
  */
-export declare function submit(origin: number, id: number, method: string, path: string, headers: Array<string>, body: Buffer | string | undefined | null, flags: number, headersTimeout: number, bodyTimeout: number, upgrade?: string | undefined | null, decode?: Array<number> | undefined | null, websocket?: Array<number> | undefined | null, typeOfService?: number | undefined | null): Array<string> | null
+export declare function submit(origin: number, id: number, method: string, path: string, headers: Array<string>, body: Buffer | string | undefined | null, flags: number, headersTimeout: number, bodyTimeout: number, upgrade?: string | undefined | null, decode?: Array<number> | undefined | null, websocket?: Array<number> | undefined | null, typeOfService?: number | undefined | null): Refusal | null
 
 /** `submit`'s flags, or-ed. */
 export declare const enum SubmitFlag {

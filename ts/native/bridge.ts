@@ -3,6 +3,7 @@
 // requests are in flight.
 
 import { addon } from './load'
+import type { ErrorKind } from './addon'
 import { fromNative, type NativeSocketInfo } from './native-error'
 import { externalError, refuseSocket, releaseError, socketCredit, socketDestroy, socketEnd, socketTos, socketWrite } from './js-socket'
 import { beginBatch, endBatch, hold, release, requests, type RequestSink } from './batch'
@@ -83,8 +84,8 @@ function pump(): void {
 /** The error in the four objects at `o[k]`: kind, message, code, socket info. */
 function errorAt(o: unknown[], k: number): Error {
   // An error object JS gave (a connector's, a socket's): that very object, whatever it is.
-  if (o[k] === 'External') return externalError(Number(o[k + 1])) as Error
-  return fromNative(o[k] as string, o[k + 1] as string, o[k + 2] as string | undefined, o[k + 3] as NativeSocketInfo | undefined)
+  if (o[k] === addon.ErrorKind.External) return externalError(Number(o[k + 1])) as Error
+  return fromNative(o[k] as ErrorKind, o[k + 1] as string, o[k + 2] as string | undefined, o[k + 3] as NativeSocketInfo | undefined)
 }
 
 /**

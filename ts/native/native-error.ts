@@ -3,6 +3,8 @@
 
 import os from 'node:os'
 import zlib from 'node:zlib'
+import { addon } from './load'
+import type { ErrorKind } from './addon'
 import {
   BodyTimeoutError,
   ClientClosedError,
@@ -35,36 +37,36 @@ function socketInfo(info: NativeSocketInfo | undefined): SocketInfo | null {
 }
 
 /** An error from the native engine, as the JS class it maps onto. */
-export function fromNative(kind: string, message: string, code: string | undefined, info?: NativeSocketInfo): Error {
+export function fromNative(kind: ErrorKind, message: string, code: string | undefined, info?: NativeSocketInfo): Error {
   switch (kind) {
-    case 'InvalidArgument': return new InvalidArgumentError(message)
-    case 'NotSupported': return new NotSupportedError(message)
-    case 'ConnectTimeout': return new ConnectTimeoutError(message)
+    case addon.ErrorKind.InvalidArgument: return new InvalidArgumentError(message)
+    case addon.ErrorKind.NotSupported: return new NotSupportedError(message)
+    case addon.ErrorKind.ConnectTimeout: return new ConnectTimeoutError(message)
     // Over HTTP/2 the core words them as undici's h2 (`HTTP/2: "headers timeout after 300"`).
-    case 'HeadersTimeout': return new HeadersTimeoutError(message.startsWith('HTTP/2') ? message : undefined)
-    case 'BodyTimeout': return new BodyTimeoutError(message.startsWith('HTTP/2') ? message : undefined)
-    case 'HeadersOverflow': return new HeadersOverflowError()
+    case addon.ErrorKind.HeadersTimeout: return new HeadersTimeoutError(message.startsWith('HTTP/2') ? message : undefined)
+    case addon.ErrorKind.BodyTimeout: return new BodyTimeoutError(message.startsWith('HTTP/2') ? message : undefined)
+    case addon.ErrorKind.HeadersOverflow: return new HeadersOverflowError()
     // No code, as undici's parser errors carry none (its lookup of the reason misses).
-    case 'Parser': return new HTTPParserError(`Response does not match the HTTP/1.1 protocol (${message})`)
-    case 'ResponseContentLengthMismatch': return new ResponseContentLengthMismatchError()
-    case 'RequestContentLengthMismatch': return new RequestContentLengthMismatchError()
+    case addon.ErrorKind.Parser: return new HTTPParserError(`Response does not match the HTTP/1.1 protocol (${message})`)
+    case addon.ErrorKind.ResponseContentLengthMismatch: return new ResponseContentLengthMismatchError()
+    case addon.ErrorKind.RequestContentLengthMismatch: return new RequestContentLengthMismatchError()
     // The core's own limit, or decompress's maxSize (`Decompressed response size (N) exceeded ...`).
-    case 'ResponseExceededMaxSize': return new ResponseExceededMaxSizeError(message)
+    case addon.ErrorKind.ResponseExceededMaxSize: return new ResponseExceededMaxSizeError(message)
     // A body the core decoded for the decompress interceptor, failed as node:zlib fails it.
-    case 'Decode': return zlibError(message, code!)
-    case 'Aborted': return new RequestAbortedError()
-    case 'Destroyed': return new ClientDestroyedError()
-    case 'Closed': return new ClientClosedError()
-    case 'Info': return new InformationalError(message)
+    case addon.ErrorKind.Decode: return zlibError(message, code!)
+    case addon.ErrorKind.Aborted: return new RequestAbortedError()
+    case addon.ErrorKind.Destroyed: return new ClientDestroyedError()
+    case addon.ErrorKind.Closed: return new ClientClosedError()
+    case addon.ErrorKind.Info: return new InformationalError(message)
     // A proxy's refusals, as undici words them (see crates/core/src/transport/proxy.rs).
-    case 'ProxyResponse': return new RequestAbortedError(message)
-    case 'SecureProxy': return new SecureProxyConnectionError(fromNative('Socket', message, code))
-    case 'Socks5': return code ? new Socks5ProxyError(message, `UND_ERR_SOCKS5_${code}`) : new Error(message)
+    case addon.ErrorKind.ProxyResponse: return new RequestAbortedError(message)
+    case addon.ErrorKind.SecureProxy: return new SecureProxyConnectionError(fromNative(addon.ErrorKind.Socket, message, code))
+    case addon.ErrorKind.Socks5: return code ? new Socks5ProxyError(message, `UND_ERR_SOCKS5_${code}`) : new Error(message)
     // An HTTP/2 stream or session failure, as Node reports it to undici (`ERR_HTTP2_STREAM_ERROR` ...).
-    case 'Http2': return Object.assign(new Error(message), { code })
+    case addon.ErrorKind.Http2: return Object.assign(new Error(message), { code })
     // A field HTTP/2 forbids: undici 8 wraps the TypeError node:http2 throws for it.
-    case 'ConnectionHeader': return new InformationalError(message, { cause: Object.assign(new TypeError(message), { code }) })
-    case 'Socket':
+    case addon.ErrorKind.ConnectionHeader: return new InformationalError(message, { cause: Object.assign(new TypeError(message), { code }) })
+    case addon.ErrorKind.Socket:
       if (code) {
         // A system error, as Node reports it (`connect ECONNREFUSED 127.0.0.1:80`), or a
         // certificate failure in Node's words.
@@ -72,7 +74,8 @@ export function fromNative(kind: string, message: string, code: string | undefin
         return Object.assign(new Error(message + hint), systemFields(message, code))
       }
       return new SocketError(message, socketInfo(info))
-    default: return new UndiciError(message)
+    // A JS error object (bridge.ts's errorAt gives that object itself).
+    case addon.ErrorKind.External: return new UndiciError(message)
   }
 }
 

@@ -166,35 +166,68 @@ impl SocketInfo {
     }
 }
 
+/// What an [`Error`] is to the JS side: each kind maps onto one error class there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    InvalidArgument,
+    NotSupported,
+    ConnectTimeout,
+    HeadersTimeout,
+    BodyTimeout,
+    HeadersOverflow,
+    Parser,
+    ResponseContentLengthMismatch,
+    RequestContentLengthMismatch,
+    ResponseExceededMaxSize,
+    Socket,
+    Aborted,
+    Destroyed,
+    Closed,
+    Info,
+    External,
+    ProxyResponse,
+    SecureProxy,
+    Socks5,
+    Http2,
+    ConnectionHeader,
+    Decode,
+}
+
+impl std::fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self, f)
+    }
+}
+
 impl Error {
-    /// Stable name of the variant, the key the JS side maps to an error class.
-    pub fn kind(&self) -> &'static str {
+    /// What the JS side makes of it: one error class each (the binding's `contract.rs`).
+    pub fn kind(&self) -> ErrorKind {
         match self {
-            Error::InvalidArgument(_) => "InvalidArgument",
-            Error::NotSupported(_) => "NotSupported",
-            Error::ConnectTimeout(_) => "ConnectTimeout",
+            Error::InvalidArgument(_) => ErrorKind::InvalidArgument,
+            Error::NotSupported(_) => ErrorKind::NotSupported,
+            Error::ConnectTimeout(_) => ErrorKind::ConnectTimeout,
             Error::HeadersTimeout | Error::Http2HeadersTimeout(_) | Error::Http2NoStream(_) => {
-                "HeadersTimeout"
+                ErrorKind::HeadersTimeout
             }
-            Error::BodyTimeout | Error::Http2BodyTimeout(_) => "BodyTimeout",
-            Error::HeadersOverflow => "HeadersOverflow",
-            Error::Parser { .. } => "Parser",
-            Error::ResponseContentLengthMismatch => "ResponseContentLengthMismatch",
-            Error::RequestContentLengthMismatch => "RequestContentLengthMismatch",
-            Error::ResponseExceededMaxSize => "ResponseExceededMaxSize",
-            Error::Socket { .. } => "Socket",
-            Error::Aborted(_) => "Aborted",
-            Error::Destroyed => "Destroyed",
-            Error::Closed => "Closed",
-            Error::Info(_) => "Info",
-            Error::External(_) => "External",
-            Error::ProxyResponse(_) => "ProxyResponse",
-            Error::SecureProxy(_) => "SecureProxy",
-            Error::Socks5 { .. } => "Socks5",
-            Error::Http2 { .. } => "Http2",
-            Error::ConnectionHeader(_) => "ConnectionHeader",
-            Error::Decode { .. } => "Decode",
-            Error::DecodedTooLarge { .. } => "ResponseExceededMaxSize",
+            Error::BodyTimeout | Error::Http2BodyTimeout(_) => ErrorKind::BodyTimeout,
+            Error::HeadersOverflow => ErrorKind::HeadersOverflow,
+            Error::Parser { .. } => ErrorKind::Parser,
+            Error::ResponseContentLengthMismatch => ErrorKind::ResponseContentLengthMismatch,
+            Error::RequestContentLengthMismatch => ErrorKind::RequestContentLengthMismatch,
+            Error::ResponseExceededMaxSize => ErrorKind::ResponseExceededMaxSize,
+            Error::Socket { .. } => ErrorKind::Socket,
+            Error::Aborted(_) => ErrorKind::Aborted,
+            Error::Destroyed => ErrorKind::Destroyed,
+            Error::Closed => ErrorKind::Closed,
+            Error::Info(_) => ErrorKind::Info,
+            Error::External(_) => ErrorKind::External,
+            Error::ProxyResponse(_) => ErrorKind::ProxyResponse,
+            Error::SecureProxy(_) => ErrorKind::SecureProxy,
+            Error::Socks5 { .. } => ErrorKind::Socks5,
+            Error::Http2 { .. } => ErrorKind::Http2,
+            Error::ConnectionHeader(_) => ErrorKind::ConnectionHeader,
+            Error::Decode { .. } => ErrorKind::Decode,
+            Error::DecodedTooLarge { .. } => ErrorKind::ResponseExceededMaxSize,
         }
     }
 

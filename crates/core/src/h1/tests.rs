@@ -795,7 +795,7 @@ fn a_parser_error_fails_the_request_with_llhttps_code() {
             let error = t.error(1).unwrap();
             assert_eq!(
                 (error.kind(), error.code()),
-                ("Parser", Some(code)),
+                (crate::ErrorKind::Parser, Some(code)),
                 "{response:?}"
             );
             assert_eq!(t.disconnected(), Some(error));

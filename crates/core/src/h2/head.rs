@@ -370,7 +370,10 @@ mod tests {
 
     #[test]
     fn upgrades_are_refused_as_undici_refuses_them() {
-        for (proto, kind) in [("websocket", "Info"), ("foo", "InvalidArgument")] {
+        for (proto, kind) in [
+            ("websocket", crate::ErrorKind::Info),
+            ("foo", crate::ErrorKind::InvalidArgument),
+        ] {
             let Err(e) = outgoing(&upgrade(proto, "GET"), "http", false) else {
                 panic!("accepted")
             };
@@ -380,7 +383,7 @@ mod tests {
         let Err(e) = outgoing(&upgrade("foo", "GET"), "http", true) else {
             panic!("accepted")
         };
-        assert_eq!(e.kind(), "InvalidArgument");
+        assert_eq!(e.kind(), crate::ErrorKind::InvalidArgument);
     }
 
     #[test]

@@ -345,7 +345,7 @@ fn timeouts_and_aborts_fail_one_stream_only() {
         host.settled(1).await;
         host.settled(2).await;
         let error = host.error(1).unwrap();
-        assert_eq!(error.kind(), "HeadersTimeout");
+        assert_eq!(error.kind(), crate::ErrorKind::HeadersTimeout);
         assert_eq!(error.to_string(), "HTTP/2: \"headers timeout after 100\"");
         assert_eq!(
             host.of(2),
@@ -1068,7 +1068,7 @@ fn an_unanswered_ping_closes_the_connection() {
         host.submit(get(1, "/"));
         host.settled(1).await;
         let e = host.error(1).unwrap();
-        assert_eq!(e.kind(), "Info");
+        assert_eq!(e.kind(), crate::ErrorKind::Info);
         assert!(e.to_string().starts_with("HTTP/2: \"PING\" errored"), "{e}");
         assert_eq!(host.disconnected(), Some(e));
     });
