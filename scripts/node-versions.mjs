@@ -26,15 +26,20 @@ function npm(args, options) {
     : spawnSync('npm', args, { ...options, shell: process.platform === 'win32' })
 }
 
-/** The path of Node `version`'s binary, fetched into the cache unless it is there. (bench/soak.mjs imports it.) */
-export function nodeBinary(version) {
-  const dir = path.join(cache, version)
-  const bin = path.join(dir, 'bin', process.platform === 'win32' ? 'node.exe' : 'node')
+/**
+ * The path of Node `version`'s binary, fetched into the cache unless it is there. (bench/soak.mjs
+ * imports it.) Another platform's (scripts/build-targets.mjs runs linux-arm64's under qemu) is
+ * cached beside the host's, in `<version>-<platform>-<arch>`.
+ */
+export function nodeBinary(version, platform = process.platform, arch = process.arch) {
+  const host = platform === process.platform && arch === process.arch
+  const dir = path.join(cache, host ? version : `${version}-${platform}-${arch}`)
+  const bin = path.join(dir, 'bin', platform === 'win32' ? 'node.exe' : 'node')
   if (existsSync(bin)) return bin
-  const spec = `node-${process.platform}-${process.arch}@${version}`
+  const spec = `node-${platform}-${arch}@${version}`
   console.log(`fetching ${spec} into ${dir}`)
   mkdirSync(cache, { recursive: true })
-  const tmp = mkdtempSync(path.join(cache, `.${version}-`))
+  const tmp = mkdtempSync(path.join(cache, `.${path.basename(dir)}-`))
   try {
     const packed = npm(['pack', spec, '--pack-destination', tmp, '--json'], { encoding: 'utf8' })
     if (packed.status !== 0) throw new Error(`npm pack ${spec} failed:\n${packed.stderr}`)
