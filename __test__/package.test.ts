@@ -85,6 +85,8 @@ describe.skipIf(isUndici)('installed from its tarballs', () => {
   let env: NodeJS.ProcessEnv
   let server: HttpServer
   let install: ChildResult
+  let typesTarball: string
+  let types7Tarball: string
 
   /** Runs `node <args>` in the app, as its user would. */
   const node = (...args: string[]) => run(process.execPath, args, { cwd: app, env, timeout: 30_000 })
@@ -107,8 +109,8 @@ describe.skipIf(isUndici)('installed from its tarballs', () => {
       if (pack.code !== 0) throw new Error(`npm pack ${dir} failed:\n${pack.stdout}${pack.stderr}`)
       return (JSON.parse(pack.stdout) as Array<{ filename: string }>)[0].filename
     }
-    const typesTarball = await packTypes('undici-types')
-    const types7Tarball = await packTypes('undici7-types')
+    typesTarball = await packTypes('undici-types')
+    types7Tarball = await packTypes('undici7-types')
 
     // A user's machine: `node` and nothing else on PATH (no cargo, no compiler), a home with no
     // npm configuration, an empty npm cache and --offline (nothing can come from a registry).
@@ -325,6 +327,79 @@ describe.skipIf(isUndici)('installed from its tarballs', () => {
       expect(c.code).not.toBe(0)
       expect(c.stdout).toMatch(/bad\.ts\(2,\d+\): error TS2322: Type 'number' is not assignable to type 'string'/)
     }, 120_000)
+  })
+
+  // Another platform's install, made here: npm's --cpu, --os and --libc stand in for the user's
+  // machine. Each platform package resolves (an override, as the app's package.json may give)
+  // to its tarball: this platform's real one, and for the six others one made here like
+  // pack.mjs's with a stand-in addon. npm is to pick the one package for the platform it is
+  // told, and saetta, loaded on this machine, to name the package it misses.
+  describe('for another platform', () => {
+    const others = PREBUILT.filter((p) => p !== tag)
+    let tarballs: string
+
+    beforeAll(async () => {
+      tarballs = path.join(work, 'other-tarballs')
+      fs.mkdirSync(tarballs)
+      for (const platform of others) {
+        const staged = path.join(work, 'other-stage', platform)
+        fs.cpSync(path.join(repoRoot, 'npm', platform), staged, { recursive: true })
+        fs.copyFileSync(path.join(repoRoot, 'LICENSE'), path.join(staged, 'LICENSE'))
+        fs.writeFileSync(path.join(staged, `saetta.${platform}.node`), `a stand-in for the ${platform} addon\n`)
+        const pack = await run(process.execPath, [npmCli(), 'pack', staged, '--pack-destination', tarballs, '--ignore-scripts'], {
+          timeout: 60_000,
+        })
+        if (pack.code !== 0) throw new Error(`npm pack ${platform} failed:\n${pack.stdout}${pack.stderr}`)
+      }
+      fs.copyFileSync(path.join(work, 'tarballs', `${platformPackage}-${version}.tgz`), path.join(tarballs, `${platformPackage}-${version}.tgz`))
+    }, 120_000)
+
+    // Two of the four Linux choices (the libc one is npm's subtlest), to keep `npm test` short.
+    test.each([
+      ['--cpu=arm64', 'linux-arm64-gnu'],
+      ['--cpu=arm64 --libc=musl', 'linux-arm64-musl'],
+    ].filter(([, picked]) => picked !== tag))( // (on that platform, it is the install above)
+      "npm install %s: npm picks saetta-%s, and require('saetta') here names the package it misses and how to build",
+      async (flags, picked) => {
+        const dir = path.join(work, `app-${picked}`)
+        fs.mkdirSync(dir)
+        const overrides = Object.fromEntries(
+          PREBUILT.map((p) => [`saetta-${p}`, `file:${path.join(tarballs, `saetta-${p}-${version}.tgz`)}`]),
+        )
+        fs.writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name: 'app', version: '1.0.0', private: true, overrides }))
+        const r = await run(
+          process.execPath,
+          [
+            npmCli(),
+            'install',
+            '--offline',
+            '--cache',
+            path.join(work, `cache-${picked}`),
+            '--no-audit',
+            '--no-fund',
+            ...flags.split(' '),
+            path.join(work, 'tarballs', `saetta-${version}.tgz`),
+            path.join(work, 'tarballs', typesTarball),
+            `undici7-types@file:${path.join(work, 'tarballs', types7Tarball)}`,
+          ],
+          { cwd: dir, env, timeout: 120_000 },
+        )
+        expect(r.stderr.split('\n').filter((l) => l && !l.startsWith('npm notice'))).toEqual([])
+        expect(r.code).toBe(0)
+        expect(fs.readdirSync(path.join(dir, 'node_modules')).filter((f) => !f.startsWith('.')).sort()).toEqual(
+          ['saetta', `saetta-${picked}`, 'undici-types', 'undici7-types'].sort(),
+        )
+        expect(files(path.join(dir, 'node_modules', `saetta-${picked}`))).toEqual(
+          ['LICENSE', 'README.md', 'package.json', `saetta.${picked}.node`].sort(),
+        )
+        const load = await run(process.execPath, ['-e', "require('saetta')"], { cwd: dir, env, timeout: 30_000 })
+        expect(load.code).not.toBe(0)
+        expect(load.stderr).toContain(`saetta: no native addon for ${tag}. Expected the package ${platformPackage}, which npm installs with saetta on this platform`)
+        expect(load.stderr).toContain(`or a local build at ${path.join(dir, 'node_modules', 'saetta', `saetta.${tag}.node`)}`)
+        expect(load.stderr).toContain("To build from source (needs a Rust toolchain): clone saetta's repository, run `npm ci` there")
+      },
+      120_000,
+    )
   })
 
   test('without its platform package, saetta says which platform and package, and how to build', async () => {
