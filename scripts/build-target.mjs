@@ -48,7 +48,7 @@ export function zigEnv() {
     symlinkSync(path.join(site.stdout.trim(), 'zig'), path.join(bin, 'zig')) // zig finds its lib/ from its real path
     if (!has(path.join(bin, 'zig'), ['version'], ZIGLANG)) throw new Error(`zig ${ZIGLANG} did not install into ${venv}`)
   }
-  if (!has('cargo', ['zigbuild', '--version'], CARGO_ZIGBUILD, env)) {
+  if (!has('cargo-zigbuild', ['--version'], `cargo-zigbuild ${CARGO_ZIGBUILD}`, env)) {
     console.log(`installing cargo-zigbuild ${CARGO_ZIGBUILD} from crates.io`)
     sh('cargo', ['install', '--locked', '--version', CARGO_ZIGBUILD, 'cargo-zigbuild'])
   }
