@@ -119,8 +119,9 @@ export class Agent extends DispatcherBase {
     entry.dispatcher
       .on('drain', (o: URL, targets: Dispatcher[]) => this.emit('drain', o, [this, ...targets]))
       .on('connect', (o: URL, targets: Dispatcher[]) => {
-        const current = this.#clients.get(key)
-        if (current === entry || (this.#undici7 && current !== undefined)) current.count++
+        // (Only undici 7 counts; undici 8 asks the dispatcher, see closeIfIdle.)
+        const current = this.#undici7 ? this.#clients.get(key) : undefined
+        if (current !== undefined) current.count++
         this.emit('connect', o, [this, ...targets])
       })
       .on('disconnect', (o: URL, targets: Dispatcher[], err: Error) => {

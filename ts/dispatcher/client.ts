@@ -686,11 +686,15 @@ export class Client extends DispatcherBase {
   }
 
   protected [kClose](): Promise<void> {
+    return this.#closeEngine().then(() => this.#toldLate())
+  }
+
+  #closeEngine(): Promise<void> {
     // Requests held for another server name go to the engine before it closes.
-    if (this.#held.length > 0) return this.#idle().then(() => this.#shutDown(false)).then(() => this.#toldLate())
+    if (this.#held.length > 0) return this.#idle().then(() => this.#shutDown(false))
     // The engine finishes what is queued, then closes the connections.
     const closed = this.#shutDown(false)
-    return this.#idle().then(() => closed).then(() => this.#toldLate())
+    return this.#idle().then(() => closed)
   }
 
   /** Once the 'disconnect's held for the next turn are told. */

@@ -128,9 +128,12 @@ impl Origin {
 
     /// Whether one of its HTTP/3 connections takes another request now.
     pub fn h3_has_room(&self) -> bool {
-        self.conns
-            .iter()
-            .any(|c| c.h3.get() && !c.retired.get() && c.room.get().is_some_and(|r| r > 0))
+        // (An origin without HTTP/3 has none: no walk over its connections per request.)
+        self.h3.is_some()
+            && self
+                .conns
+                .iter()
+                .any(|c| c.h3.get() && !c.retired.get() && c.room.get().is_some_and(|r| r > 0))
     }
 
     /// A request a connection gives back, to go first on another.
