@@ -5,7 +5,7 @@
 
 use napi_derive::napi;
 use saetta_core::ws::WsKind as CoreWsKind;
-use saetta_core::{ErrorKind as CoreErrorKind, Shared};
+use saetta_core::{ErrorDetail as CoreErrorDetail, ErrorKind as CoreErrorKind, Shared};
 
 /// What an event of the flat event array is: its first number (see `events.rs`).
 #[napi]
@@ -19,16 +19,15 @@ pub enum EventTag {
     Data = 2,
     /// `[id]`, the trailers in the batch's text.
     Complete = 3,
-    /// `[id, shares]` (see `Shares`), the error's four objects (kind, see `ErrorKind`; message;
-    /// code; socket info).
+    /// `[id, shares]` (see `Shares`), the error's objects (see `Layout::ErrorObjects`).
     Error = 4,
     /// `[id, bytes]`: so much of the streamed body was taken by the engine.
     BodyConsumed = 5,
     /// `[origin, conn, version]`: 1, 2 or 3 (HTTP/1.1, HTTP/2, HTTP/3).
     Connected = 6,
-    /// `[origin, conn]`, the error's four objects.
+    /// `[origin, conn]`, the error's objects.
     Disconnected = 7,
-    /// `[origin]`, the error's four objects.
+    /// `[origin]`, the error's objects.
     ConnectFailed = 8,
     /// `[origin]`: its last connection is gone.
     Closed = 9,
@@ -46,7 +45,7 @@ pub enum EventTag {
     SocketCredit = 15,
     /// `[socket]`: the engine is done writing to it.
     SocketEnd = 16,
-    /// `[socket]`, and the error (if any) it goes down with.
+    /// `[socket, 1 or 0]`, and the error's objects if 1 (the error it goes down with).
     SocketDestroy = 17,
     /// `[handle]`: no event names that JS error object any more.
     ErrorReleased = 18,
@@ -61,6 +60,67 @@ pub enum EventTag {
     /// `[id, conn]`: the request, whose onConnect ran as it was submitted, is being written on
     /// connection `conn`.
     Written = 23,
+}
+
+impl EventTag {
+    /// Every tag, by its number.
+    pub const ALL: [EventTag; 24] = {
+        use EventTag::*;
+        [
+            Connect,
+            Headers,
+            Data,
+            Complete,
+            Error,
+            BodyConsumed,
+            Connected,
+            Disconnected,
+            ConnectFailed,
+            Closed,
+            Upgrade,
+            Connecting,
+            DataSmall,
+            SocketOpen,
+            SocketWrite,
+            SocketCredit,
+            SocketEnd,
+            SocketDestroy,
+            ErrorReleased,
+            Ping,
+            WebSocket,
+            WebSocketSmall,
+            SocketTos,
+            Written,
+        ]
+    };
+
+    /// How many numbers an event takes in a batch, its tag and id included (as listed above).
+    pub const fn size(self) -> u32 {
+        use EventTag::*;
+        match self {
+            Data | Connecting | Closed | ConnectFailed | SocketWrite | SocketEnd
+            | ErrorReleased => 2,
+            Connect | Written | Complete | Error | BodyConsumed | Disconnected | SocketOpen
+            | SocketCredit | SocketDestroy | SocketTos => 3,
+            Headers | Upgrade | DataSmall | Connected | Ping | WebSocket => 4,
+            WebSocketSmall => 6,
+        }
+    }
+}
+
+/// `EventTag::size` of each tag, by tag: `ts/native/bridge.ts` steps through a batch by it.
+#[napi]
+pub fn event_sizes() -> Vec<u32> {
+    EventTag::ALL.iter().map(|t| t.size()).collect()
+}
+
+/// Counts of a batch's layout that are not an event's size.
+#[napi]
+#[derive(Clone, Copy)]
+pub enum Layout {
+    /// The objects an error takes: its kind (`ErrorKind`), detail (`ErrorDetail`), message,
+    /// code (or `undefined`) and socket info (or `undefined`).
+    ErrorObjects = 5,
 }
 
 /// What an error is to JS (the core's `ErrorKind`): `ts/native/native-error.ts` maps each onto
@@ -123,6 +183,58 @@ impl From<CoreErrorKind> for ErrorKind {
     }
 }
 
+/// What JS does with an error beside making it its kind's class (the core's `ErrorDetail`): an
+/// error event's second object. No JS decision reads an error's words.
+#[napi]
+#[derive(Clone, Copy)]
+pub enum ErrorDetail {
+    None = 0,
+    /// Over HTTP/2, in undici's HTTP/2 words: timeouts keep them (undici 8 rewords a body
+    /// timeout's); a disconnect with it is never a quiet one.
+    Http2 = 1,
+    /// An HTTP/2 stream reset with NO_ERROR before its head (`half-closed (remote)`).
+    HalfClosed = 2,
+    /// An HTTP/2 stream reset with CANCEL before its head.
+    ClosedEarly = 3,
+    /// The HTTP/2 server has no extended CONNECT: a WebSocket handshake tries HTTP/1.1.
+    NoExtendedConnect = 4,
+}
+
+impl From<CoreErrorDetail> for ErrorDetail {
+    fn from(d: CoreErrorDetail) -> ErrorDetail {
+        match d {
+            CoreErrorDetail::None => ErrorDetail::None,
+            CoreErrorDetail::Http2 => ErrorDetail::Http2,
+            CoreErrorDetail::HalfClosed => ErrorDetail::HalfClosed,
+            CoreErrorDetail::ClosedEarly => ErrorDetail::ClosedEarly,
+            CoreErrorDetail::NoExtendedConnect => ErrorDetail::NoExtendedConnect,
+        }
+    }
+}
+
+/// Bytes a JS socket pushes to the engine and the engine has not read yet, beyond which
+/// `ts/native/js-socket.ts` pauses it (the core's `transport::js::WINDOW`).
+#[napi]
+pub const JS_SOCKET_WINDOW: u32 = saetta_core::transport::js::WINDOW as u32;
+
+/// The core's rules on a request's method that `ts/dispatcher` applies too.
+#[napi(object)]
+pub struct MethodRules {
+    /// Methods that expect a body (`codec::request::METHODS_WITH_BODY`).
+    pub with_body: Vec<String>,
+    /// Methods whose known body length is not checked against its `content-length`.
+    pub unchecked_length: Vec<String>,
+}
+
+#[napi]
+pub fn method_rules() -> MethodRules {
+    use saetta_core::codec::request::{METHODS_UNCHECKED_LENGTH, METHODS_WITH_BODY};
+    MethodRules {
+        with_body: METHODS_WITH_BODY.map(String::from).to_vec(),
+        unchecked_length: METHODS_UNCHECKED_LENGTH.map(String::from).to_vec(),
+    }
+}
+
 /// Why `submit` refused a request: nothing of it was sent.
 #[napi(object)]
 pub struct Refusal {
@@ -154,7 +266,8 @@ pub enum SubmitFlag {
     Reset = 4,
     /// Its body is streamed with `bodyWrite` / `bodyEnd`.
     Stream = 8,
-    /// A non-empty body makes it the last request on its connection (`Request::body_closes`).
+    /// Not `reset: false`: a non-empty body on a method that expects none makes it the last
+    /// request on its connection (`Request::body_closes`).
     BodyCloses = 16,
     /// Waits after its `Connect` event for `proceed()` (its onConnect may still abort it).
     Hold = 32,
@@ -207,8 +320,13 @@ pub enum WsOpcode {
     Pong = 10,
 }
 
-// The core's own numbering of what crosses unchanged.
+// The core's own numbering of what crosses unchanged; `EventTag::ALL` in the tags' order.
 const _: () = {
+    let mut i = 0;
+    while i < EventTag::ALL.len() {
+        assert!(EventTag::ALL[i] as usize == i);
+        i += 1;
+    }
     assert!(Shares::None as u8 == Shared::No as u8);
     assert!(Shares::WithNext as u8 == Shared::WithNext as u8);
     assert!(Shares::WithPrevious as u8 == Shared::WithPrevious as u8);

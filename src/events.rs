@@ -8,10 +8,10 @@ use bytes::Bytes;
 use napi::bindgen_prelude::*;
 use napi::sys;
 use napi_derive::napi;
-use saetta_core::{Error as CoreError, Event};
+use saetta_core::{Error as CoreError, Event, Shared};
 
 use crate::bridge;
-use crate::contract::{ErrorKind, EventTag};
+use crate::contract::{ErrorDetail, ErrorKind, EventTag, Layout};
 
 /// A batch of events for the JS thread, in two parts: the numbers (tags, ids, statuses) go
 /// into the caller's `Float64Array`, everything else (strings, buffers) into a JS array, both
@@ -38,6 +38,128 @@ pub fn take_events(nums: Float64ArraySlice<'_>) -> Result<EventBatch<'_>> {
         .backlog()
         .taken(saetta_core::event::payload_len(&events));
     Ok(EventBatch { events, nums })
+}
+
+/// One event of each tag, for origin `origin`, request `id` and socket `id`, with numbers and
+/// words of their own: `__test__/contract.test.ts` walks it with `ts/native/bridge.ts`, to
+/// show that both sides agree on every event's layout (see `EventTag::size`).
+#[napi(ts_return_type = "unknown[]")]
+pub fn sample_events(nums: Float64ArraySlice<'_>, origin: u32, id: u32) -> EventBatch<'_> {
+    use saetta_core::ws::WsKind;
+    use saetta_core::{Error, Http2Info};
+
+    let (origin, id) = (u64::from(origin), u64::from(id));
+    let head = |n: &str| vec![(Bytes::from(format!("x-{n}")), Bytes::from(n.to_owned()))];
+    let error = |n: &str| Error::Socket {
+        code: None,
+        message: n.to_owned(),
+        socket: Some(Box::new(saetta_core::error::SocketInfo {
+            local_port: Some(1),
+            remote_family: Some("IPv4"),
+            bytes_written: 2,
+            ..Default::default()
+        })),
+    };
+    let large = Bytes::from(vec![b'L'; COPY_BELOW]);
+    let events = vec![
+        Event::Connecting { origin },
+        Event::SocketOpen { origin, socket: 7 },
+        Event::SocketWrite {
+            socket: id,
+            chunk: Bytes::from_static(b"written"),
+        },
+        Event::SocketCredit {
+            socket: id,
+            bytes: 11,
+        },
+        Event::SocketTos {
+            socket: id,
+            tos: 12,
+        },
+        Event::SocketEnd { socket: id },
+        Event::SocketDestroy {
+            socket: id,
+            error: None,
+        },
+        Event::SocketDestroy {
+            socket: id,
+            error: Some(error("destroyed")),
+        },
+        Event::Connected {
+            origin,
+            conn: 3,
+            version: 2,
+        },
+        Event::Connect {
+            id,
+            conn: 3,
+            told: false,
+        },
+        Event::Connect {
+            id,
+            conn: 4,
+            told: true,
+        },
+        Event::Headers {
+            id,
+            status: 200,
+            reason: Bytes::from_static(b"OK"),
+            headers: head("head"),
+        },
+        Event::Data {
+            id,
+            chunk: Bytes::from_static(b"small"),
+        },
+        Event::Data {
+            id,
+            chunk: large.clone(),
+        },
+        Event::BodyConsumed { id, bytes: 13 },
+        Event::Complete {
+            id,
+            trailers: head("trailer"),
+        },
+        Event::Upgrade {
+            id,
+            status: 101,
+            reason: Bytes::from_static(b"Switching"),
+            headers: head("upgrade"),
+        },
+        Event::WebSocket {
+            id,
+            kind: WsKind::Text,
+            code: None,
+            data: Bytes::from_static(b"text"),
+        },
+        Event::WebSocket {
+            id,
+            kind: WsKind::Close,
+            code: Some(1000),
+            data: large,
+        },
+        Event::Error {
+            id,
+            error: Error::Http2Info(Http2Info::HalfClosed),
+            shared: Shared::No,
+        },
+        Event::Ping {
+            origin,
+            conn: 3,
+            duration: std::time::Duration::from_millis(14),
+        },
+        Event::Disconnected {
+            origin,
+            conn: 3,
+            error: error("disconnected"),
+        },
+        Event::ConnectFailed {
+            origin,
+            error: error("failed"),
+        },
+        Event::ErrorReleased { handle: 15 },
+        Event::Closed { origin },
+    ];
+    EventBatch { events, nums }
 }
 
 /// Below this size a chunk is copied into the batch's shared Buffer (one N-API Buffer a batch
@@ -241,15 +363,21 @@ impl Out {
         Ok(v)
     }
 
+    /// An error's objects: `Layout::ErrorObjects` of them.
     fn error(&mut self, e: &CoreError) -> Result<()> {
+        let start = self.len;
         let kind = self.double(ErrorKind::from(e.kind()) as u32 as f64)?;
         self.push(kind)?;
+        let detail = self.double(ErrorDetail::from(e.detail()) as u32 as f64)?;
+        self.push(detail)?;
         self.str(e.to_string().as_bytes())?;
         match e.code() {
             Some(c) => self.str(c.as_bytes())?,
             None => self.undefined()?,
         }
-        self.socket_info(e.socket_info())
+        self.socket_info(e.socket_info())?;
+        debug_assert_eq!(self.len - start, Layout::ErrorObjects as u32);
+        Ok(())
     }
 }
 
@@ -279,6 +407,7 @@ impl ToNapiValue for EventBatch<'_> {
         };
         out.nums.push(0.0);
         for ev in events {
+            let start = out.nums.len();
             match ev {
                 Event::Connect { id, conn, told } => {
                     out.tag(match told {
@@ -414,6 +543,10 @@ impl ToNapiValue for EventBatch<'_> {
                     out.num(duration.as_secs_f64() * 1000.0);
                 }
             }
+            debug_assert_eq!(
+                (out.nums.len() - start) as u32,
+                EventTag::ALL[out.nums[start] as usize].size()
+            );
         }
         if !out.small.is_empty() {
             let v = out.copied(&out.small)?;

@@ -67,11 +67,11 @@ pub struct OriginOptions {
     #[napi(js_name = "h3ZeroRtt")]
     pub h3_zero_rtt: Option<bool>,
     /// HTTP/2: most streams at once on a connection (the server's SETTINGS may lower it).
-    pub max_concurrent_streams: Option<u32>,
+    pub max_concurrent_streams: u32,
     /// HTTP/2: each stream's receive window, in bytes.
-    pub initial_window_size: Option<u32>,
+    pub initial_window_size: u32,
     /// HTTP/2: the connection's receive window, in bytes.
-    pub connection_window_size: Option<u32>,
+    pub connection_window_size: u32,
     /// HTTP/2: milliseconds between PINGs; none when 0 or absent.
     pub ping_interval: Option<f64>,
     /// The origin is `https:` (HTTP/2's `:scheme` where JS makes the TLS connections).
@@ -191,7 +191,6 @@ impl NativeOrigin {
             }
         };
         let proxy = o.proxy.map(proxy_config).transpose()?;
-        let defaults = OriginConfig::default();
         let secure = o
             .secure
             .unwrap_or(tls.is_some() || (o.js_connector == Some(true) && o.use_h2c != Some(true)));
@@ -238,15 +237,9 @@ impl NativeOrigin {
             allow_h3: o.allow_h3.unwrap_or(false),
             prefer_h3: o.prefer_h3.unwrap_or(false),
             h3_zero_rtt: o.h3_zero_rtt.unwrap_or(false),
-            max_concurrent_streams: o
-                .max_concurrent_streams
-                .unwrap_or(defaults.max_concurrent_streams),
-            initial_window_size: o
-                .initial_window_size
-                .unwrap_or(defaults.initial_window_size),
-            connection_window_size: o
-                .connection_window_size
-                .unwrap_or(defaults.connection_window_size),
+            max_concurrent_streams: o.max_concurrent_streams,
+            initial_window_size: o.initial_window_size,
+            connection_window_size: o.connection_window_size,
             ping_interval: o
                 .ping_interval
                 .filter(|t| t.is_finite() && *t > 0.0)

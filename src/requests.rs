@@ -75,7 +75,7 @@ pub fn submit(
     req.hold = has(flags, SubmitFlag::Hold);
     req.connected = has(flags, SubmitFlag::Connected);
     req.strict_content_length = o.strict_content_length;
-    req.body_closes = has(flags, SubmitFlag::BodyCloses);
+    req.body_closes = has(flags, SubmitFlag::BodyCloses) && !req.expects_body;
     req.expect_continue = has(flags, SubmitFlag::ExpectContinue);
     req.clip_body = has(flags, SubmitFlag::ClipBody);
     req.type_of_service = type_of_service.and_then(|t| u8::try_from(t).ok());

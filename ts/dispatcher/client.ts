@@ -5,7 +5,8 @@ import net from 'node:net'
 import http from 'node:http'
 import { AsyncResource } from 'node:async_hooks'
 import { newOriginId, whenClosed, type OriginListener } from '../native/bridge'
-import { NativeOrigin } from '../native/addon-handle'
+import { addon, NativeOrigin } from '../native/addon-handle'
+import { detailOf } from '../native/native-error'
 import { ClientDestroyedError, InvalidArgumentError } from '../errors'
 import { DispatcherBase, kBusy, kClose, kDestroy, kDispatch } from './base'
 import { kComposeOrigin } from './dispatcher'
@@ -203,8 +204,8 @@ export class Client extends DispatcherBase {
         // idle timeout, close()) is told on the next turn, as undici tells it when its socket has
         // closed: after the last response's body has ended. (HTTP/2's GOAWAY and PING closes fail
         // streams.)
-        const info = error as { code?: unknown; message?: unknown } | undefined
-        const quiet = info?.code === 'UND_ERR_INFO' && !String(info.message).startsWith('HTTP/2')
+        const info = error as { code?: unknown } | undefined
+        const quiet = info?.code === 'UND_ERR_INFO' && detailOf(error) === addon.ErrorDetail.None
         if (quiet || (info?.code === 'UND_ERR_DESTROYED' && c.#destroyError === null)) {
           // undici's socket is open until the responses it carried have ended (its parser waits
           // for their bodies to be read); the engine may have read them ahead.

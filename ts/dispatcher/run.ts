@@ -10,7 +10,7 @@ import { addon, submit } from '../native/addon-handle'
 import { headerBuffers } from '../native/bridge'
 import { afterBatch, batchNumber, bodyEnd, bodyWrite, flushAfter, flushSoon, hold, lone, newRequestId, proceed, release, track, untrack, type RequestSink } from '../native/batch'
 import { BodyTimeoutError, ClientDestroyedError, InformationalError, InvalidArgumentError, RequestAbortedError, RequestContentLengthMismatchError, SocketError } from '../errors'
-import { fromNative } from '../native/native-error'
+import { detailOf, fromNative } from '../native/native-error'
 import { kComposeUndici7 } from './dispatcher'
 import { TunnelSocket, WRITE_WINDOW } from '../native/tunnel'
 import { holdsForConnect, InternalHandler } from '../handlers/internal'
@@ -84,10 +84,14 @@ function givenLength(headers: string[]): number | null {
 /** Node 24 and later mark a socket's packets (`setTypeOfService`), which undici does for `typeOfService`. */
 const hasTypeOfService = typeof (Socket.prototype as { setTypeOfService?: unknown }).setTypeOfService === 'function'
 
+// The core's rules on methods (contract.rs's methodRules).
+const METHODS = addon.methodRules()
+const UNCHECKED_LENGTH = new Set(METHODS.uncheckedLength)
+const WITH_BODY = new Set(METHODS.withBody)
 /** Methods whose body length is checked against the `content-length` given (as undici's). */
-const checksLength = (method: string): boolean => !['GET', 'HEAD', 'OPTIONS', 'TRACE', 'CONNECT'].includes(method)
+const checksLength = (method: string): boolean => !UNCHECKED_LENGTH.has(method)
 /** Methods whose empty body is sent as `content-length: 0` (as undici's). */
-const expectsBody = (method: string): boolean => ['POST', 'PUT', 'PATCH', 'QUERY', 'PROPFIND', 'PROPPATCH'].includes(method)
+const expectsBody = (method: string): boolean => WITH_BODY.has(method)
 
 /**
  * A body that disagrees with its `content-length`: an error, or with `strictContentLength:
@@ -268,8 +272,8 @@ async function* blobParts(blob: BlobLike): AsyncIterable<Uint8Array> {
  * one with NO_ERROR does (`half-closed (remote)`), where other bodies get a bare close.
  */
 function pipedBodyStreamClosed(err: Error, sent: boolean): Error {
-  const halfClosed = err instanceof InformationalError && err.message === 'HTTP/2: stream half-closed (remote)'
-  const closed = err instanceof InformationalError && err.message === 'HTTP/2: stream closed before the response was complete'
+  const halfClosed = detailOf(err) === addon.ErrorDetail.HalfClosed
+  const closed = detailOf(err) === addon.ErrorDetail.ClosedEarly
   const reset = (err as Error & { code?: unknown }).code === 'ERR_HTTP2_STREAM_ERROR'
   if (!sent && (halfClosed || closed || reset)) return Object.assign(new Error('Premature close'), { code: 'ERR_STREAM_PREMATURE_CLOSE' })
   if (sent && closed) return new InformationalError('HTTP/2: stream half-closed (remote)')
@@ -444,7 +448,7 @@ export class Run implements RequestSink {
     if (opts.reset ?? method === 'HEAD') flags |= addon.SubmitFlag.Reset
     // As undici: a body (if not empty) on a method that expects none ends the connection
     // after this request (its head still says keep-alive), unless `reset: false`.
-    else if (opts.reset !== false && !expectsBody(method)) flags |= addon.SubmitFlag.BodyCloses
+    else if (opts.reset !== false) flags |= addon.SubmitFlag.BodyCloses
     // Over HTTP/2 the body waits for 100 Continue (as in undici, HTTP/1.1 ignores it).
     if (opts.expectContinue === true) flags |= addon.SubmitFlag.ExpectContinue
     // (Before #connectNow, which publishes it.)
@@ -924,7 +928,7 @@ export class Run implements RequestSink {
     if (err instanceof ClientDestroyedError) err = this.#client?.destroyError ?? err
     const client = this.#client
     // undici 8 words an HTTP/2 body timeout `stream timeout after N` (the core, undici 7's `body timeout`).
-    if (err instanceof BodyTimeoutError && client !== null && !client.undici7 && err.message.startsWith('HTTP/2: "body timeout after ')) {
+    if (err instanceof BodyTimeoutError && client !== null && !client.undici7 && detailOf(err) === addon.ErrorDetail.Http2) {
       err = new BodyTimeoutError(err.message.replace('body timeout', 'stream timeout'))
     }
     if (this.#watched !== null && this.#headBatch === 0) err = pipedBodyStreamClosed(err, this.#requestDone)

@@ -43,6 +43,25 @@ export declare const enum DecodeFlag {
 }
 
 /**
+ * What JS does with an error beside making it its kind's class (the core's `ErrorDetail`): an
+ * error event's second object. No JS decision reads an error's words.
+ */
+export declare const enum ErrorDetail {
+  None = 0,
+  /**
+   * Over HTTP/2, in undici's HTTP/2 words: timeouts keep them (undici 8 rewords a body
+   * timeout's); a disconnect with it is never a quiet one.
+   */
+  Http2 = 1,
+  /** An HTTP/2 stream reset with NO_ERROR before its head (`half-closed (remote)`). */
+  HalfClosed = 2,
+  /** An HTTP/2 stream reset with CANCEL before its head. */
+  ClosedEarly = 3,
+  /** The HTTP/2 server has no extended CONNECT: a WebSocket handshake tries HTTP/1.1. */
+  NoExtendedConnect = 4,
+}
+
+/**
  * What an error is to JS (the core's `ErrorKind`): `ts/native/native-error.ts` maps each onto
  * one error class. An error event's first object.
  */
@@ -71,6 +90,9 @@ export declare const enum ErrorKind {
   Decode = 21,
 }
 
+/** `EventTag::size` of each tag, by tag: `ts/native/bridge.ts` steps through a batch by it. */
+export declare function eventSizes(): Array<number>
+
 /** What an event of the flat event array is: its first number (see `events.rs`). */
 export declare const enum EventTag {
   /** `[id, conn]`: the request is being written on connection `conn`. */
@@ -81,18 +103,15 @@ export declare const enum EventTag {
   Data = 2,
   /** `[id]`, the trailers in the batch's text. */
   Complete = 3,
-  /**
-   * `[id, shares]` (see `Shares`), the error's four objects (kind, see `ErrorKind`; message;
-   * code; socket info).
-   */
+  /** `[id, shares]` (see `Shares`), the error's objects (see `Layout::ErrorObjects`). */
   Error = 4,
   /** `[id, bytes]`: so much of the streamed body was taken by the engine. */
   BodyConsumed = 5,
   /** `[origin, conn, version]`: 1, 2 or 3 (HTTP/1.1, HTTP/2, HTTP/3). */
   Connected = 6,
-  /** `[origin, conn]`, the error's four objects. */
+  /** `[origin, conn]`, the error's objects. */
   Disconnected = 7,
-  /** `[origin]`, the error's four objects. */
+  /** `[origin]`, the error's objects. */
   ConnectFailed = 8,
   /** `[origin]`: its last connection is gone. */
   Closed = 9,
@@ -110,7 +129,7 @@ export declare const enum EventTag {
   SocketCredit = 15,
   /** `[socket]`: the engine is done writing to it. */
   SocketEnd = 16,
-  /** `[socket]`, and the error (if any) it goes down with. */
+  /** `[socket, 1 or 0]`, and the error's objects if 1 (the error it goes down with). */
   SocketDestroy = 17,
   /** `[handle]`: no event names that JS error object any more. */
   ErrorReleased = 18,
@@ -140,6 +159,31 @@ export declare function flush(): void
  * are ready; it then calls `takeEvents()`.
  */
 export declare function init(onEvents: () => void): void
+
+/**
+ * Bytes a JS socket pushes to the engine and the engine has not read yet, beyond which
+ * `ts/native/js-socket.ts` pauses it (the core's `transport::js::WINDOW`).
+ */
+export declare const JS_SOCKET_WINDOW: number
+
+/** Counts of a batch's layout that are not an event's size. */
+export declare const enum Layout {
+  /**
+   * The objects an error takes: its kind (`ErrorKind`), detail (`ErrorDetail`), message,
+   * code (or `undefined`) and socket info (or `undefined`).
+   */
+  ErrorObjects = 5,
+}
+
+export declare function methodRules(): MethodRules
+
+/** The core's rules on a request's method that `ts/dispatcher` applies too. */
+export interface MethodRules {
+  /** Methods that expect a body (`codec::request::METHODS_WITH_BODY`). */
+  withBody: Array<string>
+  /** Methods whose known body length is not checked against its `content-length`. */
+  uncheckedLength: Array<string>
+}
 
 export interface OriginOptions {
   host: string
@@ -183,11 +227,11 @@ export interface OriginOptions {
   /** With `allowH3`, safe requests in 0-RTT on a resumed session (`h3ZeroRtt`). */
   h3ZeroRtt?: boolean
   /** HTTP/2: most streams at once on a connection (the server's SETTINGS may lower it). */
-  maxConcurrentStreams?: number
+  maxConcurrentStreams: number
   /** HTTP/2: each stream's receive window, in bytes. */
-  initialWindowSize?: number
+  initialWindowSize: number
   /** HTTP/2: the connection's receive window, in bytes. */
-  connectionWindowSize?: number
+  connectionWindowSize: number
   /** HTTP/2: milliseconds between PINGs; none when 0 or absent. */
   pingInterval?: number
   /**
@@ -224,6 +268,13 @@ export interface Refusal {
 }
 
 export declare function resume(id: number): void
+
+/**
+ * One event of each tag, for origin `origin`, request `id` and socket `id`, with numbers and
+ * words of their own: `__test__/contract.test.ts` walks it with `ts/native/bridge.ts`, to
+ * show that both sides agree on every event's layout (see `EventTag::size`).
+ */
+export declare function sampleEvents(nums: Float64Array, origin: number, id: number): unknown[]
 
 /** Keeps the process alive (true) while requests are in flight, or lets it exit (false). */
 export declare function setActive(active: boolean): void
@@ -280,7 +331,10 @@ export declare const enum SubmitFlag {
   Reset = 4,
   /** Its body is streamed with `bodyWrite` / `bodyEnd`. */
   Stream = 8,
-  /** A non-empty body makes it the last request on its connection (`Request::body_closes`). */
+  /**
+   * Not `reset: false`: a non-empty body on a method that expects none makes it the last
+   * request on its connection (`Request::body_closes`).
+   */
   BodyCloses = 16,
   /** Waits after its `Connect` event for `proceed()` (its onConnect may still abort it). */
   Hold = 32,

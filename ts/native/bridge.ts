@@ -3,7 +3,7 @@
 // requests are in flight.
 
 import { addon } from './load'
-import type { ErrorKind } from './addon'
+import type { ErrorDetail, ErrorKind } from './addon'
 import { fromNative, type NativeSocketInfo } from './native-error'
 import { externalError, refuseSocket, releaseError, socketCredit, socketDestroy, socketEnd, socketTos, socketWrite } from './js-socket'
 import { beginBatch, endBatch, hold, release, requests, type RequestSink } from './batch'
@@ -81,12 +81,16 @@ function pump(): void {
   }
 }
 
-/** The error in the four objects at `o[k]`: kind, message, code, socket info. */
+/** The error in the objects at `o[k]` (`Layout.ErrorObjects`): kind, detail, message, code, socket info. */
 function errorAt(o: unknown[], k: number): Error {
   // An error object JS gave (a connector's, a socket's): that very object, whatever it is.
-  if (o[k] === addon.ErrorKind.External) return externalError(Number(o[k + 1])) as Error
-  return fromNative(o[k] as ErrorKind, o[k + 1] as string, o[k + 2] as string | undefined, o[k + 3] as NativeSocketInfo | undefined)
+  if (o[k] === addon.ErrorKind.External) return externalError(Number(o[k + 2])) as Error
+  return fromNative(o[k] as ErrorKind, o[k + 2] as string, o[k + 3] as string | undefined, o[k + 4] as NativeSocketInfo | undefined, o[k + 1] as ErrorDetail)
 }
+
+// How many numbers each event takes, by tag (contract.rs's EventTag::size).
+const SIZE = Uint8Array.from(addon.eventSizes())
+const ERROR = addon.Layout.ErrorObjects
 
 /**
  * Walks a batch: numbers from `n` (tag, id, then the event's numbers), other values from `o`,
@@ -107,7 +111,7 @@ function sharedChunk(memory: ArrayBuffer, from: number, length: number): Buffer 
   return own
 }
 
-function dispatchEvents(n: Float64Array, o: unknown[]): void {
+export function dispatchEvents(n: Float64Array, o: unknown[]): void {
   // A connection's failure: the requests it failed and its connection event get one error
   // object, as in undici. `next`: made by the first of a run of request errors, for the
   // Disconnected after them; `previous`: made by a ConnectFailed, for the errors after it.
@@ -133,11 +137,9 @@ function dispatchEvents(n: Float64Array, o: unknown[]): void {
     switch (tag) {
       case addon.EventTag.Connect:
         deliver(id, (s) => s.onConnect(n[i + 2]))
-        i += 3
         break
       case addon.EventTag.Written:
         deliver(id, (s) => s.onWritten(n[i + 2]))
-        i += 3
         break
       case addon.EventTag.Headers:
       case addon.EventTag.Upgrade: {
@@ -148,20 +150,17 @@ function dispatchEvents(n: Float64Array, o: unknown[]): void {
         skip(list.length + 1)
         if (tag === addon.EventTag.Headers) deliver(id, (s) => s.onHeaders(status, reason, list, from))
         else deliver(id, (s) => s.onUpgrade(status, reason, list, from))
-        i += 4
         break
       }
       case addon.EventTag.Data: {
         const chunk = o[k] as Buffer
         deliver(id, (s) => s.onData(chunk))
-        i += 2
         k += 1
         break
       }
       case addon.EventTag.DataSmall: {
         const chunk = sharedChunk(memory!, n[i + 2], n[i + 3])
         deliver(id, (s) => s.onData(chunk))
-        i += 4
         break
       }
       case addon.EventTag.WebSocket:
@@ -172,96 +171,80 @@ function dispatchEvents(n: Float64Array, o: unknown[]): void {
         const kind = n[i + 2]
         const code = n[i + 3]
         deliver(id, (s) => s.onWebSocket(kind, code, data))
-        i += small ? 6 : 4
         break
       }
       case addon.EventTag.Complete: {
         const trailers = text.slice(t, t + n[i + 2])
         skip(trailers.length)
         deliver(id, (s) => s.onComplete(trailers))
-        i += 3
         break
       }
       case addon.EventTag.Error: {
         const shares = n[i + 2]
         const err = shares === addon.Shares.WithNext ? (next ??= errorAt(o, k)) : shares === addon.Shares.WithPrevious && previous ? previous : errorAt(o, k)
         deliver(id, (s) => s.onError(err))
-        i += 3
-        k += 4
+        k += ERROR
         break
       }
       case addon.EventTag.BodyConsumed: {
         const bytes = n[i + 2]
         deliver(id, (s) => s.onBodyConsumed(bytes))
-        i += 3
         break
       }
       case addon.EventTag.Connecting:
         origins.get(id)?.deref()?.onConnecting()
-        i += 2
         break
       case addon.EventTag.Connected:
         origins.get(id)?.deref()?.onConnected(n[i + 2], n[i + 3] as 1 | 2 | 3)
-        i += 4
         break
       case addon.EventTag.Disconnected:
         origins.get(id)?.deref()?.onDisconnected(n[i + 2], next ?? errorAt(o, k))
         next = null
-        i += 3
-        k += 4
+        k += ERROR
         break
       case addon.EventTag.Closed:
         closers.get(id)?.()
-        i += 2
         break
       case addon.EventTag.ConnectFailed:
         previous = errorAt(o, k)
         origins.get(id)?.deref()?.onConnectFailed(previous)
-        i += 2
-        k += 4
+        k += ERROR
         break
       case addon.EventTag.SocketOpen: {
         const listener = origins.get(id)?.deref()
         if (listener) listener.onSocketOpen(n[i + 2])
         else refuseSocket(n[i + 2])
-        i += 3
         break
       }
       case addon.EventTag.SocketWrite:
         socketWrite(id, o[k] as Buffer)
-        i += 2
         k += 1
         break
       case addon.EventTag.SocketCredit:
         socketCredit(id, n[i + 2])
-        i += 3
         break
       case addon.EventTag.SocketEnd:
         socketEnd(id)
-        i += 2
         break
       case addon.EventTag.SocketTos:
         socketTos(id, n[i + 2])
-        i += 3
         break
       case addon.EventTag.SocketDestroy:
         if (n[i + 2] === 1) {
           socketDestroy(id, errorAt(o, k))
-          k += 4
+          k += ERROR
         } else socketDestroy(id)
-        i += 3
         break
       case addon.EventTag.ErrorReleased:
         releaseError(id)
-        i += 2
         break
       case addon.EventTag.Ping:
         origins.get(id)?.deref()?.onPing?.(n[i + 2], n[i + 3])
-        i += 4
         break
       default:
         throw new Error(`saetta: unknown engine event ${tag}`)
     }
+    i += SIZE[tag]
   }
 }
 

@@ -9,8 +9,8 @@ import { addon } from './load'
 import { flushSoon } from './batch'
 import { ClientDestroyedError } from '../errors'
 
-/** Bytes pushed to the engine and not yet read by it, beyond which the socket is paused (WINDOW in js.rs). */
-const WINDOW = 256 * 1024
+/** Bytes pushed to the engine and not yet read by it, beyond which the socket is paused (contract.rs). */
+const WINDOW = addon.JS_SOCKET_WINDOW
 
 /** The options a connector gets (undici's `buildConnector.Options`). */
 export interface ConnectorOptions {

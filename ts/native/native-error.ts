@@ -4,7 +4,7 @@
 import os from 'node:os'
 import zlib from 'node:zlib'
 import { addon } from './load'
-import type { ErrorKind } from './addon'
+import type { ErrorDetail, ErrorKind } from './addon'
 import {
   BodyTimeoutError,
   ClientClosedError,
@@ -36,15 +36,31 @@ function socketInfo(info: NativeSocketInfo | undefined): SocketInfo | null {
   return { localAddress, localPort, remoteAddress, remotePort, remoteFamily, timeout: undefined, bytesWritten, bytesRead }
 }
 
+// The detail (contract.rs's ErrorDetail) of each error the engine made with one: what the code
+// acting on an error reads instead of its words. Kept off the objects, which look as undici's.
+const details = new WeakMap<object, ErrorDetail>()
+
+/** What the engine said of `err` beside its class (`ErrorDetail.None` for any other error). */
+export function detailOf(err: unknown): ErrorDetail {
+  return (typeof err === 'object' && err !== null && details.get(err)) || addon.ErrorDetail.None
+}
+
 /** An error from the native engine, as the JS class it maps onto. */
-export function fromNative(kind: ErrorKind, message: string, code: string | undefined, info?: NativeSocketInfo): Error {
+export function fromNative(kind: ErrorKind, message: string, code: string | undefined, info?: NativeSocketInfo, detail: ErrorDetail = addon.ErrorDetail.None): Error {
+  const err = classOf(kind, message, code, info, detail)
+  if (detail !== addon.ErrorDetail.None) details.set(err, detail)
+  return err
+}
+
+function classOf(kind: ErrorKind, message: string, code: string | undefined, info: NativeSocketInfo | undefined, detail: ErrorDetail): Error {
+  const http2 = detail === addon.ErrorDetail.Http2
   switch (kind) {
     case addon.ErrorKind.InvalidArgument: return new InvalidArgumentError(message)
     case addon.ErrorKind.NotSupported: return new NotSupportedError(message)
     case addon.ErrorKind.ConnectTimeout: return new ConnectTimeoutError(message)
     // Over HTTP/2 the core words them as undici's h2 (`HTTP/2: "headers timeout after 300"`).
-    case addon.ErrorKind.HeadersTimeout: return new HeadersTimeoutError(message.startsWith('HTTP/2') ? message : undefined)
-    case addon.ErrorKind.BodyTimeout: return new BodyTimeoutError(message.startsWith('HTTP/2') ? message : undefined)
+    case addon.ErrorKind.HeadersTimeout: return new HeadersTimeoutError(http2 ? message : undefined)
+    case addon.ErrorKind.BodyTimeout: return new BodyTimeoutError(http2 ? message : undefined)
     case addon.ErrorKind.HeadersOverflow: return new HeadersOverflowError()
     // No code, as undici's parser errors carry none (its lookup of the reason misses).
     case addon.ErrorKind.Parser: return new HTTPParserError(`Response does not match the HTTP/1.1 protocol (${message})`)

@@ -12,6 +12,8 @@ import { Headers, type HeadersInit } from '../fetch/fetch'
 import { kWebSocket, type WebSocketDispatchOption, type WsTransport, type WsTransportEvents } from './transport'
 import { CLOSED, CLOSING, CONNECTING, OPEN, type ReadyState } from './util'
 import { isUndici7Dispatcher } from '../util/undici7'
+import { addon } from '../native/load'
+import { detailOf } from '../native/native-error'
 
 const GUID = '258EAFA5-E914-47DA-95CA-C5AB0DC85B11'
 /** The extension undici offers (Firefox's value). */
@@ -133,9 +135,6 @@ function headerMap(raw: ReadonlyArray<Buffer | string> | null): Map<string, stri
 function extensionNames(header: string): Set<string> {
   return new Set(header.split(';').map((pair) => pair.split('=', 1)[0].replace(/^[\t\n\r ]+/, '')))
 }
-
-/** The message an HTTP/2 dispatcher fails a WebSocket upgrade with when the server did not enable RFC 8441. */
-const NO_EXTENDED_CONNECT = 'HTTP/2: Extended CONNECT protocol not supported by server'
 
 /** The warning undici emits (each undici once) for the first WebSocket it opens over HTTP/2. */
 const warnedHttp2 = { undici8: false, undici7: false }
@@ -553,8 +552,7 @@ class Attempt implements DispatchHandler {
   onError(err: Error | null): void {
     if (this.#done) return
     this.#done = true
-    const info = (err as { code?: unknown } | null)?.code === 'UND_ERR_INFO'
-    if (info && err!.message === NO_EXTENDED_CONNECT && !this.#http1Only) this.#handshake.retryHttp1()
+    if (detailOf(err) === addon.ErrorDetail.NoExtendedConnect && !this.#http1Only) this.#handshake.retryHttp1()
     else this.#handshake.refused(null)
   }
 

@@ -308,7 +308,7 @@ pub(crate) fn round_end(
     host: &impl Host,
     idle: bool,
     idle_since: &mut Option<tokio::time::Instant>,
-    going_away: Option<&str>,
+    going_away: Option<impl FnOnce() -> Error>,
     age: &Age,
 ) -> Option<Error> {
     if !idle {
@@ -317,7 +317,7 @@ pub(crate) fn round_end(
     }
     idle_since.get_or_insert_with(tokio::time::Instant::now);
     host.idle_close()
-        .or_else(|| going_away.map(|m| Error::Info(m.into())))
+        .or_else(|| going_away.map(|error| error()))
         .or_else(|| age.retired().then_some(Error::Destroyed))
 }
 

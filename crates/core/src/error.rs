@@ -44,6 +44,9 @@ pub enum Error {
     /// Informational: the connection went away for a reason that is not a failure
     /// of the request itself (e.g. reset after a `connection: close`).
     Info(String),
+    /// Informational, over HTTP/2: a stream or the session ended in one of the ways undici
+    /// words as its HTTP/2 client does (the JS side acts on which one, see [`ErrorDetail`]).
+    Http2Info(Http2Info),
     /// An error object that lives in JS (what a connector or a socket handed over from JS
     /// gave): the caller gets that very object.
     External(ExternalError),
@@ -166,6 +169,71 @@ impl SocketInfo {
     }
 }
 
+/// How an HTTP/2 stream or session ended that fails its requests with undici's
+/// InformationalError (see [`Error::Http2Info`]); each is worded as undici words it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Http2Info {
+    /// The server sent GOAWAY.
+    GoAway,
+    /// A PING (`pingInterval`) had no answer by the next one.
+    PingTimeout,
+    /// A tunnel's (CONNECT, upgrade) headers timeout.
+    StreamTimeout(std::time::Duration),
+    /// The server reset the stream with NO_ERROR before its response head.
+    HalfClosed,
+    /// A tunnel's stream was reset with CANCEL before its response head.
+    ClosedBeforeHeaders,
+    /// The stream was reset with CANCEL before its response head.
+    ClosedEarly,
+    /// A tunnel's stream was reset with this error code.
+    StreamError(u32),
+    /// A WebSocket over HTTP/2 needs RFC 8441's extended CONNECT, which the server did not enable.
+    NoExtendedConnect,
+}
+
+impl fmt::Display for Http2Info {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Http2Info::GoAway => f.write_str("HTTP/2: \"GOAWAY\" frame received"),
+            Http2Info::PingTimeout => {
+                f.write_str("HTTP/2: \"PING\" errored - type no answer within the ping interval")
+            }
+            Http2Info::StreamTimeout(t) => {
+                write!(f, "HTTP/2: \"stream timeout after {}\"", js_ms(*t))
+            }
+            Http2Info::HalfClosed => f.write_str("HTTP/2: stream half-closed (remote)"),
+            Http2Info::ClosedBeforeHeaders => {
+                f.write_str("HTTP/2: stream closed before response headers")
+            }
+            Http2Info::ClosedEarly => {
+                f.write_str("HTTP/2: stream closed before the response was complete")
+            }
+            Http2Info::StreamError(code) => {
+                write!(f, "HTTP/2: \"stream error\" received - code {code}")
+            }
+            Http2Info::NoExtendedConnect => {
+                f.write_str("HTTP/2: Extended CONNECT protocol not supported by server")
+            }
+        }
+    }
+}
+
+/// What the JS side does differently with some errors of one kind, beside their class: the
+/// binding passes it with the kind, so that no JS decision reads an error's words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorDetail {
+    None,
+    /// Over HTTP/2, worded as undici's HTTP/2 client words it: a headers or body timeout keeps
+    /// these words; a connection closed with it fails its streams (it is never a quiet close).
+    Http2,
+    /// [`Http2Info::HalfClosed`].
+    HalfClosed,
+    /// [`Http2Info::ClosedEarly`].
+    ClosedEarly,
+    /// [`Http2Info::NoExtendedConnect`]: a WebSocket handshake tries HTTP/1.1 instead.
+    NoExtendedConnect,
+}
+
 /// What an [`Error`] is to the JS side: each kind maps onto one error class there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorKind {
@@ -219,7 +287,7 @@ impl Error {
             Error::Aborted(_) => ErrorKind::Aborted,
             Error::Destroyed => ErrorKind::Destroyed,
             Error::Closed => ErrorKind::Closed,
-            Error::Info(_) => ErrorKind::Info,
+            Error::Info(_) | Error::Http2Info(_) => ErrorKind::Info,
             Error::External(_) => ErrorKind::External,
             Error::ProxyResponse(_) => ErrorKind::ProxyResponse,
             Error::SecureProxy(_) => ErrorKind::SecureProxy,
@@ -228,6 +296,20 @@ impl Error {
             Error::ConnectionHeader(_) => ErrorKind::ConnectionHeader,
             Error::Decode { .. } => ErrorKind::Decode,
             Error::DecodedTooLarge { .. } => ErrorKind::ResponseExceededMaxSize,
+        }
+    }
+
+    /// What the JS side does with it beside making it its kind's class.
+    pub fn detail(&self) -> ErrorDetail {
+        match self {
+            Error::Http2Info(Http2Info::HalfClosed) => ErrorDetail::HalfClosed,
+            Error::Http2Info(Http2Info::ClosedEarly) => ErrorDetail::ClosedEarly,
+            Error::Http2Info(Http2Info::NoExtendedConnect) => ErrorDetail::NoExtendedConnect,
+            Error::Http2Info(_)
+            | Error::Http2HeadersTimeout(_)
+            | Error::Http2BodyTimeout(_)
+            | Error::Http2NoStream(_) => ErrorDetail::Http2,
+            _ => ErrorDetail::None,
         }
     }
 
@@ -339,6 +421,7 @@ impl fmt::Display for Error {
             | Error::Aborted(m)
             | Error::Info(m) => f.write_str(m),
             Error::ConnectTimeout(m) => write!(f, "Connect Timeout Error ({m})"),
+            Error::Http2Info(i) => write!(f, "{i}"),
             Error::HeadersTimeout => f.write_str("Headers Timeout Error"),
             Error::BodyTimeout => f.write_str("Body Timeout Error"),
             Error::Http2HeadersTimeout(t) => {

@@ -19,6 +19,6 @@ pub mod transport;
 pub mod ws;
 
 pub use engine::Engine;
-pub use error::{Error, ErrorKind, Result};
+pub use error::{Error, ErrorDetail, ErrorKind, Http2Info, Result};
 pub use event::{Event, EventSink, Shared};
 pub use request::{OriginConfig, Request, RequestBody};

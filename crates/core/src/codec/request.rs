@@ -215,16 +215,19 @@ fn valid_header_value(v: &str) -> bool {
         .any(|c| matches!(c, '\0' | '\r' | '\n') || u32::from(c) > 0xff)
 }
 
+/// Methods that expect a body, as undici's: an empty one is sent as `content-length: 0`, and a
+/// body on any other ends its connection after it (`Request::body_closes`).
+pub const METHODS_WITH_BODY: [&str; 6] = ["POST", "PUT", "PATCH", "QUERY", "PROPFIND", "PROPPATCH"];
+
+/// Methods whose known body length is not checked against a `content-length` given (undici's rule).
+pub const METHODS_UNCHECKED_LENGTH: [&str; 5] = ["GET", "HEAD", "OPTIONS", "TRACE", "CONNECT"];
+
 pub(crate) fn method_expects_body(method: &[u8]) -> bool {
-    matches!(
-        method,
-        b"POST" | b"PUT" | b"PATCH" | b"QUERY" | b"PROPFIND" | b"PROPPATCH"
-    )
+    METHODS_WITH_BODY.iter().any(|m| m.as_bytes() == method)
 }
 
-/// Methods whose known body length is checked against a `content-length` given (undici's rule).
 fn method_checks_length(method: &str) -> bool {
-    !matches!(method, "GET" | "HEAD" | "OPTIONS" | "TRACE" | "CONNECT")
+    !METHODS_UNCHECKED_LENGTH.contains(&method)
 }
 
 const CHUNKED_LINE: &[u8] = b"transfer-encoding: chunked\r\n";

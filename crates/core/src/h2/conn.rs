@@ -14,10 +14,10 @@ use h2::{Ping, PingPong, Reason, RecvStream, SendStream};
 use tokio::time::Instant;
 
 use super::head::{outgoing, raw_headers};
-use super::{Settings, GOAWAY_MESSAGE};
+use super::Settings;
 use crate::codec::request::BodyFraming;
 use crate::conn::{extract, round_end, rounds, Age, Deadline, Host, Joined};
-use crate::error::{js_ms, Error, SocketInfo};
+use crate::error::{Error, Http2Info, SocketInfo};
 use crate::event::{Event, Shared};
 use crate::request::{Queued, ReqCtl, Request};
 use crate::transport::Transport;
@@ -134,14 +134,14 @@ fn stream_failure(e: &h2::Error, goaway: bool) -> Outcome {
     if e.is_go_away() && e.is_remote() {
         return Outcome::Retry {
             refused: false,
-            error: Error::Info(GOAWAY_MESSAGE.into()),
+            error: Error::Http2Info(Http2Info::GoAway),
         };
     }
     if e.is_reset() {
         return Outcome::Fail(stream_error(e.reason().unwrap_or(Reason::INTERNAL_ERROR)));
     }
     if goaway {
-        return Outcome::Fail(Error::Info(GOAWAY_MESSAGE.into()));
+        return Outcome::Fail(Error::Http2Info(Http2Info::GoAway));
     }
     Outcome::Fail(connection_error(e))
 }
@@ -199,7 +199,7 @@ fn connection_error(e: &h2::Error) -> Error {
         };
     }
     if e.is_go_away() && e.is_remote() {
-        return Error::Info(GOAWAY_MESSAGE.into());
+        return Error::Http2Info(Http2Info::GoAway);
     }
     match e.reason() {
         // h2 found the server's frames broken and sent GOAWAY: the session ends with that code.
@@ -571,7 +571,7 @@ impl<H: Host> H2Conn<H> {
         if let Poll::Ready(Err(e)) = send.poll_ready(cx) {
             if e.is_go_away() && e.is_remote() {
                 self.going_away = true;
-                self.announce(Error::Info(GOAWAY_MESSAGE.into()));
+                self.announce(Error::Http2Info(Http2Info::GoAway));
                 // Those not yet sent go to another connection.
                 let held: Vec<Queued> =
                     extract(&mut self.streams, |s| matches!(s.phase, Phase::Held))
@@ -701,9 +701,7 @@ impl<H: Host> H2Conn<H> {
             return;
         }
         if p.sent.is_some() {
-            return self.close(Error::Info(
-                "HTTP/2: \"PING\" errored - type no answer within the ping interval".into(),
-            ));
+            return self.close(Error::Http2Info(Http2Info::PingTimeout));
         }
         if p.pong.send_ping(Ping::opaque()).is_ok() {
             p.sent = Some(now);
@@ -800,7 +798,7 @@ impl<H: Host> H2Conn<H> {
             // What the server sent before the end is read: streams that got their whole
             // response report it; the others fail with the connection's error.
             let error = match (&end, self.going_away) {
-                (_, true) => Error::Info(GOAWAY_MESSAGE.into()),
+                (_, true) => Error::Http2Info(Http2Info::GoAway),
                 (Ok(()), false) => Error::socket("other side closed"),
                 (Err(e), false) => connection_error(e),
             };
@@ -814,7 +812,9 @@ impl<H: Host> H2Conn<H> {
         self.watch_starved();
         self.poll_ping(cx);
         let idle = self.streams.is_empty();
-        let goaway = self.going_away.then_some(GOAWAY_MESSAGE);
+        let goaway = self
+            .going_away
+            .then_some(|| Error::Http2Info(Http2Info::GoAway));
         if let Some(error) = round_end(&*self.host, idle, &mut self.idle_since, goaway, &self.age) {
             self.close(error);
             return false;
@@ -837,10 +837,9 @@ fn reset(phase: Phase, reason: Reason) {
 fn stream_deadline(o: &Open, req: &Request, ctl: &ReqCtl) -> Option<(Instant, Error)> {
     match &o.recv {
         // undici words a tunnel's (CONNECT, upgrade) as Node's stream timeout.
-        Recv::Head(_) if o.tunnel => req.headers_timeout.map(|t| {
-            let message = format!("HTTP/2: \"stream timeout after {}\"", js_ms(t));
-            (o.since + t, Error::Info(message))
-        }),
+        Recv::Head(_) if o.tunnel => req
+            .headers_timeout
+            .map(|t| (o.since + t, Error::Http2Info(Http2Info::StreamTimeout(t)))),
         Recv::Head(_) => req
             .headers_timeout
             .map(|t| (o.since + t, Error::Http2HeadersTimeout(t))),
@@ -958,21 +957,14 @@ fn pump_body(
 /// of a stream reset with NO_ERROR (`half-closed (remote)`), and closes one reset with CANCEL
 /// without an error; a tunnel's (CONNECT, upgrade) are undici's own words, whatever the code.
 fn head_failure(e: &h2::Error, tunnel: bool) -> Outcome {
-    let info = |m: String| Outcome::Fail(Error::Info(m));
+    let info = |i| Outcome::Fail(Error::Http2Info(i));
     let reset = e.is_reset() && e.is_remote();
     match e.reason() {
-        Some(Reason::NO_ERROR) if reset => info("HTTP/2: stream half-closed (remote)".into()),
-        Some(Reason::CANCEL) if reset && tunnel => {
-            info("HTTP/2: stream closed before response headers".into())
-        }
-        Some(Reason::CANCEL) if reset => {
-            info("HTTP/2: stream closed before the response was complete".into())
-        }
+        Some(Reason::NO_ERROR) if reset => info(Http2Info::HalfClosed),
+        Some(Reason::CANCEL) if reset && tunnel => info(Http2Info::ClosedBeforeHeaders),
+        Some(Reason::CANCEL) if reset => info(Http2Info::ClosedEarly),
         // Not retried: undici replays no tunnel a server refused.
-        Some(r) if reset && tunnel => info(format!(
-            "HTTP/2: \"stream error\" received - code {}",
-            u32::from(r)
-        )),
+        Some(r) if reset && tunnel => info(Http2Info::StreamError(u32::from(r))),
         _ => stream_failure(e, false),
     }
 }

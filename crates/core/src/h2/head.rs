@@ -11,7 +11,7 @@ use http::{HeaderMap, Method, Uri, Version};
 
 use crate::codec::request::length_field;
 use crate::codec::RawHeader;
-use crate::error::Error;
+use crate::error::{Error, Http2Info};
 use crate::request::{Request, RequestBody};
 
 /// What goes out on a stream for a request.
@@ -24,9 +24,6 @@ pub(crate) struct Outgoing {
     /// A CONNECT, or a WebSocket's extended CONNECT: the stream becomes a tunnel.
     pub connect: bool,
 }
-
-/// The message undici fails a WebSocket upgrade with when the server did not enable RFC 8441.
-const NO_EXTENDED_CONNECT: &str = "HTTP/2: Extended CONNECT protocol not supported by server";
 
 fn invalid(msg: impl Into<String>) -> Error {
     Error::InvalidArgument(msg.into())
@@ -65,7 +62,7 @@ pub(crate) fn outgoing(
             )));
         }
         if !extended_connect {
-            return Err(Error::Info(NO_EXTENDED_CONNECT.into()));
+            return Err(Error::Http2Info(Http2Info::NoExtendedConnect));
         }
         connect = true;
         websocket = true;

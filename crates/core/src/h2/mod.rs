@@ -79,7 +79,5 @@ impl Settings {
     }
 }
 
-pub(crate) const GOAWAY_MESSAGE: &str = "HTTP/2: \"GOAWAY\" frame received";
-
 #[cfg(test)]
 mod tests;

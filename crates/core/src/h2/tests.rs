@@ -15,7 +15,7 @@ use h2::RecvStream;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use super::{run, Settings, GOAWAY_MESSAGE};
+use super::{run, Settings};
 use crate::ctx::testing::{self, get, request, rt, Fake};
 use crate::error::Error;
 use crate::event::{Event, Shared};
@@ -835,7 +835,7 @@ fn goaway_retries_what_the_server_did_not_take() {
             .await;
         assert_eq!(
             host.disconnected(),
-            Some(Error::Info(GOAWAY_MESSAGE.into()))
+            Some(Error::Http2Info(crate::error::Http2Info::GoAway))
         );
         assert_eq!(host.of(1), ["connect", "headers 200", "data", "complete 0"]);
         // The GETs went back to the origin, for another connection.
@@ -866,7 +866,10 @@ fn goaway_retries_what_the_server_did_not_take() {
         let sock = TcpStream::connect(addr).await.unwrap();
         tokio::task::spawn_local(run(host.clone(), Transport::Tcp(sock), h2c()));
         host.settled(3).await;
-        assert_eq!(host.error(3), Some(Error::Info(GOAWAY_MESSAGE.into())));
+        assert_eq!(
+            host.error(3),
+            Some(Error::Http2Info(crate::error::Http2Info::GoAway))
+        );
         assert_eq!(host.requeued.borrow().len(), 1);
     });
     rt(async {
@@ -880,7 +883,10 @@ fn goaway_retries_what_the_server_did_not_take() {
         let host = connect(addr, h2c()).await;
         host.submit(request(4, "POST", "/s", &[], RequestBody::Stream));
         host.settled(4).await;
-        assert_eq!(host.error(4), Some(Error::Info(GOAWAY_MESSAGE.into())));
+        assert_eq!(
+            host.error(4),
+            Some(Error::Http2Info(crate::error::Http2Info::GoAway))
+        );
         assert_eq!(host.requeued.borrow().len(), 0);
     });
 }

@@ -418,7 +418,10 @@ impl<H: Host> H3Conn<H> {
         let mut progress = self.take_requests();
         progress |= self.step_streams(cx);
         let idle = self.streams.is_empty();
-        let goaway = self.send.is_none().then_some(GOING_AWAY);
+        let goaway = self
+            .send
+            .is_none()
+            .then_some(|| Error::Info(GOING_AWAY.into()));
         if let Some(error) = round_end(&*self.host, idle, &mut self.idle_since, goaway, &self.age) {
             self.close(error);
             return false;
