@@ -260,7 +260,7 @@ describe('errors the connector gives or throws reach the request as they are', (
 })
 
 describe('timing and lifecycle', () => {
-  test('connectTimeout does not bound a connector function (undici leaves that to it); connect.timeout of buildConnector does', async () => {
+  test('connectTimeout does not bound a connector function (undici leaves that to it); connect.timeout of buildConnector does', async (ctx) => {
     await same(echo, async (lib, origin) => {
       const slow: Connect = (opts, cb) => void setTimeout(() => netConnector()(opts, cb), 300)
       const c = client(lib, origin, { connect: slow as never, connectTimeout: 50 })

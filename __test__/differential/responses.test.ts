@@ -9,7 +9,7 @@ import tls from 'node:tls'
 import { once } from 'node:events'
 import { Writable } from 'node:stream'
 import { afterEach, beforeAll, describe, expect, test } from 'vitest'
-import { cleanup, collect, hasIPv6Loopback, netServer, okResponse, onCleanup, pairs, rawServer, runNode, sleep, waitFor } from '../support/helpers'
+import { cleanup, collect, hasIPv6Loopback, netServer, okResponse, onCleanup, pairs, rawServer, runNode, sleep, holdsWithin } from '../support/helpers'
 import { client, describeError, same, settled, undici, saetta, type Lib } from '../support/differential'
 import { repoRoot } from '../support/target'
 import { makeCerts, type Certs } from '../support/certs'
@@ -59,7 +59,8 @@ describe('Keep-Alive: timeout= hints', () => {
       await (await c.request({ path: `/${i}`, method: 'GET' })).body.text()
     }
     const last = srv.requests.at(-1)!.connection
-    await waitFor(() => closedAt.has(last), 3600)
+    // Closed or not within 3.6 s is the result (closedAfter below); either outcome is recorded.
+    await holdsWithin(() => closedAt.has(last), 3600)
     const closed = closedAt.get(last)
     return { connections: srv.requests.map((r) => r.connection), closedAfter: closed === undefined ? null : closed - sentAt }
   }

@@ -114,7 +114,7 @@ describe('a response body given an encoding', () => {
               body.setEncoding(encoding)
               if (buffered) {
                 // The first chunk sits in the body (its split character in the decoder) before the read.
-                if (!(await waitFor(() => body.readableLength > 0, 5000))) throw new Error('no first chunk')
+                await waitFor(() => body.readableLength > 0, 5000, 'a first chunk')
                 release()
                 out.push([encoding, how, 'buffered', await settled(read(body, how))])
               } else {
@@ -423,7 +423,7 @@ describe('stream(): its destination', () => {
           return dest
         }),
       )
-      if (!(await waitFor(() => release !== undefined, 5000))) throw new Error('no factory call')
+      await waitFor(() => release !== undefined, 5000, 'the factory call')
       sendRest()
       // Time enough for a client that does not wait to write what came.
       await sleep(60)
@@ -444,12 +444,12 @@ describe('stream(): its destination', () => {
         end: () => (writes.push('end'), setImmediate(() => dest.emit('finish'))),
       })
       const done = settled(c.stream({ path: '/', method: 'GET' }, () => dest as unknown as Writable))
-      if (!(await waitFor(() => writes.length > 0, 5000))) throw new Error('nothing written')
+      await waitFor(() => writes.length > 0, 5000, 'a first write')
       sendRest()
       await sleep(60)
       const before = [...writes]
       dest.emit('drain')
-      if (!(await waitFor(() => writes.length > 1, 5000))) throw new Error('nothing written after the drain')
+      await waitFor(() => writes.length > 1, 5000, 'a write after the drain')
       const afterDrain = [...writes]
       dest.emit('drain')
       return { before, afterDrain, result: (await done).ok, writes }

@@ -96,7 +96,7 @@ describe('keep-alive hints', () => {
     await text(client.request({ path: '/', method: 'GET' }))
     const started = Date.now()
     // the server never closes; a 60 s hint minus the 2 s threshold would keep it for 58 s
-    expect(await waitFor(() => srv.closedConnections === 1, 2000)).toBe(true)
+    await waitFor(() => srv.closedConnections === 1, 2000)
     expect(Date.now() - started).toBeGreaterThanOrEqual(200)
   })
 
@@ -108,14 +108,14 @@ describe('keep-alive hints', () => {
     expect(srv.closedConnections).toBe(0)
     await text(client.request({ path: '/', method: 'GET' }))
     expect(srv.connections).toBe(1)
-    expect(await waitFor(() => srv.closedConnections === 1, 2500)).toBe(true)
+    await waitFor(() => srv.closedConnections === 1, 2500)
   })
 
   test('with the default threshold (2 s) a timeout=1 hint leaves nothing: the connection is not reused', async () => {
     const srv = await rawServer((req, socket) => socket.write(okResponse('x', 'Keep-Alive: timeout=1\r\n')))
     const client = newClient(srv.origin)
     await text(client.request({ path: '/', method: 'GET' }))
-    expect(await waitFor(() => srv.closedConnections === 1, 500)).toBe(true)
+    await waitFor(() => srv.closedConnections === 1, 500)
     await text(client.request({ path: '/', method: 'GET' }))
     expect(srv.connections).toBe(2)
   })
@@ -130,7 +130,7 @@ describe('maxRequestsPerClient', () => {
     // connection: close (undici 7 served one more; differential/connections-edges.test.ts).
     expect(srv.requests.map((r) => r.connection)).toEqual([1, 1, 2, 2, 3])
     expect(srv.requests.map((r) => r.headers.connection)).toEqual(['keep-alive', 'close', 'keep-alive', 'close', 'keep-alive'])
-    expect(await waitFor(() => srv.closedConnections >= 1, 2000)).toBe(true)
+    await waitFor(() => srv.closedConnections >= 1, 2000)
   })
 })
 
@@ -261,7 +261,7 @@ describe('destroy()', () => {
       () => null,
       (e) => e,
     )
-    expect(await srv.waitForRequests(1, 3000)).toBe(true)
+    await srv.waitForRequests(1, 3000)
     return { srv, client, running, queued }
   }
 
@@ -332,7 +332,7 @@ describe('destroy()', () => {
     const client = newClient(srv.origin)
     const c = collect()
     client.dispatch({ path: '/', method: 'GET' }, c.handler)
-    expect(await srv.waitForRequests(1, 3000)).toBe(true)
+    await srv.waitForRequests(1, 3000)
     const mine = new Error('to the handler')
     await client.destroy(mine)
     await withTimeout(c.done, 5000, 'onError')

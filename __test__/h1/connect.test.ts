@@ -130,7 +130,7 @@ describe('connect failures and events', () => {
     const seen: Array<{ origin: unknown; targets: unknown; error: any }> = []
     client.on('connectionError', (origin, targets, error) => seen.push({ origin, targets, error }))
     await requestError(client, { path: '/', method: 'GET' })
-    expect(await waitFor(() => seen.length >= 1, 2000)).toBe(true)
+    await waitFor(() => seen.length >= 1, 2000)
     expect(seen[0].error.code).toBe('ECONNREFUSED')
     expect(String(seen[0].origin)).toContain(`127.0.0.1:${port}`)
     expect(Array.isArray(seen[0].targets)).toBe(true)
@@ -154,7 +154,7 @@ describe('connect failures and events', () => {
     expect(events).toEqual(['connect'])
     // the server drops the idle connection
     for (const s of srv.sockets) s.destroy()
-    expect(await waitFor(() => events.length === 2, 2000)).toBe(true)
+    await waitFor(() => events.length === 2, 2000)
     expect(events).toEqual(['connect', 'disconnect'])
     expect(disconnectError).toBeInstanceOf(Error)
   })
@@ -166,7 +166,7 @@ describe('connect failures and events', () => {
     const client = newClient(srv.origin)
     await (await client.request({ path: '/', method: 'GET' })).body.text()
     for (const s of srv.sockets) s.end()
-    expect(await waitFor(() => srv.closedConnections === 1, 2000)).toBe(true)
+    await waitFor(() => srv.closedConnections === 1, 2000)
     const res = await client.request({ path: '/', method: 'GET' })
     expect(await res.body.text()).toBe('ok')
     expect(srv.connections).toBe(2)

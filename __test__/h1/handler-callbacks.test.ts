@@ -93,13 +93,13 @@ describe('legacy DispatchHandler', () => {
     const client = newClient(srv.origin)
     const r = record({ pauseOnData: true })
     client.dispatch({ path: '/', method: 'GET' }, r.handler)
-    expect(await waitFor(() => r.chunks.length > 0, 5000)).toBe(true)
+    await waitFor(() => r.chunks.length > 0, 5000)
     const n = r.chunks.length
     await sleep(200)
     expect(r.chunks.length).toBe(n)
     // each resume lets at least one more chunk through
     r.resume!()
-    expect(await waitFor(() => r.chunks.length > n, 2000)).toBe(true)
+    await waitFor(() => r.chunks.length > n, 2000)
     const deadline = Date.now() + 10_000
     while (!r.events.includes('complete') && !r.error && Date.now() < deadline) {
       r.resume!()
@@ -114,7 +114,7 @@ describe('legacy DispatchHandler', () => {
     const client = newClient(srv.origin)
     const r = record({ pauseOnHeaders: true })
     client.dispatch({ path: '/', method: 'GET' }, r.handler)
-    expect(await waitFor(() => r.heads.length === 1, 5000)).toBe(true)
+    await waitFor(() => r.heads.length === 1, 5000)
     await sleep(150)
     expect(r.events).not.toContain('data')
     expect(r.events).not.toContain('complete')
@@ -128,7 +128,7 @@ describe('legacy DispatchHandler', () => {
     const client = newClient(srv.origin)
     const r = record()
     client.dispatch({ path: '/', method: 'GET' }, r.handler)
-    expect(await waitFor(() => r.chunks.length > 0, 5000)).toBe(true)
+    await waitFor(() => r.chunks.length > 0, 5000)
     const mine = new Error('enough')
     r.connects[0].abort(mine)
     await withTimeout(r.done, 5000, 'abort')
@@ -162,7 +162,7 @@ describe('legacy DispatchHandler', () => {
     let got = ''
     socket.on('data', (d) => (got += d))
     socket.end('tunnelled')
-    expect(await waitFor(() => got === 'echo:tunnelledbye', 3000)).toBe(true)
+    await waitFor(() => got === 'echo:tunnelledbye', 3000)
     socket.destroy()
   })
 })
@@ -410,13 +410,13 @@ describe('controller-style handlers (undici 7)', () => {
         failed = err
       },
     } as any)
-    expect(await waitFor(() => chunks === 1, 5000)).toBe(true)
+    await waitFor(() => chunks === 1, 5000)
     expect(ctl.paused).toBe(true)
     await sleep(200)
     expect(chunks).toBe(1)
     ctl.resume()
     expect(ctl.paused).toBe(false)
-    expect(await waitFor(() => ended || !!failed, 10_000)).toBe(true)
+    await waitFor(() => ended || !!failed, 10_000)
     expect(failed).toBeUndefined()
     expect(received).toBe(total)
   })

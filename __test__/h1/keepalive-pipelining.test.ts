@@ -12,6 +12,7 @@ import {
   rawServer,
   sleep,
   waitFor,
+  holdsWithin,
   withTimeout,
   type RawRequest,
 } from '../support/helpers'
@@ -69,7 +70,7 @@ describe('keep-alive', () => {
     expect(srv.connections).toBe(2)
     expect(srv.requests.map((r) => r.connection)).toEqual([1, 2])
     // and the client closes the connection the server asked to close
-    expect(await waitFor(() => srv.closedConnections >= 1, 2000)).toBe(true)
+    await waitFor(() => srv.closedConnections >= 1, 2000)
   })
 
   test('a server closing after connection: close is handled transparently', async () => {
@@ -89,7 +90,7 @@ describe('keep-alive', () => {
     await text(client.request({ path: '/', method: 'GET' }))
     // The server never closes; it must be the client that does, honouring the hint
     // (the default keepAliveTimeout of 4 s would keep it open).
-    expect(await waitFor(() => srv.closedConnections === 1, 1800)).toBe(true)
+    await waitFor(() => srv.closedConnections === 1, 1800)
     await text(client.request({ path: '/', method: 'GET' }))
     expect(srv.connections).toBe(2)
   })
@@ -102,7 +103,7 @@ describe('keep-alive', () => {
     await text(client.request({ path: '/', method: 'GET' }))
     expect(srv.connections).toBe(1)
     const idleSince = Date.now()
-    expect(await waitFor(() => srv.closedConnections === 1, 2000)).toBe(true)
+    await waitFor(() => srv.closedConnections === 1, 2000)
     expect(Date.now() - idleSince).toBeGreaterThanOrEqual(250)
     await text(client.request({ path: '/', method: 'GET' }))
     expect(srv.connections).toBe(2)
@@ -113,7 +114,7 @@ describe('keep-alive', () => {
     const client = newClient(srv.origin)
     expect(await text(client.request({ path: '/r', method: 'GET', reset: true }))).toBe('/r')
     expect(srv.requests[0].headers.connection?.toLowerCase()).toBe('close')
-    expect(await waitFor(() => srv.closedConnections === 1, 2000)).toBe(true)
+    await waitFor(() => srv.closedConnections === 1, 2000)
     expect(await text(client.request({ path: '/n', method: 'GET' }))).toBe('/n')
     expect(srv.connections).toBe(2)
     expect(srv.requests[1].headers.connection?.toLowerCase()).toBe('keep-alive')
@@ -147,7 +148,7 @@ describe('pipelining', () => {
         })
       }),
     )
-    expect(await g.srv.waitForRequests(n, 5000)).toBe(true)
+    await g.srv.waitForRequests(n, 5000)
     const socket = g.held[0].socket
     socket.write(g.held.map(({ req }) => okResponse(body(Number(req.path.slice(1))))).join(''))
     const got = await withTimeout(Promise.all(ps), 5000, 'responses')
@@ -158,7 +159,7 @@ describe('pipelining', () => {
     const g = await gatedServer()
     const client = newClient(g.srv.origin, { pipelining: 3 })
     const ps = ['/a', '/b', '/c'].map((path) => text(client.request({ path, method: 'GET', blocking: false })))
-    expect(await g.srv.waitForRequests(3, 3000)).toBe(true)
+    await g.srv.waitForRequests(3, 3000)
     expect(g.srv.requests.map((r) => r.path)).toEqual(['/a', '/b', '/c'])
     expect(g.srv.requests.every((r) => r.connection === 1)).toBe(true)
     g.answerNext()
@@ -191,9 +192,9 @@ describe('pipelining', () => {
       viaPipeline('/c'),
     ]
     // undici sends a streamed body's request alone, unless its stream had ended when it was queued.
-    if (!isUndici) expect(await g.srv.waitForRequests(3, 3000)).toBe(true)
+    if (!isUndici) await g.srv.waitForRequests(3, 3000)
     for (let i = 1; i <= 3; i++) {
-      expect(await g.srv.waitForRequests(i, 3000)).toBe(true)
+      await g.srv.waitForRequests(i, 3000)
       g.answerNext()
     }
     expect(await withTimeout(Promise.all(ps), 5000, 'responses')).toEqual(['body of /a', 'body of /b', 'body of /c'])
@@ -210,16 +211,16 @@ describe('pipelining', () => {
     const g = await gatedServer()
     const client = newClient(g.srv.origin, { pipelining: 2 })
     const ps = ['/1', '/2', '/3', '/4'].map((path) => text(client.request({ path, method: 'GET', blocking: false })))
-    expect(await g.srv.waitForRequests(2, 3000)).toBe(true)
+    await g.srv.waitForRequests(2, 3000)
     await sleep(300)
     expect(g.srv.requests).toHaveLength(2)
     g.answerNext()
-    expect(await g.srv.waitForRequests(3, 3000)).toBe(true)
+    await g.srv.waitForRequests(3, 3000)
     await sleep(100)
     expect(g.srv.requests).toHaveLength(3)
     g.answerNext()
     g.answerNext()
-    expect(await g.srv.waitForRequests(4, 3000)).toBe(true)
+    await g.srv.waitForRequests(4, 3000)
     g.answerNext()
     expect(await withTimeout(Promise.all(ps), 5000, 'responses')).toEqual([
       'body of /1',
@@ -233,11 +234,11 @@ describe('pipelining', () => {
     const g = await gatedServer()
     const client = newClient(g.srv.origin)
     const ps = ['/a', '/b', '/c'].map((path) => text(client.request({ path, method: 'GET', blocking: false })))
-    expect(await g.srv.waitForRequests(1, 3000)).toBe(true)
+    await g.srv.waitForRequests(1, 3000)
     await sleep(300)
     expect(g.srv.requests).toHaveLength(1)
     for (let i = 1; i <= 3; i++) {
-      expect(await g.srv.waitForRequests(i, 3000)).toBe(true)
+      await g.srv.waitForRequests(i, 3000)
       g.answerNext()
     }
     expect(await withTimeout(Promise.all(ps), 5000, 'responses')).toEqual(['body of /a', 'body of /b', 'body of /c'])
@@ -248,13 +249,14 @@ describe('pipelining', () => {
     const g = await gatedServer()
     const client = newClient(g.srv.origin, { pipelining: 3 })
     const ps = ['/a', '/b', '/c'].map((path) => text(client.request({ path, method: 'GET' })))
-    expect(await g.srv.waitForRequests(1, 3000)).toBe(true)
-    await g.srv.waitForRequests(3, 500)
+    await g.srv.waitForRequests(1, 3000)
+    // Either outcome is the result: undici holds /b and /c back, saetta sends them.
+    expect(await holdsWithin(() => g.srv.requests.length >= 3, 500)).toBe(!isUndici)
     const before = g.srv.requests.length
     if (isUndici) expect(before).toBe(1)
     else expect(before).toBe(3)
     for (let i = 1; i <= 3; i++) {
-      expect(await g.srv.waitForRequests(i, 3000)).toBe(true)
+      await g.srv.waitForRequests(i, 3000)
       g.answerNext()
     }
     expect(await withTimeout(Promise.all(ps), 5000, 'responses')).toEqual(['body of /a', 'body of /b', 'body of /c'])
@@ -266,11 +268,11 @@ describe('pipelining', () => {
     const ps = ['/p1', '/p2'].map((path) =>
       text(client.request({ path, method: 'POST', body: `data ${path}`, blocking: false })),
     )
-    expect(await g.srv.waitForRequests(1, 3000)).toBe(true)
+    await g.srv.waitForRequests(1, 3000)
     await sleep(300)
     expect(g.srv.requests).toHaveLength(1)
     g.answerNext()
-    expect(await g.srv.waitForRequests(2, 3000)).toBe(true)
+    await g.srv.waitForRequests(2, 3000)
     g.answerNext()
     expect(await withTimeout(Promise.all(ps), 5000, 'responses')).toEqual(['body of /p1', 'body of /p2'])
     expect(g.srv.requests.map((r) => r.body.toString())).toEqual(['data /p1', 'data /p2'])
@@ -282,11 +284,11 @@ describe('pipelining', () => {
     const client = newClient(g.srv.origin, { pipelining: 3 })
     const get = text(client.request({ path: '/get', method: 'GET', blocking: false }))
     const post = text(client.request({ path: '/post', method: 'POST', body: 'x', blocking: false }))
-    expect(await g.srv.waitForRequests(1, 3000)).toBe(true)
+    await g.srv.waitForRequests(1, 3000)
     await sleep(300)
     expect(g.srv.requests.map((r) => r.path)).toEqual(['/get'])
     g.answerNext()
-    expect(await g.srv.waitForRequests(2, 3000)).toBe(true)
+    await g.srv.waitForRequests(2, 3000)
     g.answerNext()
     expect(await withTimeout(Promise.all([get, post]), 5000, 'responses')).toEqual(['body of /get', 'body of /post'])
   })
@@ -297,7 +299,7 @@ describe('pipelining', () => {
     const ps = ['/i1', '/i2'].map((path) =>
       text(client.request({ path, method: 'POST', body: 'same', idempotent: true, blocking: false })),
     )
-    expect(await g.srv.waitForRequests(2, 3000)).toBe(true)
+    await g.srv.waitForRequests(2, 3000)
     g.answerNext()
     g.answerNext()
     expect(await withTimeout(Promise.all(ps), 5000, 'responses')).toEqual(['body of /i1', 'body of /i2'])
@@ -309,7 +311,7 @@ describe('pipelining', () => {
     const client = newClient(srv.origin, { pipelining: 3 })
     const slow = client.request({ path: '/slow', method: 'GET', blocking: true })
     const others = ['/b', '/c'].map((path) => text(client.request({ path, method: 'GET', blocking: false })))
-    expect(await srv.waitForRequests(1, 3000)).toBe(true)
+    await srv.waitForRequests(1, 3000)
     await sleep(300)
     expect(srv.requests).toHaveLength(1)
 
@@ -317,7 +319,7 @@ describe('pipelining', () => {
     const first = held[0]
     first.socket.write('HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n')
     const res = await withTimeout(slow, 3000, '/slow headers')
-    expect(await srv.waitForRequests(3, 3000)).toBe(true)
+    await srv.waitForRequests(3, 3000)
     expect(srv.requests.map((r) => r.path)).toEqual(['/slow', '/b', '/c'])
     first.socket.write('slow body')
     expect(await res.body.text()).toBe('slow body')

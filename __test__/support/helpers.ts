@@ -88,8 +88,22 @@ export function closer(server: { close(cb: () => void): unknown }, sockets: Iter
     }))
 }
 
-/** Polls `predicate` every 10 ms; resolves true as soon as it holds, false after `ms`. */
-export async function waitFor(predicate: () => boolean, ms: number): Promise<boolean> {
+/**
+ * Polls `predicate` every 10 ms; resolves as soon as it holds. Throws after `ms` if it never
+ * did, naming `what` it waited for (by default the predicate's source).
+ */
+export async function waitFor(predicate: () => boolean, ms: number, what?: string | (() => string)): Promise<void> {
+  if (await holdsWithin(predicate, ms)) return
+  const named = typeof what === 'function' ? what() : (what ?? String(predicate).replace(/^\(\)\s*=>\s*/, ''))
+  throw new Error(`timed out after ${ms} ms waiting for ${named}`)
+}
+
+/**
+ * Polls `predicate` every 10 ms for up to `ms`: whether it came to hold. For a wait whose either
+ * outcome is a result the test checks (something that must not happen, or that one library does
+ * and the other does not); where it must hold, waitFor.
+ */
+export async function holdsWithin(predicate: () => boolean, ms: number): Promise<boolean> {
   const end = Date.now() + ms
   while (Date.now() < end) {
     if (predicate()) return true
@@ -208,8 +222,8 @@ export interface RawServer {
   readonly connections: number
   readonly closedConnections: number
   sockets: Set<net.Socket>
-  /** Resolves true once `n` requests have arrived, false after `ms`. */
-  waitForRequests(n: number, ms: number): Promise<boolean>
+  /** Resolves once `n` requests have arrived; throws after `ms`. */
+  waitForRequests(n: number, ms: number): Promise<void>
   close(): Promise<void>
 }
 
@@ -269,7 +283,7 @@ export async function rawServer(
       return closedConnections
     },
     sockets,
-    waitForRequests: (n, ms) => waitFor(() => requests.length >= n, ms),
+    waitForRequests: (n, ms) => waitFor(() => requests.length >= n, ms, () => `${n} request${n === 1 ? '' : 's'} (${requests.length} arrived)`),
     close: closer(server, sockets),
   }
   onCleanup(() => result.close())
