@@ -8,6 +8,7 @@ import net from 'node:net'
 import { once } from 'node:events'
 import FakeTimers from '@sinonjs/fake-timers'
 import { afterEach, describe, expect, test } from 'vitest'
+import { skipUnlessCI } from '../support/environment'
 import { cleanup, closedPort, httpServer, netServer, onCleanup, sleep } from '../support/helpers'
 import { client, describeError, same, same7, saetta, undici, undici7, saetta7, type Lib } from '../support/differential'
 
@@ -230,7 +231,7 @@ describe('connections', () => {
   })
 
   test('typeOfService: the TOS the connection carries after each request (Node 24 and later mark it; Node 22 cannot)', async (ctx) => {
-    if (spawnSync('ss', ['-V']).status !== 0) return ctx.skip('no ss (iproute2) to read a socket\'s TOS')
+    skipUnlessCI(spawnSync('ss', ['-V']).status !== 0 && 'no ss (iproute2) to read a socket\'s TOS', ctx)
     await same7(
       () => httpServer((_req, res) => res.end('x')),
       async (lib, origin) => {

@@ -10,6 +10,7 @@ import path from 'node:path'
 import { execFileSync } from 'node:child_process'
 import { once } from 'node:events'
 import { afterEach, beforeAll, describe, expect, test } from 'vitest'
+import { skipUnlessCI } from '../support/environment'
 import { cleanup, httpServer, netServer, onCleanup, run } from '../support/helpers'
 import { h2Certs, nghttpx, nghttpxMissing } from '../support/h2'
 import { client, describeError, same, settled, saetta } from '../support/differential'
@@ -361,8 +362,7 @@ describe('pipelining over TLS', () => {
   }, 60_000)
 
   test('500 GETs of 64 KiB, pipelining 10, through nghttpx\'s TLS frontend (HTTP/1.1): every one answered, as on undici', async (ctx) => {
-    const missing = nghttpxMissing()
-    if (missing) return ctx.skip(missing)
+    skipUnlessCI(nghttpxMissing(), ctx)
     const r = await same(
       async () => {
         const backend = await httpServer((_req, res) => res.end(BODY))

@@ -6,6 +6,7 @@
 import crypto from 'node:crypto'
 import { Readable, Writable, pipeline as pipe } from 'node:stream'
 import { afterEach, describe, expect, test } from 'vitest'
+import { skipUnlessCI } from '../support/environment'
 import { cleanup, httpServer, onCleanup, readBody, sleep, type HttpServer } from '../support/helpers'
 import { settled, undici, saetta, type Lib } from '../support/differential'
 import { isUndici } from '../support/target'
@@ -70,7 +71,7 @@ function h2(lib: Lib, origin: string, extra: Record<string, unknown> = {}): Inst
   return c
 }
 
-describe.skipIf(missing !== null).each(['h2c', 'tls'] as const)('nghttpx over %s', (mode) => {
+describe.skipIf(skipUnlessCI(missing)).each(['h2c', 'tls'] as const)('nghttpx over %s', (mode) => {
   test('request: GET and POST bodies, over HTTP/2, on one connection', async () => {
     await both(mode, async (lib, origin) => {
       const c = h2(lib, origin)
@@ -166,7 +167,7 @@ describe.skipIf(missing !== null).each(['h2c', 'tls'] as const)('nghttpx over %s
   })
 })
 
-describe.skipIf(missing !== null || isUndici)('nghttpx, saetta only', () => {
+describe.skipIf(skipUnlessCI(missing) || isUndici)('nghttpx, saetta only', () => {
   test('trailers from the backend reach request() (undici 7 loses them over HTTP/2)', async () => {
     const b = await backend()
     const px = await nghttpx(b.origin)

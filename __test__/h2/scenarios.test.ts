@@ -13,6 +13,7 @@ import { once } from 'node:events'
 import { createRequire } from 'node:module'
 import { Readable } from 'node:stream'
 import { afterEach, describe, expect, test } from 'vitest'
+import { skipUnlessCI } from '../support/environment'
 import { cleanup, closer, httpServer, onCleanup, readBody, waitFor } from '../support/helpers'
 import { describeError, settled, saetta, undici, type Lib } from '../support/differential'
 import { isUndici } from '../support/target'
@@ -386,7 +387,7 @@ describe.each(MODES)('node:http2 over %s', (mode) => {
 // ---------------------------------------------------------------------------------------------
 // the same against nghttpx
 
-describe.skipIf(missing !== null).each(MODES)('nghttpx over %s', (mode) => {
+describe.skipIf(skipUnlessCI(missing)).each(MODES)('nghttpx over %s', (mode) => {
   test('GOAWAY after --frontend-max-requests, with streams in flight and requests queued: every request completes, each processed once', async () => {
     const paths = Array.from({ length: 12 }, (_, i) => `/g${i}`)
     const record = await both(async (lib) => {

@@ -7,6 +7,7 @@
 import crypto from 'node:crypto'
 import { Readable, Writable, pipeline as pipe } from 'node:stream'
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest'
+import { skipUnlessCI } from '../support/environment'
 import { cleanup, onCleanup, sleep, waitFor } from '../support/helpers'
 import { describeError, saetta, undici, type Lib, type Client } from '../support/differential'
 import { isUndici } from '../support/target'
@@ -133,7 +134,7 @@ const BODIES = [
   ],
 ] as const
 
-describe.skipIf(missing !== null || isUndici)('HTTP/3', () => {
+describe.skipIf(isUndici || skipUnlessCI(missing))('HTTP/3', () => {
   beforeAll(async () => {
     o = await h3Origin()
   }, 30_000)

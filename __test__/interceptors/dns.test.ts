@@ -4,6 +4,7 @@
 import http from 'node:http'
 import { once } from 'node:events'
 import { afterEach, describe, expect, test } from 'vitest'
+import { skipUnlessCI } from '../support/environment'
 import { cleanup, hasIPv6Loopback, onCleanup, sleep } from '../support/helpers'
 import { describeError, same, settled, type Lib } from '../support/differential'
 
@@ -69,7 +70,7 @@ describe('dns interceptor', () => {
   ]
 
   test('dual stack: the families alternate, starting with IPv4; an affinity is kept to', async (ctx) => {
-    if (!(await hasIPv6Loopback())) return ctx.skip()
+    skipUnlessCI(!(await hasIPv6Loopback()) && 'no IPv6 loopback (::1)', ctx)
     await same(
       () => dualServer(true),
       async (lib, origin) => {
@@ -121,7 +122,7 @@ describe('dns interceptor', () => {
   })
 
   test("the lookup gets the options; a request's own `dns` options override them", async (ctx) => {
-    if (!(await hasIPv6Loopback())) return ctx.skip()
+    skipUnlessCI(!(await hasIPv6Loopback()) && 'no IPv6 loopback (::1)', ctx)
     await same(
       () => dualServer(true),
       async (lib, origin) => {
@@ -142,7 +143,7 @@ describe('dns interceptor', () => {
   })
 
   test('a refused connection is retried once on the other family', async (ctx) => {
-    if (!(await hasIPv6Loopback())) return ctx.skip()
+    skipUnlessCI(!(await hasIPv6Loopback()) && 'no IPv6 loopback (::1)', ctx)
     await same(
       () => dualServer(false),
       async (lib, origin) => {
