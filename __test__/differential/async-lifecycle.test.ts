@@ -11,7 +11,7 @@ import { afterEach, describe, expect, test } from 'vitest'
 import { cleanup, closedPort, netServer, okResponse, rawServer, runNode, sleep, withTimeout, type RawServer } from '../support/helpers'
 import { tunnelServer } from '../support/dispatcher'
 import { repoRoot } from '../support/target'
-import { client, describeError, same, settled, type Lib } from '../support/differential'
+import { client, describeError, same, type Lib, outcome } from '../support/differential'
 
 afterEach(cleanup)
 
@@ -483,7 +483,7 @@ describe('lifecycle', () => {
       const c = client(lib, origin)
       const out: unknown[] = []
       for (const [name, factory] of factories) {
-        const viaPromise = await settled(c.stream({ path: '/small', method: 'GET', opaque: name }, factory as never))
+        const viaPromise = await outcome(c.stream({ path: '/small', method: 'GET', opaque: name }, factory as never))
         const viaCallback = await new Promise((resolve) =>
           c.stream({ path: '/small', method: 'GET', opaque: name }, factory as never, (err, data) => resolve([describeError(err), data])),
         )
@@ -544,7 +544,7 @@ describe('lifecycle', () => {
     test.each(cases)('%s', async (_name, server, opts) => {
       await same(server, async (lib, origin) => {
         const c = client(lib, origin)
-        const viaPromise = await settled(c.upgrade({ path: '/', ...opts }))
+        const viaPromise = await outcome(c.upgrade({ path: '/', ...opts }))
         const viaCallback = await new Promise((resolve) =>
           c.upgrade({ path: '/', opaque: 'o', ...opts } as never, (err, data) => resolve([describeError(err), data])),
         )
@@ -560,7 +560,7 @@ describe('lifecycle', () => {
           const out: unknown[] = []
           for (const wait of [0, 100]) {
             const signal = new EventEmitter()
-            const p = settled(c.upgrade({ path: '/', signal } as never))
+            const p = outcome(c.upgrade({ path: '/', signal } as never))
             await sleep(wait)
             signal.emit('abort')
             out.push(await p)
@@ -613,7 +613,7 @@ describe('connect() and upgrade() options', () => {
   ]
 
   /** What a call did: threw, rejected or resolved (the keys of its data), or called back. */
-  async function outcome(c: InstanceType<Lib['Client']>, method: 'connect' | 'upgrade', opts: unknown, callback: unknown): Promise<unknown> {
+  async function callOutcome(c: InstanceType<Lib['Client']>, method: 'connect' | 'upgrade', opts: unknown, callback: unknown): Promise<unknown> {
     const fn = c[method].bind(c) as (...args: unknown[]) => unknown
     try {
       if (callback === undefined) {
@@ -644,7 +644,7 @@ describe('connect() and upgrade() options', () => {
         const out: Record<string, unknown> = {}
         for (const [name, opts] of invalid) {
           const o = opts !== null && typeof opts === 'object' ? { ...opts, opaque: 'op' } : opts
-          out[name] = { promise: await outcome(c, method, o, undefined), callback: await outcome(c, method, o, 'callback') }
+          out[name] = { promise: await callOutcome(c, method, o, undefined), callback: await callOutcome(c, method, o, 'callback') }
         }
         return out
       })
@@ -655,7 +655,7 @@ describe('connect() and upgrade() options', () => {
         const c = client(lib, origin)
         const out: unknown[] = []
         for (const opts of [{ path: '/' }, null, 'x']) {
-          for (const callback of ['x', null, 1, {}]) out.push(await outcome(c, method, opts, callback))
+          for (const callback of ['x', null, 1, {}]) out.push(await callOutcome(c, method, opts, callback))
         }
         return out
       })
@@ -669,7 +669,7 @@ describe('connect() and upgrade() options', () => {
         await destroyed.destroy()
         const out: unknown[] = []
         for (const c of [closed, destroyed]) {
-          out.push(await outcome(c, method, { path: '/', opaque: 'op' }, undefined), await outcome(c, method, { path: '/', opaque: 'op' }, 'callback'))
+          out.push(await callOutcome(c, method, { path: '/', opaque: 'op' }, undefined), await callOutcome(c, method, { path: '/', opaque: 'op' }, 'callback'))
         }
         return out
       })

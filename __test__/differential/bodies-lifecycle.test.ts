@@ -5,7 +5,7 @@
 import { Readable } from 'node:stream'
 import { afterEach, describe, expect, test } from 'vitest'
 import { cleanup, collect, hangingPort, httpServer, okResponse, rawServer, readBody, sleep, type RawServer } from '../support/helpers'
-import { client, describeError, saetta, same, settled, undici, type Lib, same7, undici7, saetta7 } from '../support/differential'
+import { client, describeError, saetta, same, undici, type Lib, undici7, saetta7, outcome, UNDICI, UNDICI7 } from '../support/differential'
 
 afterEach(cleanup)
 
@@ -29,8 +29,8 @@ function received(srv: RawServer) {
 }
 
 /** Runs a request to the end: its status and body, or its error. */
-async function outcome(lib: Lib, c: ReturnType<typeof client>, opts: Parameters<ReturnType<typeof client>['request']>[0]) {
-  return settled(c.request(opts).then(async (res) => [res.statusCode, await res.body.text()]))
+async function requestOutcome(lib: Lib, c: ReturnType<typeof client>, opts: Parameters<ReturnType<typeof client>['request']>[0]) {
+  return outcome(c.request(opts).then(async (res) => [res.statusCode, await res.body.text()]))
 }
 
 describe('request bodies', () => {
@@ -61,7 +61,7 @@ describe('request bodies', () => {
     await same(w.server, async (lib, origin) => {
       const c = client(lib, origin)
       const results = []
-      for (const method of ['POST', 'GET']) results.push(await outcome(lib, c, { path: '/', method, body: body() as string }))
+      for (const method of ['POST', 'GET']) results.push(await requestOutcome(lib, c, { path: '/', method, body: body() as string }))
       return { results, received: received(w.got()) }
     })
   })
@@ -118,11 +118,11 @@ describe('request bodies', () => {
     await same(w.server, async (lib, origin) => {
       const c = client(lib, origin)
       const out = []
-      out.push(await outcome(lib, c, { path: '/', method: 'POST', body: new Blob(['blob'], { type: 'text/plain' }) as unknown as string }))
-      out.push(await outcome(lib, c, { path: '/', method: 'PUT', body: new File(['file!'], 'x.bin') as unknown as string }))
-      out.push(await outcome(lib, c, { path: '/', method: 'POST', body: new Blob([]) as unknown as string }))
+      out.push(await requestOutcome(lib, c, { path: '/', method: 'POST', body: new Blob(['blob'], { type: 'text/plain' }) as unknown as string }))
+      out.push(await requestOutcome(lib, c, { path: '/', method: 'PUT', body: new File(['file!'], 'x.bin') as unknown as string }))
+      out.push(await requestOutcome(lib, c, { path: '/', method: 'POST', body: new Blob([]) as unknown as string }))
       out.push(
-        await outcome(lib, c, { path: '/', method: 'POST', body: new Blob(['typed'], { type: 'a/b' }) as unknown as string, headers: { 'content-type': 'c/d' } }),
+        await requestOutcome(lib, c, { path: '/', method: 'POST', body: new Blob(['typed'], { type: 'a/b' }) as unknown as string, headers: { 'content-type': 'c/d' } }),
       )
       return { out, received: received(w.got()) }
     })
@@ -151,7 +151,7 @@ describe('strictContentLength', () => {
         let srv!: RawServer
         const server = async () => (srv = await rawServer((_req, socket) => socket.write(okResponse('ok'))))
         // undici 8 warns once a request where undici 7 warned at each check (a body too long: twice).
-        await (strict ? same : same7)(server, async (lib, origin) => {
+        await same(server, async (lib, origin) => {
           const warnings: string[] = []
           const onWarning = (w: Error) => warnings.push(`${w.name}: ${w.message}`)
           process.on('warning', onWarning)
@@ -161,7 +161,7 @@ describe('strictContentLength', () => {
               for (const [length, text] of cases) {
                 // A body shorter than declared leaves the server waiting: the head times out.
                 const c = client(lib, origin, { strictContentLength: strict, headersTimeout: 300 })
-                const r = await outcome(lib, c, { path: `/${method}/${length}/${text}`, method, body: mk[kind](text) as string, headers: { 'content-length': length } })
+                const r = await requestOutcome(lib, c, { path: `/${method}/${length}/${text}`, method, body: mk[kind](text) as string, headers: { 'content-length': length } })
                 await sleep(20)
                 out.push([method, length, text, r])
               }
@@ -171,7 +171,7 @@ describe('strictContentLength', () => {
             process.off('warning', onWarning)
           }
           return { out, warnings, received: received(srv).map((r) => ({ ...r, connection: undefined })) }
-        })
+        }, strict ? UNDICI : [UNDICI, UNDICI7])
       })
     }
   }
@@ -263,9 +263,9 @@ describe('streamed bodies', () => {
       const body = make()
       const errors: string[] = []
       body.on('error', (e) => errors.push(e.message))
-      const result = await outcome(lib, c, { path: '/', method: 'POST', body: body as unknown as string })
+      const result = await requestOutcome(lib, c, { path: '/', method: 'POST', body: body as unknown as string })
       await sleep(30)
-      const after = await outcome(lib, c, { path: '/after', method: 'GET' })
+      const after = await requestOutcome(lib, c, { path: '/after', method: 'GET' })
       return {
         result,
         after,
@@ -284,8 +284,8 @@ describe('streamed bodies', () => {
       body.push(null)
       body.on('end', () => setTimeout(() => body.destroy(fail('late')), 20))
       body.on('error', () => {})
-      const result = await outcome(lib, c, { path: '/', method: 'POST', body: body as unknown as string })
-      return { result, received: received(w.got()).length, after: await outcome(lib, c, { path: '/after', method: 'GET' }) }
+      const result = await requestOutcome(lib, c, { path: '/', method: 'POST', body: body as unknown as string })
+      return { result, received: received(w.got()).length, after: await requestOutcome(lib, c, { path: '/after', method: 'GET' }) }
     })
   })
 
@@ -327,9 +327,9 @@ describe('streamed bodies', () => {
     const w = slow()
     await same(w.server, async (lib, origin) => {
       const c = client(lib, origin, { headersTimeout: 1000 })
-      const result = await outcome(lib, c, { path: '/', method: 'PUT', body: make() as string })
+      const result = await requestOutcome(lib, c, { path: '/', method: 'PUT', body: make() as string })
       await sleep(30)
-      const after = await outcome(lib, c, { path: '/after', method: 'GET' })
+      const after = await requestOutcome(lib, c, { path: '/after', method: 'GET' })
       return { result, after, received: received(w.got()) }
     })
   })
@@ -351,7 +351,7 @@ describe('streamed bodies', () => {
         })()
         const ac = new AbortController()
         setTimeout(() => ac.abort(), 20)
-        const result = await settled(c.request({ path: '/', method: 'POST', body, signal: ac.signal }))
+        const result = await outcome(c.request({ path: '/', method: 'POST', body, signal: ac.signal }))
         await sleep(100)
         return { result: result.ok, seen }
       },
@@ -369,7 +369,7 @@ describe('bodies and the connection', () => {
         for (const body of [undefined, '', 'text', () => Readable.from(['st', 'ream'])]) {
           for (const reset of [undefined, false]) {
             const b = typeof body === 'function' ? body() : body
-            out.push(await outcome(lib, c, { path: `/${method}`, method, body: b as string, ...(reset === undefined ? {} : { reset }) }))
+            out.push(await requestOutcome(lib, c, { path: `/${method}`, method, body: b as string, ...(reset === undefined ? {} : { reset }) }))
           }
         }
       }
@@ -385,11 +385,11 @@ describe('bodies and the connection', () => {
     await same(w.server, async (lib, origin) => {
       const c = client(lib, origin, { pipelining: 3 })
       const results = await Promise.all([
-        outcome(lib, c, { path: '/1', method: 'GET' }),
-        outcome(lib, c, { path: '/2', method: 'GET', ...second }),
-        outcome(lib, c, { path: '/3', method: 'GET' }),
-        outcome(lib, c, { path: '/4', method: 'DELETE', body: 'gone', idempotent: true }),
-        outcome(lib, c, { path: '/5', method: 'GET' }),
+        requestOutcome(lib, c, { path: '/1', method: 'GET' }),
+        requestOutcome(lib, c, { path: '/2', method: 'GET', ...second }),
+        requestOutcome(lib, c, { path: '/3', method: 'GET' }),
+        requestOutcome(lib, c, { path: '/4', method: 'DELETE', body: 'gone', idempotent: true }),
+        requestOutcome(lib, c, { path: '/5', method: 'GET' }),
       ])
       return { results, received: w.got().requests.map((r) => [r.path, r.connection, r.headers.connection]) }
     })
@@ -408,7 +408,7 @@ describe('bodies and the connection', () => {
           const seen: string[] = []
           body.on('error', (e) => seen.push(`error ${e.message}`)).on('close', () => seen.push('close'))
           if (api === 'request') {
-            await settled(c.request({ path: '/', method: 'POST', body }))
+            await outcome(c.request({ path: '/', method: 'POST', body }))
           } else {
             const h = collect()
             c.dispatch({ path: '/', method: 'POST', body }, h.handler)
@@ -487,7 +487,7 @@ describe('pipelines: failures, retries, blocking', () => {
     await same(w.server, async (lib, origin) => {
       const c = client(lib, origin, { pipelining: 3 })
       // (blocking: false, the spec's default: undici's would hold /2 until /1's headers.)
-      const results = await Promise.all(['/1', '/2', '/3'].map((path) => outcome(lib, c, { path, method: 'GET', blocking: false })))
+      const results = await Promise.all(['/1', '/2', '/3'].map((path) => requestOutcome(lib, c, { path, method: 'GET', blocking: false })))
       return { results, received: w.got().requests.map((r) => [r.path, r.connection]) }
     })
   })
@@ -497,10 +497,10 @@ describe('pipelines: failures, retries, blocking', () => {
     await same(w.server, async (lib, origin) => {
       const c = client(lib, origin, { pipelining: 3 })
       const results = await Promise.all([
-        outcome(lib, c, { path: '/1', method: 'GET', blocking: false }),
-        outcome(lib, c, { path: '/2', method: 'GET', blocking: false }),
-        outcome(lib, c, { path: '/3', method: 'GET', blocking: false }),
-        outcome(lib, c, { path: '/4', method: 'POST', body: 'once', blocking: false }),
+        requestOutcome(lib, c, { path: '/1', method: 'GET', blocking: false }),
+        requestOutcome(lib, c, { path: '/2', method: 'GET', blocking: false }),
+        requestOutcome(lib, c, { path: '/3', method: 'GET', blocking: false }),
+        requestOutcome(lib, c, { path: '/4', method: 'POST', body: 'once', blocking: false }),
       ])
       return { results, received: w.got().requests.map((r) => [r.path, r.connection]) }
     })
@@ -518,9 +518,9 @@ describe('pipelines: failures, retries, blocking', () => {
       body.push('part')
       setTimeout(() => body.destroy(Object.assign(new Error('body broke'), { code: 'EBODY' })), 20)
       const results = await Promise.all([
-        outcome(lib, c, { path: '/1', method: 'GET', blocking: false }),
-        outcome(lib, c, { path: '/2', method: 'POST', body: body as unknown as string, blocking: false }),
-        outcome(lib, c, { path: '/3', method: 'GET', blocking: false }),
+        requestOutcome(lib, c, { path: '/1', method: 'GET', blocking: false }),
+        requestOutcome(lib, c, { path: '/2', method: 'POST', body: body as unknown as string, blocking: false }),
+        requestOutcome(lib, c, { path: '/3', method: 'GET', blocking: false }),
       ])
       return { results, received: srv.requests.map((r) => [r.path, r.connection]) }
     })
@@ -537,9 +537,9 @@ describe('pipelines: failures, retries, blocking', () => {
       body.push('part')
       setTimeout(() => body.destroy(Object.assign(new Error('body broke'), { code: 'EBODY' })), 20)
       const results = await Promise.all([
-        outcome(lib, c, { path: '/1', method: 'POST', body: body as unknown as string }),
-        outcome(lib, c, { path: '/2', method: 'GET' }),
-        outcome(lib, c, { path: '/3', method: 'GET' }),
+        requestOutcome(lib, c, { path: '/1', method: 'POST', body: body as unknown as string }),
+        requestOutcome(lib, c, { path: '/2', method: 'GET' }),
+        requestOutcome(lib, c, { path: '/3', method: 'GET' }),
       ])
       return { results, events, received: srv.requests.map((r) => [r.path, r.connection]) }
     })
@@ -559,9 +559,9 @@ describe('pipelines: failures, retries, blocking', () => {
     await same(server, async (lib, origin) => {
       const c = client(lib, origin, { pipelining: 3 })
       const results = await Promise.all([
-        outcome(lib, c, { path: '/1', method: 'GET', blocking }),
-        outcome(lib, c, { path: '/2', method: 'GET' }),
-        outcome(lib, c, { path: '/3', method: 'GET' }),
+        requestOutcome(lib, c, { path: '/1', method: 'GET', blocking }),
+        requestOutcome(lib, c, { path: '/2', method: 'GET' }),
+        requestOutcome(lib, c, { path: '/3', method: 'GET' }),
       ])
       return { results, seenBeforeAnswer, received: srv.requests.map((r) => [r.path, r.connection]) }
     })
@@ -577,7 +577,7 @@ describe('pipelines: failures, retries, blocking', () => {
       }, 50)
     })
     const c = client(saetta, srv.origin, { pipelining: 3 })
-    await Promise.all(['/1', '/2', '/3'].map((path) => outcome(saetta, c, { path, method: 'GET' })))
+    await Promise.all(['/1', '/2', '/3'].map((path) => requestOutcome(saetta, c, { path, method: 'GET' })))
     expect(seenBeforeAnswer).toBe(3)
   })
 })
@@ -616,17 +616,17 @@ describe('connection lifecycle', () => {
     await same(silent, async (lib, origin) => {
       const c = client(lib, origin)
       const order: unknown[] = []
-      const running = settled(c.request({ path: '/', method: 'GET' })).then((r) => order.push(['request', r]))
+      const running = outcome(c.request({ path: '/', method: 'GET' })).then((r) => order.push(['request', r]))
       await sleep(20)
       c.destroy((err: Error | null, data: unknown) => order.push(['callback 1', err, data]))
       const second = c.destroy().then((v) => order.push(['promise 2', v]))
       c.destroy(new Error('third'), (err: Error | null, data: unknown) => order.push(['callback 3', err, data]))
-      const fourth = settled(c.destroy(new Error('fourth'))).then((r) => order.push(['promise 4', r]))
+      const fourth = outcome(c.destroy(new Error('fourth'))).then((r) => order.push(['promise 4', r]))
       order.push(['state', c.destroyed, c.closed])
       await Promise.all([running, second, fourth])
       await sleep(20)
-      const after = await settled(c.request({ path: '/', method: 'GET' }))
-      const closeAfter = await settled(c.close())
+      const after = await outcome(c.request({ path: '/', method: 'GET' }))
+      const closeAfter = await outcome(c.close())
       let thrown: unknown = null
       try {
         c.destroy(null, 'nope' as never)
@@ -646,7 +646,7 @@ describe('connection lifecycle', () => {
       const c = client(lib, origin, { pipelining: 1 })
       const order: unknown[] = []
       const requests = ['/1', '/2', '/3'].map((path) =>
-        settled(c.request({ path, method: 'GET' })).then((r) => order.push([path, r])),
+        outcome(c.request({ path, method: 'GET' })).then((r) => order.push([path, r])),
       )
       const handler = collect()
       c.dispatch({ path: '/4', method: 'GET' }, handler.handler)
@@ -663,13 +663,13 @@ describe('connection lifecycle', () => {
     await same(silent, async (lib, origin) => {
       const c = client(lib, origin, { pipelining: 2 })
       const order: unknown[] = []
-      const requests = ['/1', '/2', '/3'].map((path) => settled(c.request({ path, method: 'GET', blocking: false })).then((r) => order.push([path, r])))
+      const requests = ['/1', '/2', '/3'].map((path) => outcome(c.request({ path, method: 'GET', blocking: false })).then((r) => order.push([path, r])))
       await sleep(30)
-      const closed = settled(c.close()).then((r) => order.push(['close', r]))
+      const closed = outcome(c.close()).then((r) => order.push(['close', r]))
       const closedCb = new Promise<void>((resolve) => c.close((err: Error | null, data: unknown) => resolve(void order.push(['close callback', describeError(err), data]))))
       order.push(['state', c.closed, c.destroyed])
-      const afterClose = await settled(c.request({ path: '/late', method: 'GET' }))
-      const destroyed = settled(c.destroy()).then((r) => order.push(['destroy', r]))
+      const afterClose = await outcome(c.request({ path: '/late', method: 'GET' }))
+      const destroyed = outcome(c.destroy()).then((r) => order.push(['destroy', r]))
       await Promise.all([...requests, closed, closedCb, destroyed])
       return { order, afterClose }
     })
@@ -680,7 +680,7 @@ describe('connection lifecycle', () => {
       const c = client(lib, origin)
       const order: unknown[] = []
       const destroyed = c.destroy().then(() => order.push('destroyed'))
-      const closed = settled(c.close()).then((r) => order.push(['close', r]))
+      const closed = outcome(c.close()).then((r) => order.push(['close', r]))
       await Promise.all([destroyed, closed])
       return order
     })
@@ -718,9 +718,7 @@ describe('connection lifecycle', () => {
 
   // undici 8 takes an aborted request out of the wait for a connection; undici 7 failed it once connected (or not).
   test('an abort while connecting: the request fails at once, the next one still connects', async () => {
-    await same7(
-      hanging,
-      async (lib, origin) => {
+    await same(hanging, async (lib, origin) => {
         const c = client(lib, origin, { connectTimeout: 300 })
         const events: unknown[] = []
         c.on('connectionError', (_o, _t, err) => events.push(['connectionError', masked(err)]))
@@ -731,8 +729,7 @@ describe('connection lifecycle', () => {
         const first = await aborted
         const next = await c.request({ path: '/b', method: 'GET' }).then(() => 'ok', (err) => masked(err))
         return { first, next, events }
-      },
-    )
+      }, [UNDICI, UNDICI7])
   })
 
   test('connectionError on a refused port: arguments, and what each request gets', async () => {
@@ -772,7 +769,7 @@ describe('connection lifecycle', () => {
       c.on('connect', () => events.push('connect'))
       c.on('disconnect', (_o, _t, err) => events.push(['disconnect', masked(err)]))
       const results = []
-      for (const path of ['/1', '/2', '/3', '/4', '/5']) results.push(await outcome(lib, c, { path, method: 'GET' }))
+      for (const path of ['/1', '/2', '/3', '/4', '/5']) results.push(await requestOutcome(lib, c, { path, method: 'GET' }))
       await sleep(20)
       return { results: results.map((r) => (r.ok ? r : { ok: false, error: masked(r.error) })), events, received: srv.requests.map((r) => [r.path, r.connection]) }
     })
@@ -790,9 +787,9 @@ describe('connection lifecycle', () => {
       c.on('disconnect', (_o, _t, err) => events.push(['disconnect', masked(err)]))
       const signal = new (await import('node:events')).EventEmitter()
       const results = Promise.all([
-        outcome(lib, c, { path: '/1', method: 'GET', blocking: false }),
-        outcome(lib, c, { path: '/2', method: 'GET', blocking: false, signal }),
-        outcome(lib, c, { path: '/3', method: 'GET', blocking: false }),
+        requestOutcome(lib, c, { path: '/1', method: 'GET', blocking: false }),
+        requestOutcome(lib, c, { path: '/2', method: 'GET', blocking: false, signal }),
+        requestOutcome(lib, c, { path: '/3', method: 'GET', blocking: false }),
       ])
       setTimeout(() => signal.emit('abort'), 30)
       return { results: await results, events, received: srv.requests.map((r) => [r.path, r.connection]) }

@@ -10,7 +10,7 @@ import { once } from 'node:events'
 import { Readable, Writable, pipeline as streamPipeline } from 'node:stream'
 import { afterEach, describe, expect, test } from 'vitest'
 import { cleanup, httpServer, netServer, onCleanup, sleep, withTimeout } from '../support/helpers'
-import { client, same, same7, type Lib } from '../support/differential'
+import { client, same, type Lib, UNDICI, UNDICI7 } from '../support/differential'
 
 afterEach(cleanup)
 
@@ -44,12 +44,10 @@ describe('strictContentLength: false, a streamed body that disagrees with its co
   for (const [kind, make] of kinds) {
     test.each(cases)(`${kind}, %s: sent, with one warning, and what each connection carried (undici 8 sends nothing past the length and does not reuse the connection; undici 7 sends it all)`, async (_name, length, parts) => {
       const srvs: Array<{ sent: string[] }> = []
-      await same7(
-        async () => {
+      await same(async () => {
           srvs.push(await recording())
           return srvs.at(-1)!
-        },
-        async (lib, origin) => {
+        }, async (lib, origin) => {
           const c = client(lib, origin, { strictContentLength: false })
           const warnings: string[] = []
           const onWarning = (w: Error & { code?: string }): void => void warnings.push(`${w.name} ${w.code}`)
@@ -61,8 +59,7 @@ describe('strictContentLength: false, a streamed body that disagrees with its co
           } finally {
             process.off('warning', onWarning)
           }
-        },
-      )
+        }, [UNDICI, UNDICI7])
     })
   }
 })
@@ -71,8 +68,7 @@ describe('streamed bodies and pipelining', () => {
   test('streamed POSTs pipelined with GETs (pipelining: 2): each body whole and in order, every request complete, one connection', async () => {
     let got: string[] = []
     let connections = 0
-    await same7(
-      async () => {
+    await same(async () => {
         got = []
         connections = 0
         const srv = await httpServer(async (req, res) => {
@@ -85,8 +81,7 @@ describe('streamed bodies and pipelining', () => {
         })
         srv.server.on('connection', () => connections++)
         return srv
-      },
-      async (lib, origin) => {
+      }, async (lib, origin) => {
         const c = client(lib, origin, { pipelining: 2 })
         const disconnects: string[] = []
         c.on('disconnect', (_o, _t, err) => disconnects.push(err.message))
@@ -98,14 +93,12 @@ describe('streamed bodies and pipelining', () => {
           ]),
         )
         return { answers, got, connections, disconnects }
-      },
-    )
+      }, [UNDICI, UNDICI7])
   })
 
   test('a blocking request holds back those queued behind it until its head has come', async () => {
     let log: string[] = []
-    await same7(
-      async () => {
+    await same(async () => {
         log = []
         return netServer((socket) => {
           let buf = ''
@@ -122,8 +115,7 @@ describe('streamed bodies and pipelining', () => {
             }
           })
         })
-      },
-      async (lib, origin) => {
+      }, async (lib, origin) => {
         const c = client(lib, origin, { pipelining: 3 })
         await Promise.all(
           [['/slow', true], ['/b', false], ['/c', false]].map(([path, blocking]) =>
@@ -131,15 +123,12 @@ describe('streamed bodies and pipelining', () => {
           ),
         )
         return log
-      },
-    )
+      }, [UNDICI, UNDICI7])
     expect(log).toEqual(['got /slow', 'answered /slow', 'got /b', 'got /c', 'answered /b', 'answered /c'])
   })
 
   test('pipeline() answered before its source ends: the pipeline ends with the response body, no error', async () => {
-    await same7(
-      () => httpServer((_req, res) => res.end('answered without reading')),
-      async (lib, origin) => {
+    await same(() => httpServer((_req, res) => res.end('answered without reading')), async (lib, origin) => {
         const c = client(lib, origin)
         const log: string[] = []
         const source = new Readable({ read() {} })
@@ -169,8 +158,7 @@ describe('streamed bodies and pipelining', () => {
           'the pipeline',
         )
         return { log, out }
-      },
-    )
+      }, [UNDICI, UNDICI7])
   })
 })
 
@@ -200,12 +188,10 @@ describe('a response that comes before the request body is all sent', () => {
   }
 
   test.each([200, 401, 413])('a reverse proxy forwarding an upload the upstream answers %i at once: its client gets that answer', async (status) => {
-    await same7(
-      () => httpServer((_req, res) => {
+    await same(() => httpServer((_req, res) => {
         res.writeHead(status)
         res.end(`upstream ${status}`)
-      }),
-      async (lib, origin) => {
+      }), async (lib, origin) => {
         const at = await proxy(lib, origin)
         return withTimeout(
           new Promise<string>((resolve) => {
@@ -227,8 +213,7 @@ describe('a response that comes before the request body is all sent', () => {
           5000,
           'the proxied answer',
         )
-      },
-    )
+      }, [UNDICI, UNDICI7])
   })
 
   test('request(): resolves with the early response and its body, and the connection is closed after it', async () => {

@@ -6,7 +6,7 @@ import path from 'node:path'
 import { createRequire } from 'node:module'
 import { afterEach, describe, expect, test } from 'vitest'
 import { cleanup, closedPort, hasIPv6Loopback, httpServer, okResponse, onCleanup, rawServer, runNode, type RawServer } from '../support/helpers'
-import { client, describeError, same7, sameAs7, saetta, undici, type Lib } from '../support/differential'
+import { client, describeError, saetta, undici, type Lib, same, UNDICI, UNDICI7, AS_UNDICI7 } from '../support/differential'
 import { h2Client, h2Server } from '../support/h2'
 import { repoRoot } from '../support/target'
 
@@ -31,7 +31,7 @@ describe("'disconnect' against the body's 'end'", () => {
     ['a GET sent with a body', '/get', 'abc'],
   ]
   test.each(cases)('%s: the body ends, then the connection is told gone', async (_name, reqPath, body) => {
-    await same7(closing, async (lib, origin) => {
+    await same(closing, async (lib, origin) => {
       const c = client(lib, origin)
       const events: string[] = []
       const disconnected = new Promise<void>((resolve) =>
@@ -44,13 +44,13 @@ describe("'disconnect' against the body's 'end'", () => {
       res.body.on('end', () => events.push('end')).resume()
       await disconnected
       return events
-    })
+    }, [UNDICI, UNDICI7])
   })
 })
 
 describe('destroy from a callback', () => {
   test('client.destroy(err) in the callback of a response with an empty body fails that body with err', async () => {
-    await same7(closing, async (lib, origin) => {
+    await same(closing, async (lib, origin) => {
       const c = client(lib, origin)
       const events: string[] = []
       await new Promise<void>((resolve) => {
@@ -65,11 +65,11 @@ describe('destroy from a callback', () => {
         })
       })
       return events
-    })
+    }, [UNDICI, UNDICI7])
   })
 
   test('a connector that destroys the client and then calls back with a socket: the socket is destroyed with ClientDestroyedError', async () => {
-    await same7(closing, async (lib, origin) => {
+    await same(closing, async (lib, origin) => {
       const events: string[] = []
       const port = Number(new URL(origin).port)
       let closed!: () => void
@@ -85,17 +85,17 @@ describe('destroy from a callback', () => {
       const failed = c.request({ path: '/', method: 'GET' }).catch((e: Error) => events.push(`request ${e.constructor.name}`))
       await Promise.all([failed, socketClosed])
       return events.sort()
-    })
+    }, [UNDICI, UNDICI7])
   })
 })
 
 describe('options', () => {
   test('pipelining: true is taken, for one request at a time', async () => {
-    await same7(closing, async (lib, origin) => {
+    await same(closing, async (lib, origin) => {
       const c = client(lib, origin, { pipelining: true as unknown as number })
       const [a, b] = await Promise.all([c.request({ path: '/a', method: 'GET' }), c.request({ path: '/b', method: 'GET' })])
       return [a.statusCode, await a.body.text(), b.statusCode, await b.body.text()]
-    })
+    }, [UNDICI, UNDICI7])
   })
 
   test("node started with --max-http-header-size=0: the constructor throws, as undici's does", async () => {
@@ -135,38 +135,35 @@ describe("a failed connection's error", () => {
 
   test('refused over IPv4: errno, code, syscall, address and port', async () => {
     const port = await closedPort()
-    await same7(async () => ({ origin: `http://127.0.0.1:${port}` }), failure)
+    await same(async () => ({ origin: `http://127.0.0.1:${port}` }), (lib, origin) => failure(lib, origin), [UNDICI, UNDICI7])
   })
 
   test('refused over IPv6', async ({ skip }) => {
     if (!(await hasIPv6Loopback())) return skip('no IPv6 loopback here')
     const port = await closedPort()
-    await same7(async () => ({ origin: `http://[::1]:${port}` }), failure)
+    await same(async () => ({ origin: `http://[::1]:${port}` }), (lib, origin) => failure(lib, origin), [UNDICI, UNDICI7])
   })
 
   test('a name that does not resolve: getaddrinfo ENOTFOUND with its hostname', async () => {
-    await same7(async () => ({ origin: 'http://saetta-test.invalid' }), failure)
+    await same(async () => ({ origin: 'http://saetta-test.invalid' }), (lib, origin) => failure(lib, origin), [UNDICI, UNDICI7])
   })
 
   test('a connection reset by the server: read ECONNRESET', async () => {
-    await same7(() => rawServer((_req, socket) => socket.resetAndDestroy()), failure)
+    await same(() => rawServer((_req, socket) => socket.resetAndDestroy()), (lib, origin) => failure(lib, origin), [UNDICI, UNDICI7])
   })
 
   test('a local address of the other family, or not this host\'s: bind EINVAL, bind EADDRNOTAVAIL, with the address', async ({ skip }) => {
-    await same7(
-      () => rawServer((_req, socket) => socket.end(okResponse('ok'))),
-      async (lib, origin) => [await failure(lib, origin, { localAddress: '10.255.255.1' }), await failure(lib, origin, { localAddress: '::1' })],
-    )
+    await same(() => rawServer((_req, socket) => socket.end(okResponse('ok'))), async (lib, origin) => [await failure(lib, origin, { localAddress: '10.255.255.1' }), await failure(lib, origin, { localAddress: '::1' })], [UNDICI, UNDICI7])
     if (!(await hasIPv6Loopback())) return skip('no IPv6 loopback here')
     const port = await closedPort()
-    await same7(async () => ({ origin: `http://[::1]:${port}` }), (lib, origin) => failure(lib, origin, { localAddress: '127.0.0.1' }))
+    await same(async () => ({ origin: `http://[::1]:${port}` }), (lib, origin) => failure(lib, origin, { localAddress: '127.0.0.1' }), [UNDICI, UNDICI7])
   })
 })
 
 describe('interceptors over a failed lookup', () => {
   const kinds = ['retry', 'redirect', 'responseError', 'dump', 'decompress', 'cache', 'deduplicate'] as const
   test.each(kinds)('%s composed over dns whose lookup fails: the lookup error, after the retries retry makes', async (kind) => {
-    await same7(async () => ({ origin: 'http://saetta-test.invalid' }), async (lib, origin) => {
+    await same(async () => ({ origin: 'http://saetta-test.invalid' }), async (lib, origin) => {
       let lookups = 0
       const dns = lib.interceptors.dns({
         lookup: (_origin, _opts, cb) => {
@@ -179,7 +176,7 @@ describe('interceptors over a failed lookup', () => {
       onCleanup(() => agent.destroy())
       const failed = await agent.compose(dns, outer).request({ origin, path: '/', method: 'GET' }).then(() => null, describeError)
       return { failed, lookups }
-    })
+    }, [UNDICI, UNDICI7])
   })
 })
 
@@ -208,17 +205,17 @@ describe('a request failed by its caller while others are pipelined behind it', 
   }
 
   test('a stream() factory that throws at the head of the pipeline, its body still coming: the connection is reset, the others sent again on a new one', async () => {
-    await same7(pipelined, async (lib, origin) => ({
+    await same(pipelined, async (lib, origin) => ({
       results: await factoryThrows(lib, origin, '/slow'),
       wire: srv.requests.map((r) => `${r.connection} ${r.path}`),
-    }))
+    }), [UNDICI, UNDICI7])
   })
 
   // A knowing difference (docs/differences.md): when the head's whole response has been read by
   // the time its factory throws, saetta drops that request only; undici resets the connection
   // anyway and sends the others again. What the caller gets is the same.
   test('a stream() factory that throws at the head of the pipeline, its response read whole: the same results', async () => {
-    await same7(pipelined, (lib, origin) => factoryThrows(lib, origin, '/1'))
+    await same(pipelined, (lib, origin) => factoryThrows(lib, origin, '/1'), [UNDICI, UNDICI7])
   })
 
   // A knowing difference (docs/differences.md): saetta calls onConnect as it hands the request to its
@@ -226,7 +223,7 @@ describe('a request failed by its caller while others are pipelined behind it', 
   // the request by then, resets the connection and sends the one before it again (calling its
   // onConnect twice). What each request ends with is the same.
   test('abort() in onConnect of a request queued behind a pipelined one: it fails, the one before it completes', async () => {
-    await sameAs7(pipelined, async (lib, origin) => {
+    await same(pipelined, async (lib, origin) => {
       const c = client(lib, origin, { pipelining: 3 })
       const ends: Record<string, string> = {}
       const handler = (name: string, abortIt: boolean, done: () => void) => ({
@@ -247,13 +244,13 @@ describe('a request failed by its caller while others are pipelined behind it', 
         ),
       )
       return ends
-    })
+    }, AS_UNDICI7)
   })
 })
 
 test('BalancedPool with an upstream that refuses: the same upstream chosen for each request, the same failures', async () => {
   const named = (name: string) => () => httpServer((_req, res) => res.end(name))
-  await same7(named('a'), async (lib, a) => {
+  await same(named('a'), async (lib, a) => {
     const b = (await named('b')()).origin
     const dead = `http://127.0.0.1:${await closedPort()}`
     const pool = new lib.BalancedPool([a, dead, b])
@@ -266,7 +263,7 @@ test('BalancedPool with an upstream that refuses: the same upstream chosen for e
       )
     }
     return chosen
-  })
+  }, [UNDICI, UNDICI7])
 })
 
 describe('bodyTimeout across a pause', () => {
@@ -308,7 +305,7 @@ describe('bodyTimeout across a pause', () => {
         res.write('ab')
         setTimeout(() => res.end('cd'), REST_AFTER)
       })
-    await sameAs7(slow, (lib, origin) => pausedRead(client(lib, origin)))
+    await same(slow, (lib, origin) => pausedRead(client(lib, origin)), AS_UNDICI7)
   })
 
   test('HTTP/2: the timer is stopped while paused and starts afresh on resume, as undici 8', async () => {

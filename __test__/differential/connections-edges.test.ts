@@ -10,7 +10,7 @@ import FakeTimers from '@sinonjs/fake-timers'
 import { afterEach, describe, expect, test } from 'vitest'
 import { skipUnlessCI } from '../support/environment'
 import { cleanup, closedPort, httpServer, netServer, onCleanup, sleep } from '../support/helpers'
-import { client, describeError, same, same7, saetta, undici, undici7, saetta7, type Lib } from '../support/differential'
+import { client, describeError, same, saetta, undici, undici7, saetta7, type Lib, UNDICI, UNDICI7 } from '../support/differential'
 
 afterEach(cleanup)
 
@@ -45,7 +45,7 @@ describe('a Keep-Alive hint', () => {
     ['timeout=1', { keepAliveTimeoutThreshold: 1500 }],
     ['timeout=1', { keepAliveMaxTimeout: 500 }],
   ])('%s with %j: closed as soon as the response has ended, disconnect before the next timer turn', async (hint, options) => {
-    expect(await same7(hinting(hint), (lib, origin) => idle(lib, origin, options))).toBe('InformationalError reset now')
+    expect(await same(hinting(hint), (lib, origin) => idle(lib, origin, options), [UNDICI, UNDICI7])).toBe('InformationalError reset now')
   })
 
   test.each<[string, Record<string, unknown>, number]>([
@@ -53,15 +53,13 @@ describe('a Keep-Alive hint', () => {
     ['timeout=1', { keepAliveTimeoutThreshold: 0 }, 1000],
     ['timeout=3', { keepAliveTimeout: 300 }, 1000],
   ])('%s with %j: the connection is kept for the hint less the threshold, or keepAliveTimeout (%i ms)', async (hint, options, ms) => {
-    expect(await same7(hinting(hint), (lib, origin) => idle(lib, origin, options, ms))).toBe(`InformationalError socket idle timeout after ~${ms} ms`)
+    expect(await same(hinting(hint), (lib, origin) => idle(lib, origin, options, ms), [UNDICI, UNDICI7])).toBe(`InformationalError socket idle timeout after ~${ms} ms`)
   })
 })
 
 describe("a program's fake timers", () => {
   test('@sinonjs/fake-timers: advancing the clock past keepAliveTimeout closes the idle connection, with its disconnect', async () => {
-    await same7(
-      () => netServer((socket) => socket.on('data', () => socket.write('HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok'))),
-      async (lib, origin) => {
+    await same(() => netServer((socket) => socket.on('data', () => socket.write('HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok'))), async (lib, origin) => {
         const realTimeout = setTimeout
         const realWait = (ms: number) => new Promise((resolve) => realTimeout(resolve, ms))
         const clock = FakeTimers.install({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'Date'] })
@@ -79,16 +77,13 @@ describe("a program's fake timers", () => {
         } finally {
           clock.uninstall()
         }
-      },
-    )
+      }, [UNDICI, UNDICI7])
   })
 })
 
 describe('pools', () => {
   test.each(['Pool', 'BalancedPool', 'RoundRobinPool'] as const)('%s with connections: 2 and two requests at once: two connections, each with its connect and idle disconnect', async (kind) => {
-    await same7(
-      () => httpServer((_req, res) => void setTimeout(() => res.end('ok'), 30)),
-      async (lib, origin) => {
+    await same(() => httpServer((_req, res) => void setTimeout(() => res.end('ok'), 30)), async (lib, origin) => {
         const options = { connections: 2, keepAliveTimeout: 200 }
         const p = kind === 'BalancedPool' ? new lib.BalancedPool([origin], options) : new lib[kind](origin, options)
         const log: string[] = []
@@ -100,8 +95,7 @@ describe('pools', () => {
         await sleep(500)
         await p.close()
         return log
-      },
-    )
+      }, [UNDICI, UNDICI7])
   })
 
   test.each(['close', 'destroy'] as const)("BalancedPool#getUpstream: undefined once that upstream's Pool is gone by %s()", async (how) => {
@@ -121,15 +115,12 @@ describe('pools', () => {
 
 describe('connections', () => {
   test('the connect() API on a refused port: the error undici gives, and a request after it', async () => {
-    await same7(
-      async () => ({ origin: `http://127.0.0.1:${await closedPort()}` }),
-      async (lib, origin) => {
+    await same(async () => ({ origin: `http://127.0.0.1:${await closedPort()}` }), async (lib, origin) => {
         const c = client(lib, origin)
         const connect = await c.connect({ path: '/' }).then(() => 'connected', (err: NodeJS.ErrnoException) => [masked(err), err.syscall, err.address])
         const request = await c.request({ path: '/', method: 'GET' }).then(() => 'ok', masked)
         return { connect, request }
-      },
-    )
+      }, [UNDICI, UNDICI7])
   })
 
   test('maxRequestsPerClient: 2: two requests a connection (undici 8), three (undici 7), the last saying close', async () => {
@@ -162,9 +153,7 @@ describe('connections', () => {
   })
 
   test('a Client closed and then destroyed: what each request, close and destroy get, in order', async () => {
-    await same7(
-      () => httpServer((_req, res) => res.end('x')),
-      async (lib, origin) => {
+    await same(() => httpServer((_req, res) => res.end('x')), async (lib, origin) => {
         const c = client(lib, origin)
         const log: string[] = []
         const note = (what: string) => [() => log.push(`${what} ok`), (err: Error) => log.push(`${what} ${err.constructor.name} ${err.message}`)] as const
@@ -179,17 +168,14 @@ describe('connections', () => {
         await Promise.allSettled(all)
         await sleep(20)
         return log
-      },
-    )
+      }, [UNDICI, UNDICI7])
   })
 
   // undici's socket stays open until the responses it carries have ended (its parser waits for
   // the body to be read): 'disconnect' and close() come after, whatever the engine read ahead.
   test.each(['Client', 'Pool'] as const)('%s closed with a request in flight: its response, then disconnect, then close()', async (kind) => {
     const big = Buffer.alloc(256 * 1024, 'x')
-    await same7(
-      () => httpServer((req, res) => res.end(req.url === '/big' ? big : 'small')),
-      async (lib, origin) => {
+    await same(() => httpServer((req, res) => res.end(req.url === '/big' ? big : 'small')), async (lib, origin) => {
         const seen: unknown[] = []
         for (const path of ['/', '/big']) {
           const c = new lib[kind](origin)
@@ -204,14 +190,12 @@ describe('connections', () => {
           await closed
         }
         return seen
-      },
-    )
+      }, [UNDICI, UNDICI7])
   })
 
   test('pipelining: true is taken as 1', async () => {
     let deepest = 0
-    await same7(
-      async () => {
+    await same(async () => {
         deepest = 0
         let open = 0
         return httpServer((_req, res) => {
@@ -221,20 +205,16 @@ describe('connections', () => {
             res.end('ok')
           }, 20)
         })
-      },
-      async (lib, origin) => {
+      }, async (lib, origin) => {
         const c = client(lib, origin, { pipelining: true as unknown as number })
         const bodies = await Promise.all([0, 1, 2].map(() => c.request({ path: '/', method: 'GET', blocking: false }).then((r) => r.body.text())))
         return { bodies, deepest }
-      },
-    )
+      }, [UNDICI, UNDICI7])
   })
 
   test('typeOfService: the TOS the connection carries after each request (Node 24 and later mark it; Node 22 cannot)', async (ctx) => {
     skipUnlessCI(spawnSync('ss', ['-V']).status !== 0 && 'no ss (iproute2) to read a socket\'s TOS', ctx)
-    await same7(
-      () => httpServer((_req, res) => res.end('x')),
-      async (lib, origin) => {
+    await same(() => httpServer((_req, res) => res.end('x')), async (lib, origin) => {
         const seen: string[] = []
         const tos = () => execFileSync('ss', ['-tnH', '--tos', 'dst', new URL(origin).host], { encoding: 'utf8' }).match(/tos:(0x[0-9a-f]+)/)?.[1] ?? 'none'
         // The engine's own socket, and one a connector gives (it lives in JS).
@@ -251,7 +231,6 @@ describe('connections', () => {
           await c.close()
         }
         return seen
-      },
-    )
+      }, [UNDICI, UNDICI7])
   })
 })

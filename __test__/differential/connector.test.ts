@@ -9,7 +9,7 @@ import { once } from 'node:events'
 import { afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { skipUnlessCI } from '../support/environment'
 import { cleanup, closedPort, hangingPort, httpServer, netServer, onCleanup, rawServer, readBody, runNode, sleep } from '../support/helpers'
-import { client, describeError, echo, same, settled, type Lib } from '../support/differential'
+import { client, describeError, echo, same, type Lib, outcome } from '../support/differential'
 import { childRequire } from '../support/target'
 import { makeCerts, type Certs } from '../support/certs'
 
@@ -254,7 +254,7 @@ describe('errors the connector gives or throws reach the request as they are', (
       async () => ({ origin: `http://127.0.0.1:${port}` }),
       async (lib, origin) => {
         const c = client(lib, origin, { connect: lib.buildConnector({}) as never })
-        return settled(c.request({ path: '/', method: 'GET' }))
+        return outcome(c.request({ path: '/', method: 'GET' }))
       },
     )
   })
@@ -265,7 +265,7 @@ describe('timing and lifecycle', () => {
     await same(echo, async (lib, origin) => {
       const slow: Connect = (opts, cb) => void setTimeout(() => netConnector()(opts, cb), 300)
       const c = client(lib, origin, { connect: slow as never, connectTimeout: 50 })
-      const a = await settled(c.request({ path: '/', method: 'GET' }).then((r) => r.body.text()).then(lengths))
+      const a = await outcome(c.request({ path: '/', method: 'GET' }).then((r) => r.body.text()).then(lengths))
       return { a }
     })
     const port = await hangingPort()
@@ -274,7 +274,7 @@ describe('timing and lifecycle', () => {
       async () => ({ origin: `http://127.0.0.1:${port}` }),
       async (lib, origin) => {
         const c = client(lib, origin, { connect: lib.buildConnector({ timeout: 100 }) as never })
-        const r = await settled(c.request({ path: '/', method: 'GET' }))
+        const r = await outcome(c.request({ path: '/', method: 'GET' }))
         return JSON.parse(JSON.stringify(r).replace(/:\d+/g, ':PORT'))
       },
     )
@@ -320,7 +320,7 @@ describe('timing and lifecycle', () => {
     }
     await same(server, async (lib, origin) => {
       const c = client(lib, origin, { connectTimeout: 0, connect: { ca: certs.ca } })
-      return settled(c.request({ path: '/', method: 'GET' }).then((r) => r.body.text()))
+      return outcome(c.request({ path: '/', method: 'GET' }).then((r) => r.body.text()))
     })
   })
 
@@ -353,7 +353,7 @@ describe('timing and lifecycle', () => {
     await same(server, async (lib, origin) => {
       const made: net.Socket[] = []
       const c = client(lib, origin, { connect: netConnector([], made) as never, headersTimeout: 100 })
-      const r = await settled(c.request({ path: '/', method: 'GET' }))
+      const r = await outcome(c.request({ path: '/', method: 'GET' }))
       await sleep(30)
       // Destroyed with the error its connection ended with.
       return { r, destroyed: made.map((s) => s.destroyed), errored: made.map((s) => s.errored && describeError(s.errored)) }
@@ -411,7 +411,7 @@ describe('buildConnector', () => {
       const c = client(lib, origin, { connect: lib.buildConnector({ ca: certs.ca }) as never })
       const a = await (await c.request({ path: '/a', method: 'GET' })).body.text()
       const untrusted = client(lib, origin, { connect: lib.buildConnector({}) as never })
-      const b = await settled(untrusted.request({ path: '/b', method: 'GET' }))
+      const b = await outcome(untrusted.request({ path: '/b', method: 'GET' }))
       return { a, b }
     })
   })

@@ -5,7 +5,7 @@ import { EventEmitter } from 'node:events'
 import { Readable, Writable, pipeline as pipe } from 'node:stream'
 import { afterEach, describe, expect, test } from 'vitest'
 import { cleanup, collect, waitFor, httpServer, netServer, onCleanup, pairs, rawServer, readBody, type HttpServer } from '../support/helpers'
-import { client, describeError, echo, same, settled, stableHeaders, stableObject, undici, saetta, type Client, type Lib, sameAs7, undici7, saetta7 } from '../support/differential'
+import { client, describeError, echo, same, stableHeaders, stableObject, undici, saetta, type Client, type Lib, undici7, saetta7, outcome, AS_UNDICI7, type Outcome } from '../support/differential'
 
 afterEach(cleanup)
 
@@ -95,11 +95,11 @@ describe('request', () => {
     await same(echo, async (lib, origin) => {
       const c = client(lib, origin)
       return Promise.all([
-        settled(c.request({ path: '/', method: 'CONNECT' })),
-        settled(c.request({ path: '/', method: 'GET', headers: ['a'] })),
-        settled(c.request({ path: 1 as unknown as string, method: 'GET' })),
-        settled(c.request({ path: '/', method: 'GET', headers: { 'x-bad': 'a\r\nb' } })),
-        settled(c.request(null as never)),
+        outcome(c.request({ path: '/', method: 'CONNECT' })),
+        outcome(c.request({ path: '/', method: 'GET', headers: ['a'] })),
+        outcome(c.request({ path: 1 as unknown as string, method: 'GET' })),
+        outcome(c.request({ path: '/', method: 'GET', headers: { 'x-bad': 'a\r\nb' } })),
+        outcome(c.request(null as never)),
       ])
     })
   })
@@ -111,8 +111,8 @@ describe('request', () => {
         const c = client(lib, origin)
         const ac = new AbortController()
         const ee = new EventEmitter()
-        const a = settled(c.request({ path: '/a', method: 'GET', signal: ac.signal }))
-        const b = settled(c.request({ path: '/b', method: 'GET', signal: ee }))
+        const a = outcome(c.request({ path: '/a', method: 'GET', signal: ac.signal }))
+        const b = outcome(c.request({ path: '/b', method: 'GET', signal: ee }))
         setTimeout(() => {
           ac.abort()
           ee.emit('abort')
@@ -121,8 +121,8 @@ describe('request', () => {
         early.abort()
         // The spec (request rule 3) makes an AbortSignal abort a RequestAbortedError, where undici 7
         // rejects with the signal's reason: for those, only the name is compared.
-        const nameOnly = (r: Awaited<ReturnType<typeof settled>>) => (r.ok ? r : { ok: false, name: r.error.name })
-        return [nameOnly(await a), await b, nameOnly(await settled(c.request({ path: '/c', method: 'GET', signal: early.signal })))]
+        const nameOnly = (r: Outcome<unknown>) => (r.ok ? r : { ok: false, name: r.error.name })
+        return [nameOnly(await a), await b, nameOnly(await outcome(c.request({ path: '/c', method: 'GET', signal: early.signal })))]
       },
     )
   })
@@ -138,11 +138,11 @@ describe('request', () => {
           })
         }),
       async (lib, origin) => {
-        const headers = await settled(client(lib, origin, { headersTimeout: 100 }).request({ path: '/head', method: 'GET' }))
+        const headers = await outcome(client(lib, origin, { headersTimeout: 100 }).request({ path: '/head', method: 'GET' }))
         const res = await client(lib, origin, { bodyTimeout: 100 }).request({ path: '/body', method: 'GET' })
-        const body = await settled(res.body.text())
+        const body = await outcome(res.body.text())
         const cut = await client(lib, origin).request({ path: '/cut', method: 'GET' })
-        return { headers, body, cut: await settled(cut.body.text()) }
+        return { headers, body, cut: await outcome(cut.body.text()) }
       },
     )
   })
@@ -152,16 +152,14 @@ describe('dispatch', () => {
   // A legacy handler: as undici 7 (the spec's handler API; undici 8 takes one only adapted, by
   // its Dispatcher1Wrapper, whose onConnect gets the controller's context, null).
   test('legacy handler: callback sequence, heads, body and trailers', async () => {
-    await sameAs7(
-      () =>
+    await same(() =>
         httpServer((_req, res) => {
           res.setHeader('trailer', 'x-t')
           res.setHeader('x-h', '1')
           res.write('part1')
           res.addTrailers({ 'x-t': 'end' })
           res.end('part2')
-        }),
-      async (lib, origin) => {
+        }), async (lib, origin) => {
         const c = collect()
         const returned = client(lib, origin).dispatch({ path: '/', method: 'GET' }, c.handler)
         await c.done
@@ -173,8 +171,7 @@ describe('dispatch', () => {
           trailers: pairs(c.trailers as Buffer[]),
           context: c.context,
         }
-      },
-    )
+      }, AS_UNDICI7)
   })
 
   test('controller-style handler: the same calls, with parsed headers', async () => {
@@ -357,7 +354,7 @@ describe('stream and pipeline', () => {
   // (A pipeline handler returning no Readable is not compared: undici 7 lets that error escape
   // as an uncaught exception; h1/pipeline.test.ts checks saetta's InvalidReturnValueError.)
   test('stream with a bad factory', async () => {
-    await same(echo, async (lib, origin) => settled(client(lib, origin).stream({ path: '/', method: 'GET' }, () => null as unknown as Writable)))
+    await same(echo, async (lib, origin) => outcome(client(lib, origin).stream({ path: '/', method: 'GET' }, () => null as unknown as Writable)))
   })
 })
 
@@ -395,7 +392,7 @@ describe('connect and upgrade', () => {
   })
 
   test('upgrade refused with a plain 200: the same error', async () => {
-    await same(echo, async (lib, origin) => settled(client(lib, origin).upgrade({ path: '/', protocol: 'x' })))
+    await same(echo, async (lib, origin) => outcome(client(lib, origin).upgrade({ path: '/', protocol: 'x' })))
   })
 })
 
@@ -442,11 +439,11 @@ describe('compose, events, close and destroy', () => {
         const c = client(lib, origin)
         const pending = c.request({ path: '/', method: 'GET' }).then((r) => r.body.text())
         const closed = await c.close()
-        const afterClose = await settled(c.request({ path: '/', method: 'GET' }))
+        const afterClose = await outcome(c.request({ path: '/', method: 'GET' }))
         const d = client(lib, origin)
-        const running = settled(d.request({ path: '/', method: 'GET' }))
+        const running = outcome(d.request({ path: '/', method: 'GET' }))
         const destroyed = await new Promise((resolve) => d.destroy(new Error('boom'), (err, data) => resolve([err, data])))
-        const again = await settled(d.close())
+        const again = await outcome(d.close())
         return { pending: await pending, closed, afterClose, running: await running, destroyed, again }
       },
     )

@@ -11,7 +11,7 @@ import { PassThrough, Readable, Writable, pipeline } from 'node:stream'
 import { afterEach, describe, expect, test } from 'vitest'
 import { skipUnlessCI } from '../support/environment'
 import { cleanup, closedPort, hangingPort, httpServer, onCleanup, sleep } from '../support/helpers'
-import { client, describeError, same, same7, saetta, settled, stableObject, undici, type Lib } from '../support/differential'
+import { client, describeError, same, saetta, stableObject, undici, type Lib, outcome, UNDICI, UNDICI7 } from '../support/differential'
 import { h2Client, h2Server } from '../support/h2'
 
 afterEach(cleanup)
@@ -34,7 +34,7 @@ async function withConnect(): Promise<{ origin: string }> {
 
 describe('the basic flows of the docs, on a Client', () => {
   test('request(): the response, its body as text, trailers after the end; close() meanwhile', async () => {
-    await same7(hello, async (lib, origin) => {
+    await same(hello, async (lib, origin) => {
       const c = client(lib, origin)
       const { body, headers, statusCode, statusText, trailers, opaque, context } = await c.request({ path: '/', method: 'GET' })
       const seen: unknown[] = [statusCode, statusText, stableObject(headers), opaque, context]
@@ -45,11 +45,11 @@ describe('the basic flows of the docs, on a Client', () => {
       seen.push({ trailers })
       await closed
       return seen
-    })
+    }, [UNDICI, UNDICI7])
   })
 
   test('stream(): the factory sees the response, the Writable gets the body', async () => {
-    await same7(hello, async (lib, origin) => {
+    await same(hello, async (lib, origin) => {
       const c = client(lib, origin)
       const bufs: Buffer[] = []
       const seen: unknown[] = []
@@ -61,13 +61,11 @@ describe('the basic flows of the docs, on a Client', () => {
       // (Its `context` beside them is the spec's: docs/differences.md.)
       seen.push(data.opaque === undefined ? 'no opaque' : 'opaque', data.trailers, Buffer.concat(bufs).toString())
       return seen
-    })
+    }, [UNDICI, UNDICI7])
   })
 
   test('pipeline(): a body piped through, the echo read back', async () => {
-    await same7(
-      () => httpServer((req, res) => req.pipe(res)),
-      async (lib, origin) => {
+    await same(() => httpServer((req, res) => req.pipe(res)), async (lib, origin) => {
         const c = client(lib, origin)
         const seen: unknown[] = []
         let res = ''
@@ -84,20 +82,17 @@ describe('the basic flows of the docs, on a Client', () => {
         )
         seen.push(res)
         return seen
-      },
-    )
+      }, [UNDICI, UNDICI7])
   })
 
   test('upgrade(): the 101 and its socket, ended', async () => {
-    await same7(
-      () =>
+    await same(() =>
         httpServer((req, res) => {
           res.statusCode = 101
           res.setHeader('connection', 'upgrade')
           res.setHeader('upgrade', req.headers.upgrade ?? '')
           res.end()
-        }),
-      async (lib, origin) => {
+        }), async (lib, origin) => {
         const c = client(lib, origin)
         const { headers, socket, opaque } = await c.upgrade({ path: '/' })
         const ended = once(socket, 'end')
@@ -105,12 +100,11 @@ describe('the basic flows of the docs, on a Client', () => {
         socket.resume()
         await ended
         return [stableObject(headers), opaque]
-      },
-    )
+      }, [UNDICI, UNDICI7])
   })
 
   test('connect(): a tunnel that echoes what was written once it ends', async () => {
-    await same7(withConnect, async (lib, origin) => {
+    await same(withConnect, async (lib, origin) => {
       const c = client(lib, origin)
       const { socket, statusCode, headers, opaque } = await c.connect({ path: '/' })
       let data = ''
@@ -120,7 +114,7 @@ describe('the basic flows of the docs, on a Client', () => {
       socket.end()
       await ended
       return [statusCode, headers, opaque, data]
-    })
+    }, [UNDICI, UNDICI7])
   })
 
   test('request() with a query: empty, values of every kind, and a path that has one already', async () => {
@@ -137,39 +131,32 @@ describe('the basic flows of the docs, on a Client', () => {
       new Map([['a', 1]]),
       { '': 'x' },
     ]
-    await same7(
-      () => httpServer((req, res) => res.end(req.url)),
-      async (lib, origin) => {
+    await same(() => httpServer((req, res) => res.end(req.url)), async (lib, origin) => {
         const c = client(lib, origin)
         const out: unknown[] = []
         for (const query of queries) {
           for (const path of ['/', '/p?z=1', '/p?', '/p#f', '']) {
-            const r = await settled(c.request({ path, method: 'GET', query: query as Record<string, unknown> }).then((res) => res.body.text()))
+            const r = await outcome(c.request({ path, method: 'GET', query: query as Record<string, unknown> }).then((res) => res.body.text()))
             out.push(r)
           }
         }
         return out
-      },
-    )
+      }, [UNDICI, UNDICI7])
   })
 
   test('what a user gets wrong: upgrade() or connect() answered by a 200, request() with CONNECT, a factory or handler that fails', async () => {
-    await same7(
-      () => httpServer((_req, res) => res.end('no upgrade')),
-      async (lib, origin) => {
+    await same(() => httpServer((_req, res) => res.end('no upgrade')), async (lib, origin) => {
         const c = client(lib, origin)
         const out: unknown[] = []
-        out.push(await settled(c.upgrade({ path: '/' }).then((r) => r.headers)))
-        out.push(await settled(c.connect({ path: '/' }).then((r) => r.statusCode)))
-        out.push(await settled(c.request({ path: '/', method: 'CONNECT' }).then((r) => r.statusCode)))
+        out.push(await outcome(c.upgrade({ path: '/' }).then((r) => r.headers)))
+        out.push(await outcome(c.connect({ path: '/' }).then((r) => r.statusCode)))
+        out.push(await outcome(c.request({ path: '/', method: 'CONNECT' }).then((r) => r.statusCode)))
         // A stream() factory that returns no Writable, or throws; a pipeline() handler that throws.
-        out.push(await settled(c.stream({ path: '/', method: 'GET' }, () => null as unknown as Writable)))
+        out.push(await outcome(c.stream({ path: '/', method: 'GET' }, () => null as unknown as Writable)))
         out.push(
-          await settled(
-            c.stream({ path: '/', method: 'GET' }, () => {
+          await outcome(c.stream({ path: '/', method: 'GET' }, () => {
               throw new Error('factory failed')
-            }),
-          ),
+            })),
         )
         out.push(
           await new Promise((resolve) => {
@@ -182,10 +169,9 @@ describe('the basic flows of the docs, on a Client', () => {
           }),
         )
         // The Client serves on.
-        out.push(await settled(c.request({ path: '/', method: 'GET' }).then((r) => r.body.text())))
+        out.push(await outcome(c.request({ path: '/', method: 'GET' }).then((r) => r.body.text())))
         return out
-      },
-    )
+      }, [UNDICI, UNDICI7])
   })
 })
 
@@ -199,7 +185,7 @@ describe('an Agent and its clients', () => {
       const b = await httpServer((_req, res) => (releaseB = () => res.end('b')))
       return { origin: JSON.stringify([a.origin, b.origin]) }
     }
-    await same7(servers, async (lib, both) => {
+    await same(servers, async (lib, both) => {
       const [A, B] = JSON.parse(both) as [string, string]
       const name: Named = (o) => (String(o).startsWith(A) ? 'A' : String(o).startsWith(B) ? 'B' : String(o))
       let made = 0
@@ -223,7 +209,7 @@ describe('an Agent and its clients', () => {
       await sleep(50)
       seen.push(Object.keys(agent.stats).map(name), made)
       return seen
-    })
+    }, [UNDICI, UNDICI7])
   })
 
   const counted = () => {
@@ -249,35 +235,32 @@ describe('an Agent and its clients', () => {
     // Each connection serves the limit (undici 7: one more), the last request with
     // `connection: close`, and is told gone before the next one is made.
     for (const max of [1, 2]) {
-      await same7(counted, async (lib, origin) => limited(client(lib, origin, { maxRequestsPerClient: max }), origin, 5))
+      await same(counted, async (lib, origin) => limited(client(lib, origin, { maxRequestsPerClient: max }), origin, 5), [UNDICI, UNDICI7])
     }
   })
 
   // (undici 7.30 counts the closed client's later disconnect against its replacement, which it
   // then closes too: each later request gets a client of its own.)
   test('maxRequestsPerClient on an Agent of Clients: the replacement connection is reused (undici 7: replaced)', async () => {
-    await same7(counted, async (lib, origin) => {
+    await same(counted, async (lib, origin) => {
       const agent = new lib.Agent({ connections: 1, maxRequestsPerClient: 2 })
       onCleanup(() => agent.destroy())
       return limited(agent, origin, 5)
-    })
+    }, [UNDICI, UNDICI7])
   })
 
   test('a refused connection: each request fails with the error, the Agent tells connectionError', async () => {
     const port = await closedPort()
-    await same7(
-      async () => ({ origin: `http://127.0.0.1:${port}` }),
-      async (lib, origin) => {
+    await same(async () => ({ origin: `http://127.0.0.1:${port}` }), async (lib, origin) => {
         const agent = new lib.Agent()
         onCleanup(() => agent.destroy())
         const seen: unknown[] = []
         agent.on('connectionError', (_o: unknown, targets: unknown[], err: Error) => seen.push(['connectionError', targets.length, describeError(err)]))
-        const both = await Promise.all([0, 1].map(() => settled(agent.request({ origin, path: '/', method: 'GET' }))))
+        const both = await Promise.all([0, 1].map(() => outcome(agent.request({ origin, path: '/', method: 'GET' }))))
         seen.push(both, Object.keys(agent.stats).length)
-        seen.push(await settled(agent.request({ origin: `http://localhost:${port}`, path: '/', method: 'GET' })))
+        seen.push(await outcome(agent.request({ origin: `http://localhost:${port}`, path: '/', method: 'GET' })))
         return seen
-      },
-    )
+      }, [UNDICI, UNDICI7])
   })
 })
 
@@ -311,14 +294,11 @@ describe('a connect timeout under autoSelectFamily', () => {
           ])
         : cb(null, '127.0.0.1', 4)
     for (const kind of ['Client', 'Pool'] as const) {
-      await same7(
-        async () => ({ origin: `http://localhost:${port}` }),
-        async (lib, origin) => {
+      await same(async () => ({ origin: `http://localhost:${port}` }), async (lib, origin) => {
           const d = new lib[kind](origin, { autoSelectFamily: true, autoSelectFamilyAttemptTimeout: 100, connectTimeout: 5000, connect: { lookup } as never })
           onCleanup(() => d.destroy())
           return record(await failure(d as InstanceType<Lib['Pool']>), port)
-        },
-      )
+        }, [UNDICI, UNDICI7])
     }
   })
 
@@ -326,14 +306,11 @@ describe('a connect timeout under autoSelectFamily', () => {
     const port = await hangingPort()
     skipUnlessCI(port === null && 'no port whose connects hang (hangingPort)', ctx)
     for (const kind of ['Client', 'Pool'] as const) {
-      await same7(
-        async () => ({ origin: `http://localhost:${port}` }),
-        async (lib, origin) => {
+      await same(async () => ({ origin: `http://localhost:${port}` }), async (lib, origin) => {
           const d = new lib[kind](origin, { autoSelectFamily: true, connectTimeout: 200 })
           onCleanup(() => d.destroy())
           return record(await failure(d as InstanceType<Lib['Pool']>), port)
-        },
-      )
+        }, [UNDICI, UNDICI7])
     }
   })
 })
@@ -368,13 +345,13 @@ describe('HTTP/2 request bodies', () => {
       const c = h2Client(lib, origin)
       const out: unknown[] = []
       for (const body of [new Blob(['hello blob']), ...(empty ? [new Blob([])] : []), new Blob(['a', Buffer.from('b')])]) {
-        for (const method of methods) out.push(await settled(c.request({ path: '/', method, body }).then((r) => r.body.text())))
+        for (const method of methods) out.push(await outcome(c.request({ path: '/', method, body }).then((r) => r.body.text())))
       }
       for (const body of ['a string', Buffer.from('a buffer'), new Blob(['a blob']), '']) out.push(await dispatched(c, body))
       return out
     }
     await same(echoH2, run(['POST', 'PUT', 'GET'], true))
-    await same7(echoH2, run(['POST', 'PUT'], false))
+    await same(echoH2, run(['POST', 'PUT'], false), [UNDICI, UNDICI7])
   })
 
   test("a typed Blob: saetta sends its type as content-type, as over HTTP/1.1 (undici 8: not over HTTP/2)", async () => {

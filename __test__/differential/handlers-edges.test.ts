@@ -5,7 +5,7 @@
 import net from 'node:net'
 import { afterEach, describe, expect, test } from 'vitest'
 import { cleanup, httpServer, onCleanup, rawServer } from '../support/helpers'
-import { client, describeError, saetta, saetta7, same, same7, sameAs7, undici, type Lib } from '../support/differential'
+import { client, describeError, saetta, saetta7, same, undici, type Lib, UNDICI, UNDICI7, AS_UNDICI7 } from '../support/differential'
 
 afterEach(cleanup)
 
@@ -67,14 +67,14 @@ describe('DecoratorHandler over a first-API handler', () => {
   test('without onError: onResponseError throws InvalidArgumentError, as undici 7', async () => {
     // A first-API handler is the spec's (saetta takes it on both entries), so undici 7 is the
     // reference (undici 8's DecoratorHandler does not adapt one: it calls none of its callbacks).
-    await sameAs7(cutShort, async (lib, origin) => {
+    await same(cutShort, async (lib, origin) => {
       const log: string[] = []
       const decorated = new lib.DecoratorHandler(legacyWithoutOnError(log) as never) as unknown as NewHandler
       const { handler, done } = forwarding(decorated, log)
       ;(client(lib, origin).dispatch as Dispatch)({ path: '/', method: 'GET' }, handler)
       await done
       return log
-    })
+    }, AS_UNDICI7)
   })
 
   test("Dispatcher1Wrapper.wrapHandler without onError: the error itself is thrown, as undici 8's", async () => {
@@ -369,7 +369,7 @@ describe('cache interceptor, headers not to be stored', () => {
   ])('%s: the named headers are not served from the cache', async (_name, fields) => {
     const srv = () =>
       rawServer((_req, socket) => socket.write(`HTTP/1.1 200 OK\r\n${fields.join('\r\n')}\r\nx-a: 1\r\nx-b: 2\r\nx-c: 3\r\ncontent-length: 2\r\n\r\nok`))
-    await same7(srv, async (lib, origin) => {
+    await same(srv, async (lib, origin) => {
       const c = client(lib, origin).compose(lib.interceptors.cache())
       const seen: string[][] = []
       for (let i = 0; i < 2; i++) {
@@ -378,6 +378,6 @@ describe('cache interceptor, headers not to be stored', () => {
         seen.push(Object.keys(res.headers).filter((k) => k.startsWith('x-')))
       }
       return seen
-    })
+    }, [UNDICI, UNDICI7])
   })
 })

@@ -4,7 +4,7 @@ import { Readable, Writable } from 'node:stream'
 import { afterEach, describe, expect, test } from 'vitest'
 import { cleanup, closedPort, httpServer, netServer, onCleanup, rawServer, readBody, sleep } from '../support/helpers'
 import { h2Options, h2Server, MODES } from '../support/h2'
-import { describeError, echo, same, settled, undici, saetta, type Lib, same7, sameAs7, undici7, saetta7 } from '../support/differential'
+import { describeError, echo, same, undici, saetta, type Lib, undici7, saetta7, outcome, UNDICI, UNDICI7, AS_UNDICI7 } from '../support/differential'
 
 afterEach(cleanup)
 
@@ -92,7 +92,7 @@ describe('BalancedPool', () => {
   }
 
   test('weighted round robin: the upstream of each request as failures lower weights and connections restore them', async () => {
-    await same7(noServer, async (lib) => {
+    await same(noServer, async (lib) => {
       const s = scripted(lib, ['a', 'b', 'c'])
       const seq: unknown[] = []
       const run = (n: number) => {
@@ -116,11 +116,11 @@ describe('BalancedPool', () => {
       s.add('d')
       run(8)
       return seq
-    })
+    }, [UNDICI, UNDICI7])
   })
 
   test('maxWeightPerServer and errorPenalty shape the rotation', async () => {
-    await same7(noServer, async (lib) => {
+    await same(noServer, async (lib) => {
       const out: unknown[] = []
       for (const options of [{ maxWeightPerServer: 10, errorPenalty: 3 }, { maxWeightPerServer: 50, errorPenalty: 20 }, { errorPenalty: 7 }, { maxWeightPerServer: 0, errorPenalty: 0 }]) {
         const s = scripted(lib, ['a', 'b', 'c'], options)
@@ -132,11 +132,11 @@ describe('BalancedPool', () => {
         out.push([options, s.picks.join('')])
       }
       return out
-    })
+    }, [UNDICI, UNDICI7])
   })
 
   test('busy upstreams are skipped; requests wait when all are busy and go out on drain', async () => {
-    await same7(noServer, async (lib) => {
+    await same(noServer, async (lib) => {
       const s = scripted(lib, ['a', 'b', 'c'])
       const seq: unknown[] = []
       const drains: unknown[] = []
@@ -169,7 +169,7 @@ describe('BalancedPool', () => {
       seq.push(s.picks.splice(0).join(''), statsOf(s.bp).queued, drains.splice(0))
       go(2)
       return seq
-    })
+    }, [UNDICI, UNDICI7])
   })
 })
 
@@ -178,7 +178,7 @@ describe('BalancedPool over real upstreams', () => {
   async function names(bp: BalancedPool, n: number): Promise<string[]> {
     const out: string[] = []
     for (let i = 0; i < n; i++) {
-      const r = await settled(bp.request({ path: '/', method: 'GET' }).then((res) => res.body.text()))
+      const r = await outcome(bp.request({ path: '/', method: 'GET' }).then((res) => res.body.text()))
       out.push(r.ok ? r.value : String(r.error.code))
     }
     return out
@@ -219,21 +219,21 @@ describe('BalancedPool over real upstreams', () => {
   // undici 8 takes a removed upstream out at once: with every upstream removed, a request fails
   // with MissingUpstreamError; undici 7 kept it until it had closed, and the request waited.
   test('without upstreams: MissingUpstreamError; every upstream removed: requests fail (undici 7: wait for one to be added)', async () => {
-    await same7(noServer, async (lib) => {
+    await same(noServer, async (lib) => {
       const up = await named('a', 'b')
       const empty = track(new (lib.BalancedPool as unknown as new () => BalancedPool)())
-      const out: unknown[] = [await settled(empty.request({ path: '/', method: 'GET' })), empty.upstreams]
+      const out: unknown[] = [await outcome(empty.request({ path: '/', method: 'GET' })), empty.upstreams]
       const errors: unknown[] = []
       empty.dispatch({ path: '/', method: 'GET' }, { onConnect() {}, onHeaders: () => true, onData: () => true, onComplete() {}, onError: (e) => void errors.push(describeError(e)) })
       out.push(errors)
       const bp = track(new lib.BalancedPool([up.a]))
       bp.removeUpstream(up.a)
-      const waiting = settled(bp.request({ path: '/', method: 'GET' }).then((r) => r.body.text()))
+      const waiting = outcome(bp.request({ path: '/', method: 'GET' }).then((r) => r.body.text()))
       await new Promise((r) => setTimeout(r, 100))
       bp.addUpstream(up.b)
-      out.push(await waiting, await settled(new lib.BalancedPool([up.a]).removeUpstream(up.a).close()))
+      out.push(await waiting, await outcome(new lib.BalancedPool([up.a]).removeUpstream(up.a).close()))
       return out
-    })
+    }, [UNDICI, UNDICI7])
   })
 
   test('stats sum the upstreams', async () => {
@@ -346,7 +346,7 @@ describe('Agent', () => {
         [0, NaN, '5', null, -1, 1.5, Infinity].map((maxOrigins) => make({ maxOrigins })),
         [{ connections: -1 }, { pipelining: -1 }, { keepAliveTimeout: -1 }].map(make),
         // Options the origin's Pool refuses fail the first request to it.
-        await settled(track(new lib.Agent({ connections: -1 })).request({ origin: srv.origin, path: '/', method: 'GET' })),
+        await outcome(track(new lib.Agent({ connections: -1 })).request({ origin: srv.origin, path: '/', method: 'GET' })),
         given,
       ]
     })
@@ -355,12 +355,12 @@ describe('Agent', () => {
   // undici 8 stops counting an origin once its dispatcher has no connection or work left and is
   // closed; undici 7 at each disconnect of it.
   test('maxOrigins counts origins until their connection goes; a missing or invalid origin', async () => {
-    await same7(noServer, async (lib) => {
+    await same(noServer, async (lib) => {
       const a = await httpServer((_req, res) => res.end('a'), { keepAliveTimeout: 50 })
       const up = await named('b', 'c')
       const agent = track(new lib.Agent({ maxOrigins: 2 }))
       const get = (origin: unknown) =>
-        settled(agent.request({ origin, path: '/', method: 'GET' } as never).then((r) => r.body.text()))
+        outcome(agent.request({ origin, path: '/', method: 'GET' } as never).then((r) => r.body.text()))
       const out: unknown[] = [await get(a.origin), await get(new URL(up.b)), await get(up.c), await get(`${a.origin}/`)]
       out.push(Object.keys(agent.stats).length)
       // a's server closes its idle connection: its origin no longer counts.
@@ -372,20 +372,20 @@ describe('Agent', () => {
       // depend on timing).
       const pools: Pool[] = []
       const one = track(new lib.Agent({ maxOrigins: 1, factory: (o: string | URL, opts: object) => (pools.push(new lib.Pool(o, opts)), pools.at(-1)!) }))
-      const on = (origin: string) => settled(one.request({ origin, path: '/', method: 'GET' }).then((r) => r.body.text()))
+      const on = (origin: string) => outcome(one.request({ origin, path: '/', method: 'GET' }).then((r) => r.body.text()))
       out.push(await on(up.c))
       const url = new URL(up.c)
       pools[0].emit('connect', url, [pools[0]])
       pools[0].emit('disconnect', url, [pools[0]], new lib.errors.SocketError('other side closed'))
       out.push(await on(up.b), await on(up.c), Object.keys(one.stats).length)
       return out
-    })
+    }, [UNDICI, UNDICI7])
   })
 })
 
 describe('top-level request, stream, pipeline, connect and upgrade', () => {
   /** Whether `f` threw, rejected or resolved (with the response's status and body, the path the server saw). */
-  async function outcome(f: () => unknown): Promise<unknown> {
+  async function callOutcome(f: () => unknown): Promise<unknown> {
     let value: unknown
     try {
       value = f()
@@ -393,7 +393,7 @@ describe('top-level request, stream, pipeline, connect and upgrade', () => {
       return { threw: describeError(e) }
     }
     if (value instanceof Promise) {
-      const r = await settled(value)
+      const r = await outcome(value)
       if (!r.ok) return { rejected: r.error }
       const v = r.value as { statusCode?: number; body?: Readable } | undefined
       // StreamData's `context` is the spec's (undici 7 leaves it out).
@@ -454,7 +454,7 @@ describe('top-level request, stream, pipeline, connect and upgrade', () => {
         () => r(origin, { dispatcher }, 'not a function'),
       ]
       const out = []
-      for (const c of cases) out.push(await outcome(c))
+      for (const c of cases) out.push(await callOutcome(c))
       return out
     })
   })
@@ -472,15 +472,15 @@ describe('top-level request, stream, pipeline, connect and upgrade', () => {
         return x.threw ? { threw: x.threw.class } : x.rejected ? { rejected: x.rejected.class } : o
       }
       return [
-        await outcome(() => r(`${origin}/global`)),
-        await outcome(() => r(`${origin}/global`, { dispatcher: undefined })),
-        await outcome(() => new Promise((resolve) => r(`${origin}/cb`, (err: Error | null, data: { statusCode: number; body: Readable }) => resolve(err ? describeError(err) : [data.statusCode, data.body.resume() && 'body'])))),
-        only(await outcome(() => r(origin, { dispatcher: null }))),
-        only(await outcome(() => r(origin, { dispatcher: {} }))),
-        only(await outcome(() => r(origin, { dispatcher: 'x' }))),
+        await callOutcome(() => r(`${origin}/global`)),
+        await callOutcome(() => r(`${origin}/global`, { dispatcher: undefined })),
+        await callOutcome(() => new Promise((resolve) => r(`${origin}/cb`, (err: Error | null, data: { statusCode: number; body: Readable }) => resolve(err ? describeError(err) : [data.statusCode, data.body.resume() && 'body'])))),
+        only(await callOutcome(() => r(origin, { dispatcher: null }))),
+        only(await callOutcome(() => r(origin, { dispatcher: {} }))),
+        only(await callOutcome(() => r(origin, { dispatcher: 'x' }))),
         // Anything with a dispatch() will do.
-        await outcome(() => r(`${origin}/duck`, { dispatcher: { dispatch: agent.dispatch.bind(agent) } })),
-        await outcome(() => r(`${origin}/composed`, { dispatcher: agent.compose((d) => d) })),
+        await callOutcome(() => r(`${origin}/duck`, { dispatcher: { dispatch: agent.dispatch.bind(agent) } })),
+        await callOutcome(() => r(`${origin}/composed`, { dispatcher: agent.compose((d) => d) })),
       ]
     })
   })
@@ -503,7 +503,7 @@ describe('top-level request, stream, pipeline, connect and upgrade', () => {
         () => (lib.upgrade as (...a: unknown[]) => unknown)(origin, 'x'),
         () => lib.connect(origin, { dispatcher, path: 'x' } as never),
       ]) {
-        out.push(await outcome(c))
+        out.push(await callOutcome(c))
       }
       await new Promise((r) => setTimeout(r, 50))
       return out
@@ -545,15 +545,13 @@ describe('request and stream refusing their options destroy the body stream', ()
           const opts = { origin, path: '/', method: 'POST', body, ...o } as never
           const sink = () => new Writable({ write: (_c, _e, cb) => cb() })
           // (stream() takes no highWaterMark: that request goes out, its body never ending.)
-          const result = await settled(
-            within(200, () =>
+          const result = await outcome(within(200, () =>
               api === 'request'
                 ? d.request(opts)
                 : api === 'request callback'
                   ? new Promise((resolve, reject) => d.request(opts, (err, data) => (err ? reject(err) : resolve(data))))
                   : d.stream(opts, api === 'stream' ? sink : (null as never)),
-            ),
-          )
+            ))
           await new Promise((r) => setImmediate(r))
           out.push([api, o, result.ok || result.error, body.destroyed, body.errored && describeError(body.errored)])
         }
@@ -571,7 +569,7 @@ describe('request and stream refusing their options destroy the body stream', ()
         const body = new Readable({ read() {} })
         body.push('abc')
         const opts = { path: '/', method: 'POST', body }
-        const r = await settled(api === 'request' ? pool.request(opts) : pool.stream(opts, () => new Writable()))
+        const r = await outcome(api === 'request' ? pool.request(opts) : pool.stream(opts, () => new Writable()))
         out.push([r.ok || (r.error as { code: unknown }).code, body.destroyed, (body.errored as { code?: string } | null)?.code])
       }
       return out
@@ -656,10 +654,10 @@ describe('header bytes through wrapped handlers', () => {
     'a pass-through interceptor, legacy': through(() => (dispatch) => dispatch, legacy),
   }
 
-  // A legacy handler under a DecoratorHandler or an interceptor: as undici 7 (see sameAs7;
+  // A legacy handler under a DecoratorHandler or an interceptor: as undici 7 (see AS_UNDICI7;
   // undici 8's DecoratorHandler does not adapt one, which then hears nothing).
   test.each(Object.keys(scenarios))('%s: raw and parsed headers and trailers byte for byte', async (name) => {
-    await (name.includes('legacy') && name !== 'legacy handler' ? sameAs7 : same)(latin1, scenarios[name])
+    await same(latin1, scenarios[name], name.includes('legacy') && name !== 'legacy handler' ? AS_UNDICI7 : UNDICI)
   })
 
   test.each([
@@ -717,9 +715,9 @@ describe('compose hands every interceptor a controller-style handler', () => {
           onResponseError: (c, err) => handler.onResponseError(c, err),
         })
       const c = track(new lib.Client(origin)).compose(renaming as never)
-      const res = await settled(c.request({ path: '/r', method: 'GET' }).then(async (r) => [r.statusCode, r.headers['x-renamed'], r.headers['x-method'], await r.body.text(), r.trailers]))
+      const res = await outcome(c.request({ path: '/r', method: 'GET' }).then(async (r) => [r.statusCode, r.headers['x-renamed'], r.headers['x-method'], await r.body.text(), r.trailers]))
       let headers: unknown
-      const streamed = await settled(c.stream({ path: '/s', method: 'GET' }, (d) => ((headers = d.headers['x-renamed']), new Writable({ write: (_c, _e, cb) => cb() }))))
+      const streamed = await outcome(c.stream({ path: '/s', method: 'GET' }, (d) => ((headers = d.headers['x-renamed']), new Writable({ write: (_c, _e, cb) => cb() }))))
       const legacyRec = await within(2000, () => new Promise((resolve) => {
         let seen: unknown
         c.dispatch({ path: '/l', method: 'GET' }, {
@@ -733,16 +731,16 @@ describe('compose hands every interceptor a controller-style handler', () => {
       }))
       return [res, streamed.ok ? [headers, (streamed.value as { trailers: unknown }).trailers] : streamed, legacyRec]
     }
-    // request and stream as undici 8; the legacy handler as undici 7 (see sameAs7).
+    // request and stream as undici 8; the legacy handler as undici 7 (see AS_UNDICI7).
     await same(echo, async (lib, origin) => (await run(lib, origin)).slice(0, 2))
-    await sameAs7(echo, async (lib, origin) => (await run(lib, origin)).slice(2))
+    await same(echo, async (lib, origin) => (await run(lib, origin)).slice(2), AS_UNDICI7)
   })
 
   // undici 8: an interceptor gets the dispatcher's origin too (null for a BalancedPool, none for
   // an Agent), a request without an origin gets the dispatcher's, what an interceptor returns
   // must take two arguments, and the cache must come after the redirect. undici 7: none of it.
   test("compose: the dispatcher's origin to interceptors and requests; what it refuses", async () => {
-    await same7(echo, async (lib, origin) => {
+    await same(echo, async (lib, origin) => {
       const name = (o: unknown) => (o === origin ? 'ORIGIN' : o === undefined ? 'undefined' : String(o))
       const seen: unknown[] = []
       const spy = (dispatch: Dispatch, composedOrigin?: unknown) => {
@@ -772,7 +770,7 @@ describe('compose hands every interceptor a controller-style handler', () => {
         attempt(() => c.compose((() => (opts: unknown) => opts) as never) && 'composed'),
       ]
       return { seen, refused }
-    })
+    }, [UNDICI, UNDICI7])
   })
 })
 
@@ -798,7 +796,7 @@ function redirecting(lib: Lib, options: Record<string, unknown> = { maxRedirecti
 
 /** The final response: status, and the echo's record or the body; or the error (origins in its message as ORIGIN). */
 async function final(p: Promise<{ statusCode: number; body: { text(): Promise<string> }; headers: Record<string, unknown> }>) {
-  const r = await settled(p.then(async (res) => [res.statusCode, res.headers.location ?? null, await res.body.text()]))
+  const r = await outcome(p.then(async (res) => [res.statusCode, res.headers.location ?? null, await res.body.text()]))
   if (!r.ok) return { ...r, error: { ...r.error, message: String(r.error.message).replace(/http:\/\/127\.0\.0\.1:\d+/g, 'ORIGIN') } }
   const [status, location, text] = r.value as [number, unknown, string]
   return { status, location, got: text.startsWith('{') ? JSON.parse(text) : text }
@@ -1024,7 +1022,7 @@ describe('dump interceptor', () => {
       out.push(await calls(d, { path: '/cl/5' }), await (await track(new lib.Client(origin)).request({ path: '/count', method: 'GET' })).body.text())
       const ac = new AbortController()
       ac.abort(new Error('signal reason'))
-      const signalled = await settled(d.request({ path: '/cl/10', method: 'GET', signal: ac.signal }).then((r) => r.body.text()))
+      const signalled = await outcome(d.request({ path: '/cl/10', method: 'GET', signal: ac.signal }).then((r) => r.body.text()))
       // The spec makes an aborted signal's error a RequestAbortedError (undici: the reason): the outcome is compared.
       out.push(signalled.ok)
       return out
@@ -1038,11 +1036,11 @@ describe('dump interceptor', () => {
         const made = attempt(() => track(new lib.Client(origin)).compose(lib.interceptors.dump({ maxSize } as never)))
         const d = (made as { value?: InstanceType<Lib['Client']> }).value
         out.push([maxSize, d ? 'made' : made, d ? attempt(() => d.dispatch({ path: '/cl/1', method: 'GET' }, { onRequestStart() {}, onResponseError() {} } as never)) : null])
-        out.push(d ? await settled(d.request({ path: '/cl/20', method: 'GET' }).then((r) => r.body.text())) : null)
+        out.push(d ? await outcome(d.request({ path: '/cl/20', method: 'GET' }).then((r) => r.body.text())) : null)
       }
       const d = track(new lib.Client(origin)).compose(lib.interceptors.dump())
       for (const dumpMaxSize of [0, -1, 'x', NaN, 5]) {
-        out.push([dumpMaxSize, await settled(d.request({ path: '/cl/20', method: 'GET', dumpMaxSize } as never).then((r) => r.body.text()))])
+        out.push([dumpMaxSize, await outcome(d.request({ path: '/cl/20', method: 'GET', dumpMaxSize } as never).then((r) => r.body.text()))])
       }
       return out
     })
@@ -1095,10 +1093,10 @@ describe('retry interceptor', () => {
     const srv = await scriptedServer(steps)
     const d = track(new lib.Agent()).compose(lib.interceptors.retry({ minTimeout: 10, timeoutFactor: 3, maxTimeout: 1000, ...options }))
     const { result, waits } = await waitsOf(() =>
-      settled(d.request({ origin: srv.origin, path: '/', method: 'GET', ...request }).then(async (r) => [r.statusCode, await r.body.text()])),
+      outcome(d.request({ origin: srv.origin, path: '/', method: 'GET', ...request }).then(async (r) => [r.statusCode, await r.body.text()])),
     )
-    const outcome = result.ok ? result : { ok: false, error: { ...result.error, ...pickRetry(result) } }
-    return { outcome, waits, requests: srv.log }
+    const recorded = result.ok ? result : { ok: false, error: { ...result.error, ...pickRetry(result) } }
+    return { outcome: recorded, waits, requests: srv.log }
   }
   const pickRetry = (r: { ok: false; error: Record<string, unknown> }) => r.error
 
@@ -1220,7 +1218,7 @@ describe('responseError interceptor', () => {
       const out: unknown[] = []
       for (const [status, type, body] of cases) {
         const path = `/${status}/${encodeURIComponent(type)}?body=${encodeURIComponent(Buffer.from(body, 'utf8').toString('latin1'))}`
-        const r = await settled(d.request({ path, method: 'GET', ...asking(lib) }).then(async (res) => [res.statusCode, await res.body.text()]))
+        const r = await outcome(d.request({ path, method: 'GET', ...asking(lib) }).then(async (res) => [res.statusCode, await res.body.text()]))
         out.push([status, type, r])
         if (!r.ok) {
           const err = await d.request({ path, method: 'GET', ...asking(lib) }).catch((e: Error & { body: unknown; headers: Record<string, unknown>; statusCode: number }) => e)
@@ -1250,7 +1248,7 @@ describe('responseError interceptor', () => {
       return [
         await run('/500/text%2Fplain?body=x'),
         await run('/200/text%2Fplain?body=x'),
-        await settled(refused.request({ path: '/', method: 'GET', ...asking(lib) })).then((r) => (r.ok ? r : (r.error as { code: unknown }).code)),
+        await outcome(refused.request({ path: '/', method: 'GET', ...asking(lib) })).then((r) => (r.ok ? r : (r.error as { code: unknown }).code)),
       ]
     })
   })
@@ -1264,8 +1262,8 @@ describe('RetryAgent', () => {
       const out: unknown[] = []
       for (const options of [{ minTimeout: 5 }, null, undefined]) {
         const agent = new lib.RetryAgent(track(new lib.Agent()), options as never)
-        out.push(await settled(agent.request({ origin: srv.origin, path: '/', method: 'GET' }).then(async (r) => [r.statusCode, await r.body.text()])))
-        out.push(await settled(agent.close()), (agent as unknown as { destroyed?: boolean }).destroyed, await settled(agent.destroy()))
+        out.push(await outcome(agent.request({ origin: srv.origin, path: '/', method: 'GET' }).then(async (r) => [r.statusCode, await r.body.text()])))
+        out.push(await outcome(agent.close()), (agent as unknown as { destroyed?: boolean }).destroyed, await outcome(agent.destroy()))
       }
       return out
     })

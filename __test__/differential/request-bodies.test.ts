@@ -12,7 +12,7 @@ import { createRequire } from 'node:module'
 import { Readable } from 'node:stream'
 import { afterEach, beforeAll, describe, test } from 'vitest'
 import { cleanup, netServer, okResponse, onCleanup, rawServer, sleep, tmpSocketPath, withTimeout, type RawServer } from '../support/helpers'
-import { client, describeError, same, same7, saetta7, settled, undici7, type Lib } from '../support/differential'
+import { client, describeError, same, saetta7, undici7, type Lib, outcome, UNDICI, UNDICI7 } from '../support/differential'
 import { makeCerts, type Certs } from '../support/certs'
 
 afterEach(cleanup)
@@ -96,7 +96,7 @@ describe('a body still being read when its response completes the request', () =
   for (const close of [false, true]) {
     test(`an async generator (the server ${close ? 'closes' : 'keeps the connection'}): stopped at its next chunk, its finally run`, async () => {
       const srv = earlyAnswer(close)
-      await same7(srv.server, async (lib, origin) => {
+      await same(srv.server, async (lib, origin) => {
         const c = client(lib, origin)
         const disconnects: string[] = []
         c.on('disconnect', (_o, _t, err) => disconnects.push(`${err.constructor.name}: ${err.message}`))
@@ -125,16 +125,16 @@ describe('a body still being read when its response completes the request', () =
         go()
         await withTimeout(stopped, 2000, 'the generator to stop')
         log.push(`response ${res.statusCode} ${await res.body.text()}`)
-        const next = await settled(c.request({ path: '/next', method: 'GET' }).then((r) => r.body.text()))
+        const next = await outcome(c.request({ path: '/next', method: 'GET' }).then((r) => r.body.text()))
         return { log, next, disconnects, sent: chunks(srv.bodies()[0]), connections: srv.bodies().length }
-      })
+      }, [UNDICI, UNDICI7])
     })
   }
 
   for (const autoDestroy of [false, true]) {
     test(`a stream that never ends (autoDestroy: ${autoDestroy}): destroyed without an error`, async () => {
       const srv = earlyAnswer(false)
-      await same7(srv.server, async (lib, origin) => {
+      await same(srv.server, async (lib, origin) => {
         const c = client(lib, origin)
         const body = new Readable({ autoDestroy, read() {} })
         body.push('first chunk')
@@ -144,7 +144,7 @@ describe('a body still being read when its response completes the request', () =
         const text = await res.body.text()
         await sleep(20)
         return { status: res.statusCode, text, events, destroyed: body.destroyed, errored: describeError(body.errored ?? 'none'), sent: chunks(srv.bodies()[0]) }
-      })
+      }, [UNDICI, UNDICI7])
     })
   }
 })
@@ -215,7 +215,7 @@ describe('a stream body that does not destroy itself', () => {
   })
 
   test.each(streams)('%s: destroyed once sent (request())', async (_name, make) => {
-    await same7(server, async (lib, origin) => {
+    await same(server, async (lib, origin) => {
       const body = make()
       const events: string[] = []
       for (const event of ['end', 'close', 'error']) body.on(event, () => events.push(event))
@@ -224,7 +224,7 @@ describe('a stream body that does not destroy itself', () => {
       await res.body.text()
       await sleep(10)
       return { events, atResponse, destroyed: body.destroyed }
-    })
+    }, [UNDICI, UNDICI7])
   })
 })
 
@@ -280,11 +280,11 @@ describe('strictContentLength: false, several requests queued', () => {
   }
 
   test.each(bodies)('%s, one at a time: each warned of as it is written', async (_name, body) => {
-    await same7(server, (lib, origin) => run(lib, origin, body, { pipelining: 1, idempotent: false }))
+    await same(server, (lib, origin) => run(lib, origin, body, { pipelining: 1, idempotent: false }), [UNDICI, UNDICI7])
   })
 
   test.each(bodies.slice(0, 2))('%s, pipelined: none warned of before it is written, one warning each', async (_name, body) => {
-    await same7(server, async (lib, origin) => {
+    await same(server, async (lib, origin) => {
       const log = await run(lib, origin, body, { pipelining: 3, idempotent: true })
       const warnings = log.flatMap((l, at) => (l.startsWith('warning') ? [at] : []))
       return {
@@ -293,7 +293,7 @@ describe('strictContentLength: false, several requests queued', () => {
         eachAfterItsRequest: warnings.every((at, k) => at > log.indexOf(`start ${k}`)),
         ends: log.filter((l) => l.startsWith('end')).length,
       }
-    })
+    }, [UNDICI, UNDICI7])
   })
 })
 
@@ -327,35 +327,35 @@ describe("the form-data package's FormData as a body", () => {
 
   test('sent as a stream with its getHeaders(): the same bytes, chunked', async () => {
     const w = recorder()
-    await same7(w.server, async (lib, origin) => {
+    await same(w.server, async (lib, origin) => {
       const f = form()
       const events: string[] = []
       f.on('end', () => events.push('end'))
       f.on('close', () => events.push('close'))
-      const res = await settled(client(lib, origin).request({ path: '/', method: 'POST', body: f as never, headers: f.getHeaders() }).then((r) => r.body.text()))
+      const res = await outcome(client(lib, origin).request({ path: '/', method: 'POST', body: f as never, headers: f.getHeaders() }).then((r) => r.body.text()))
       return { res, events, received: received(w.got()) }
-    })
+    }, [UNDICI, UNDICI7])
   })
 
   test('with its length as content-length: the same bytes, not chunked', async () => {
     const w = recorder()
-    await same7(w.server, async (lib, origin) => {
+    await same(w.server, async (lib, origin) => {
       const f = form()
       const headers = { ...f.getHeaders(), 'content-length': String(f.getLengthSync()) }
-      const res = await settled(client(lib, origin).request({ path: '/', method: 'PUT', body: f as never, headers }).then((r) => r.body.text()))
+      const res = await outcome(client(lib, origin).request({ path: '/', method: 'PUT', body: f as never, headers }).then((r) => r.body.text()))
       return { res, received: received(w.got()) }
-    })
+    }, [UNDICI, UNDICI7])
   })
 
   test('a Readable appended to it', async () => {
     const w = recorder()
-    await same7(w.server, async (lib, origin) => {
+    await same(w.server, async (lib, origin) => {
       const f = new FormDataPackage()
       f.append('name', 'x')
       f.append('upload', Readable.from([Buffer.from('streamed '), Buffer.from('part')]), { filename: 'up.txt', contentType: 'text/plain' })
-      const res = await settled(client(lib, origin).request({ path: '/', method: 'POST', body: f as never, headers: f.getHeaders() }).then((r) => r.body.text()))
+      const res = await outcome(client(lib, origin).request({ path: '/', method: 'POST', body: f as never, headers: f.getHeaders() }).then((r) => r.body.text()))
       return { res, received: received(w.got()) }
-    })
+    }, [UNDICI, UNDICI7])
   })
 })
 
@@ -424,23 +424,21 @@ describe('a readable-stream@2 stream as a body', () => {
   ]
   test.each(streams)('%s: the same bytes and framing', async (_name, make, headers) => {
     const w = recorder()
-    await same7(w.server, async (lib, origin) => {
+    await same(w.server, async (lib, origin) => {
       // The stream goes on once the request is on its connection, however slow the machine.
       const c = client(lib, origin)
       const body = make((fn) => c.once('connect', () => setImmediate(fn)))
       const events: string[] = []
       body.on('end', () => events.push('end'))
-      const res = await settled(c.request({ path: '/', method: 'POST', body: body as never, headers }).then((r) => r.body.text()))
+      const res = await outcome(c.request({ path: '/', method: 'POST', body: body as never, headers }).then((r) => r.body.text()))
       await sleep(10)
       return { res, events, destroyed: body.destroyed, received: received(w.got()) }
-    })
+    }, [UNDICI, UNDICI7])
   })
 
   test('one that errors: the request fails with its error', async () => {
     const fail = (message: string) => Object.assign(new Error(message), { code: 'EBODY' })
-    await same7(
-      () => rawServer(() => {}),
-      async (lib, origin) => {
+    await same(() => rawServer(() => {}), async (lib, origin) => {
         const emitted = new stream2.Readable({ read() {} })
         emitted.push('some ')
         setTimeout(() => emitted.emit('error', fail('emitted')), 10)
@@ -454,11 +452,10 @@ describe('a readable-stream@2 stream as a body', () => {
         }
         const c = client(lib, origin, { pipelining: 0 })
         return {
-          emitted: await settled(c.request({ path: '/a', method: 'POST', body: emitted as never })),
-          destroyed: await settled(c.request({ path: '/b', method: 'POST', body: destroying() as never })),
+          emitted: await outcome(c.request({ path: '/a', method: 'POST', body: emitted as never })),
+          destroyed: await outcome(c.request({ path: '/b', method: 'POST', body: destroying() as never })),
         }
-      },
-    )
+      }, [UNDICI, UNDICI7])
   })
 })
 
@@ -485,10 +482,10 @@ describe('an https origin over a Unix socket, a server name that is not a DNS na
 
   /** What a request with `host` gets (its text, or its error). */
   const get = (c: ReturnType<typeof client>, host?: string) =>
-    settled(c.request({ path: '/', method: 'GET', headers: host === undefined ? {} : { host } }).then(async (r) => `${r.statusCode} ${await r.body.text()}`))
+    outcome(c.request({ path: '/', method: 'GET', headers: host === undefined ? {} : { host } }).then(async (r) => `${r.statusCode} ${await r.body.text()}`))
 
   test("the host header's name (@fastify/reply-from's unix+https), unverified and verified", async () => {
-    await same7(tlsUnix, async (lib, socketPath) => {
+    await same(tlsUnix, async (lib, socketPath) => {
       // As @fastify/reply-from gives it: the socket's path, encoded, as the host.
       const encoded = encodeURIComponent(socketPath)
       const odd = [encoded, 'a..b', 'with space', '-dash-']
@@ -504,17 +501,17 @@ describe('an https origin over a Unix socket, a server name that is not a DNS na
       for (const host of odd) out[`verified ${host === encoded ? 'encoded path' : host}`] = await get(verified(), host)
       out['verified none'] = await get(verified())
       return JSON.parse(JSON.stringify(out).replaceAll(encoded, 'ENCODED'))
-    })
+    }, [UNDICI, UNDICI7])
   })
 
   test('connect.servername that is not a DNS name', async () => {
-    await same7(tlsUnix, async (lib, socketPath) => {
+    await same(tlsUnix, async (lib, socketPath) => {
       const out: Record<string, unknown> = {}
       for (const servername of ['a..b', 'with space']) {
         out[servername] = await get(client(lib, 'https://localhost', { socketPath, connect: { rejectUnauthorized: false, servername } }))
         out[`${servername} verified`] = await get(client(lib, 'https://localhost', { socketPath, connect: { ca: certs.ca, servername } }))
       }
       return out
-    })
+    }, [UNDICI, UNDICI7])
   })
 })

@@ -10,7 +10,7 @@ import { once } from 'node:events'
 import { Writable } from 'node:stream'
 import { afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { cleanup, collect, hasIPv6Loopback, netServer, okResponse, onCleanup, pairs, rawServer, runNode, sleep, holdsWithin } from '../support/helpers'
-import { client, describeError, same, settled, undici, saetta, type Lib } from '../support/differential'
+import { client, describeError, same, undici, saetta, type Lib, outcome } from '../support/differential'
 import { repoRoot } from '../support/target'
 import { makeCerts, type Certs } from '../support/certs'
 
@@ -119,7 +119,7 @@ describe('a body cut by EOF', () => {
       () => netServer((socket) => socket.once('data', () => socket.end(wire))),
       async (lib, origin) => ({
         dispatch: await dispatched(lib, origin),
-        request: await settled(client(lib, origin).request({ path: '/', method: 'GET' }).then((r) => r.body.text())),
+        request: await outcome(client(lib, origin).request({ path: '/', method: 'GET' }).then((r) => r.body.text())),
       }),
     )
   })
@@ -304,7 +304,7 @@ describe('1xx before the response', () => {
     const run = async (lib: Lib) => {
       const srv = await rawServer((_req, socket) => socket.write('HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 4\r\n\r\nbody'))
       const infos: unknown[] = []
-      return settled(client(lib, srv.origin).request({ path: '/', method: 'GET', onInfo: (i) => infos.push(i.statusCode) }).then(async (r) => [infos, r.statusCode, await r.body.text()]))
+      return outcome(client(lib, srv.origin).request({ path: '/', method: 'GET', onInfo: (i) => infos.push(i.statusCode) }).then(async (r) => [infos, r.statusCode, await r.body.text()]))
     }
     expect(await run(undici)).toEqual({ ok: false, error: { class: 'SocketError', name: 'SocketError', code: 'SOCKET', message: 'bad response' } })
     expect(await run(saetta)).toEqual({ ok: true, value: [[100], 200, 'body'] })
@@ -333,7 +333,7 @@ describe('an invalid content-length (with connection: close)', () => {
       () => netServer((socket) => socket.once('data', () => socket.end(`HTTP/1.1 200 OK\r\n${header}connection: close\r\n\r\nok`))),
       async (lib, origin) => ({
         dispatch: await dispatched(lib, origin),
-        request: await settled(client(lib, origin).request({ path: '/', method: 'GET' }).then((r) => r.body.text())),
+        request: await outcome(client(lib, origin).request({ path: '/', method: 'GET' }).then((r) => r.body.text())),
       }),
     )
   })
@@ -378,7 +378,7 @@ describe('malformed responses: the error undici reports, message included', () =
   test.each(wires)('%j', async (wire) => {
     await same(
       () => netServer((socket) => socket.once('data', () => socket.end(wire))),
-      async (lib, origin) => settled(client(lib, origin).request({ path: '/', method: 'GET' }).then((r) => r.body.text())),
+      async (lib, origin) => outcome(client(lib, origin).request({ path: '/', method: 'GET' }).then((r) => r.body.text())),
     )
   })
 })
@@ -406,8 +406,8 @@ describe('maxResponseSize reached mid-body', () => {
     await same(
       () => rawServer((_req, socket) => respond(socket)),
       async (lib, origin) => {
-        const res = await settled(client(lib, origin, { maxResponseSize: 50 }).request({ path: '/', method: 'GET' }))
-        const body = res.ok ? await settled((res.value as { body: { text(): Promise<string> } }).body.text()) : null
+        const res = await outcome(client(lib, origin, { maxResponseSize: 50 }).request({ path: '/', method: 'GET' }))
+        const body = res.ok ? await outcome((res.value as { body: { text(): Promise<string> } }).body.text()) : null
         return { dispatch: await dispatched(lib, origin, { maxResponseSize: 50 }), status: res.ok ? (res.value as { statusCode: number }).statusCode : res.error, body }
       },
     )
@@ -439,7 +439,7 @@ describe('maxHeaderSize', () => {
         const c = client(lib, origin, { maxHeaderSize: 100 })
         const out = []
         for (let i = 0; i < sizes.length; i++) {
-          out.push(await settled(c.request({ path: `/${i}`, method: 'GET' }).then((r) => r.headers['x-a'])))
+          out.push(await outcome(c.request({ path: `/${i}`, method: 'GET' }).then((r) => r.headers['x-a'])))
         }
         return out
       },
@@ -576,7 +576,7 @@ describe('a response body and its data at their edges', () => {
       const { body } = await c.request({ path: '/', method: 'GET' })
       const seen: number[] = []
       body.on('data', (chunk: Buffer) => seen.push(chunk.length))
-      const result = await settled(body.json())
+      const result = await outcome(body.json())
       return { result, seen }
     })
   })
@@ -585,11 +585,11 @@ describe('a response body and its data at their edges', () => {
     await same(json, async (lib, origin) => {
       const c = client(lib, origin)
       const first = await c.request({ path: '/', method: 'GET' })
-      const formData = await settled(first.body.formData())
+      const formData = await outcome(first.body.formData())
       await first.body.dump()
       const second = await c.request({ path: '/', method: 'GET' })
       for await (const _ of second.body);
-      return { formData, afterRead: await settled(second.body.text()) }
+      return { formData, afterRead: await outcome(second.body.text()) }
     })
   })
 
@@ -599,7 +599,7 @@ describe('a response body and its data at their edges', () => {
       const out: unknown[] = []
       for (const opts of [{ limit: 'x' }, { limit: NaN }, { limit: 0 }, null, { signal: new AbortController().signal }]) {
         const { body } = await c.request({ path: '/', method: 'GET' })
-        out.push(await settled(body.dump(opts as never)))
+        out.push(await outcome(body.dump(opts as never)))
       }
       return out
     })

@@ -9,7 +9,7 @@ import { PassThrough, Readable, Stream, Writable, pipeline as streamPipeline, ty
 import { afterEach, describe, test } from 'vitest'
 import { WebSocketServer } from 'ws'
 import { cleanup, httpServer, netServer, onCleanup, sleep, waitFor } from '../support/helpers'
-import { client, describeError, same, same7, settled, undici, type Lib } from '../support/differential'
+import { client, describeError, same, undici, type Lib, outcome, UNDICI, UNDICI7 } from '../support/differential'
 
 afterEach(cleanup)
 
@@ -51,7 +51,7 @@ describe('onResponseStarted behind an interceptor', () => {
   }
   for (const [handlerName, handler] of Object.entries(handlers)) {
     test(`${handlerName}: the callbacks it hears, on a Client and an Agent, without and with each interceptor`, async () => {
-      await same7(hello, async (lib, origin) => {
+      await same(hello, async (lib, origin) => {
         const out: Record<string, string[]> = {}
         for (const kind of ['Client', 'Agent'] as const) {
           const dispatchers: Record<string, (d: InstanceType<Lib['Client']>) => { dispatch: Dispatch }> = {
@@ -67,7 +67,7 @@ describe('onResponseStarted behind an interceptor', () => {
           }
         }
         return out
-      })
+      }, [UNDICI, UNDICI7])
     })
   }
 })
@@ -104,7 +104,7 @@ describe('a response body given an encoding', () => {
 
   for (const at of [10, 11]) {
     test(`setEncoding() then text(), json(), bytes(), arrayBuffer(), blob(), for await: read at once, and once a first chunk (ending inside a character, at ${at}) is buffered`, async () => {
-      await same7(split(at), async (lib, origin) => {
+      await same(split(at), async (lib, origin) => {
         const c = client(lib, origin)
         const out: unknown[] = []
         for (const encoding of encodings) {
@@ -116,9 +116,9 @@ describe('a response body given an encoding', () => {
                 // The first chunk sits in the body (its split character in the decoder) before the read.
                 await waitFor(() => body.readableLength > 0, 5000, 'a first chunk')
                 release()
-                out.push([encoding, how, 'buffered', await settled(read(body, how))])
+                out.push([encoding, how, 'buffered', await outcome(read(body, how))])
               } else {
-                const result = settled(read(body, how))
+                const result = outcome(read(body, how))
                 release()
                 out.push([encoding, how, await result])
               }
@@ -126,15 +126,15 @@ describe('a response body given an encoding', () => {
           }
         }
         return out
-      })
+      }, [UNDICI, UNDICI7])
     })
   }
 
   test('an unknown encoding: ignored by a request body, refused by a pipeline body (a plain Readable in undici)', async () => {
-    await same7(hello, async (lib, origin) => {
+    await same(hello, async (lib, origin) => {
       const c = client(lib, origin)
       const { body } = await c.request({ path: '/', method: 'GET' })
-      const request = settled(Promise.resolve().then(() => body.setEncoding('bogus' as BufferEncoding) === body))
+      const request = outcome(Promise.resolve().then(() => body.setEncoding('bogus' as BufferEncoding) === body))
       const out: unknown[] = [await request, body.readableEncoding, await body.text()]
       const duplex = c.pipeline({ path: '/', method: 'GET' }, ({ body }) => {
         try {
@@ -150,7 +150,7 @@ describe('a response body given an encoding', () => {
       await new Promise<void>((resolve) => duplex.on('data', (c) => chunks.push(c)).on('end', resolve).end())
       out.push(chunks.map((c) => typeof c).join(), chunks.join(''))
       return out
-    })
+    }, [UNDICI, UNDICI7])
   })
 })
 
@@ -238,7 +238,7 @@ describe('pipeline(): the stream its handler returns', () => {
   }
   for (const [name, [path, handler]] of Object.entries(scenarios)) {
     test(`${name}: how the pipeline ends`, async () => {
-      await same7(server, async (lib, origin) => {
+      await same(server, async (lib, origin) => {
         const c = client(lib, origin)
         const events: string[] = []
         let got = ''
@@ -254,7 +254,7 @@ describe('pipeline(): the stream its handler returns', () => {
         // What may still come after the pipeline's end (a late error).
         await new Promise((resolve) => setTimeout(resolve, 50))
         return { err: err ? describeError(err) : null, got, events }
-      })
+      }, [UNDICI, UNDICI7])
     })
   }
 })
@@ -296,7 +296,7 @@ describe("an abort signal's listener once the request is done", () => {
 
   for (const [signalName, make] of Object.entries(signals)) {
     test(`${signalName}: request(), stream(), pipeline(), upgrade(), connect(), answered and failed`, async () => {
-      await same7(server, async (lib, origin) => {
+      await same(server, async (lib, origin) => {
         const c = client(lib, origin)
         const out: Record<string, unknown[]> = {}
         for (const path of ['/', '/fail']) {
@@ -316,7 +316,7 @@ describe("an abort signal's listener once the request is done", () => {
 
           const streamed = (out[`stream ${path}`] = [] as unknown[])
           s = make()
-          const result = await settled(c.stream({ path, method: 'GET', signal: s.signal as AbortSignal }, () => sink()))
+          const result = await outcome(c.stream({ path, method: 'GET', signal: s.signal as AbortSignal }, () => sink()))
           streamed.push(result.ok, s.count())
           await turn()
           streamed.push(s.count())
@@ -345,7 +345,7 @@ describe("an abort signal's listener once the request is done", () => {
           }
         }
         return out
-      })
+      }, [UNDICI, UNDICI7])
     })
   }
 })
@@ -378,21 +378,19 @@ describe('stream(): its destination', () => {
   }
   for (const [name, make] of Object.entries(destinations)) {
     test(`${name}: destroyed at the end or not`, async () => {
-      await same7(hello, async (lib, origin) => {
+      await same(hello, async (lib, origin) => {
         const c = client(lib, origin)
         const events: string[] = []
         let dest!: Writable
-        const result = await settled(
-          c.stream({ path: '/', method: 'GET' }, () => {
+        const result = await outcome(c.stream({ path: '/', method: 'GET' }, () => {
             dest = make(events)
             dest.on('error', (err) => events.push(`error ${err.message}`))
             return dest
-          }),
-        )
+          }))
         const atEnd = dest.destroyed
         await turn()
         return { ok: result.ok, atEnd, destroyed: dest.destroyed, closed: dest.closed ?? null, events }
-      })
+      }, [UNDICI, UNDICI7])
     })
   }
 
@@ -407,12 +405,11 @@ describe('stream(): its destination', () => {
     })
 
   test('an old-style destination full when the factory returns it (no writableNeedDrain, its state says needDrain): written to after its drain', async () => {
-    await same7(twoChunks, async (lib, origin) => {
+    await same(twoChunks, async (lib, origin) => {
       const c = client(lib, origin)
       const writes: string[] = []
       let release: (() => void) | undefined
-      const done = settled(
-        c.stream({ path: '/', method: 'GET' }, () => {
+      const done = outcome(c.stream({ path: '/', method: 'GET' }, () => {
           const dest = new legacy.Writable({
             highWaterMark: 1,
             write: (chunk: Buffer, _e: unknown, callback: () => void) => (String(chunk) === 'full' ? (release = callback) : callback()),
@@ -421,8 +418,7 @@ describe('stream(): its destination', () => {
           const write = dest.write.bind(dest)
           dest.write = ((chunk: Buffer) => (writes.push(String(chunk)), write(chunk))) as typeof dest.write
           return dest
-        }),
-      )
+        }))
       await waitFor(() => release !== undefined, 5000, 'the factory call')
       sendRest()
       // Time enough for a client that does not wait to write what came.
@@ -431,11 +427,11 @@ describe('stream(): its destination', () => {
       release!()
       // (How the body is cut into chunks is each one's own.)
       return { before, result: (await done).ok, written: writes.join('') }
-    })
+    }, [UNDICI, UNDICI7])
   })
 
   test('a legacy Stream whose write() returns false (no writable state at all): each chunk after a drain', async () => {
-    await same7(twoChunks, async (lib, origin) => {
+    await same(twoChunks, async (lib, origin) => {
       const c = client(lib, origin)
       const writes: string[] = []
       const dest = Object.assign(new Stream(), {
@@ -443,7 +439,7 @@ describe('stream(): its destination', () => {
         write: (chunk: Buffer) => (writes.push(String(chunk)), false),
         end: () => (writes.push('end'), setImmediate(() => dest.emit('finish'))),
       })
-      const done = settled(c.stream({ path: '/', method: 'GET' }, () => dest as unknown as Writable))
+      const done = outcome(c.stream({ path: '/', method: 'GET' }, () => dest as unknown as Writable))
       await waitFor(() => writes.length > 0, 5000, 'a first write')
       sendRest()
       await sleep(60)
@@ -453,7 +449,7 @@ describe('stream(): its destination', () => {
       const afterDrain = [...writes]
       dest.emit('drain')
       return { before, afterDrain, result: (await done).ok, writes }
-    })
+    }, [UNDICI, UNDICI7])
   })
 })
 
@@ -497,27 +493,25 @@ describe('upgrade(): a 101 that does not switch protocols', () => {
 
   for (const kind of ['Client', 'Pool'] as const) {
     test(`${kind}: which heads upgrade(), and what follows on the dispatcher`, async () => {
-      await same7(server, async (lib, origin) => {
+      await same(server, async (lib, origin) => {
         const d = new lib[kind](origin)
         onCleanup(() => d.destroy())
         const out: Record<string, unknown> = {}
         for (const name of Object.keys(heads)) {
-          const result = await settled(
-            d.upgrade({ path: `/${encodeURIComponent(name)}`, protocol: 'x' }).then(({ headers, socket }) => {
+          const result = await outcome(d.upgrade({ path: `/${encodeURIComponent(name)}`, protocol: 'x' }).then(({ headers, socket }) => {
               socket.destroy()
               return headers
-            }),
-          )
-          const next = await settled(d.request({ path: '/after', method: 'GET' }).then(async (r) => [r.statusCode, await r.body.text()]))
+            }))
+          const next = await outcome(d.request({ path: '/after', method: 'GET' }).then(async (r) => [r.statusCode, await r.body.text()]))
           out[name] = [result, next]
         }
         return out
-      })
+      }, [UNDICI, UNDICI7])
     })
   }
 
   test('the top-level upgrade() (an Agent)', async () => {
-    await same7(server, async (lib, origin) => {
+    await same(server, async (lib, origin) => {
       const agent = new lib.Agent()
       onCleanup(() => agent.destroy())
       const prev = lib.getGlobalDispatcher()
@@ -525,17 +519,17 @@ describe('upgrade(): a 101 that does not switch protocols', () => {
       try {
         return await Promise.all(
           ['no Upgrade', 'both headers'].map((name) =>
-            settled(lib.upgrade(`${origin}/${encodeURIComponent(name)}`, { protocol: 'x' }).then(({ socket }) => void socket.destroy())),
+            outcome(lib.upgrade(`${origin}/${encodeURIComponent(name)}`, { protocol: 'x' }).then(({ socket }) => void socket.destroy())),
           ),
         )
       } finally {
         lib.setGlobalDispatcher(prev)
       }
-    })
+    }, [UNDICI, UNDICI7])
   })
 
   test('a handler dispatched with upgrade: onResponseStarted before onUpgrade', async () => {
-    await same7(server, async (lib, origin) => {
+    await same(server, async (lib, origin) => {
       const c = client(lib, origin)
       const calls: string[] = []
       await new Promise<void>((resolve) =>
@@ -552,7 +546,7 @@ describe('upgrade(): a 101 that does not switch protocols', () => {
         } as never),
       )
       return calls
-    })
+    }, [UNDICI, UNDICI7])
   })
 })
 
@@ -596,7 +590,7 @@ describe('WebSocket: what a custom dispatcher is handed', () => {
   }
   for (const [name, headers] of Object.entries(cases)) {
     test(`headers as ${name}: the dispatch options (an object of headers) and what the server gets`, async () => {
-      await same7(server, async (lib, origin) => {
+      await same(server, async (lib, origin) => {
         const seen: Array<Record<string, unknown>> = []
         class Recording extends lib.Agent {
           override dispatch(opts: Parameters<InstanceType<Lib['Agent']>['dispatch']>[0], handler: Parameters<InstanceType<Lib['Agent']>['dispatch']>[1]): boolean {
@@ -622,7 +616,7 @@ describe('WebSocket: what a custom dispatcher is handed', () => {
           headers: { array: Array.isArray(given), prototype: Object.getPrototypeOf(given) === Object.prototype, own: Object.getOwnPropertyNames(given), values: stable(given) },
           received: handshakes[0].filter((_v, i, all) => !/^(host|sec-websocket-key)$/i.test(all[i - (i % 2)])),
         }
-      })
+      }, [UNDICI, UNDICI7])
     })
   }
 })

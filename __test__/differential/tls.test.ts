@@ -13,7 +13,7 @@ import { afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { skipUnlessCI } from '../support/environment'
 import { cleanup, httpServer, netServer, onCleanup, run } from '../support/helpers'
 import { h2Certs, nghttpx, nghttpxMissing } from '../support/h2'
-import { client, describeError, same, settled, saetta } from '../support/differential'
+import { client, describeError, same, saetta, outcome } from '../support/differential'
 import { repoRoot } from '../support/target'
 import { makeCerts, type Certs } from '../support/certs'
 
@@ -83,7 +83,7 @@ async function tlsServer(options: https.ServerOptions): Promise<{ origin: string
 
 /** GETs `/x` and gives its text, or the error as data. */
 async function get(c: ReturnType<typeof client>): Promise<unknown> {
-  return settled(c.request({ path: '/x', method: 'GET' }).then((r) => r.body.text()))
+  return outcome(c.request({ path: '/x', method: 'GET' }).then((r) => r.body.text()))
 }
 
 describe('what only the server reveals: Node\'s TLS takes over where rustls cannot', () => {
@@ -146,7 +146,7 @@ describe('what only the server reveals: Node\'s TLS takes over where rustls cann
         const c = client(lib, origin, { connect: { ca: certs.ca } })
         // Each on a new connection.
         const texts = []
-        for (let i = 0; i < 3; i++) texts.push(await settled(c.request({ path: '/x', method: 'GET', reset: true }).then((r) => r.body.text())))
+        for (let i = 0; i < 3; i++) texts.push(await outcome(c.request({ path: '/x', method: 'GET', reset: true }).then((r) => r.body.text())))
         failed.push(seen.failed)
         return { texts, ciphers: seen.secure.map((s) => s.cipher) }
       },
@@ -337,7 +337,7 @@ describe('pipelining over TLS', () => {
   async function burst(lib: typeof saetta, origin: string, options: Record<string, unknown>): Promise<{ whole: number; failures: Array<Record<string, unknown>> }> {
     const c = client(lib, origin, { pipelining: 10, allowH2: false, ...options })
     const results = await Promise.all(
-      Array.from({ length: COUNT }, () => settled(c.request({ path: '/', method: 'GET' }).then(async (r) => (await r.body.arrayBuffer()).byteLength))),
+      Array.from({ length: COUNT }, () => outcome(c.request({ path: '/', method: 'GET' }).then(async (r) => (await r.body.arrayBuffer()).byteLength))),
     )
     return {
       whole: results.filter((r) => r.ok && r.value === BODY.length).length,

@@ -7,7 +7,7 @@ import { afterEach, describe, expect, test } from 'vitest'
 import * as undici7 from 'undici7'
 import * as saetta7Module from '../../ts/undici7.ts'
 import { cleanup, okResponse, rawServer, withTimeout, type RawServer } from '../support/helpers'
-import { client, describeError, saetta, same, settled, type Client, type Lib } from '../support/differential'
+import { client, describeError, saetta, same, outcome, type Client, type Lib } from '../support/differential'
 
 afterEach(cleanup)
 
@@ -32,7 +32,7 @@ function lenient<T>(record: T): T {
 
 /** request(): the error it fails with, or what the server received. */
 async function viaRequest(c: Client, opts: Opts): Promise<unknown> {
-  const result = await settled(c.request({ path: '/', method: 'GET', ...opts } as never).then((res) => res.body.text()))
+  const result = await outcome(c.request({ path: '/', method: 'GET', ...opts } as never).then((res) => res.body.text()))
   return result.ok ? { ok: true, received: received().slice(-1) } : result
 }
 
@@ -84,7 +84,7 @@ function refusedAs8<T>(record: T): T {
  * saetta's main entry too but for what dispatch() returns on a request refused at once (true,
  * as undici 8: nothing queued, the dispatcher not busy).
  */
-async function sameAs7<T>(scenario: (lib: Lib, origin: string) => Promise<T>): Promise<T> {
+async function sameAs7Refused<T>(scenario: (lib: Lib, origin: string) => Promise<T>): Promise<T> {
   const run = async (lib: Lib): Promise<T> => scenario(lib, (await raw()).origin)
   const theirs = await run(undici7 as unknown as Lib)
   expect(await run(saetta7)).toEqual(theirs)
@@ -276,15 +276,15 @@ describe('signal', () => {
     await same(raw, async (lib, origin) => {
       const c = client(lib, origin)
       const base = { path: '/', method: 'GET', signal: signal() } as never
-      const requested = await settled(c.request(base).then((res) => res.body.text()))
-      const streamed = await settled(c.stream(base, () => new PassThrough()).then(() => 'done'))
+      const requested = await outcome(c.request(base).then((res) => res.body.text()))
+      const streamed = await outcome(c.stream(base, () => new PassThrough()).then(() => 'done'))
       const piped = await new Promise((resolve) => {
         const duplex = c.pipeline(base, ({ body }) => body)
         duplex.on('error', (err) => resolve(describeError(err))).on('data', () => {}).on('end', () => resolve('ended'))
         duplex.end()
       })
-      const upgraded = await settled(c.upgrade({ path: '/', signal: signal() } as never).then(() => 'upgraded'))
-      const connected = await settled(c.connect({ path: '/', signal: signal() } as never).then(() => 'connected'))
+      const upgraded = await outcome(c.upgrade({ path: '/', signal: signal() } as never).then(() => 'upgraded'))
+      const connected = await outcome(c.connect({ path: '/', signal: signal() } as never).then(() => 'connected'))
       return lenient({ requested, streamed, piped, upgraded, connected })
     })
   })
@@ -294,12 +294,12 @@ describe('signal', () => {
       const c = client(lib, origin)
       const bad = { path: '/', signal: 5, onInfo: 5, highWaterMark: -1 }
       return [
-        await settled(c.request({ ...bad, method: 'CONNECT' } as never)),
-        await settled(c.request({ ...bad, method: 'GET', highWaterMark: 1 } as never)),
-        await settled(c.request({ ...bad, method: 'CONNECT', signal: null } as never)),
-        await settled(c.request({ path: '/', method: 'GET', highWaterMark: Infinity } as never)),
-        await settled(c.request({ path: '/', method: 'GET', onInfo: false } as never).then((res) => res.body.text())),
-        await settled(c.stream({ ...bad, method: 'GET' } as never, 5 as never)),
+        await outcome(c.request({ ...bad, method: 'CONNECT' } as never)),
+        await outcome(c.request({ ...bad, method: 'GET', highWaterMark: 1 } as never)),
+        await outcome(c.request({ ...bad, method: 'CONNECT', signal: null } as never)),
+        await outcome(c.request({ path: '/', method: 'GET', highWaterMark: Infinity } as never)),
+        await outcome(c.request({ path: '/', method: 'GET', onInfo: false } as never).then((res) => res.body.text())),
+        await outcome(c.stream({ ...bad, method: 'GET' } as never, 5 as never)),
       ]
     })
   })
@@ -323,9 +323,9 @@ describe('dispatch handlers', () => {
     ['a bad option without onError: thrown', ['onError'], {}, { headers: { 'x a': '1' } }],
   ]
 
-  // Legacy handlers: as undici 7 (see sameAs7).
+  // Legacy handlers: as undici 7 (see sameAs7Refused).
   test.each(cases)('a handler %s', async (_name, drop, extra, opts) => {
-    await sameAs7(async (lib, origin) => lenient(await viaDispatch(client(lib, origin), { path: '/', method: 'GET', ...opts }, without(drop, extra))))
+    await sameAs7Refused(async (lib, origin) => lenient(await viaDispatch(client(lib, origin), { path: '/', method: 'GET', ...opts }, without(drop, extra))))
   })
 
   test('handlers and options that are not objects', async () => {
@@ -411,7 +411,7 @@ describe('through Pool, BalancedPool and Agent', () => {
           await viaDispatch(c, { ...opts, query: { a: 1 }, path: '/?b' }),
           await viaDispatch(c, { ...opts, maxRedirections: 3 }),
           await viaDispatch(c, opts, { onRequestStart() {}, onResponseError() {} }),
-          await settled(d.request({ ...opts, signal: 'x' } as never)),
+          await outcome(d.request({ ...opts, signal: 'x' } as never)),
         ])
         await d.destroy()
       }
@@ -431,7 +431,7 @@ describe('through Pool, BalancedPool and Agent', () => {
             out.push([kind, options, 'constructor', describeError(err)])
             continue
           }
-          const requests = [await settled(d.request({ origin, path: '/', method: 'GET' })), await settled(d.request({ origin, path: '/', method: 'GET' }))]
+          const requests = [await outcome(d.request({ origin, path: '/', method: 'GET' })), await outcome(d.request({ origin, path: '/', method: 'GET' }))]
           out.push([kind, options, requests.map((r) => (r.ok ? 'ok' : r.error))])
           await d.close()
         }
@@ -460,7 +460,7 @@ describe('through Pool, BalancedPool and Agent', () => {
   })
 
   test('bad legacy handlers are reported as by a Client (as undici 7)', async () => {
-    await sameAs7(async (lib, origin) => {
+    await sameAs7Refused(async (lib, origin) => {
       const out: Record<string, unknown> = {}
       for (const kind of ['Pool', 'BalancedPool', 'Agent'] as const) {
         const d = kind === 'Agent' ? new lib.Agent() : new lib[kind](origin)
@@ -563,7 +563,7 @@ describe('origins', () => {
     }
     const connected: string[] = []
     d.on('connect', (url: URL) => connected.push(String(url).replace(`:${server.port}`, ':PORT')))
-    const res = await settled(d.request({ path: '/', method: 'GET' }).then((r) => r.body.text()))
+    const res = await outcome(d.request({ path: '/', method: 'GET' }).then((r) => r.body.text()))
     await d.destroy()
     return { res, received: received(), connected }
   }
@@ -662,7 +662,7 @@ describe('paths and queries', () => {
   /** The request line's target the server got for `opts`, or the error. */
   async function target(c: Client, opts: Opts): Promise<unknown> {
     const before = server.requests.length
-    const result = await settled(c.request({ path: '/p', method: 'GET', ...opts } as never).then((res) => res.body.text()))
+    const result = await outcome(c.request({ path: '/p', method: 'GET', ...opts } as never).then((res) => res.body.text()))
     return result.ok ? server.requests.slice(before).map((r) => r.path) : result
   }
 

@@ -1,22 +1,13 @@
 // The cookie helpers, MIME type parsing and `util` against undici's: the same input through both
 // libraries gives the same output, or the same error.
 import { describe, expect, test } from 'vitest'
-import { describeError, saetta, undici, type Lib } from '../support/differential'
+import { describeError, outcome, same, type Lib } from '../support/differential'
 
-/** What `fn` returns for a library, or its error as data. */
-function outcome(lib: Lib, fn: (lib: Lib) => unknown): unknown {
-  try {
-    return { value: fn(lib) }
-  } catch (err) {
-    return { error: { ...describeError(err), code: (err as { code?: unknown }).code } }
-  }
-}
+/** An error as data, its code as the library gives it (not shortened). */
+const withCode = (err: unknown): Record<string, unknown> => ({ ...describeError(err), code: (err as { code?: unknown }).code })
 
-function alike(fn: (lib: Lib) => unknown): unknown {
-  const ours = outcome(saetta, fn)
-  expect(ours).toEqual(outcome(undici, fn))
-  return ours
-}
+/** A scenario for same(): what `fn` returns, or its error as data. */
+const returned = (fn: (lib: Lib) => unknown) => (lib: Lib) => outcome(() => fn(lib), withCode)
 
 /** The headers of `lib` after `fn` wrote to them. */
 const written = (fn: (lib: Lib, h: InstanceType<Lib['Headers']>) => void) => (lib: Lib) => {
@@ -33,22 +24,22 @@ describe('getCookies', () => {
     ['', 'empty'],
     ['  =x;;', 'empty names'],
     ['__proto__=1; constructor=2', 'names Object.prototype has'],
-  ])('%j (%s)', (cookie) => {
-    const out = alike((lib) => {
+  ])('%j (%s)', async (cookie) => {
+    const out = await same(null, returned((lib) => {
       const got = lib.getCookies(new lib.Headers(cookie ? { cookie } : {}))
       return [Object.getPrototypeOf(got), { ...got }]
-    }) as { value: [unknown, Record<string, string>] }
+    })) as { value: [unknown, Record<string, string>] }
     // A record without a prototype (names like __proto__ are plain keys).
     expect(out.value[0]).toBe(null)
   })
 
-  test('bad arguments: none, not a Headers', () => {
-    alike((lib) => call(lib.getCookies))
-    alike((lib) => lib.getCookies({ get: () => 'a=1' } as never))
+  test('bad arguments: none, not a Headers', async () => {
+    await same(null, returned((lib) => call(lib.getCookies)))
+    await same(null, returned((lib) => lib.getCookies({ get: () => 'a=1' } as never)))
   })
 
-  test("Node's global Headers are accepted too", () => {
-    alike((lib) => ({ ...lib.getCookies(new globalThis.Headers({ cookie: 'k=v' }) as never) }))
+  test("Node's global Headers are accepted too", async () => {
+    await same(null, returned((lib) => ({ ...lib.getCookies(new globalThis.Headers({ cookie: 'k=v' }) as never) })))
   })
 })
 
@@ -71,8 +62,8 @@ describe('setCookie and deleteCookie', () => {
     ['null members', { name: 'a', value: 'b', domain: null, path: null, secure: null, expires: null, maxAge: null }],
     ['a domain of one space', { name: 'a', value: 'b', domain: ' ' }],
     ['sameSite undefined', { name: 'a', value: 'b', sameSite: undefined }],
-  ])('%s', (_name, cookie) => {
-    alike(written((lib, h) => lib.setCookie(h, cookie as never)))
+  ])('%s', async (_name, cookie) => {
+    await same(null, returned(written((lib, h) => lib.setCookie(h, cookie as never))))
   })
 
   test.each<[string, unknown]>([
@@ -95,23 +86,23 @@ describe('setCookie and deleteCookie', () => {
     ['unparsed null', { name: 'a', value: 'b', unparsed: null }],
     ['unparsed with a bad value', { name: 'a', value: 'b', unparsed: ['k= v'] }],
     ['a symbol name', { name: Symbol('s'), value: 'b' }],
-  ])('refused: %s', (_name, cookie) => {
-    const out = alike(written((lib, h) => lib.setCookie(h, cookie as never)))
+  ])('refused: %s', async (_name, cookie) => {
+    const out = await same(null, returned(written((lib, h) => lib.setCookie(h, cookie as never))))
     expect(out).toHaveProperty('error')
   })
 
-  test('setCookie and deleteCookie argument checks', () => {
-    alike((lib) => call(lib.setCookie, new lib.Headers()))
-    alike((lib) => call(lib.setCookie, {}, { name: 'a', value: 'b' }))
-    alike((lib) => call(lib.deleteCookie, new lib.Headers()))
-    alike((lib) => call(lib.deleteCookie, {}, 'a'))
-    alike(written((lib, h) => lib.deleteCookie(h, 'n', 5 as never)))
+  test('setCookie and deleteCookie argument checks', async () => {
+    await same(null, returned((lib) => call(lib.setCookie, new lib.Headers())))
+    await same(null, returned((lib) => call(lib.setCookie, {}, { name: 'a', value: 'b' })))
+    await same(null, returned((lib) => call(lib.deleteCookie, new lib.Headers())))
+    await same(null, returned((lib) => call(lib.deleteCookie, {}, 'a')))
+    await same(null, returned(written((lib, h) => lib.deleteCookie(h, 'n', 5 as never))))
   })
 
-  test('deleteCookie: an expired empty cookie, with path and domain (other attributes ignored)', () => {
-    alike(written((lib, h) => lib.deleteCookie(h, 'n')))
-    alike(written((lib, h) => lib.deleteCookie(h, 'n', { path: '/p', domain: 'd.com', secure: true } as never)))
-    alike(written((lib, h) => lib.deleteCookie(h, 'n', { path: null, domain: undefined } as never)))
+  test('deleteCookie: an expired empty cookie, with path and domain (other attributes ignored)', async () => {
+    await same(null, returned(written((lib, h) => lib.deleteCookie(h, 'n'))))
+    await same(null, returned(written((lib, h) => lib.deleteCookie(h, 'n', { path: '/p', domain: 'd.com', secure: true } as never))))
+    await same(null, returned(written((lib, h) => lib.deleteCookie(h, 'n', { path: null, domain: undefined } as never))))
   })
 })
 
@@ -132,25 +123,25 @@ describe('getSetCookies and parseCookie', () => {
     [`a=b; Path=/${'x'.repeat(2000)}`],
     ['a=b; unknown = with spaces ; n'],
     ['\u00a0a\u00a0=\u00a0b\u00a0'],
-  ])('%j', (line) => {
-    alike((lib) => lib.parseCookie(line))
-    alike((lib) => lib.getSetCookies(new lib.Headers([['set-cookie', line], ['set-cookie', 'second=2; Secure']])))
+  ])('%j', async (line) => {
+    await same(null, returned((lib) => lib.parseCookie(line)))
+    await same(null, returned((lib) => lib.getSetCookies(new lib.Headers([['set-cookie', line], ['set-cookie', 'second=2; Secure']]))))
   })
 
-  test('parseCookie converts its argument to a string; a symbol is refused', () => {
-    alike((lib) => call(lib.parseCookie))
-    alike((lib) => lib.parseCookie(1 as never))
-    alike((lib) => lib.parseCookie(Symbol('s') as never))
-    alike((lib) => call(lib.getSetCookies))
-    alike((lib) => lib.getSetCookies({} as never))
+  test('parseCookie converts its argument to a string; a symbol is refused', async () => {
+    await same(null, returned((lib) => call(lib.parseCookie)))
+    await same(null, returned((lib) => lib.parseCookie(1 as never)))
+    await same(null, returned((lib) => lib.parseCookie(Symbol('s') as never)))
+    await same(null, returned((lib) => call(lib.getSetCookies)))
+    await same(null, returned((lib) => lib.getSetCookies({} as never)))
   })
 
-  test('what setCookie writes, getSetCookies reads back', () => {
-    alike((lib) => {
+  test('what setCookie writes, getSetCookies reads back', async () => {
+    await same(null, returned((lib) => {
       const h = new lib.Headers()
       lib.setCookie(h, { name: 'a', value: 'b', maxAge: 5, path: '/x', sameSite: 'Strict', httpOnly: true })
       return lib.getSetCookies(h)
-    })
+    }))
   })
 })
 
@@ -180,38 +171,37 @@ describe('parseMIMEType and serializeAMimeType', () => {
     '\t\r\n text/plain \n',
     'multipart/form-data; boundary=----x',
     'text/plain;a=b c',
-  ])('%j', (input) => {
-    alike((lib) => {
+  ])('%j', async (input) => {
+    await same(null, returned((lib) => {
       const parsed = lib.parseMIMEType(input)
       if (parsed === 'failure') return 'failure'
       return { type: parsed.type, subtype: parsed.subtype, essence: parsed.essence, parameters: [...parsed.parameters], serialized: lib.serializeAMimeType(parsed) }
-    })
+    }))
   })
 
-  test('what is not a string or a record fails alike', () => {
-    alike((lib) => lib.parseMIMEType(undefined as never))
-    alike((lib) => lib.parseMIMEType(5 as never))
-    alike((lib) => lib.serializeAMimeType('failure' as never))
-    alike((lib) => lib.serializeAMimeType({} as never))
+  test('what is not a string or a record fails alike', async () => {
+    await same(null, returned((lib) => lib.parseMIMEType(undefined as never)))
+    await same(null, returned((lib) => lib.parseMIMEType(5 as never)))
+    await same(null, returned((lib) => lib.serializeAMimeType('failure' as never)))
+    await same(null, returned((lib) => lib.serializeAMimeType({} as never)))
   })
 
-  test('serialising a record made by hand quotes what is not a token, and escapes', () => {
-    alike((lib) =>
-      lib.serializeAMimeType({ type: 'a', subtype: 'b', essence: 'a/b', parameters: new Map([['p', ''], ['q', 'x y'], ['r', 'a"b\\c'], ['s', 'tok']]) }),
-    )
+  test('serialising a record made by hand quotes what is not a token, and escapes', async () => {
+    await same(null, returned((lib) =>
+      lib.serializeAMimeType({ type: 'a', subtype: 'b', essence: 'a/b', parameters: new Map([['p', ''], ['q', 'x y'], ['r', 'a"b\\c'], ['s', 'tok']]) })))
   })
 })
 
 describe('util', () => {
-  test('parseHeaders: names lower-cased, repeats collected, Buffers and arrays, into a given object', () => {
-    alike((lib) => lib.util.parseHeaders([Buffer.from('Content-Type'), Buffer.from('text/plain'), 'X-A', '1', 'x-a', Buffer.from('2'), 'X-A', '3']))
-    alike((lib) => lib.util.parseHeaders(['set-cookie', ['a=1', Buffer.from('b=2')], 'Set-Cookie', 'c=3']))
-    alike((lib) => lib.util.parseHeaders(['x', ['a', 'b'], 'y', '1', 'y', ['p', 'q']]))
-    alike((lib) => {
+  test('parseHeaders: names lower-cased, repeats collected, Buffers and arrays, into a given object', async () => {
+    await same(null, returned((lib) => lib.util.parseHeaders([Buffer.from('Content-Type'), Buffer.from('text/plain'), 'X-A', '1', 'x-a', Buffer.from('2'), 'X-A', '3'])))
+    await same(null, returned((lib) => lib.util.parseHeaders(['set-cookie', ['a=1', Buffer.from('b=2')], 'Set-Cookie', 'c=3'])))
+    await same(null, returned((lib) => lib.util.parseHeaders(['x', ['a', 'b'], 'y', '1', 'y', ['p', 'q']])))
+    await same(null, returned((lib) => {
       const obj = lib.util.parseHeaders(['__proto__', 'p', 'constructor', 'c', 'toString', 't'])
       return [Object.keys(obj), obj.__proto__, obj.constructor, obj.toString, Object.getPrototypeOf(obj) === Object.prototype]
-    })
-    alike((lib) => {
+    }))
+    await same(null, returned((lib) => {
       const seen: string[] = []
       const target = new Proxy({} as Record<string, string | string[]>, {
         set(t, k, v) {
@@ -222,10 +212,10 @@ describe('util', () => {
       })
       const out = lib.util.parseHeaders(['A', '1', 'b', Buffer.from('\xe9', 'latin1')], target)
       return [seen, { ...out }, out === target]
-    })
+    }))
   })
 
-  test('headerNameToString: strings and Buffers, lower-cased', () => {
-    alike((lib) => ['Content-Type', Buffer.from('X-Custom-Ünï', 'latin1'), 'already', 'ÀB'].map((n) => lib.util.headerNameToString(n)))
+  test('headerNameToString: strings and Buffers, lower-cased', async () => {
+    await same(null, returned((lib) => ['Content-Type', Buffer.from('X-Custom-Ünï', 'latin1'), 'already', 'ÀB'].map((n) => lib.util.headerNameToString(n))))
   })
 })

@@ -5,7 +5,7 @@
 import { afterEach, describe, expect, test } from 'vitest'
 import { performance } from 'node:perf_hooks'
 import { cleanup, httpServer, onCleanup, rawServer, readBody } from '../support/helpers'
-import { describeError, same, same7, saetta, saetta7, undici, undici7, type Lib } from '../support/differential'
+import { describeError, outcome, same, saetta, saetta7, undici, undici7, type Lib, UNDICI, UNDICI7 } from '../support/differential'
 
 afterEach(cleanup)
 
@@ -27,13 +27,6 @@ function describeFailure(err: unknown): Record<string, unknown> {
   return out
 }
 
-async function outcome(p: Promise<unknown>): Promise<unknown> {
-  try {
-    return { value: await p }
-  } catch (err) {
-    return { error: describeFailure(err) }
-  }
-}
 
 const TIMES = ['redirectStart', 'redirectEnd', 'fetchStart', 'domainLookupStart', 'domainLookupEnd', 'connectStart', 'connectEnd', 'requestStart', 'responseStart', 'responseEnd'] as const
 
@@ -75,7 +68,7 @@ const timed = () =>
 
 describe('fetch: resource timing', () => {
   test('one entry a fetch, named by the URL given, read body sizes and timestamps in order', async () => {
-    await same7(timed, async (lib, origin) => {
+    await same(timed, async (lib, origin) => {
       performance.clearResourceTimings()
       const d = agent(lib)
       const out: unknown[] = []
@@ -93,28 +86,28 @@ describe('fetch: resource timing', () => {
       await clone.text()
       out.push(await entries(origin))
       return out
-    })
+    }, [UNDICI, UNDICI7])
   })
 
   test('a network error adds an entry of status 0; an abort before the response, none', async () => {
-    await same7(timed, async (lib, origin) => {
+    await same(timed, async (lib, origin) => {
       performance.clearResourceTimings()
       const d = agent(lib)
       const out: unknown[] = []
       for (const init of [{ redirect: 'error' as const }, {}]) {
         for (const path of ['/r1', '/loop', '/cut']) {
-          out.push(path, await outcome(lib.fetch(`${origin}${path}`, { dispatcher: d, ...init }).then(async (r) => [r.status, await r.text()])))
+          out.push(path, await outcome(lib.fetch(`${origin}${path}`, { dispatcher: d, ...init }).then(async (r) => [r.status, await r.text()]), describeFailure))
           out.push(await entries(origin))
         }
       }
-      out.push(await outcome(lib.fetch(`${origin}/p`, { dispatcher: d, signal: AbortSignal.abort() })))
+      out.push(await outcome(lib.fetch(`${origin}/p`, { dispatcher: d, signal: AbortSignal.abort() }), describeFailure))
       out.push(await entries(origin))
       return out
-    })
+    }, [UNDICI, UNDICI7])
   })
 
   test('responseStart is set through a composed interceptor', async () => {
-    await same7(timed, async (lib, origin) => {
+    await same(timed, async (lib, origin) => {
       performance.clearResourceTimings()
       const d = agent(lib).compose(
         (dispatch) => (opts, handler) => dispatch(opts, handler),
@@ -122,7 +115,7 @@ describe('fetch: resource timing', () => {
       )
       await (await lib.fetch(`${origin}/p`, { dispatcher: d })).text()
       return entries(origin)
-    })
+    }, [UNDICI, UNDICI7])
   })
 
   // (responseError passes a request without throwOnError on untouched, the spec's rule: its
@@ -155,7 +148,7 @@ describe('fetch: a redirect to a Location of raw bytes', () => {
         const head = location === null ? `HTTP/1.1 200 OK\r\ncontent-length: ${req.path.length}\r\n\r\n${req.path}` : 'HTTP/1.1 302 Found\r\nlocation: '
         socket.write(location === null ? head : Buffer.concat([Buffer.from(head), location, Buffer.from('\r\ncontent-length: 0\r\n\r\n')]))
       })
-    await same7(server, async (lib, origin) => {
+    await same(server, async (lib, origin) => {
       const out: unknown[] = []
       // A repeated Location is one value, its parts joined.
       for (const path of ['/start', '/two']) {
@@ -163,7 +156,7 @@ describe('fetch: a redirect to a Location of raw bytes', () => {
         out.push({ url: res.url.replace(origin, 'ORIGIN'), redirected: res.redirected, body: await res.text() })
       }
       return out
-    })
+    }, [UNDICI, UNDICI7])
   })
 })
 
@@ -176,7 +169,7 @@ describe('fetch: an abort after the response came', () => {
     })
 
   test('reading the body, a clone or a stream rejects with the AbortError, the whole body come or not', async () => {
-    await same7(server, async (lib, origin) => {
+    await same(server, async (lib, origin) => {
       const out: unknown[] = []
       for (const path of ['/whole', '/part']) {
         for (const read of ['text', 'clone', 'original of a clone', 'reader']) {
@@ -194,7 +187,7 @@ describe('fetch: an abort after the response came', () => {
             clone!.text().catch(() => {})
             p = res.text()
           } else p = (async () => { while (!(await reader!.read()).done); })()
-          out.push([path, read, await outcome(p)])
+          out.push([path, read, await outcome(p, describeFailure)])
         }
       }
       // Read to its end before the abort: nothing changes.
@@ -204,7 +197,7 @@ describe('fetch: an abort after the response came', () => {
       ac.abort()
       out.push(text)
       return out
-    })
+    }, [UNDICI, UNDICI7])
   })
 })
 
@@ -216,7 +209,7 @@ describe('fetch: bodies of transferred and shared memory', () => {
     })
 
   test('memory transferred after the call is sent as it was; memory transferred before, as empty', async () => {
-    await same7(mirror, async (lib, origin) => {
+    await same(mirror, async (lib, origin) => {
       const post = (body: unknown) => lib.fetch(origin, { method: 'POST', body: body as string, dispatcher: agent(lib) })
       const out: unknown[] = []
       const after: Array<() => Promise<unknown>> = [
@@ -248,9 +241,9 @@ describe('fetch: bodies of transferred and shared memory', () => {
           return post(new Uint8Array(shared))
         },
       ]
-      for (const run of after) out.push(await outcome(run().then((r) => (r as Response).json())))
+      for (const run of after) out.push(await outcome(run().then((r) => (r as Response).json()), describeFailure))
       return out
-    })
+    }, [UNDICI, UNDICI7])
   })
 })
 
@@ -270,7 +263,7 @@ describe('fetch on a dispatcher that is a plain object', () => {
         },
       }
       const timeout = new Promise((_r, reject) => setTimeout(() => reject(new Error('not settled')), 500))
-      const result = await outcome(Promise.race([lib.fetch(url, { dispatcher: dispatcher as unknown as Dispatcher }), timeout]))
+      const result = await outcome(Promise.race([lib.fetch(url, { dispatcher: dispatcher as unknown as Dispatcher }), timeout]), describeFailure)
       out.push({ origin: String(opts.origin), path: opts.path, method: opts.method, result })
     }
     return out

@@ -12,7 +12,7 @@ import { execFileSync } from 'node:child_process'
 import type { TLSSocket } from 'node:tls'
 import { afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { cleanup, onCleanup } from '../support/helpers'
-import { client, describeError, same, settled, saetta, undici, type Lib } from '../support/differential'
+import { client, describeError, same, saetta, undici, type Lib, outcome } from '../support/differential'
 import { makeCerts, type Certs } from '../support/certs'
 
 afterEach(cleanup)
@@ -83,7 +83,7 @@ type Opts = { servername?: unknown; headers?: Record<string, string> }
 
 /** The body of a GET with `opts`, or its error as data. */
 async function get(c: { request: (o: never) => Promise<{ body: { text(): Promise<string> } }> }, opts: Opts = {}): Promise<unknown> {
-  const r = await settled(c.request({ path: '/', method: 'GET', ...opts } as never).then((res) => res.body.text()))
+  const r = await outcome(c.request({ path: '/', method: 'GET', ...opts } as never).then((res) => res.body.text()))
   return r.ok ? r.value : { error: r.error }
 }
 
@@ -170,7 +170,7 @@ describe('a request servername (differential, node:https with certificates that 
         await get(pool as never, { servername: 'example.test' }),
       ]
       const viaAgent = (o: Opts): Promise<unknown> =>
-        settled(agent.request({ origin: srv.origin, path: '/', method: 'GET', ...o } as never).then((r) => r.body.text())).then((r) => (r.ok ? r.value : { error: r.error }))
+        outcome(agent.request({ origin: srv.origin, path: '/', method: 'GET', ...o } as never).then((r) => r.body.text())).then((r) => (r.ok ? r.value : { error: r.error }))
       out.push(await viaAgent({ servername: 'localhost' }))
       out.push(await viaAgent({ servername: 'example.test' }))
       expect(out.map((b) => String(b).split('#')[0])).toEqual(['localhost', 'example.test', 'localhost', 'example.test'])
@@ -302,7 +302,7 @@ describe('a request servername (differential, node:https with certificates that 
       onCleanup(() => agent.destroy())
       const out: unknown[] = []
       for (let i = 0; i < 2; i++) {
-        const r = await settled(agent.request({ origin: `https://localhost:${srv.port}`, path: '/', method: 'GET' }).then((res) => res.body.text()))
+        const r = await outcome(agent.request({ origin: `https://localhost:${srv.port}`, path: '/', method: 'GET' }).then((res) => res.body.text()))
         out.push(r.ok ? r.value : { error: r.error })
       }
       // (undici's Pool may open a second connection for the second request: only names compare.)

@@ -6,7 +6,7 @@ import { afterEach, describe, expect, test } from 'vitest'
 import { cleanup, onCleanup, runNode, waitFor } from '../support/helpers'
 import * as undici7 from 'undici7'
 import { kUndici7 } from '../../ts/util/undici7'
-import { describeError, settled, undici, saetta, type Lib } from '../support/differential'
+import { describeError, undici, saetta, type Lib, outcome } from '../support/differential'
 import { childRequire, isUndici } from '../support/target'
 import { h2Certs, h2Options, h2Server, StreamGauge, type H2Server, type Mode } from '../support/h2'
 
@@ -38,7 +38,7 @@ type Kind = 'Client' | 'Pool' | 'Agent'
  * constructor, or its first request (undici's Pool and Agent make their Client then), or the
  * request's answer.
  */
-async function outcome(lib: Lib, kind: Kind, origin: string, options: Record<string, unknown>): Promise<unknown> {
+async function optionsOutcome(lib: Lib, kind: Kind, origin: string, options: Record<string, unknown>): Promise<unknown> {
   let d: InstanceType<Lib['Client']> | InstanceType<Lib['Pool']> | InstanceType<Lib['Agent']>
   try {
     d = kind === 'Agent' ? new lib.Agent(options as never) : new lib[kind](origin, options as never)
@@ -46,7 +46,7 @@ async function outcome(lib: Lib, kind: Kind, origin: string, options: Record<str
     return describeError(err)
   }
   onCleanup(() => d.destroy())
-  const r = await settled(d.request({ origin, path: '/v', method: 'GET' }).then((res) => res.body.text()))
+  const r = await outcome(d.request({ origin, path: '/v', method: 'GET' }).then((res) => res.body.text()))
   return r.ok ? 'ok' : r.error
 }
 
@@ -73,7 +73,7 @@ describe('HTTP/2 options: undici\'s checks and messages', () => {
   test.each(cases)('%s: Client, Pool, Agent', async (_name, options) => {
     await both(ok, async (lib, origin) => {
       const out: Record<string, unknown> = {}
-      for (const kind of ['Client', 'Pool', 'Agent'] as const) out[kind] = await outcome(lib, kind, origin, options)
+      for (const kind of ['Client', 'Pool', 'Agent'] as const) out[kind] = await optionsOutcome(lib, kind, origin, options)
       return out
     })
   })
@@ -87,7 +87,7 @@ describe('HTTP/2 options: undici\'s checks and messages', () => {
         { allowH2: null, useH2c: true, maxConcurrentStreams: null, initialWindowSize: null, connectionWindowSize: null, pingInterval: null },
         { allowH2: undefined, useH2c: true, maxConcurrentStreams: undefined, initialWindowSize: undefined, connectionWindowSize: undefined, pingInterval: undefined },
       ]) {
-        out.push(await outcome(lib, 'Client', origin, options))
+        out.push(await optionsOutcome(lib, 'Client', origin, options))
       }
       return out
     })

@@ -13,7 +13,7 @@ import { Readable, Writable, PassThrough, pipeline as pipe } from 'node:stream'
 import { once } from 'node:events'
 import { afterEach, describe, expect, test } from 'vitest'
 import { cleanup, onCleanup, sleep, waitFor, pairs } from '../support/helpers'
-import { describeError, settled, undici, saetta, type Lib } from '../support/differential'
+import { describeError, undici, saetta, type Lib, outcome } from '../support/differential'
 import * as undici7Module from 'undici7'
 import * as saetta7Module from '../../ts/undici7.ts'
 import { isUndici } from '../support/target'
@@ -570,7 +570,7 @@ describe.each(MODES)('over %s', (mode) => {
       async (lib, origin, srv) => {
         const c = h2Client(lib, origin, { pipelining: 10 })
         const ac = new AbortController()
-        const slow = settled(c.request({ path: '/slow', method: 'GET', signal: ac.signal }))
+        const slow = outcome(c.request({ path: '/slow', method: 'GET', signal: ac.signal }))
         const others = ['/a', '/b', '/c'].map((path) => c.request({ path, method: 'GET' }).then((r) => r.body.text()))
         // Aborted once the server has its stream (a fixed delay raced the connection's set-up
         // on a busy machine: aborted before it was sent, the stream was never reset).
@@ -606,7 +606,7 @@ describe.each(MODES)('over %s', (mode) => {
       )
     const scenario = async (lib: Lib, origin: string, srv: H2Server) => {
       const c = h2Client(lib, origin, { pipelining: 10, headersTimeout: 200, bodyTimeout: 200 })
-      const text = (path: string, opts: object = {}) => settled(c.request({ path, method: 'GET', ...opts }).then((r) => r.body.text()))
+      const text = (path: string, opts: object = {}) => outcome(c.request({ path, method: 'GET', ...opts }).then((r) => r.body.text()))
       const [noHead, noBody, ok, perRequest] = await Promise.all([
         text('/no-head'),
         text('/no-body'),
@@ -690,10 +690,10 @@ describe.each(MODES)('over %s', (mode) => {
       () => echoH2(mode),
       async (lib, origin, srv) => {
         const c = h2Client(lib, origin)
-        const custom = await settled(c.upgrade({ path: '/', protocol: 'foo' }))
-        const plain = await settled(c.upgrade({ path: '/' }))
+        const custom = await outcome(c.upgrade({ path: '/', protocol: 'foo' }))
+        const plain = await outcome(c.upgrade({ path: '/' }))
         // The server did not offer extended CONNECT (RFC 8441).
-        const ws = await settled(c.upgrade({ path: '/', protocol: 'websocket' }))
+        const ws = await outcome(c.upgrade({ path: '/', protocol: 'websocket' }))
         const after = await json(lib, c, { path: '/after', method: 'GET' })
         return { custom, plain, ws, after, sessions: srv.sessions }
       },
@@ -1022,7 +1022,7 @@ describe('where saetta behaves otherwise (the spec decides)', () => {
         const ac = new AbortController()
         const p = h2Client(lib, origin).request({ path: '/', method: 'GET', signal: ac.signal })
         setTimeout(() => ac.abort(), 50)
-        const r = await settled(p)
+        const r = await outcome(p)
         expect(r).toMatchObject({ ok: false, error: { class: 'RequestAbortedError', code: 'ABORTED' } })
       },
     )
@@ -1096,7 +1096,7 @@ describe('where saetta behaves otherwise (the spec decides)', () => {
       const c = h2Client(lib, srv.origin)
       const unanswered = sleep(3000).then(() => 'no answer within 3 s')
       const body = method === 'POST' ? 'x' : undefined
-      const result = await settled(Promise.race([c.request({ path: '/', method, body }).then((r) => r.body.text()), unanswered]))
+      const result = await outcome(Promise.race([c.request({ path: '/', method, body }).then((r) => r.body.text()), unanswered]))
       // The server did not process it, so it goes again on a new connection, a POST too (its
       // body is at hand); undici 7 retried only what is idempotent. (h2/scenarios.test.ts
       // runs more of this next to undici 8.)

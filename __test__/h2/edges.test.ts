@@ -8,7 +8,7 @@ import http2 from 'node:http2'
 import { Readable, Writable } from 'node:stream'
 import { afterEach, describe, expect, test } from 'vitest'
 import { cleanup, waitFor } from '../support/helpers'
-import { describeError, settled, undici, saetta, undici7, saetta7, type Lib } from '../support/differential'
+import { describeError, undici, saetta, undici7, saetta7, type Lib, outcome } from '../support/differential'
 import { isUndici } from '../support/target'
 import { CODE, goawayFrame, h2Client, h2Server, MODES, rawH2Server, sessionNumbers, SETTING, type H2Server, type Mode } from '../support/h2'
 
@@ -34,7 +34,7 @@ function answer(stream: http2.ServerHttp2Stream, text: string): void {
 }
 
 const text = (c: InstanceType<Lib['Client']> | { request: InstanceType<Lib['Client']>['request'] }, opts: Record<string, unknown>) =>
-  settled(c.request({ method: 'GET', ...opts } as never).then((r) => r.body.text()))
+  outcome(c.request({ method: 'GET', ...opts } as never).then((r) => r.body.text()))
 
 describe.each(MODES)('over %s', (mode: Mode) => {
   // -------------------------------------------------------------------------------------------
@@ -65,9 +65,7 @@ describe.each(MODES)('over %s', (mode: Mode) => {
     const scenario = async (lib: Lib, srv: H2Server) => {
       const c = h2Client(lib, srv.origin, { bodyTimeout: 150 })
       const viaRequest = await text(c, { path: '/stall/request' })
-      const viaStream = await settled(
-        c.stream({ path: '/stall/stream', method: 'GET' }, () => new Writable({ write: (_c, _e, cb) => cb() })),
-      )
+      const viaStream = await outcome(c.stream({ path: '/stall/stream', method: 'GET' }, () => new Writable({ write: (_c, _e, cb) => cb() })))
       const events: string[] = []
       const viaDispatch = await new Promise<unknown>((resolve) => {
         c.dispatch({ path: '/stall/dispatch', method: 'GET' }, {
@@ -100,12 +98,10 @@ describe.each(MODES)('over %s', (mode: Mode) => {
     const make = (): Promise<H2Server> => h2Server((stream) => answer(stream, big.toString()), { mode })
     const scenario = async (lib: Lib, srv: H2Server) => {
       const c = h2Client(lib, srv.origin, { bodyTimeout: 100 })
-      const paused = await settled(
-        c.request({ path: '/', method: 'GET' }).then(async (r) => {
+      const paused = await outcome(c.request({ path: '/', method: 'GET' }).then(async (r) => {
           await new Promise((resolve) => setTimeout(resolve, 400))
           return (await r.body.text()).length
-        }),
-      )
+        }))
       const viaController = await new Promise<unknown>((resolve) => {
         let got = 0
         c.dispatch({ path: '/', method: 'GET' }, {

@@ -5,7 +5,7 @@
 // next request finds a connection. Where undici 7 behaves the same, both libraries run.
 import { afterEach, describe, expect, test } from 'vitest'
 import { cleanup, onCleanup, waitFor } from '../support/helpers'
-import { describeError, settled, undici, saetta, type Lib } from '../support/differential'
+import { describeError, undici, saetta, type Lib, outcome } from '../support/differential'
 import { isUndici } from '../support/target'
 import { CODE, FLAG, FRAME, SETTING, frame, goawayFrame, hpack, rawH2Server, rstFrame, type RawH2Options, type RawH2Server } from '../support/h2'
 
@@ -19,7 +19,7 @@ function h2c(lib: Lib, origin: string, extra: Record<string, unknown> = {}): Cli
   return c
 }
 
-const get = (c: Client, path = '/', extra: object = {}) => settled(c.request({ path, method: 'GET', ...extra }).then((r) => r.body.text()))
+const get = (c: Client, path = '/', extra: object = {}) => outcome(c.request({ path, method: 'GET', ...extra }).then((r) => r.body.text()))
 
 /** Runs `scenario` on undici and saetta (each its own server) and expects the same record. */
 async function both<T>(options: RawH2Options, scenario: (lib: Lib, srv: RawH2Server) => Promise<T>): Promise<T> {
@@ -144,7 +144,7 @@ describe('a window never opened', () => {
       },
       async (lib, srv) => {
         const c = h2c(lib, srv.origin, { headersTimeout: 300 })
-        const post = settled(c.request({ path: '/post', method: 'POST', body: Buffer.alloc(4096, 1) }).then((r) => r.body.text()))
+        const post = outcome(c.request({ path: '/post', method: 'POST', body: Buffer.alloc(4096, 1) }).then((r) => r.body.text()))
         await waitFor(() => srv.connections[0]?.streams.length === 1, 2000)
         const good = await get(c, '/good')
         const failed = await post

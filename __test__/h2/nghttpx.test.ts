@@ -8,7 +8,7 @@ import { Readable, Writable, pipeline as pipe } from 'node:stream'
 import { afterEach, describe, expect, test } from 'vitest'
 import { skipUnlessCI } from '../support/environment'
 import { cleanup, httpServer, onCleanup, readBody, sleep, type HttpServer } from '../support/helpers'
-import { settled, undici, saetta, type Lib } from '../support/differential'
+import { undici, saetta, type Lib, outcome } from '../support/differential'
 import { isUndici } from '../support/target'
 import { h2Headers, h2Options, nghttpx, nghttpxMissing, type Mode, type Nghttpx } from '../support/h2'
 
@@ -160,7 +160,7 @@ describe.skipIf(skipUnlessCI(missing)).each(['h2c', 'tls'] as const)('nghttpx ov
       const big = c.request({ path: `/big/${8 * 1024 * 1024}`, method: 'GET', signal: ac.signal })
       const res = await big
       ac.abort()
-      const aborted = await settled(res.body.text())
+      const aborted = await outcome(res.body.text())
       const after = await (await c.request({ path: '/after', method: 'GET' })).body.json()
       return { aborted: aborted.ok, after, connects }
     })

@@ -15,7 +15,7 @@ import { Readable } from 'node:stream'
 import { afterEach, describe, expect, test } from 'vitest'
 import { skipUnlessCI } from '../support/environment'
 import { cleanup, closer, httpServer, onCleanup, readBody, waitFor } from '../support/helpers'
-import { describeError, settled, saetta, undici, type Lib } from '../support/differential'
+import { describeError, saetta, undici, type Lib, outcome } from '../support/differential'
 import { isUndici } from '../support/target'
 import { MODES, h2Certs, h2Client, h2Server, nghttpx, nghttpxMissing, sessionNumbers, type H2Server, type Mode, type Nghttpx } from '../support/h2'
 
@@ -66,7 +66,7 @@ const bodyOf = (body: string | undefined): string | Readable | undefined =>
 
 /** request() of `method path` (with `body`), its text or its error as data. */
 const call = (c: Client, method: string, path: string, body?: string) =>
-  settled(c.request({ path, method, body: bodyOf(body) as string }).then((r) => r.body.text()))
+  outcome(c.request({ path, method, body: bodyOf(body) as string }).then((r) => r.body.text()))
 
 /** The whole request body of a server stream. */
 function streamBody(stream: http2.ServerHttp2Stream): Promise<string> {

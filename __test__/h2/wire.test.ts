@@ -7,7 +7,7 @@ import { Readable } from 'node:stream'
 import { once } from 'node:events'
 import { afterEach, describe, expect, test } from 'vitest'
 import { cleanup, onCleanup } from '../support/helpers'
-import { settled, undici, saetta, type Lib } from '../support/differential'
+import { undici, saetta, type Lib, outcome } from '../support/differential'
 import * as undici7Module from 'undici7'
 import * as saetta7Module from '../../ts/undici7.ts'
 import { isUndici } from '../support/target'
@@ -103,7 +103,7 @@ describe.each(MODES)('WebSocket over HTTP/2 (extended CONNECT, RFC 8441) over %s
       () => wsServer(mode, false),
       async (lib, srv) => {
         const c = h2Client(lib, srv.origin)
-        const ws = await settled(c.upgrade({ path: '/', protocol: 'websocket' }))
+        const ws = await outcome(c.upgrade({ path: '/', protocol: 'websocket' }))
         const after = await (await c.request({ path: '/after', method: 'GET' })).body.text()
         return { ws, after, streams: srv.streams, sessions: srv.sessions }
       },
@@ -115,8 +115,8 @@ describe.each(MODES)('WebSocket over HTTP/2 (extended CONNECT, RFC 8441) over %s
       () => wsServer(mode, true),
       async (lib, srv) => {
         const c = h2Client(lib, srv.origin)
-        const forbidden = await settled(c.upgrade({ path: '/', protocol: 'websocket', headers: { 'x-status': '403' } }))
-        const created = await settled(c.upgrade({ path: '/', protocol: 'websocket', headers: { 'x-status': '201' } }))
+        const forbidden = await outcome(c.upgrade({ path: '/', protocol: 'websocket', headers: { 'x-status': '403' } }))
+        const created = await outcome(c.upgrade({ path: '/', protocol: 'websocket', headers: { 'x-status': '201' } }))
         const conn = await c.connect({ path: '/', headers: { 'x-status': '403' } })
         const [body] = await once(conn.socket, 'data')
         conn.socket.destroy()
@@ -218,7 +218,7 @@ describe('a stream the server resets before its response', () => {
     const scenario = async (lib: Lib, srv: RawH2Server) => {
       const c = new lib.Client(srv.origin, { allowH2: true, useH2c: true } as never)
       onCleanup(() => (c.destroyed ? undefined : c.destroy()))
-      const failed = await settled(c.request({ path: '/', ...body(kind) } as never).then((r) => r.statusCode))
+      const failed = await outcome(c.request({ path: '/', ...body(kind) } as never).then((r) => r.statusCode))
       return { failed, streams: srv.connections.map((conn) => conn.streams.length) }
     }
     await same(() => planned(plan), scenario)
@@ -231,8 +231,8 @@ describe('a stream the server resets before its response', () => {
       async (lib, srv) => {
         const c = new lib.Client(srv.origin, { allowH2: true, useH2c: true } as never)
         onCleanup(() => (c.destroyed ? undefined : c.destroy()))
-        const ws = await settled(c.upgrade({ path: '/', protocol: 'websocket' }))
-        const connect = await settled(c.connect({ path: '/' }))
+        const ws = await outcome(c.upgrade({ path: '/', protocol: 'websocket' }))
+        const connect = await outcome(c.connect({ path: '/' }))
         return { ws, connect, streams: srv.connections.map((conn) => conn.streams.length) }
       },
     )
@@ -244,7 +244,7 @@ describe('a stream the server resets before its response', () => {
       async (lib, srv) => {
         const c = new lib.Client(srv.origin, { allowH2: true, useH2c: true, headersTimeout: 150 } as never)
         onCleanup(() => (c.destroyed ? undefined : c.destroy()))
-        const [ws, connect] = await Promise.all([settled(c.upgrade({ path: '/', protocol: 'websocket' })), settled(c.connect({ path: '/' }))])
+        const [ws, connect] = await Promise.all([outcome(c.upgrade({ path: '/', protocol: 'websocket' })), outcome(c.connect({ path: '/' }))])
         return { ws, connect, streams: srv.connections.map((conn) => conn.streams.length) }
       },
     )

@@ -5,7 +5,7 @@ import http from 'node:http'
 import { Writable } from 'node:stream'
 import { afterEach, describe, expect, test } from 'vitest'
 import { cleanup, httpServer, onCleanup, sleep } from '../support/helpers'
-import { describeError, same, saetta, settled, stableObject, type Lib } from '../support/differential'
+import { describeError, same, saetta, stableObject, type Lib, outcome } from '../support/differential'
 
 afterEach(cleanup)
 
@@ -280,7 +280,7 @@ describe('cache interceptor', () => {
             delete: () => {},
           } as never,
         })
-        return [await settled(fetchOne(throwing, base).then((r) => ('error' in r ? r : { ok: r }))), await fetchOne(rejecting, base), await fetchOne(failingWrites, base), await fetchOne(failingWrites, base)]
+        return [await outcome(fetchOne(throwing, base).then((r) => ('error' in r ? r : { ok: r }))), await fetchOne(rejecting, base), await fetchOne(failingWrites, base), await fetchOne(failingWrites, base)]
       },
     )
   })

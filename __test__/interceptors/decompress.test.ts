@@ -6,7 +6,7 @@ import { Writable } from 'node:stream'
 import zlib from 'node:zlib'
 import { afterEach, beforeEach, describe, expect, test, vi } from 'vitest'
 import { cleanup, httpServer, onCleanup, sleep, type HttpServer } from '../support/helpers'
-import { client, describeError, saetta, same, settled, stableHeaders, stableObject, type Lib } from '../support/differential'
+import { client, describeError, saetta, same, stableHeaders, stableObject, type Lib, outcome } from '../support/differential'
 
 afterEach(cleanup)
 
@@ -115,13 +115,11 @@ function composed(lib: Lib, origin: string, options?: Parameters<Lib['intercepto
 
 /** request() through the interceptor: status, headers, body digest, or the error. */
 async function viaRequest(lib: Lib, origin: string, path: string, options?: Parameters<Lib['interceptors']['decompress']>[0], method = 'GET') {
-  return settled(
-    (async () => {
+  return outcome((async () => {
       const res = await composed(lib, origin, options).request({ path, method: method as 'GET' })
       const body = Buffer.from(await res.body.arrayBuffer())
       return { status: res.statusCode, headers: stableObject(res.headers), body: digest(body), trailers: res.trailers }
-    })(),
-  )
+    })())
 }
 
 for (const layer of [false, true]) {
@@ -190,7 +188,7 @@ describe('decompress: request()', () => {
   test('the connection survives a failed decode: the next request on the client works', async () => {
     await same(server, async (lib, origin) => {
       const c = composed(lib, origin)
-      const first = await settled(c.request({ path: '/truncated', method: 'GET' }).then((r) => r.body.text()))
+      const first = await outcome(c.request({ path: '/truncated', method: 'GET' }).then((r) => r.body.text()))
       const second = await c.request({ path: '/gzip', method: 'GET' }).then((r) => r.body.text())
       return { first, second: second === TEXT.toString() }
     })
@@ -240,7 +238,7 @@ describe('decompress: options as users get them wrong', () => {
       } catch (err) {
         thrown = describeError(err)
       }
-      return { made, thrown, result: p ? await settled(p.then((r) => r.body.text())) : null }
+      return { made, thrown, result: p ? await outcome(p.then((r) => r.body.text())) : null }
     })
   })
 
@@ -256,8 +254,7 @@ describe('decompress: stream() and dispatch', () => {
   test('stream(): the same head and decoded bytes', async () => {
     for (const path of ['/gzip', '/gzip-br', '/truncated', '/unknown']) {
       await same(server, (lib, origin) =>
-        settled(
-          new Promise<object>((resolve, reject) => {
+        outcome(new Promise<object>((resolve, reject) => {
             const chunks: Buffer[] = []
             let head: object = {}
             composed(lib, origin)
@@ -265,8 +262,7 @@ describe('decompress: stream() and dispatch', () => {
                 head = { statusCode, headers: stableObject(headers) }
                 return new Writable({ write: (c: Buffer, _e, cb) => (chunks.push(c), cb()) })
               }, (err) => (err ? reject(err) : resolve({ ...head, body: digest(Buffer.concat(chunks)) })))
-          }),
-        ),
+          })),
       )
     }
   })
@@ -398,18 +394,16 @@ describe('decompress: backpressure and abort', () => {
       const ac = new AbortController()
       const res = await c.request({ path: '/slow', method: 'GET', signal: ac.signal })
       let got = 0
-      const read = settled(
-        (async () => {
+      const read = outcome((async () => {
           for await (const chunk of res.body) {
             got += (chunk as Buffer).length
             if (got > 0) ac.abort()
           }
-        })(),
-      )
+        })())
       // The spec decides the class (RequestAbortedError; undici gives the signal's reason): both are AbortError.
       const out = await read
       if (!out.ok) out.error = { name: out.error.name }
-      const next = await settled(c.request({ path: '/gzip', method: 'GET' }).then((r) => r.body.text().then((t) => t.length)))
+      const next = await outcome(c.request({ path: '/gzip', method: 'GET' }).then((r) => r.body.text().then((t) => t.length)))
       return { out, next }
     })
   })
@@ -472,14 +466,12 @@ describe('decompress: fetch', () => {
     await same(server, async (lib, origin) => {
       const dispatcher = new lib.Agent().compose(lib.interceptors.decompress())
       onCleanup(() => (dispatcher as unknown as { close(): Promise<void> }).close())
-      return settled(
-        (async () => {
+      return outcome((async () => {
           const res = await lib.fetch(`${origin}${path}`, { dispatcher })
           const body = Buffer.from(await res.arrayBuffer())
           const headers = stableObject(Object.fromEntries(res.headers))
           return { status: res.status, headers, body: digest(body) }
-        })(),
-      )
+        })())
     })
   })
 })

@@ -3,7 +3,7 @@
 // what undici's gives.
 import { afterEach, describe, expect, test } from 'vitest'
 import { cleanup, httpServer, onCleanup, sleep } from '../support/helpers'
-import { describeError, same, settled, type Lib } from '../support/differential'
+import { describeError, same, type Lib, outcome } from '../support/differential'
 
 afterEach(cleanup)
 
@@ -102,7 +102,7 @@ describe('deduplicate interceptor', () => {
       async (lib, origin) => {
         const d = agent(lib)
         // The waiters join before any body byte has arrived (the primary is still connecting).
-        const all = [0, 1, 2].map(() => settled(text(d.request({ origin, path: '/', method: 'GET' }))))
+        const all = [0, 1, 2].map(() => outcome(text(d.request({ origin, path: '/', method: 'GET' }))))
         return Promise.all(all)
       },
     )

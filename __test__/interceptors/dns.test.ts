@@ -6,7 +6,7 @@ import { once } from 'node:events'
 import { afterEach, describe, expect, test } from 'vitest'
 import { skipUnlessCI } from '../support/environment'
 import { cleanup, hasIPv6Loopback, onCleanup, sleep } from '../support/helpers'
-import { describeError, same, settled, type Lib } from '../support/differential'
+import { describeError, same, type Lib, outcome } from '../support/differential'
 
 afterEach(cleanup)
 
@@ -163,7 +163,7 @@ describe('dns interceptor', () => {
       async (lib, origin) => {
         const l = lookupOf([{ address: '127.0.0.1', family: 4 }])
         const d = agent(lib, { lookup: l.lookup as never, dualStack: false })
-        const r = await settled(get(d as never, origin))
+        const r = await outcome(get(d as never, origin))
         return r.ok ? r : { ok: false, code: r.error.code, class: r.error.class }
       },
     )
@@ -177,7 +177,7 @@ describe('dns interceptor', () => {
           lookup: ((_o: URL, _opts: object, cb: (err: Error) => void) => cb(Object.assign(new Error('lookup failed'), { code: 'ESERVFAIL' }))) as never,
         })
         const empty = agent(lib, { lookup: ((_o: URL, _opts: object, cb: (err: null, a: never[]) => void) => cb(null, [])) as never })
-        return [describeError(await get(failing as never, origin).catch((e: unknown) => e)), await settled(get(empty as never, origin))]
+        return [describeError(await get(failing as never, origin).catch((e: unknown) => e)), await outcome(get(empty as never, origin))]
       },
     )
   })
@@ -192,7 +192,7 @@ describe('dns interceptor', () => {
         const out = [
           await get(d as never, origin),
           await get(d as never, `http://127.0.0.1:${port}`),
-          await settled(get(d as never, `http://saetta-test.invalid:${port}`)).then((r) => (r.ok ? r : (r.error as { code?: string }).code)),
+          await outcome(get(d as never, `http://saetta-test.invalid:${port}`)).then((r) => (r.ok ? r : (r.error as { code?: string }).code)),
         ]
         return { out, calls: l.calls() }
       },

@@ -35,7 +35,7 @@ function agent(lib: AnyLib, ...chain: unknown[]) {
   return (a.compose as (...c: unknown[]) => InstanceType<Lib['Dispatcher']>)(...chain)
 }
 
-async function outcome(p: Promise<{ statusCode: number; body: { text(): Promise<string> } }>): Promise<unknown> {
+async function responseOutcome(p: Promise<{ statusCode: number; body: { text(): Promise<string> } }>): Promise<unknown> {
   try {
     const res = await p
     const text = await res.body.text()
@@ -77,10 +77,10 @@ describe('POST becomes GET', () => {
       const d = agent(lib, lib.interceptors.redirect({ maxRedirections: 2 }))
       const out: unknown[] = []
       for (const status of [301, 302, 303, 307, 308]) {
-        out.push(await outcome(d.request({ origin: srv.origin, path: `/to/${status}/final`, ...posted } as never)))
+        out.push(await responseOutcome(d.request({ origin: srv.origin, path: `/to/${status}/final`, ...posted } as never)))
       }
       // A PUT through 301 stays a PUT with its body and headers.
-      out.push(await outcome(d.request({ origin: srv.origin, path: '/to/301/final', ...posted, method: 'PUT' } as never)))
+      out.push(await responseOutcome(d.request({ origin: srv.origin, path: '/to/301/final', ...posted, method: 'PUT' } as never)))
       return out
     })
     expect(record[0]).toMatchObject({ body: { method: 'GET', body: '', headers: { 'x-keep': 'yes' } } })
@@ -93,7 +93,7 @@ describe('POST becomes GET', () => {
       const d = agent(lib, lib.interceptors.redirect(mark({ maxRedirections: 2 })))
       const out: unknown[] = []
       for (const status of [301, 302, 303, 307]) {
-        out.push(await outcome(d.request({ origin: srv.origin, path: `/to/${status}/final`, ...posted } as never)))
+        out.push(await responseOutcome(d.request({ origin: srv.origin, path: `/to/${status}/final`, ...posted } as never)))
       }
       return out
     })
@@ -112,17 +112,17 @@ describe('stripHeadersOnRedirect, stripHeadersOnCrossOriginRedirect', () => {
       const to = (origin: string) => `/to/302/${encodeURIComponent(`${origin}/final`)}`
       const out: unknown[] = []
       // Same origin: only the every-hop list applies.
-      out.push(await outcome(d.request({ origin: a.origin, path: to(a.origin), method: 'GET', headers } as never)))
+      out.push(await responseOutcome(d.request({ origin: a.origin, path: to(a.origin), method: 'GET', headers } as never)))
       // Across origins: both lists, and the credentials.
-      out.push(await outcome(d.request({ origin: a.origin, path: to(b.origin), method: 'GET', headers } as never)))
+      out.push(await responseOutcome(d.request({ origin: a.origin, path: to(b.origin), method: 'GET', headers } as never)))
       // The request's own lists win; empty lists strip nothing of their own.
-      out.push(await outcome(d.request({ origin: a.origin, path: to(b.origin), method: 'GET', headers, stripHeadersOnRedirect: [], stripHeadersOnCrossOriginRedirect: ['x-keep'] } as never)))
-      out.push(await outcome(d.request({ origin: a.origin, path: to(a.origin), method: 'GET', headers, stripHeadersOnRedirect: ['X-KEEP', 'x-absent'] } as never)))
+      out.push(await responseOutcome(d.request({ origin: a.origin, path: to(b.origin), method: 'GET', headers, stripHeadersOnRedirect: [], stripHeadersOnCrossOriginRedirect: ['x-keep'] } as never)))
+      out.push(await responseOutcome(d.request({ origin: a.origin, path: to(a.origin), method: 'GET', headers, stripHeadersOnRedirect: ['X-KEEP', 'x-absent'] } as never)))
       // Headers as a flat list and as pairs.
-      out.push(await outcome(d.request({ origin: a.origin, path: to(b.origin), method: 'GET', headers: ['X-Secret', 's', 'x-cross', 'c', 'x-keep', 'k'] } as never)))
-      out.push(await outcome(d.request({ origin: a.origin, path: to(b.origin), method: 'GET', headers: [['X-Secret', 's'], ['x-cross', 'c'], ['x-keep', 'k']] } as never)))
+      out.push(await responseOutcome(d.request({ origin: a.origin, path: to(b.origin), method: 'GET', headers: ['X-Secret', 's', 'x-cross', 'c', 'x-keep', 'k'] } as never)))
+      out.push(await responseOutcome(d.request({ origin: a.origin, path: to(b.origin), method: 'GET', headers: [['X-Secret', 's'], ['x-cross', 'c'], ['x-keep', 'k']] } as never)))
       // Not redirected: nothing is stripped.
-      out.push(await outcome(d.request({ origin: a.origin, path: '/final', method: 'GET', headers } as never)))
+      out.push(await responseOutcome(d.request({ origin: a.origin, path: '/final', method: 'GET', headers } as never)))
       return out.map((o) => JSON.stringify(o).replaceAll(a.origin, 'A').replaceAll(b.origin, 'B'))
     })
   })
@@ -143,11 +143,11 @@ describe('stripHeadersOnRedirect, stripHeadersOnCrossOriginRedirect', () => {
         { throwOnMaxRedirect: null },
       ]) {
         const viaInterceptor = agent(lib, lib.interceptors.redirect({ maxRedirections: 1, ...options } as never))
-        out.push(await outcome(viaInterceptor.request({ origin: srv.origin, path: '/to/302/final', method: 'GET' } as never)))
+        out.push(await responseOutcome(viaInterceptor.request({ origin: srv.origin, path: '/to/302/final', method: 'GET' } as never)))
         const perRequest = agent(lib, lib.interceptors.redirect({ maxRedirections: 1 }))
-        out.push(await outcome(perRequest.request({ origin: srv.origin, path: '/to/302/final', method: 'GET', ...options } as never)))
+        out.push(await responseOutcome(perRequest.request({ origin: srv.origin, path: '/to/302/final', method: 'GET', ...options } as never)))
         const off = agent(lib, lib.interceptors.redirect({ ...options } as never))
-        out.push(await outcome(off.request({ origin: srv.origin, path: '/final', method: 'GET', maxRedirections: 0, ...options } as never)))
+        out.push(await responseOutcome(off.request({ origin: srv.origin, path: '/final', method: 'GET', maxRedirections: 0, ...options } as never)))
       }
       return JSON.stringify(out).replaceAll(srv.origin, 'O')
     })
@@ -160,8 +160,8 @@ describe('stripHeadersOnRedirect, stripHeadersOnCrossOriginRedirect', () => {
       const d = agent(lib, lib.interceptors.redirect(mark({ maxRedirections: 3, stripHeadersOnRedirect: ['x-secret'], stripHeadersOnCrossOriginRedirect: 'not checked' } as never)))
       const to = (origin: string) => `/to/302/${encodeURIComponent(`${origin}/final`)}`
       const out = [
-        await outcome(d.request({ origin: a.origin, path: to(a.origin), method: 'GET', headers } as never)),
-        await outcome(d.request({ origin: a.origin, path: to(b.origin), method: 'GET', headers, throwOnMaxRedirect: 'yes' } as never)),
+        await responseOutcome(d.request({ origin: a.origin, path: to(a.origin), method: 'GET', headers } as never)),
+        await responseOutcome(d.request({ origin: a.origin, path: to(b.origin), method: 'GET', headers, throwOnMaxRedirect: 'yes' } as never)),
       ]
       return JSON.stringify(out).replaceAll(a.origin, 'A').replaceAll(b.origin, 'B')
     })
@@ -174,15 +174,15 @@ describe('throwOnMaxRedirect', () => {
       const srv = await redirects()
       const out: unknown[] = []
       const viaInterceptor = agent(lib, lib.interceptors.redirect({ maxRedirections: 2, throwOnMaxRedirect: true }))
-      out.push(await outcome(viaInterceptor.request({ origin: srv.origin, path: '/to/302/to/302/to/302/final', method: 'GET' })))
-      out.push(await outcome(viaInterceptor.request({ origin: srv.origin, path: '/to/302/to/302/final', method: 'GET' })))
+      out.push(await responseOutcome(viaInterceptor.request({ origin: srv.origin, path: '/to/302/to/302/to/302/final', method: 'GET' })))
+      out.push(await responseOutcome(viaInterceptor.request({ origin: srv.origin, path: '/to/302/to/302/final', method: 'GET' })))
       // A request's false wins over the interceptor's true.
-      out.push(await outcome(viaInterceptor.request({ origin: srv.origin, path: '/to/302/to/302/to/302/final', method: 'GET', throwOnMaxRedirect: false } as never)))
+      out.push(await responseOutcome(viaInterceptor.request({ origin: srv.origin, path: '/to/302/to/302/to/302/final', method: 'GET', throwOnMaxRedirect: false } as never)))
       const perRequest = agent(lib, lib.interceptors.redirect({ maxRedirections: 1 }))
-      out.push(await outcome(perRequest.request({ origin: srv.origin, path: '/to/301/to/301/final', method: 'GET', throwOnMaxRedirect: true } as never)))
-      out.push(await outcome(perRequest.request({ origin: srv.origin, path: '/to/301/to/301/final', method: 'GET' } as never)))
+      out.push(await responseOutcome(perRequest.request({ origin: srv.origin, path: '/to/301/to/301/final', method: 'GET', throwOnMaxRedirect: true } as never)))
+      out.push(await responseOutcome(perRequest.request({ origin: srv.origin, path: '/to/301/to/301/final', method: 'GET' } as never)))
       // A 3xx without a Location is an answer, not a redirect.
-      out.push(await outcome(perRequest.request({ origin: srv.origin, path: '/to/301/to/304/', method: 'GET', throwOnMaxRedirect: true } as never)))
+      out.push(await responseOutcome(perRequest.request({ origin: srv.origin, path: '/to/301/to/304/', method: 'GET', throwOnMaxRedirect: true } as never)))
       let err: unknown
       try {
         await viaInterceptor.request({ origin: srv.origin, path: '/to/302/to/302/to/302/final', method: 'GET' })
@@ -200,8 +200,8 @@ describe('throwOnMaxRedirect', () => {
       const srv = await redirects()
       const d = agent(lib, lib.interceptors.redirect(mark({ maxRedirections: 1 })))
       return [
-        await outcome(d.request({ origin: srv.origin, path: '/to/302/to/302/final', method: 'GET', throwOnMaxRedirect: true } as never)),
-        await outcome(d.request({ origin: srv.origin, path: '/to/302/to/302/final', method: 'GET' } as never)),
+        await responseOutcome(d.request({ origin: srv.origin, path: '/to/302/to/302/final', method: 'GET', throwOnMaxRedirect: true } as never)),
+        await responseOutcome(d.request({ origin: srv.origin, path: '/to/302/to/302/final', method: 'GET' } as never)),
       ]
     })
   })

@@ -32,7 +32,7 @@ const path = (status: number, type: string, body: string, repeat = 1) =>
 // The spec turns saetta's responseError on with a request's throwOnError (undici's Request refuses it).
 const asking = (lib: AnyLib) => (lib === (saetta as AnyLib) ? { throwOnError: true } : {})
 
-async function outcome(lib: AnyLib, d: { request(o: object): Promise<{ statusCode: number; body: { text(): Promise<string> } }> }, p: string) {
+async function responseOutcome(lib: AnyLib, d: { request(o: object): Promise<{ statusCode: number; body: { text(): Promise<string> } }> }, p: string) {
   try {
     const res = await d.request({ path: p, method: 'GET', ...asking(lib) })
     return { statusCode: res.statusCode, text: await res.body.text() }
@@ -92,7 +92,7 @@ describe('responseError maxSize', () => {
         [1, path(503, 'text/plain', '')],
       ] as const) {
         const d = client(lib, origin).compose(lib.interceptors.responseError(maxSize === undefined ? undefined : { maxSize }))
-        const r = await outcome(lib, d as never, p)
+        const r = await responseOutcome(lib, d as never, p)
         out.push({ maxSize, ...r, body: typeof r.body === 'string' && r.body.length > 100 ? `${r.body.length} chars` : r.body })
       }
       return out
@@ -105,7 +105,7 @@ describe('responseError maxSize', () => {
   test('the default limit is 1 MiB', async () => {
     await same8(async (lib, origin) => {
       const d = client(lib, origin).compose(lib.interceptors.responseError())
-      const r = await outcome(lib, d as never, path(500, 'text/plain', 'y'.repeat(1024), 1025))
+      const r = await responseOutcome(lib, d as never, path(500, 'text/plain', 'y'.repeat(1024), 1025))
       return { ...r, body: (r.body as string).length }
     })
   })
@@ -116,7 +116,7 @@ describe('responseError maxSize', () => {
       const out: unknown[] = []
       const made = (lib as Lib).interceptors.responseError(mark({ maxSize: -1 }) as never)
       const d = client(lib, origin).compose(made)
-      const r = await outcome(lib, d as never, path(500, 'text/plain', 'abcdefgh'))
+      const r = await responseOutcome(lib, d as never, path(500, 'text/plain', 'abcdefgh'))
       out.push({ ...r, bodyTruncated: undefined })
       return out
     }

@@ -2,7 +2,7 @@
 // undici's mocks and on saetta's give the same responses, errors, messages and pending lists.
 import { afterEach, describe, expect, test } from 'vitest'
 import { cleanup } from '../support/helpers'
-import { alike, fetchVia, mockAgent, mockError, outcome, saetta, thrown } from '../support/mock'
+import { fetchVia, mockAgent, mockError, outcome, saetta, thrown, same } from '../support/mock'
 
 afterEach(cleanup)
 
@@ -20,7 +20,7 @@ describe('reply', () => {
     ['a number', 42],
     ['zero (as nothing)', 0],
   ])('data as %s: the same status, headers, body and trailers', async (_name, data) => {
-    await alike(async (lib) => {
+    await same(null, async (lib) => {
       const agent = mockAgent(lib)
       agent.get(ORIGIN).intercept({ path: '/r' }).reply(201, data as string, { headers: { 'x-a': 'b', 'x-list': ['1', '2'] }, trailers: { 'x-t': 'v' } })
       return fetchVia(lib, agent, `${ORIGIN}/r`)
@@ -28,7 +28,7 @@ describe('reply', () => {
   })
 
   test('statusText from the status code, "unknown" for one without a name', async () => {
-    await alike(async (lib) => {
+    await same(null, async (lib) => {
       const agent = mockAgent(lib)
       agent.get(ORIGIN).intercept({ path: '/a' }).reply(418)
       agent.get(ORIGIN).intercept({ path: '/b' }).reply(599)
@@ -37,7 +37,7 @@ describe('reply', () => {
   })
 
   test('reply(callback): the callback sees the request and makes status, data and options', async () => {
-    await alike(async (lib) => {
+    await same(null, async (lib) => {
       const agent = mockAgent(lib)
       const seen: unknown[] = []
       agent
@@ -53,7 +53,7 @@ describe('reply', () => {
   })
 
   test('reply(status, fn) and an async fn: the body is made per request', async () => {
-    await alike(async (lib) => {
+    await same(null, async (lib) => {
       const agent = mockAgent(lib)
       const pool = agent.get(ORIGIN)
       pool.intercept({ path: '/f', method: 'PUT' }).reply(200, (opts) => ({ got: opts.body, h: opts.headers }))
@@ -66,7 +66,7 @@ describe('reply', () => {
   })
 
   test('defaultReplyHeaders, defaultReplyTrailers and replyContentLength apply to later replies, own values win', async () => {
-    await alike(async (lib) => {
+    await same(null, async (lib) => {
       const agent = mockAgent(lib)
       const interceptor = agent.get(ORIGIN).intercept({ path: '/d' })
       interceptor.defaultReplyHeaders({ 'x-default': 'd', 'x-own': 'default' }).defaultReplyTrailers({ 'x-tr': 'd' }).replyContentLength()
@@ -79,7 +79,7 @@ describe('reply', () => {
   })
 
   test('replyWithError: the request fails with that error, once', async () => {
-    await alike(async (lib) => {
+    await same(null, async (lib) => {
       const agent = mockAgent(lib)
       agent.disableNetConnect()
       agent.get(ORIGIN).intercept({ path: '/err' }).replyWithError(new TypeError('boom'))
@@ -90,7 +90,7 @@ describe('reply', () => {
 
 describe('times, persist and what is pending', () => {
   test('an interceptor is used up after its times; persist never is; the pending list says so', async () => {
-    await alike(async (lib) => {
+    await same(null, async (lib) => {
       const agent = mockAgent(lib)
       agent.disableNetConnect()
       const pool = agent.get(ORIGIN)
@@ -107,7 +107,7 @@ describe('times, persist and what is pending', () => {
   })
 
   test('assertNoPendingInterceptors: nothing when none is pending, else the same message (one and many)', async () => {
-    await alike(async (lib) => {
+    await same(null, async (lib) => {
       const agent = mockAgent(lib)
       const out: unknown[] = [thrown(() => agent.assertNoPendingInterceptors())]
       agent.get(ORIGIN).intercept({ path: '/a' }).reply(200)
@@ -124,7 +124,7 @@ describe('times, persist and what is pending', () => {
   })
 
   test('the error of assertNoPendingInterceptors is an UndiciError', async () => {
-    await alike((lib) => {
+    await same(null, (lib) => {
       const agent = mockAgent(lib)
       agent.get(ORIGIN).intercept({ path: '/a' }).reply(200)
       try {
@@ -139,7 +139,7 @@ describe('times, persist and what is pending', () => {
 
 describe('matching', () => {
   test('path, method, body and headers as strings, RegExps and functions', async () => {
-    await alike(async (lib) => {
+    await same(null, async (lib) => {
       const agent = mockAgent(lib)
       agent.disableNetConnect()
       const pool = agent.get(ORIGIN)
@@ -174,7 +174,7 @@ describe('matching', () => {
   })
 
   test('query: in the path in any order, or as the query option on either side; a fragment is dropped', async () => {
-    await alike(async (lib) => {
+    await same(null, async (lib) => {
       const agent = mockAgent(lib)
       agent.disableNetConnect()
       const pool = agent.get(ORIGIN)
@@ -193,7 +193,7 @@ describe('matching', () => {
   })
 
   test('the first interceptor that matches replies; the next one after it is used up', async () => {
-    await alike(async (lib) => {
+    await same(null, async (lib) => {
       const agent = mockAgent(lib)
       const pool = agent.get(ORIGIN)
       pool.intercept({ path: '/same' }).reply(200, 'first')
@@ -203,7 +203,7 @@ describe('matching', () => {
   })
 
   test('origins: case-insensitive strings, URLs, RegExps and functions', async () => {
-    await alike(async (lib) => {
+    await same(null, async (lib) => {
       const agent = mockAgent(lib)
       agent.disableNetConnect()
       agent.get('HTTP://Upper.Test').intercept({ path: '/' }).reply(200, 'upper')
@@ -223,7 +223,7 @@ describe('matching', () => {
   })
 
   test('ignoreTrailingSlash, on the agent or on the interceptor', async () => {
-    await alike(async (lib) => {
+    await same(null, async (lib) => {
       const agent = mockAgent(lib, { ignoreTrailingSlash: true })
       agent.disableNetConnect()
       agent.get(`${ORIGIN}/`).intercept({ path: '/slash/' }).reply(200, 'agent option').persist()
@@ -241,7 +241,7 @@ describe('matching', () => {
 
 describe('what a user gets wrong', () => {
   test('a request no interceptor matches, with net connect disabled: the path, method, body or headers named', async () => {
-    await alike(async (lib) => {
+    await same(null, async (lib) => {
       const agent = mockAgent(lib)
       agent.disableNetConnect()
       const pool = agent.get(ORIGIN)
@@ -260,7 +260,7 @@ describe('what a user gets wrong', () => {
   })
 
   test('net connect enabled for other hosts only: a request to this one is refused with its message', async () => {
-    await alike(async (lib) => {
+    await same(null, async (lib) => {
       const agent = mockAgent(lib)
       agent.enableNetConnect('elsewhere.test')
       agent.enableNetConnect(/^nowhere/)
@@ -271,7 +271,7 @@ describe('what a user gets wrong', () => {
   })
 
   test('the error is MockNotMatchedError of mockErrors, an UndiciError, with its code', async () => {
-    await alike(async (lib) => {
+    await same(null, async (lib) => {
       const agent = mockAgent(lib)
       agent.disableNetConnect()
       const err = await lib.request(`${ORIGIN}/x`, { dispatcher: agent }).catch((e: unknown) => e)
@@ -287,7 +287,7 @@ describe('what a user gets wrong', () => {
   })
 
   test('bad arguments: the validation errors and messages of undici', async () => {
-    await alike((lib) => {
+    await same(null, (lib) => {
       const agent = mockAgent(lib)
       const pool = agent.get(ORIGIN)
       const interceptor = pool.intercept({ path: '/' })
@@ -331,7 +331,7 @@ describe('what a user gets wrong', () => {
   })
 
   test('a reply callback that returns no object, or no status: the request fails with the message', async () => {
-    await alike(async (lib) => {
+    await same(null, async (lib) => {
       const agent = mockAgent(lib)
       const pool = agent.get(ORIGIN)
       pool.intercept({ path: '/none' }).reply(bad(() => 'text'))
@@ -347,7 +347,7 @@ describe('what a user gets wrong', () => {
   // rejects with the signal's reason itself. Both are named AbortError.
   test('a delayed reply aborted by its signal: an AbortError (RequestAbortedError), and no response after it', async () => {
     let ours: unknown
-    await alike(async (lib) => {
+    await same(null, async (lib) => {
       const agent = mockAgent(lib)
       agent.get(ORIGIN).intercept({ path: '/slow' }).reply(200, 'late').delay(300)
       const ac = new AbortController()
@@ -363,7 +363,7 @@ describe('what a user gets wrong', () => {
   })
 
   test('a delayed reply arrives after its delay', async () => {
-    await alike(async (lib) => {
+    await same(null, async (lib) => {
       const agent = mockAgent(lib)
       agent.get(ORIGIN).intercept({ path: '/slow' }).reply(200, 'late').delay(80)
       const started = Date.now()
@@ -375,7 +375,7 @@ describe('what a user gets wrong', () => {
 
 describe('the agent', () => {
   test('get() returns the same MockPool for an origin; MockClient with connections: 1', async () => {
-    await alike((lib) => {
+    await same(null, (lib) => {
       const pools = mockAgent(lib)
       const clients = mockAgent(lib, { connections: 1 })
       const p = pools.get(ORIGIN)
@@ -390,7 +390,7 @@ describe('the agent', () => {
   })
 
   test('close(): pending interceptors are gone and later requests fail as on a destroyed agent', async () => {
-    await alike(async (lib) => {
+    await same(null, async (lib) => {
       const agent = new lib.MockAgent()
       agent.get(ORIGIN).intercept({ path: '/a' }).reply(200, 'a').delay(50)
       agent.get(ORIGIN).intercept({ path: '/b' }).reply(200, 'b')
@@ -423,7 +423,7 @@ describe('the agent', () => {
   })
 
   test('cleanMocks() forgets the interceptors of a mock dispatcher', async () => {
-    await alike(async (lib) => {
+    await same(null, async (lib) => {
       const agent = mockAgent(lib)
       agent.disableNetConnect()
       const pool = agent.get(ORIGIN)
@@ -434,7 +434,7 @@ describe('the agent', () => {
   })
 
   test('a mock dispatcher used directly: requests and its own synchronous not-matched error', async () => {
-    await alike(async (lib) => {
+    await same(null, async (lib) => {
       const agent = mockAgent(lib)
       agent.disableNetConnect()
       const pool = agent.get(ORIGIN)
@@ -452,7 +452,7 @@ describe('the agent', () => {
   })
 
   test('acceptNonStandardSearchParameters: a[]=1 and a=1,2 match the standard query', async () => {
-    await alike(async (lib) => {
+    await same(null, async (lib) => {
       const agent = mockAgent(lib, { acceptNonStandardSearchParameters: true })
       agent.disableNetConnect()
       agent.get(ORIGIN).intercept({ path: '/s', query: { a: ['1', '2'], b: 'x' } }).reply(200, 'lenient').persist()

@@ -2,7 +2,7 @@
 // toString and toMap, and every way to filter them, as undici's.
 import { afterEach, describe, expect, test } from 'vitest'
 import { cleanup } from '../support/helpers'
-import { alike, fetchVia, mockAgent, saetta, thrown, type Lib } from '../support/mock'
+import { fetchVia, mockAgent, saetta, thrown, type Lib, same } from '../support/mock'
 
 afterEach(cleanup)
 
@@ -51,7 +51,7 @@ const BY_FIELD: Array<[string, string | RegExp]> = [
 
 describe('call history', () => {
   test('off by default; enableCallHistory option or method; logs every request, matched or not, with its fields', async () => {
-    await alike(async (lib) => {
+    await same(null, async (lib) => {
       const off = mockAgent(lib)
       await traffic(lib, off)
       const late = mockAgent(lib)
@@ -77,7 +77,7 @@ describe('call history', () => {
   })
 
   test('filterCalls: by function, RegExp over toString, object criteria with OR and AND', async () => {
-    await alike(async (lib) => {
+    await same(null, async (lib) => {
       const agent = mockAgent(lib, { enableCallHistory: true })
       await traffic(lib, agent)
       const h = agent.getCallHistory()!
@@ -122,7 +122,7 @@ describe('call history', () => {
   })
 
   test('bad arguments: the messages of undici', async () => {
-    await alike(async (lib) => {
+    await same(null, async (lib) => {
       const agent = mockAgent(lib, { enableCallHistory: true })
       await traffic(lib, agent)
       const h = agent.getCallHistory()!
@@ -143,7 +143,7 @@ describe('call history', () => {
   })
 
   test('clearCallHistory, disableCallHistory, and close() clear or stop it', async () => {
-    await alike(async (lib) => {
+    await same(null, async (lib) => {
       const agent = new lib.MockAgent({ enableCallHistory: true })
       await traffic(lib, agent)
       const before = agent.getCallHistory()!.calls().length
@@ -161,7 +161,7 @@ describe('call history', () => {
   })
 
   test('a log made directly from dispatch options, and its URL error', async () => {
-    await alike((lib) => {
+    await same(null, (lib) => {
       const log = new lib.MockCallHistoryLog({ origin: 'http://h.test:81', path: '/p', method: 'GET', query: { a: '1' }, body: 'b', headers: { x: 'y' } })
       return { log: fields(log), bad: thrown(() => new lib.MockCallHistoryLog({ path: '/p', method: 'GET' })) }
     })

@@ -6,7 +6,7 @@ import { pipeline as pipe } from 'node:stream/promises'
 import { afterEach, describe, expect, test } from 'vitest'
 import { cleanup, onCleanup } from '../support/helpers'
 import { echo, same, stableObject } from '../support/differential'
-import { alike, fetchVia, mockAgent, type Lib } from '../support/mock'
+import { fetchVia, mockAgent, type Lib } from '../support/mock'
 
 afterEach(cleanup)
 
@@ -75,7 +75,7 @@ describe('net connect', () => {
 
 describe('the APIs over a MockAgent', () => {
   test('dispatch() with a legacy handler: the same callbacks with the same arguments', async () => {
-    await alike(async (lib) => {
+    await same(null, async (lib) => {
       const agent = mockAgent(lib)
       agent.get(ORIGIN).intercept({ path: '/d' }).reply(200, 'body', { headers: { 'x-h': ['1', '2'] }, trailers: { 'x-t': 'v' } })
       const events: unknown[] = []
@@ -98,7 +98,7 @@ describe('the APIs over a MockAgent', () => {
   })
 
   test('dispatch() with a controller-style handler: the same callbacks with the same arguments', async () => {
-    await alike(async (lib) => {
+    await same(null, async (lib) => {
       const agent = mockAgent(lib)
       agent.disableNetConnect()
       agent.get(ORIGIN).intercept({ path: '/d', method: 'POST' }).reply(201, { j: 1 }, { headers: { 'x-h': 'v' }, trailers: { 'x-t': 'v' } })
@@ -121,7 +121,7 @@ describe('the APIs over a MockAgent', () => {
   })
 
   test('stream() and pipeline() through the mocks', async () => {
-    await alike(async (lib) => {
+    await same(null, async (lib) => {
       const agent = mockAgent(lib)
       const pool = agent.get(ORIGIN)
       pool.intercept({ path: '/s' }).reply(200, 'streamed', { headers: { 'x-s': '1' } })
@@ -142,7 +142,7 @@ describe('the APIs over a MockAgent', () => {
   })
 
   test('the global dispatcher: setGlobalDispatcher(mockAgent) serves the top-level request()', async () => {
-    await alike(async (lib) => {
+    await same(null, async (lib) => {
       const previous = lib.getGlobalDispatcher()
       onCleanup(() => lib.setGlobalDispatcher(previous))
       const agent = mockAgent(lib)
@@ -157,7 +157,7 @@ describe('the APIs over a MockAgent', () => {
   })
 
   test('compose(): interceptors run over the mocks (redirect, retry)', async () => {
-    await alike(async (lib) => {
+    await same(null, async (lib) => {
       const agent = mockAgent(lib)
       agent.disableNetConnect()
       const pool = agent.get(ORIGIN)
@@ -174,7 +174,7 @@ describe('the APIs over a MockAgent', () => {
 })
 
 test('a MockAgent is a Dispatcher of its library', async () => {
-  const is = await alike((lib) => {
+  const is = await same(null, (lib) => {
     const agent = mockAgent(lib)
     return { dispatcher: agent instanceof lib.Dispatcher, emitter: typeof agent.on === 'function' }
   })

@@ -6,7 +6,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { cleanup, httpServer, onCleanup, readBody, type HttpServer } from '../support/helpers'
-import { alike, fetchVia, mockError, outcome, thrown, type Lib } from '../support/mock'
+import { fetchVia, mockError, outcome, thrown, type Lib, same } from '../support/mock'
 
 afterEach(cleanup)
 
@@ -68,7 +68,7 @@ describe('record', () => {
   test('responses come from the server, are recorded, and close() saves the same file as undici', async () => {
     const srv = await server()
     const paths: Record<string, string> = {}
-    await alike(async (lib) => {
+    await same(null, async (lib) => {
       const p = (paths[lib === (await import('undici')) ? 'undici' : 'saetta'] = file('record'))
       srv.reset()
       const agent = new lib.SnapshotAgent({ mode: 'record', snapshotPath: p, excludeHeaders: ['x-secret'] })
@@ -138,7 +138,7 @@ describe('playback and update', () => {
     const srv = await server()
     const p = await recordFixture(srv, [['/seq'], ['/seq'], ['/other']])
     const hits = srv.hits()
-    await alike(async (lib) => {
+    await same(null, async (lib) => {
       const agent = snapshotAgent(lib, { mode: 'playback', snapshotPath: p })
       const out = []
       for (let i = 0; i < 3; i++) out.push(strip(await fetchVia(lib, agent, `${srv.origin}/seq`)))
@@ -191,7 +191,7 @@ describe('playback and update', () => {
   test('playback through dispatch(): a controller-style handler gets the same callbacks', async () => {
     const srv = await server()
     const p = await recordFixture(srv, [['/d']])
-    await alike((lib) => playback(lib, p, srv.origin, 'controller'))
+    await same(null, (lib) => playback(lib, p, srv.origin, 'controller'))
   })
 
   // undici 8 has no legacy handlers: undici 7.30's way, against saetta's agent made by the undici7 entry.
@@ -221,7 +221,7 @@ describe('playback and update', () => {
   test('update: recorded requests play back, missing ones are recorded and saved', async () => {
     const srv = await server()
     const fixture = await recordFixture(srv, [['/known']])
-    await alike(async (lib) => {
+    await same(null, async (lib) => {
       const p = file('update')
       fs.copyFileSync(fixture, p)
       const agent = new lib.SnapshotAgent({ mode: 'update', snapshotPath: p })
@@ -253,7 +253,7 @@ describe('playback and update', () => {
     ]
     for (const [name, options, recordOpts, url, playOpts] of cases) {
       const fixture = await recordFixture(srv, [[url, recordOpts]], options)
-      await alike(async (lib) => {
+      await same(null, async (lib) => {
         const agent = snapshotAgent(lib, { ...options, mode: 'playback', snapshotPath: fixture })
         const { path: playPath = url, ...rest } = playOpts as { path?: string }
         const res = await fetchVia(lib, agent, `${srv.origin}${playPath}`, rest)
@@ -265,7 +265,7 @@ describe('playback and update', () => {
   test('excludeUrls pass through to the network in playback; shouldRecord and shouldPlayback filter', async () => {
     const srv = await server()
     const fixture = await recordFixture(srv, [['/kept'], ['/skipped']], { shouldRecord: (o: { path: string }) => o.path !== '/skipped' })
-    await alike(async (lib) => {
+    await same(null, async (lib) => {
       const agent = snapshotAgent(lib, { mode: 'playback', snapshotPath: fixture, excludeUrls: ['/LIVE', /\/re-live$/], shouldPlayback: (o: { path: string }) => o.path !== '/kept-but-not-played' })
       const before = srv.hits()
       const live = await fetchVia(lib, agent, `${srv.origin}/live`)
@@ -283,7 +283,7 @@ describe('playback and update', () => {
 
 describe('the snapshot API', () => {
   test('bad options: the messages of undici', async () => {
-    await alike((lib) => ({
+    await same(null, (lib) => ({
       mode: thrown(() => new lib.SnapshotAgent({ mode: 'replay' as never })),
       playbackPath: thrown(() => new lib.SnapshotAgent({ mode: 'playback' })),
       updatePath: thrown(() => new lib.SnapshotAgent({ mode: 'update' })),
@@ -291,7 +291,7 @@ describe('the snapshot API', () => {
   })
 
   test('saveSnapshots and loadSnapshots without a path, a file that is not JSON, a file that does not exist', async () => {
-    await alike(async (lib) => {
+    await same(null, async (lib) => {
       const agent = snapshotAgent(lib, { mode: 'record' })
       const broken = file('broken')
       fs.writeFileSync(broken, '{ not json')
@@ -309,7 +309,7 @@ describe('the snapshot API', () => {
 
   test('replaceSnapshots, deleteSnapshot, getSnapshotInfo, clearSnapshots, maxSnapshots', async () => {
     const srv = await server()
-    await alike(async (lib) => {
+    await same(null, async (lib) => {
       const agent = snapshotAgent(lib, { mode: 'record', maxSnapshots: 2 })
       for (const p of ['/1', '/2', '/3']) await fetchVia(lib, agent, `${srv.origin}${p}`)
       const recorder = agent.getRecorder()

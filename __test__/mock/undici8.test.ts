@@ -7,7 +7,7 @@ import path from 'node:path'
 import { afterEach, beforeAll, describe, expect, test } from 'vitest'
 import * as undici7 from 'undici7'
 import { cleanup, httpServer, onCleanup, readBody } from '../support/helpers'
-import { alike, fetchVia, type Lib } from '../support/mock'
+import { fetchVia, type Lib, same } from '../support/mock'
 import { saetta } from '../support/differential'
 import { kUndici7 } from '../../ts/util/undici7.ts'
 
@@ -32,7 +32,7 @@ function mockAgent(lib: Lib | typeof undici7, options?: object) {
 
 describe('reply(callback) returning a promise', () => {
   test('its reply is sent once it resolves: status, body, headers; the callback runs for each request', async () => {
-    await alike(async (lib) => {
+    await same(null, async (lib) => {
       const agent = mockAgent(lib)
       const pool = agent.get(ORIGIN)
       let calls = 0
@@ -60,7 +60,7 @@ describe('reply(callback) returning a promise', () => {
   })
 
   test('what fails: a rejection, a resolved value that is no reply, a reply without statusCode, a callback that throws', async () => {
-    await alike(async (lib) => {
+    await same(null, async (lib) => {
       const agent = mockAgent(lib)
       const pool = agent.get(ORIGIN)
       pool.intercept({ path: '/reject' }).reply(() => Promise.reject(new TypeError('no reply today')))
@@ -92,7 +92,7 @@ describe('reply(callback) returning a promise', () => {
 
 describe('MockAgent: the limits of the agent behind it', () => {
   test('webSocketOptions and eventSourceOptions come from its agent (undici 7: none)', async () => {
-    await alike(async (lib) => {
+    await same(null, async (lib) => {
       const a = mockAgent(lib, { webSocket: { maxPayloadSize: 9 }, eventSource: { maxEventSize: 7 } })
       const b = mockAgent(lib, { agent: new lib.Agent({ eventSource: { maxEventSize: 3 } }) })
       type Limits = { webSocketOptions?: unknown; eventSourceOptions?: unknown }
@@ -143,7 +143,7 @@ describe('SnapshotAgent normalizeBody, normalizeQuery', () => {
   }
 
   test('recorded with the normalized body and query; played back for requests that differ only there', async () => {
-    await alike(async (lib) => {
+    await same(null, async (lib) => {
       const srv = await server()
       const p = file('normalize')
       const recorder = new lib.SnapshotAgent({ mode: 'record', snapshotPath: p, normalizeBody, normalizeQuery })
@@ -169,7 +169,7 @@ describe('SnapshotAgent normalizeBody, normalizeQuery', () => {
   })
 
   test('with matchBody / matchQuery false the normalizers are not called', async () => {
-    await alike(async (lib) => {
+    await same(null, async (lib) => {
       const srv = await server()
       const p = file('unused')
       const calls: string[] = []

@@ -11,7 +11,7 @@ import { afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { createProxy } from 'proxy'
 import socks from '@mongodb-js/socksv5'
 import { cleanup, onCleanup, withTimeout, listen } from '../support/helpers'
-import { describeError, saetta, undici, type Lib, undici7, saetta7 } from '../support/differential'
+import { describeError, saetta, same, undici, type Lib, undici7, saetta7, UNDICI7 } from '../support/differential'
 import { makeCerts, type Certs } from '../support/certs'
 
 afterEach(cleanup)
@@ -20,17 +20,6 @@ let certs: Certs
 beforeAll(() => {
   certs = makeCerts()
 })
-
-async function compare<T>(a: Lib, b: Lib, scenario: (lib: Lib) => Promise<T>): Promise<T> {
-  const theirs = await scenario(a)
-  const ours = await scenario(b)
-  expect(ours).toEqual(theirs)
-  return ours
-}
-/** undici 8 and saetta. */
-const both = <T>(scenario: (lib: Lib) => Promise<T>): Promise<T> => compare(undici, saetta, scenario)
-/** undici 7.30 and saetta's kUndici7 agents. */
-const both7 = <T>(scenario: (lib: Lib) => Promise<T>): Promise<T> => compare(undici7, saetta7, scenario)
 
 type Dispatcher = InstanceType<Lib['Dispatcher']>
 
@@ -108,16 +97,16 @@ describe('ProxyAgent: forwarding (undici 8)', () => {
       const unique = [...new Map(proxy.seen.map(portless).map((x) => [JSON.stringify(x), x])).values()]
       return { first, second, third, proxy: unique, alpn: [...new Set(proxy.alpn)], target: target.seen.map(portless) }
     }
-    const out = await both(scenario)
+    const out = await same(null, scenario)
     expect(out.proxy.map((s) => `${s.method} ${s.url}`)).toEqual(['GET http://localhost:PORT/a?b=1', 'GET http://localhost:PORT/b', 'GET http://localhost:PORT/c'])
     expect(out.alpn).toEqual(['http/1.1'])
-    const out7 = await both7(scenario)
+    const out7 = await same(null, scenario, UNDICI7)
     expect(out7.proxy.map((s) => s.method)).toEqual(['CONNECT', 'CONNECT'])
     expect(out7.proxy[0].headers).toContain('x-proxy')
   })
 
   test("the proxy's TLS name is the proxy's, not the origin's host header: a certificate for another name is a SecureProxyConnectionError", async () => {
-    const out = await both(async (lib) => {
+    const out = await same(null, async (lib) => {
       const target = await origin('plain')
       const proxy = await httpProxy({ cert: certs.serverCert, key: certs.serverKey })
       return [
@@ -136,7 +125,7 @@ describe('ProxyAgent: forwarding (undici 8)', () => {
   })
 
   test('a 407 from a forwarding https: proxy fails the request', async () => {
-    await both(async (lib) => {
+    await same(null, async (lib) => {
       const proxy = tls.createServer({ cert: certs.serverCert, key: certs.serverKey }, (s) =>
         s.once('data', () => s.end('HTTP/1.1 407 Proxy Authentication Required\r\ncontent-length: 4\r\n\r\nnope')),
       )
@@ -174,11 +163,11 @@ describe('ProxyAgent: forwarding (undici 8)', () => {
         heads: proxy.heads,
       }
     }
-    const out = await both(scenario)
+    const out = await same(null, scenario)
     expect(out.heads[0]).toMatch(/^GET http:\/\/example.test\/path\?q=1 HTTP\/1.1\r\n/)
     expect(out.heads[0]).toMatch(/\r\nx-num: 7\r\n/i)
     expect(out.heads[1]).toMatch(/^CONNECT example.test:PORT HTTP\/1.1\r\n/)
-    const out7 = await both7(scenario)
+    const out7 = await same(null, scenario, UNDICI7)
     expect(out7.heads[0]).toMatch(/^CONNECT example.test:PORT HTTP\/1.1\r\n/)
   })
 })
@@ -199,14 +188,14 @@ describe('ProxyAgent: headers and credentials', () => {
         target: target.seen.map(portless),
       })
     }
-    const out = await both(scenario)
+    const out = await same(null, scenario)
     expect(out.tunnelled).toEqual({ status: 200, body: 'plain GET /t' })
-    const out7 = await both7(scenario)
+    const out7 = await same(null, scenario, UNDICI7)
     expect(out7.tunnelled).toMatchObject({ error: { class: 'InvalidArgumentError', message: 'duplicate host header' } })
   })
 
   test('proxy-authorization in a request is refused, in an object, an array, a Map (undici 8); a Map of others is sent', async () => {
-    const out = await both(async (lib) => {
+    const out = await same(null, async (lib) => {
       const target = await origin('plain')
       const proxy = await httpProxy()
       const agent = owned(new lib.ProxyAgent(proxy.uri))
@@ -235,9 +224,9 @@ describe('ProxyAgent: headers and credentials', () => {
       }
       return { res, auth: proxy.seen.map(auth) }
     }
-    const out = await both(scenario)
+    const out = await same(null, scenario)
     expect(out.auth).toEqual([`Basic ${Buffer.from('us@er:').toString('base64')}`])
-    const out7 = await both7(scenario)
+    const out7 = await same(null, scenario, UNDICI7)
     expect(out7.auth).toEqual([null])
   })
 
@@ -249,15 +238,15 @@ describe('ProxyAgent: headers and credentials', () => {
       const s5 = owned(new lib.Socks5ProxyAgent('socks5://localhost:1', opts as object)) as unknown as { webSocketOptions: unknown }
       return [pa.webSocketOptions, env.webSocketOptions, s5.webSocketOptions]
     }
-    const out = await both(scenario)
+    const out = await same(null, scenario)
     expect(out[0]).toMatchObject({ maxPayloadSize: 5 })
-    await both7(scenario)
+    await same(null, scenario, UNDICI7)
   })
 })
 
 describe('ProxyAgent: HTTP/2 inside a tunnel', () => {
   test('an h2 origin through a tunnel: the version the origin sees, and with allowH2: false per request', async () => {
-    const out = await both(async (lib) => {
+    const out = await same(null, async (lib) => {
       const versions: string[] = []
       const server = http2.createSecureServer({ cert: certs.serverCert, key: certs.serverKey, allowHTTP1: true }, (req, res) => {
         versions.push(`${req.url} ${req.httpVersion}`)
@@ -299,9 +288,9 @@ describe('Socks5ProxyAgent (undici 8)', () => {
         offered: proxy.offered,
       }
     }
-    const out = await both(scenario)
+    const out = await same(null, scenario)
     expect(out.offered).toEqual(['us@er:p:ss', 'us@er:p:ss'])
-    const out7 = await both7(scenario)
+    const out7 = await same(null, scenario, UNDICI7)
     expect(out7.offered).toEqual(['us%40er:p%3Ass', 'us@er:p:ss'])
   })
 
@@ -318,7 +307,7 @@ describe('Socks5ProxyAgent (undici 8)', () => {
         make({ connectTimeout: 100, requestTls: { timeout: 0 }, proxyTls: { timeout: 10 } }),
       ]
     }
-    const out = await both(scenario)
+    const out = await same(null, scenario)
     expect(out.slice(0, 5)).toEqual([
       expect.objectContaining({ message: 'invalid connectTimeout' }),
       expect.objectContaining({ message: 'invalid connectTimeout' }),
@@ -326,11 +315,11 @@ describe('Socks5ProxyAgent (undici 8)', () => {
       expect.objectContaining({ message: 'invalid requestTls.timeout' }),
       expect.objectContaining({ message: 'invalid proxyTls.timeout' }),
     ])
-    expect(await both7(scenario)).toEqual(['made', 'made', 'made', 'made', 'made', 'made'])
+    expect(await same(null, scenario, UNDICI7)).toEqual(['made', 'made', 'made', 'made', 'made', 'made'])
   })
 
   test('a proxy that never answers the greeting: a ConnectTimeoutError after connectTimeout, naming the proxy', async () => {
-    await both(async (lib) => {
+    await same(null, async (lib) => {
       const silent = net.createServer((s) => s.resume())
       const port = await listen(silent)
       const agent = owned(new lib.Socks5ProxyAgent(`socks5://127.0.0.1:${port}`, { connectTimeout: 300 }))
@@ -339,7 +328,7 @@ describe('Socks5ProxyAgent (undici 8)', () => {
   })
 
   test('requestTls: the TLS to the origin inside the tunnel (its servername, its CA)', async () => {
-    await both(async (lib) => {
+    await same(null, async (lib) => {
       const open = socks.createServer((_info: unknown, accept: () => void) => accept())
       open.useAuth(socks.auth.None())
       const uri = `socks5://127.0.0.1:${await listen(open)}`
@@ -361,9 +350,9 @@ describe('EnvHttpProxyAgent (undici 8)', () => {
       const agent = owned(new lib.EnvHttpProxyAgent({ httpProxy: proxy.uri, noProxy: 'nothing.test' }))
       return { res: await get(lib, `${target.url}/env`, agent), proxy: proxy.seen.map(portless) }
     }
-    const out = await both(scenario)
+    const out = await same(null, scenario)
     expect(out.proxy[0]).toMatchObject({ method: 'GET', url: 'http://localhost:PORT/env' })
-    const out7 = await both7(scenario)
+    const out7 = await same(null, scenario, UNDICI7)
     expect(out7.proxy[0]).toMatchObject({ method: 'CONNECT' })
   })
 })

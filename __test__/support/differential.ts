@@ -1,6 +1,7 @@
-// What the differential tests share: both libraries, a scenario run once on each against its own
-// fresh server (same()), and records that compare equal where the libraries agree: errors as
-// data (codes without undici's UND_ERR_ prefix), headers without the ones that vary from run to run.
+// What the differential tests share: the libraries, a scenario run once on each against its own
+// fresh server (same(), the one runner), how a run settled as data (outcome(), the one shape),
+// and records that compare equal where the libraries agree: errors as data (codes without
+// undici's UND_ERR_ prefix), headers without the ones that vary from run to run.
 import * as undici from 'undici'
 import * as saettaModule from '../../ts/index.ts'
 import * as undici7Module from 'undici7'
@@ -65,42 +66,99 @@ export function stableObject(headers: Record<string, unknown>): Record<string, u
 }
 
 /**
- * Runs `scenario` once per library, each with a fresh server from `server`, and expects the
- * two records to be equal. Returns saetta's record for extra checks.
+ * A comparison: `reference` runs the scenario first, then each of `subjects`, and each subject's
+ * record must equal the reference's.
  */
-export async function same<T>(server: () => Promise<{ origin: string }>, scenario: (lib: Lib, origin: string) => Promise<T>): Promise<T> {
-  const run = async (lib: Lib): Promise<T> => {
-    const srv = await server()
-    return scenario(lib, srv.origin)
-  }
-  const theirs = await run(undici)
-  const ours = await run(saetta)
-  expect(ours).toEqual(theirs)
-  return ours
+export interface Comparison<L = Lib> {
+  reference: L
+  subjects: L[]
+  /**
+   * Records carry the run's origin (URLs, error messages): it and its port are replaced before
+   * comparing, as each run has its own server. Off by default: it goes through JSON, which keeps
+   * only what JSON shows (no prototypes, no Buffers as such).
+   */
+  normaliseOrigin?: boolean
 }
 
-/** same(), then the scenario on `undici7` and saetta/undici7: those two records equal too. */
-export async function same7<T>(server: () => Promise<{ origin: string }>, scenario: (lib: Lib, origin: string) => Promise<T>): Promise<T> {
-  const ours = await same(server, scenario)
-  const run = async (lib: Lib): Promise<T> => scenario(lib, (await server()).origin)
-  const theirs7 = await run(undici7)
-  expect(await run(saetta7)).toEqual(theirs7)
-  return ours
-}
-
+/** undici 8 and saetta's main entry: the default comparison. */
+export const UNDICI: Comparison = { reference: undici, subjects: [saetta] }
+/** undici 7.30 and saetta/undici7. */
+export const UNDICI7: Comparison = { reference: undici7, subjects: [saetta7] }
 /**
  * For first-API handlers (onConnect, onHeaders, ...), which saetta takes as undici 7 did (the
  * spec's handler API) where undici 8 refuses them: `undici7` is the reference, for
  * saetta/undici7 and saetta's main entry alike (the adapter above has its own ways, e.g. raw
  * headers from the controller whatever an interceptor changed, which are not the spec's).
  */
-export async function sameAs7<T>(server: () => Promise<{ origin: string }>, scenario: (lib: Lib, origin: string) => Promise<T>): Promise<T> {
-  const run = async (lib: Lib): Promise<T> => scenario(lib, (await server()).origin)
-  const theirs = await run(undici7)
-  expect(await run(saetta7)).toEqual(theirs)
-  const ours = await run(saetta)
-  expect(ours).toEqual(theirs)
-  return ours
+export const AS_UNDICI7: Comparison = { reference: undici7, subjects: [saetta7, saetta] }
+
+const names = new Map<unknown, string>([
+  [undici, 'undici'],
+  [saetta, 'saetta'],
+  [undici7, 'undici7'],
+  [saetta7, 'saetta/undici7'],
+])
+const nameOf = (lib: unknown): string => names.get(lib) ?? (lib as { name?: string }).name ?? 'library'
+
+/**
+ * THE differential runner. For each comparison in `compare` (default UNDICI: undici 8, then
+ * saetta), runs `scenario` on the reference and then on each subject, each run with a fresh
+ * server from `server` (null: no server, the scenario gets '' as its origin), and expects each
+ * subject's record to equal the reference's (`toEqual`, the record keyed by the subject's name
+ * so that a failure says which). Returns the first subject's record (saetta's) for extra checks.
+ * SHOW_RECORDS=1 prints each reference record. `lib` may be anything named in the comparisons
+ * (a library module, or fetch's implementations of support/fetch).
+ */
+export async function same<T, S extends { origin: string } = { origin: string }, L = Lib>(
+  server: (() => Promise<S>) | null,
+  scenario: (lib: L, origin: string, srv: S) => Promise<T> | T,
+  compare: Comparison<L> | Array<Comparison<L>> = UNDICI as unknown as Comparison<L>,
+): Promise<T> {
+  const run = async (lib: L, normalise: boolean): Promise<T> => {
+    const srv = server === null ? ({ origin: '' } as S) : await server()
+    const record = await scenario(lib, srv.origin, srv)
+    return normalise ? normaliseOrigin(record, srv.origin) : record
+  }
+  let first: { record: T } | undefined
+  for (const c of Array.isArray(compare) ? compare : [compare]) {
+    const theirs = await run(c.reference, c.normaliseOrigin === true)
+    if (process.env.SHOW_RECORDS) console.log(nameOf(c.reference), JSON.stringify(theirs, null, 1))
+    for (const subject of c.subjects) {
+      const ours = await run(subject, c.normaliseOrigin === true)
+      const name = nameOf(subject)
+      expect({ [name]: ours }).toEqual({ [name]: theirs })
+      first ??= { record: ours }
+    }
+  }
+  if (first === undefined) throw new Error('same(): no subject to compare')
+  return first.record
+}
+
+/** A record with the run's origin (and its port) replaced, so that runs on different servers compare. */
+function normaliseOrigin<T>(record: T, origin: string): T {
+  const port = origin === '' ? '' : new URL(origin).port
+  const text = JSON.stringify(record, (_k, v: unknown) => (v === undefined ? '__undefined__' : v))
+  if (text === undefined) return record
+  const out = port === '' ? text : text.replaceAll(origin, 'ORIGIN').replaceAll(`:${port}`, ':PORT')
+  return JSON.parse(out, (_k, v: unknown) => (v === '__undefined__' ? undefined : v)) as T
+}
+
+/** How a run settled: its value, or the error it failed with, as data. */
+export type Outcome<T> = { ok: true; value: T } | { ok: false; error: Record<string, unknown> }
+
+/**
+ * THE outcome of a promise or a function (called, then awaited): `{ ok: true, value }`, or
+ * `{ ok: false, error }` with the error as data by `describe` (describeError by default).
+ */
+export async function outcome<T>(
+  p: Promise<T> | (() => Promise<T> | T),
+  describe: (err: unknown) => Record<string, unknown> = describeError,
+): Promise<Outcome<T>> {
+  try {
+    return { ok: true, value: await (typeof p === 'function' ? p() : p) }
+  } catch (err) {
+    return { ok: false, error: describe(err) }
+  }
 }
 
 export function client(lib: Lib, origin: string, options?: ConstructorParameters<Lib['Client']>[1]): Client {
@@ -116,13 +174,5 @@ export const echo = (): Promise<HttpServer> =>
     res.setHeader('content-type', 'text/plain')
     res.end(`${req.method} ${req.url} ${body.length}:${body.toString()}`)
   })
-
-export async function settled<T>(p: Promise<T>): Promise<{ ok: true; value: T } | { ok: false; error: Record<string, unknown> }> {
-  try {
-    return { ok: true, value: await p }
-  } catch (err) {
-    return { ok: false, error: describeError(err) }
-  }
-}
 
 export { undici }

@@ -1,10 +1,11 @@
 // What the WHATWG fetch suites share: the implementations compared (undici 8's fetch on an undici
 // Agent, the reference; saetta's on a saetta Agent; Node's global fetch, its own bundled undici,
-// on the global dispatcher), a runner that gives each its own fresh server, and responses and
-// errors as comparable data.
-import { expect } from 'vitest'
+// on the global dispatcher), compared by same() with fetchImpls(), and responses and errors as
+// comparable data.
 import { httpServer, onCleanup, readBody } from './helpers'
-import { saetta, stableObject, undici, type Lib } from './differential'
+import { outcome, saetta, same, stableObject, undici, type Comparison, type Lib } from './differential'
+
+export { outcome, same }
 
 /** The running Node's major version: Node 22's fetch is undici 6's, 24's undici 7's, 26's undici 8's. */
 export const NODE_MAJOR = Number(process.versions.node.split('.')[0])
@@ -65,35 +66,12 @@ export const impls = { undici: fromLib('undici', undici), saetta: fromLib('saett
 export type WithNode = boolean | number
 
 /**
- * Runs `scenario` on undici 8 (the reference), then saetta, then (if `withNode` says so) Node's
- * global fetch, each with a fresh server from `server`; every record must equal undici's.
- * Returns undici's record (SHOW_RECORDS=1 prints it, to see what a scenario pins).
+ * What same() compares a fetch scenario on: undici 8's fetch (the reference), saetta's, and, if
+ * `withNode` says so, Node's global fetch; records carry origins, so they are normalised.
  */
-export async function compare<T, S extends { origin: string }>(
-  server: () => Promise<S>,
-  scenario: (f: Impl, origin: string, srv: S) => Promise<T>,
-  withNode: WithNode = true,
-): Promise<T> {
-  const run = async (f: Impl): Promise<T> => {
-    const srv = await server()
-    return normalise(await scenario(f, srv.origin, srv), srv.origin)
-  }
-  const theirs = await run(impls.undici)
-  if (process.env.SHOW_RECORDS) console.log(JSON.stringify(theirs, null, 1))
-  expect({ saetta: await run(impls.saetta) }).toEqual({ saetta: theirs })
-  if (withNode === true || (typeof withNode === 'number' && NODE_MAJOR >= withNode)) {
-    expect({ node: await run(impls.node) }).toEqual({ node: theirs })
-  }
-  return theirs
-}
-
-/** A record with this run's origin (and its port) replaced, so that runs on different servers compare. */
-function normalise<T>(record: T, origin: string): T {
-  const port = new URL(origin).port
-  const text = JSON.stringify(record, (_k, v: unknown) => (v === undefined ? '__undefined__' : v))
-  if (text === undefined) return record
-  const out = port === '' ? text : text.replaceAll(origin, 'ORIGIN').replaceAll(`:${port}`, ':PORT')
-  return JSON.parse(out, (_k, v: unknown) => (v === '__undefined__' ? undefined : v)) as T
+export function fetchImpls(withNode: WithNode = true): Comparison<Impl> {
+  const node = withNode === true || (typeof withNode === 'number' && NODE_MAJOR >= withNode)
+  return { reference: impls.undici, subjects: node ? [impls.saetta, impls.node] : [impls.saetta], normaliseOrigin: true }
 }
 
 /** A fetch Response as comparable data, its body read as bytes (latin1). */
@@ -133,15 +111,6 @@ export async function failure(p: Promise<unknown>): Promise<Record<string, unkno
     return describeFailure(err)
   }
   throw new Error('expected a rejection')
-}
-
-/** What `p` settles with: `{ value }`, or `{ error }` as data. */
-export async function outcome<T>(p: Promise<T> | (() => Promise<T> | T)): Promise<{ value: T } | { error: Record<string, unknown> }> {
-  try {
-    return { value: await (typeof p === 'function' ? p() : p) }
-  } catch (err) {
-    return { error: describeFailure(err) }
-  }
 }
 
 /** A promise with its resolver outside, for a server to say "I got here" (or for a test to let it go on). */

@@ -1,18 +1,9 @@
-// What the mock tests share: a scenario run once on undici's mocks and once on saetta's, whose
-// records must be equal; errors as data with the library prefix of their code removed.
-import { expect } from 'vitest'
-import { describeError, saetta, undici, type Lib } from './differential'
+// What the mock tests share: the mocks' errors as data, agents closed after the test, requests
+// through a dispatcher as records; a scenario runs on undici's mocks and saetta's with same(null, ...).
+import { describeError, outcome, saetta, same, undici, type Lib } from './differential'
 import { onCleanup } from './helpers'
 
-export { saetta, undici, type Lib }
-
-/** Runs `scenario` on undici, then on saetta, and expects equal records. */
-export async function alike<T>(scenario: (lib: Lib) => Promise<T> | T): Promise<T> {
-  const theirs = await scenario(undici)
-  const ours = await scenario(saetta)
-  expect(ours).toEqual(theirs)
-  return ours
-}
+export { outcome, saetta, same, undici, type Lib }
 
 /** An error as data (codes as they are: saetta's are undici's, `UND_MOCK_ERR_*`). */
 export function mockError(err: unknown): Record<string, unknown> {
@@ -25,15 +16,6 @@ export function thrown(fn: () => unknown): Record<string, unknown> {
     return { returned: fn() === undefined ? 'undefined' : 'value' }
   } catch (err) {
     return mockError(err)
-  }
-}
-
-/** What `p` settles with: the value, or the error as data. */
-export async function outcome<T>(p: Promise<T>): Promise<{ ok: T } | { error: Record<string, unknown> }> {
-  try {
-    return { ok: await p }
-  } catch (err) {
-    return { error: mockError(err) }
   }
 }
 

@@ -762,7 +762,7 @@ describe('WebSocket: servers that break the protocol (differential)', () => {
 // arguments, states and the API's surface
 
 /** What calling `fn` gives: 'ok' (with a value), or the error as data. */
-function outcome(fn: () => unknown): unknown {
+function callOutcome(fn: () => unknown): unknown {
   try {
     const value = fn()
     return { ok: value === undefined ? true : value }
@@ -800,7 +800,7 @@ describe('WebSocket: arguments and states (differential)', () => {
         () => new lib.WebSocket(base, new Set(['x', 'y']) as never),
       ]
       return attempts.map((make) =>
-        outcome(() => {
+        callOutcome(() => {
           const ws = make()
           ws.onerror = () => {}
           ws.close()
@@ -833,20 +833,20 @@ describe('WebSocket: arguments and states (differential)', () => {
       const log: unknown[] = []
       for (const type of ['open', 'error', 'close']) ws.addEventListener(type, (ev) => log.push([type, ws.readyState, (ev as CloseEvent).code]))
       const checks = [
-        outcome(() => ws.close(999)),
-        outcome(() => ws.close(1001)),
-        outcome(() => ws.close(2999)),
-        outcome(() => ws.close(5000)),
-        outcome(() => ws.close(NaN)),
-        outcome(() => ws.close(null as never)),
-        outcome(() => ws.close(1000, 'x'.repeat(124))),
-        outcome(() => ws.close(3000, 'é'.repeat(62))),
-        outcome(() => ws.close(65536 + 1000)),
-        outcome(() => ws.send('too early')),
-        outcome(() => (ws.send as unknown as () => void)()),
+        callOutcome(() => ws.close(999)),
+        callOutcome(() => ws.close(1001)),
+        callOutcome(() => ws.close(2999)),
+        callOutcome(() => ws.close(5000)),
+        callOutcome(() => ws.close(NaN)),
+        callOutcome(() => ws.close(null as never)),
+        callOutcome(() => ws.close(1000, 'x'.repeat(124))),
+        callOutcome(() => ws.close(3000, 'é'.repeat(62))),
+        callOutcome(() => ws.close(65536 + 1000)),
+        callOutcome(() => ws.send('too early')),
+        callOutcome(() => (ws.send as unknown as () => void)()),
       ]
       log.push('before close', ws.readyState)
-      const closed = outcome(() => ws.close(4000.5, 'ok'))
+      const closed = callOutcome(() => ws.close(4000.5, 'ok'))
       log.push('after close', ws.readyState)
       await sleep(50)
       log.push('later', ws.readyState, srv.heads.length)
@@ -889,12 +889,12 @@ describe('WebSocket: arguments and states (differential)', () => {
         tag: Object.prototype.toString.call(Object.create(W.prototype)),
         enumerable: Object.keys(Object.getOwnPropertyDescriptors(proto)).filter((k) => Object.getOwnPropertyDescriptor(proto, k)!.enumerable).sort(),
         brand: [
-          outcome(() => Reflect.get(proto, 'url', {})),
-          outcome(() => (proto.close as () => void).call({})),
-          outcome(() => (proto.send as (d: string) => void).call({}, 'x')),
-          outcome(() => Reflect.set(proto, 'binaryType', 'blob', {})),
+          callOutcome(() => Reflect.get(proto, 'url', {})),
+          callOutcome(() => (proto.close as () => void).call({})),
+          callOutcome(() => (proto.send as (d: string) => void).call({}, 'x')),
+          callOutcome(() => Reflect.set(proto, 'binaryType', 'blob', {})),
         ],
-        ping: outcome(() => lib.ping({} as WS)),
+        ping: callOutcome(() => lib.ping({} as WS)),
       }
     })
   })
@@ -925,7 +925,7 @@ describe('events: MessageEvent, CloseEvent, ErrorEvent (differential)', () => {
         if ('error' in ev) out.error = ev.error instanceof Error ? describeError(ev.error) : ev.error
         return out
       }
-      const make = (fn: () => Event): unknown => outcome(() => read(fn()))
+      const make = (fn: () => Event): unknown => callOutcome(() => read(fn()))
       return [
         make(() => new (M as unknown as new () => Event)()),
         make(() => new M('m')),
@@ -950,9 +950,9 @@ describe('events: MessageEvent, CloseEvent, ErrorEvent (differential)', () => {
         make(() => new E('e', 5 as never)),
         make(() => new E('e', { error: 1 })),
         make(() => new E(Symbol('e') as never)),
-        outcome(() => Reflect.get(M.prototype, 'data', new Event('x'))),
-        outcome(() => Reflect.get(C.prototype, 'code', {})),
-        outcome(() => Reflect.get(E.prototype, 'error', {})),
+        callOutcome(() => Reflect.get(M.prototype, 'data', new Event('x'))),
+        callOutcome(() => Reflect.get(C.prototype, 'code', {})),
+        callOutcome(() => Reflect.get(E.prototype, 'error', {})),
         [M, C, E].map((cls) => Object.keys(Object.getOwnPropertyDescriptors(cls.prototype)).filter((k) => Object.getOwnPropertyDescriptor(cls.prototype, k)!.enumerable)),
       ]
     })
@@ -1115,13 +1115,13 @@ describe('WebSocketStream (differential)', () => {
       const port = await (await import('../support/helpers')).closedPort()
       const url = `ws://127.0.0.1:${port}`
       const stream = (options?: unknown): unknown =>
-        outcome(() => {
+        callOutcome(() => {
           const s = handled(new lib.WebSocketStream(url, options as never))
           s.close()
           return s.url.replace(String(port), 'PORT')
         })
       const error = (...args: unknown[]): unknown =>
-        outcome(() => {
+        callOutcome(() => {
           const e = new (lib.WebSocketError as unknown as new (...a: unknown[]) => Error & { closeCode: unknown; reason: unknown })(...args)
           return { ...describeError(e), closeCode: e.closeCode, reason: e.reason, tag: Object.prototype.toString.call(e), isDOMException: e instanceof DOMException }
         })
@@ -1129,10 +1129,10 @@ describe('WebSocketStream (differential)', () => {
       return {
         streams: [stream(), stream({ protocols: ['a', 'b'] }), stream({ protocols: 'a' }), stream({ protocols: ['a', 'a'] }), stream({ signal: 5 }), stream(5), stream(null)],
         closes: [
-          outcome(() => s.close({ closeCode: 999 })),
-          outcome(() => s.close({ reason: 'r'.repeat(124) })),
-          outcome(() => s.close(5 as never)),
-          outcome(() => s.close({ closeCode: 70000 } as never)),
+          callOutcome(() => s.close({ closeCode: 999 })),
+          callOutcome(() => s.close({ reason: 'r'.repeat(124) })),
+          callOutcome(() => s.close(5 as never)),
+          callOutcome(() => s.close({ closeCode: 70000 } as never)),
         ],
         errors: [error(), error('m'), error('m', { closeCode: 3000, reason: 'r' }), error('m', { reason: 'only' }), error('m', { closeCode: 1001 }), error('m', null), error('m', 5), error(Symbol('x'))],
         tag: Object.prototype.toString.call(s),
