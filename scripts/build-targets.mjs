@@ -39,19 +39,19 @@ import { GLIBC, TARGETS } from './targets.mjs'
  * against undici), HTTP/2 over TLS, fetch and the interceptors. None starts a child Node (without
  * binfmt_misc, an arm64 binary cannot be exec'd, only run by qemu), and none bounds wall-clock
  * intervals read from JS: emulation slows the JS side several times over while the core's timers
- * keep real time. keepalive-pipelining.test.ts, left out, does (keepAliveTimeout's idle time once
- * read 214 ms of its 250 ms lower bound on Node 26), and so does diff-h2.test.ts, where undici's
+ * keep real time. h1/keepalive-pipelining.test.ts, left out, does (keepAliveTimeout's idle time once
+ * read 214 ms of its 250 ms lower bound on Node 26), and so does h2/differential.test.ts, where undici's
  * own answers drift (a server's 30 ms no longer covers a client's sending).
  */
 export const QEMU_SUITES = [
-  'request',
-  'errors',
-  'stream',
-  'pools',
-  'h2-scenarios',
-  'differential',
-  'fetch-whatwg',
-  'interceptors',
+  'h1/request',
+  'h1/errors',
+  'h1/stream',
+  'pool/pools',
+  'h2/scenarios',
+  'differential/differential',
+  'fetch/whatwg',
+  'interceptors/interceptors',
 ].map((name) => `__test__/${name}.test.ts`)
 
 const args = process.argv.slice(2)

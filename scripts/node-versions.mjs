@@ -60,7 +60,7 @@ const current = process.versions.node.split('.')[0]
 const failed = []
 // The type checks (tsc and tsd over the sources and the published declarations, against
 // @types/node) do not depend on the Node that runs them: they run once, on the newest.
-const TYPE_TESTS = ['__test__/typecheck.test.ts', '__test__/types.test.ts']
+const TYPE_TESTS = ['__test__/types/typecheck.test.ts', '__test__/types/types.test.ts']
 // Each run also writes vitest's JSON report, so that the end of the output names every failed
 // test on every Node (a CI log is often read from its tail), unless the caller chose reporters.
 const args = process.argv.slice(2)
