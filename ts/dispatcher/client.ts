@@ -10,22 +10,22 @@ import { ClientDestroyedError, InvalidArgumentError } from '../errors'
 import { DispatcherBase, kBusy, kClose, kDestroy, kDispatch } from './base'
 import { kComposeOrigin } from './dispatcher'
 import { openSocket, refuseSocket, type Connector } from '../native/js-socket'
-import { buildConnector, checkMaxCachedSessions, serverName } from './connector'
-import { tunnelOf } from './proxy-tunnel'
+import { buildConnector, checkMaxCachedSessions, serverName } from '../core/connector'
+import { tunnelOf } from '../core/proxy-tunnel'
 import tls from 'node:tls'
 import { InternalHandler, kQueuedAbort } from '../handlers/internal'
 import { ResponseErrorHandler } from '../handlers/response-error'
-import { checkRequest, type RequestHead } from './validate'
-import type { ClientOptions, DispatchHandler, DispatchOptions } from './types'
-import { constructorOptions } from './options'
+import { checkRequest, type RequestHead } from '../core/validate'
+import type { ClientOptions, DispatchHandler, DispatchOptions } from '../core/types'
+import { constructorOptions } from '../core/options'
 import { channels, connectingVersion, connectParams, CoreSocket, type HttpVersion as Version } from '../diagnostics'
 import { Numbered } from '../util/numbered'
 import { isUndici7, kUndici7 } from '../util/undici7'
 import '../debug'
-import { parseOrigin, type UrlObject } from './url'
-import { checkConnectOption, h2Number, h2Option, nativeOrigin, nativeTunnel, needsNode, optNumber, proxyOptions, tlsOptions, validateH2, validateOptions, type ConnectOptions, type JsRoute } from './client-options'
-import { BAD_BODY, knownBody, Run } from './run'
-import { clientStats, type ClientFigures } from './stats'
+import { parseOrigin, type UrlObject } from '../core/url'
+import { checkConnectOption, h2Number, h2Option, nativeOrigin, nativeTunnel, needsNode, optNumber, proxyOptions, tlsOptions, validateH2, validateOptions, type ConnectOptions, type JsRoute } from '../core/client-options'
+import { BAD_BODY, knownBody, Run } from '../core/run'
+import { clientStats, type ClientFigures } from '../core/stats'
 
 /**
  * Internal Client option (used by Pool): how many connections the origin may open (0: no
@@ -777,6 +777,6 @@ function failAll(runs: Run[], err: Error): void {
 export declare namespace Client {
   export type Options = ClientOptions
   export type SocketInfo = import('../errors').SocketInfo
-  export type WebSocketOptions = import('./types').WebSocketOptions
-  export type EventSourceOptions = import('./types').EventSourceOptions
+  export type WebSocketOptions = import('../core/types').WebSocketOptions
+  export type EventSourceOptions = import('../core/types').EventSourceOptions
 }

@@ -11,7 +11,7 @@ import { headerBuffers } from '../native/bridge'
 import { afterBatch, batchNumber, bodyEnd, bodyWrite, flushAfter, flushSoon, hold, lone, newRequestId, proceed, release, track, untrack, type RequestSink } from '../native/batch'
 import { BodyTimeoutError, ClientDestroyedError, InformationalError, InvalidArgumentError, RequestAbortedError, RequestContentLengthMismatchError, SocketError } from '../errors'
 import { fromNative } from '../native/native-error'
-import { kComposeUndici7 } from './dispatcher'
+import { kComposeUndici7 } from '../dispatcher/dispatcher'
 import { TunnelSocket, WRITE_WINDOW } from '../native/tunnel'
 import { holdsForConnect, InternalHandler } from '../handlers/internal'
 import { given, takeChunk } from '../handlers/unwrap'
@@ -26,7 +26,7 @@ import { channels, RequestInfo, tracingRequests } from '../diagnostics'
 import { destroyStream } from '../util/destroy'
 import type { Channel } from 'node:diagnostics_channel'
 import '../debug'
-import type { Client } from './client'
+import type { Client } from '../dispatcher/client'
 
 
 /** `[maxPayloadSize, maxFragments]` of a WebSocket handshake (see {@link kWebSocket}), if it is one. */
