@@ -24,7 +24,7 @@ import { isUndici7, kUndici7 } from '../util/undici7'
 import '../debug'
 import { parseOrigin, type UrlObject } from '../core/url'
 import { checkConnectOption, h2Number, h2Option, nativeOrigin, nativeTunnel, needsNode, optNumber, proxyOptions, tlsOptions, validateH2, validateOptions, type ConnectOptions, type JsRoute } from '../core/client-options'
-import { BAD_BODY, knownBody, Run } from '../core/run'
+import { BAD_BODY, failAll, knownBody, Run } from '../core/run'
 import { clientStats, type ClientFigures } from '../core/stats'
 
 /**
@@ -759,19 +759,6 @@ function requestServername(given: unknown, headers: string[]): unknown {
     if (headers[i].length === 4 && headers[i].toLowerCase() === 'host') return serverName(headers[i + 1]) || null
   }
   return null
-}
-
-/** Fails `runs` with `err`; a handler's onError that throws is uncaught, not the caller's. */
-function failAll(runs: Run[], err: Error): void {
-  for (const run of runs) {
-    try {
-      run.failWith(err)
-    } catch (thrown) {
-      queueMicrotask(() => {
-        throw thrown
-      })
-    }
-  }
 }
 
 export declare namespace Client {
