@@ -95,7 +95,7 @@ class PipelineHandler_<TOpaque> extends ApiHandler<TOpaque> {
       },
     })
     // Not `final` (a tick later): a Duplex ended at once ends the request body in the same
-    // job, and the request goes with its body complete (see Client's #pumpStream).
+    // job, and the request goes with its body complete (see pumpStream in core/body-pump.ts).
     this.duplex.on('prefinish', () => this.#req.push(null))
   }
 

@@ -114,7 +114,7 @@ let runs = 0
 export class Run extends HandlerAdapter implements RequestSink {
   /** Its place among all requests made (see Client's #runs). */
   readonly seq = ++runs
-  /** The async context its engine events run in (set once submitted; see Client's #scopeFor). */
+  /** The async context its engine events run in (set once submitted; see Connections.scopeFor in ./client-events.ts). */
   scope: AsyncResource | null = null
   /** @internal the connection it is on (0: none yet), for its Client's accounts. */
   carrier = 0
