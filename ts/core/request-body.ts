@@ -167,7 +167,7 @@ export type BodySource = StreamBody | Iterable<unknown> | AsyncIterable<unknown>
  * errors are the request's. Returns the headers it goes with (a Blob's or FormData's type and
  * length added).
  */
-export function takeBody(run: Run, body: unknown, headers: string[], method: string, undici7: boolean, strict: boolean): string[] {
+export function takeBody(run: Run, body: unknown, headers: string[], method: string): string[] {
   let bytes: Buffer | string | undefined
   if (body == null) {
     bytes = undefined
@@ -192,17 +192,17 @@ export function takeBody(run: Run, body: unknown, headers: string[], method: str
     } else {
       run.source = body
     }
-  } else if (isBlob(body, undici7) || isFormData(body)) {
+  } else if (isBlob(body, run.client!.undici7) || isFormData(body)) {
     // As undici: streamed with their length known (a FormData encoded as multipart) and
     // their type, unless a content-type is given.
-    const known = isBlob(body, undici7)
+    const known = isBlob(body, run.client!.undici7)
       ? { type: body.type, length: body.size, parts: body instanceof Blob ? (body.stream() as unknown as AsyncIterable<Uint8Array>) : blobParts(body) }
       : encodeFormData(body as unknown as FormEntries)
     if (known.type && !headers.some((h, i) => i % 2 === 0 && h.toLowerCase() === 'content-type')) {
       if (!isHeaderValue(known.type)) throw new InvalidArgumentError('invalid content-type header')
       headers.push('content-type', known.type)
     }
-    headers = withKnownLength(headers, method, known.length, strict)
+    headers = withKnownLength(headers, method, known.length, run.client!.strictContentLength)
     if (known.length === 0) {
       bytes = Buffer.alloc(0)
     } else {

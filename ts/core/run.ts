@@ -168,7 +168,7 @@ export class Run extends HandlerAdapter implements RequestSink {
       headers = this.info.wire(headers)
     }
     const body = opts.body
-    headers = takeBody(this, body, headers, opts.method, this.client!.undici7, this.client!.strictContentLength)
+    headers = takeBody(this, body, headers, opts.method)
     const bytes = this.sentBody ?? undefined
     let flags = this.source === null ? 0 : addon.SubmitFlag.Stream
     const method = opts.method
