@@ -149,10 +149,6 @@ export class Run extends HandlerAdapter implements RequestSink {
   /** The body pump, waiting for the engine to consume what it has (see onBodyConsumed). */
   creditWaiter: (() => void) | null = null
 
-  constructor(client: Client, opts: DispatchOptions, handler: DispatchHandler) {
-    super(client, opts, handler)
-  }
-
   /** Submits the request (checked already: `head`) to origin `origin` (the Client's NativeOrigin). */
   start(origin: number, head: RequestHead): void {
     const opts = this.opts
