@@ -41,7 +41,7 @@ pub fn take_events(nums: Float64ArraySlice<'_>) -> Result<EventBatch<'_>> {
 }
 
 /// One event of each tag, for origin `origin`, request `id` and socket `id`, with numbers and
-/// words of their own: `__test__/contract.test.ts` walks it with `ts/native/bridge.ts`, to
+/// words of their own: `__test__/runtime/contract.test.ts` walks it with `ts/native/bridge.ts`, to
 /// show that both sides agree on every event's layout (see `EventTag::size`).
 #[napi(ts_return_type = "unknown[]")]
 pub fn sample_events(nums: Float64ArraySlice<'_>, origin: u32, id: u32) -> EventBatch<'_> {

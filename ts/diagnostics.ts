@@ -7,8 +7,8 @@
 import dc from 'node:diagnostics_channel'
 import net from 'node:net'
 import { InvalidArgumentError, NotSupportedError } from './errors'
-import { forEachHeader, headerValue, isToken, lowerName } from './dispatcher/headers'
-import type { DispatchOptions } from './dispatcher/types'
+import { forEachHeader, headerValue, isToken, lowerName } from './core/headers'
+import type { DispatchOptions } from './core/types'
 
 export const channels = {
   create: dc.channel('undici:request:create'),

@@ -46,7 +46,7 @@ export { setGlobalDispatcher, getGlobalDispatcher } from './global'
 import { topLevel } from './api/top-level'
 import { getGlobalDispatcher } from './global'
 export const { request, stream, pipeline, connect, upgrade } = topLevel(getGlobalDispatcher, true)
-export { buildConnector } from './dispatcher/connector'
+export { buildConnector } from './core/connector'
 export { Dispatcher1Wrapper } from './dispatcher/dispatcher1-wrapper'
 export type {
   ClientHeaders,
@@ -56,7 +56,7 @@ export type {
   IncomingHttpHeaders,
   RequestOptions,
   ResponseData,
-} from './dispatcher/types'
+} from './core/types'
 export type { PoolOptions } from './dispatcher/pool'
 export type { PoolStats } from './dispatcher/pool-base'
 export type { AgentOptions } from './dispatcher/agent'

@@ -3,7 +3,7 @@
 // 8's, by name: the implementation's types are undici 8's, which undici 7's relate to only by
 // name (their Dispatcher and handler types differ), so the shapes are left to undici 7's own
 // declarations, which are what users compile against, and the run time to the differential
-// tests (__test__/undici7-entry.test.ts). Types only; nothing here runs.
+// tests (__test__/differential/). Types only; nothing here runs.
 import type * as U from 'undici7-types'
 
 type Saetta = typeof import('./undici7')

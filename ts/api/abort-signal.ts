@@ -1,7 +1,7 @@
 // Abort sources: an AbortSignal, or any EventEmitter that emits 'abort'.
 
 import { InvalidArgumentError, RequestAbortedError } from '../errors'
-import type { AbortSignalLike } from '../dispatcher/types'
+import type { AbortSignalLike } from '../core/types'
 
 /** As undici: a falsy `signal` is none; anything else must listen with `on` or `addEventListener`. */
 export function validateSignal(signal: unknown): void {

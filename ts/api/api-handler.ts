@@ -5,7 +5,7 @@
 import { AsyncResource } from 'node:async_hooks'
 import type { Readable } from 'node:stream'
 import { InvalidArgumentError } from '../errors'
-import type { DispatchHandler, DispatchOptions, RequestOptions } from '../dispatcher/types'
+import type { DispatchHandler, DispatchOptions, RequestOptions } from '../core/types'
 import type { Dispatcher } from '../dispatcher/dispatcher'
 import { InternalHandler, withQueuedAbort } from '../handlers/internal'
 import { onSignalAbort, throwIfAborted, validateSignal } from './abort-signal'

@@ -3,12 +3,12 @@
 
 import { Duplex, Readable } from 'node:stream'
 import { InvalidArgumentError, InvalidReturnValueError, RequestAbortedError } from '../errors'
-import { parseHeaders } from '../dispatcher/headers'
-import type { IncomingHttpHeaders, RequestOptions } from '../dispatcher/types'
+import { parseHeaders } from '../core/headers'
+import type { IncomingHttpHeaders, RequestOptions } from '../core/types'
 import type { Dispatcher } from '../dispatcher/dispatcher'
 import { ApiHandler } from './api-handler'
 import { BodyReadable } from './readable'
-import { withOptions } from '../dispatcher/options'
+import { withOptions } from '../core/options'
 import { withQueuedAbort } from '../handlers/internal'
 import { destroyStream } from '../util/destroy'
 import { isUndici7Dispatcher } from '../util/undici7'
@@ -95,7 +95,7 @@ class PipelineHandler_<TOpaque> extends ApiHandler<TOpaque> {
       },
     })
     // Not `final` (a tick later): a Duplex ended at once ends the request body in the same
-    // job, and the request goes with its body complete (see Client's #pumpStream).
+    // job, and the request goes with its body complete (see pumpStream in core/body-pump.ts).
     this.duplex.on('prefinish', () => this.#req.push(null))
   }
 

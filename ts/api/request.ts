@@ -1,8 +1,8 @@
 // `request`: a handler over dispatch() that delivers a ResponseData with a body Readable.
 
 import { InvalidArgumentError } from '../errors'
-import { parseHeaders } from '../dispatcher/headers'
-import type { IncomingHttpHeaders, RequestOptions, ResponseData } from '../dispatcher/types'
+import { parseHeaders } from '../core/headers'
+import type { IncomingHttpHeaders, RequestOptions, ResponseData } from '../core/types'
 import type { Dispatcher } from '../dispatcher/dispatcher'
 import { BodyReadable } from './readable'
 import { isUndici7Dispatcher } from '../util/undici7'

@@ -2,11 +2,11 @@
 // given in the options or the global one.
 
 import { InvalidArgumentError } from '../errors'
-import { parseOrigin, parseUrl, type UrlObject } from '../dispatcher/url'
+import { parseOrigin, parseUrl, type UrlObject } from '../core/url'
 import { Dispatcher } from '../dispatcher/dispatcher'
-import type { DispatchHandler, DispatchOptions } from '../dispatcher/types'
+import type { DispatchHandler, DispatchOptions } from '../core/types'
 import { wrap } from '../handlers/wrap'
-import { withOptions } from '../dispatcher/options'
+import { withOptions } from '../core/options'
 import { request as requestImpl } from './request'
 import { stream as streamImpl } from './stream'
 import { pipeline as pipelineImpl } from './pipeline'

@@ -2,11 +2,11 @@
 
 import type { Duplex } from 'node:stream'
 import { SocketError } from '../errors'
-import { parseHeaders } from '../dispatcher/headers'
-import type { ClientHeaders, IncomingHttpHeaders, RequestOptions } from '../dispatcher/types'
+import { parseHeaders } from '../core/headers'
+import type { ClientHeaders, IncomingHttpHeaders, RequestOptions } from '../core/types'
 import type { Dispatcher } from '../dispatcher/dispatcher'
 import { ApiHandler, dispatchWith, failed, withCallback } from './api-handler'
-import { withOptions } from '../dispatcher/options'
+import { withOptions } from '../core/options'
 
 export interface UpgradeOptions {
   path: string

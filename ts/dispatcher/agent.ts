@@ -6,10 +6,10 @@ import { DispatcherBase, kBusy, kClose, kDestroy, kDispatch } from './base'
 import { Client } from './client'
 import { Pool, type PoolOptions } from './pool'
 import type { Dispatcher } from './dispatcher'
-import type { DispatchHandler, DispatchOptions } from './types'
+import type { DispatchHandler, DispatchOptions } from '../core/types'
 import { kPoolBusy, type FactoryDispatcher, type Member, type PoolStats } from './pool-base'
 import { isUndici7, kUndici7 } from '../util/undici7'
-import { checkConnectOption } from './client-options'
+import { checkConnectOption } from '../core/client-options'
 
 export type AgentFactory = (origin: string | URL, opts: object) => FactoryDispatcher
 
@@ -164,5 +164,5 @@ export class Agent extends DispatcherBase {
 // eslint-disable-next-line @typescript-eslint/no-namespace
 export declare namespace Agent {
   export type Options = AgentOptions
-  export type DispatchOptions = import('./types').DispatchOptions
+  export type DispatchOptions = import('../core/types').DispatchOptions
 }

@@ -5,7 +5,7 @@
 
 import { BalancedPoolMissingUpstreamError, InvalidArgumentError } from '../errors'
 import { isUndici7 } from '../util/undici7'
-import { parseOrigin } from './url'
+import { parseOrigin } from '../core/url'
 import { Pool, type PoolOptions } from './pool'
 import { PoolBase, type FactoryDispatcher, type Member } from './pool-base'
 import { kComposeOrigin, type Dispatcher } from './dispatcher'

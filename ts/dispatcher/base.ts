@@ -7,7 +7,7 @@ import { ClientClosedError, ClientDestroyedError, InvalidArgumentError } from '.
 import { given, unwrap } from '../handlers/unwrap'
 import { kStringMaxLength } from 'node:buffer'
 import { isUndici7 } from '../util/undici7'
-import type { DispatchController, DispatchHandler, DispatchOptions, EventSourceOptions, WebSocketOptions } from './types'
+import type { DispatchController, DispatchHandler, DispatchOptions, EventSourceOptions, WebSocketOptions } from '../core/types'
 
 export const kDispatch = Symbol('dispatch')
 export const kClose = Symbol('close')

@@ -7,7 +7,7 @@ import { Dispatcher, kComposeOrigin } from './dispatcher'
 import { InvalidArgumentError } from '../errors'
 import { wrapFirstApi } from '../handlers/wrap'
 import type { NewStyleHandler } from '../handlers/unwrap'
-import type { DispatchHandler, DispatchOptions } from './types'
+import type { DispatchHandler, DispatchOptions } from '../core/types'
 
 type Inner = Dispatcher & { webSocketOptions?: unknown; eventSourceOptions?: unknown }
 

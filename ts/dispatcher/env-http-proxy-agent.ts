@@ -8,7 +8,7 @@ import { DispatcherBase, kClose, kDestroy, kDispatch } from './base'
 import { Agent, type AgentOptions } from './agent'
 import { ProxyAgent, type ProxyAgentOptions } from './proxy-agent'
 import type { Dispatcher } from './dispatcher'
-import type { DispatchHandler, DispatchOptions } from './types'
+import type { DispatchHandler, DispatchOptions } from '../core/types'
 import { isUndici7 } from '../util/undici7'
 
 export interface EnvHttpProxyAgentOptions extends Omit<ProxyAgentOptions, 'uri'> {

@@ -3,9 +3,9 @@
 
 import { InvalidArgumentError } from '../errors'
 import { Client } from './client'
-import type { ClientOptions } from './types'
+import type { ClientOptions } from '../core/types'
 import { isUndici7 } from '../util/undici7'
-import type { buildConnector } from './connector'
+import type { buildConnector } from '../core/connector'
 
 export interface H2CClientOptions extends Omit<ClientOptions, 'allowH2' | 'useH2c' | 'connect'> {
   /** Connection options (not `allowH2`: always set), or a connector function. */

@@ -8,8 +8,8 @@ import { isUndici7 } from '../util/undici7'
 import type { Dispatcher } from './dispatcher'
 import { kQueuedAbort } from '../handlers/internal'
 import { onSignalAbort } from '../api/abort-signal'
-import type { DispatchHandler, DispatchOptions } from './types'
-import { poolStats } from './stats'
+import type { DispatchHandler, DispatchOptions } from '../core/types'
+import { poolStats } from '../core/stats'
 
 /**
  * What a factory must return: the part of a Dispatcher a pool drives (structural, so that

@@ -5,11 +5,11 @@
 import { InvalidArgumentError } from '../errors'
 import { isUndici7 } from '../util/undici7'
 import { Client, kConnections } from './client'
-import { parseOrigin } from './url'
+import { parseOrigin } from '../core/url'
 import { PoolBase, type FactoryDispatcher, type Member } from './pool-base'
-import type { ClientOptions } from './types'
-import { constructorOptions } from './options'
-import { checkPoolConnect } from './client-options'
+import type { ClientOptions } from '../core/types'
+import { constructorOptions } from '../core/options'
+import { checkPoolConnect } from '../core/client-options'
 import { kComposeOrigin, type Dispatcher } from './dispatcher'
 
 export type PoolFactory = (origin: URL, opts: object) => FactoryDispatcher

@@ -3,8 +3,8 @@
 import { Dispatcher, kComposeOrigin, kComposeUndici7 } from './dispatcher'
 import { isUndici7 } from '../util/undici7'
 import { RetryHandler, type RetryOptions } from '../handlers/retry'
-import type { DispatchHandler, DispatchOptions } from './types'
-import { withOptions } from './options'
+import type { DispatchHandler, DispatchOptions } from '../core/types'
+import { withOptions } from '../core/options'
 
 type Callback = (err?: Error | null, data?: null) => void
 

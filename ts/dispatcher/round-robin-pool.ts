@@ -4,13 +4,13 @@
 
 import { InvalidArgumentError } from '../errors'
 import { Client } from './client'
-import { parseOrigin } from './url'
+import { parseOrigin } from '../core/url'
 import { kComposeOrigin } from './dispatcher'
 import { PoolBase, type Member } from './pool-base'
 import type { PoolFactory, PoolOptions } from './pool'
-import { constructorOptions } from './options'
-import { checkPoolConnect } from './client-options'
-import type { ClientOptions } from './types'
+import { constructorOptions } from '../core/options'
+import { checkPoolConnect } from '../core/client-options'
+import type { ClientOptions } from '../core/types'
 import type { Dispatcher } from './dispatcher'
 
 export type RoundRobinPoolOptions = PoolOptions

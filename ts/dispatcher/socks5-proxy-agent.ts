@@ -11,11 +11,11 @@ import { isUndici7, kUndici7 } from '../util/undici7'
 import type { OutgoingHttpHeaders } from './proxy-agent'
 import { DispatcherBase, kClose, kDestroy, kDispatch } from './base'
 import { Pool, type PoolOptions } from './pool'
-import { bareHost, portOf, servernameOf, tunnelConnector, type Tunnel } from './proxy-tunnel'
-import { buildConnector } from './connector'
+import { bareHost, portOf, servernameOf, tunnelConnector, type Tunnel } from '../core/proxy-tunnel'
+import { buildConnector } from '../core/connector'
 import { socks5Handshake } from './socks5-client'
 import type { Connector, ConnectorCallback, ConnectorOptions } from '../native/js-socket'
-import type { ConnectOptions, DispatchHandler, DispatchOptions } from './types'
+import type { ConnectOptions, DispatchHandler, DispatchOptions } from '../core/types'
 
 export interface Socks5ProxyAgentOptions extends PoolOptions {
   /** Headers for the proxy (kept, as undici keeps them; SOCKS5 sends none). */

@@ -11,7 +11,7 @@ import { EventSizeError, EventStreamParser, type StreamState } from './parser'
 import { createMessageEvent } from '../websocket/events'
 import { HandlerAttributes, toUnsigned, uncloneable } from '../websocket/webidl'
 import type { EventSourceEventMap, EventSourceHandler, EventSourceInit } from './types'
-import { isHeaderValue } from '../dispatcher/headers'
+import { isHeaderValue } from '../core/headers'
 import { isUndici7, kUndici7 } from '../util/undici7'
 
 const CONNECTING = 0

@@ -1,7 +1,7 @@
 // The Response saetta's own fetch hands back: Node's Response (so `instanceof Response`, the body
 // mixins, `body`, `bodyUsed` are Node's own), with what only a fetch can set: the status as the
 // server sent it, the final URL, `redirected`, the `basic` type and headers that cannot change.
-import type { IncomingHttpHeaders } from '../dispatcher/types'
+import type { IncomingHttpHeaders } from '../core/types'
 
 /** Statuses whose response has no body. */
 export const NULL_BODY_STATUS = new Set([101, 103, 204, 205, 304])

@@ -2,7 +2,7 @@
 // Every callback passes through; subclasses override the ones they change and call super.
 
 import type { Duplex } from 'node:stream'
-import type { DispatchHandler, IncomingHttpHeaders } from '../dispatcher/types'
+import type { DispatchHandler, IncomingHttpHeaders } from '../core/types'
 import type { DispatchController, NewStyleHandler } from './unwrap'
 import { wrap } from './wrap'
 

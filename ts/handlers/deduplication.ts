@@ -5,7 +5,7 @@
 // break the others; the primary handler's are not.
 
 import type { Duplex } from 'node:stream'
-import type { DispatchHandler, IncomingHttpHeaders } from '../dispatcher/types'
+import type { DispatchHandler, IncomingHttpHeaders } from '../core/types'
 import { RequestAbortedError } from '../errors'
 import type { DispatchController, NewStyleHandler } from './unwrap'
 import { wrap } from './wrap'

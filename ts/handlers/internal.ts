@@ -1,6 +1,6 @@
 // Handlers of saetta's own APIs, which can tell the engine more than a DispatchHandler can.
 
-import type { DispatchHandler } from '../dispatcher/types'
+import type { DispatchHandler } from '../core/types'
 
 export abstract class InternalHandler {
   /**

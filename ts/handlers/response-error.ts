@@ -2,8 +2,8 @@
 // becomes a ResponseError (its body collected and decoded) instead of a response.
 
 import { ResponseError } from '../errors'
-import { parseHeaders } from '../dispatcher/headers'
-import type { DispatchHandler, IncomingHttpHeaders } from '../dispatcher/types'
+import { parseHeaders } from '../core/headers'
+import type { DispatchHandler, IncomingHttpHeaders } from '../core/types'
 
 export class ResponseErrorHandler implements DispatchHandler {
   #handler: DispatchHandler

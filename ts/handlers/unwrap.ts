@@ -2,8 +2,8 @@
 // on the callbacks the engine drives (onConnect, onHeaders, ...).
 
 import type { Duplex } from 'node:stream'
-import { parseHeaders } from '../dispatcher/headers'
-import type { DispatchHandler } from '../dispatcher/types'
+import { parseHeaders } from '../core/headers'
+import type { DispatchHandler } from '../core/types'
 import { InvalidArgumentError } from '../errors'
 
 /** What a new-style handler gets to steer the request with. */

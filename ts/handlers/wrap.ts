@@ -2,7 +2,7 @@
 // written for undici 7 (DecoratorHandler and the interceptors) can wrap handlers of either style.
 
 import type { Duplex } from 'node:stream'
-import type { DispatchHandler, IncomingHttpHeaders } from '../dispatcher/types'
+import type { DispatchHandler, IncomingHttpHeaders } from '../core/types'
 import type { DispatchController, NewStyleHandler } from './unwrap'
 import { InternalHandler } from './internal'
 import { InvalidArgumentError } from '../errors'

@@ -10,11 +10,11 @@
 import zlib from 'node:zlib'
 import { pipeline, Transform, type Duplex } from 'node:stream'
 import type { Dispatch, DispatcherComposeInterceptor } from '../dispatcher/dispatcher'
-import type { DispatchHandler, DispatchOptions, IncomingHttpHeaders } from '../dispatcher/types'
+import type { DispatchHandler, DispatchOptions, IncomingHttpHeaders } from '../core/types'
 import { InvalidArgumentError, ResponseExceededMaxSizeError } from '../errors'
 import { DecoratorHandler } from '../handlers/decorator'
 import { DispatchController } from '../handlers/unwrap'
-import { kDecode, type DecodeRequest } from '../dispatcher/run'
+import { kDecode, type DecodeRequest } from '../core/run'
 import { isUndici7 } from '../util/undici7'
 import { addon } from '../native/addon-handle'
 

@@ -5,7 +5,7 @@
 import { isUndici7 } from '../util/undici7'
 import { interceptorOrigin, withKind } from './kind'
 import type { Dispatch, DispatcherComposeInterceptor } from '../dispatcher/dispatcher'
-import type { DispatchHandler } from '../dispatcher/types'
+import type { DispatchHandler } from '../core/types'
 import { DeduplicationHandler } from '../handlers/deduplication'
 import { channels } from '../diagnostics'
 import { deduplicationKey, makeCacheKey, normalizeHeaders, SAFE_METHODS } from './cache/key'

@@ -7,7 +7,7 @@
 import { lookup as dnsLookup, type LookupOptions } from 'node:dns'
 import { isIP } from 'node:net'
 import type { Dispatch, DispatcherComposeInterceptor } from '../dispatcher/dispatcher'
-import type { DispatchHandler, DispatchOptions, IncomingHttpHeaders } from '../dispatcher/types'
+import type { DispatchHandler, DispatchOptions, IncomingHttpHeaders } from '../core/types'
 import { DecoratorHandler } from '../handlers/decorator'
 import type { DispatchController } from '../handlers/unwrap'
 import { wrap } from '../handlers/wrap'

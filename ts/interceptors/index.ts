@@ -3,12 +3,12 @@
 
 import { InvalidArgumentError, RequestAbortedError } from '../errors'
 import type { Dispatch, DispatcherComposeInterceptor } from '../dispatcher/dispatcher'
-import type { DispatchHandler, DispatchOptions, IncomingHttpHeaders } from '../dispatcher/types'
+import type { DispatchHandler, DispatchOptions, IncomingHttpHeaders } from '../core/types'
 import { DecoratorHandler } from '../handlers/decorator'
 import { RedirectHandler } from '../handlers/redirect'
 import { RetryHandler, type RetryOptions } from '../handlers/retry'
 import type { DispatchController } from '../handlers/unwrap'
-import { withOptions } from '../dispatcher/options'
+import { withOptions } from '../core/options'
 import { isUndici7, kUndici7 } from '../util/undici7'
 import { withKind } from './kind'
 

@@ -4,7 +4,7 @@
 // error's `bodyTruncated` says so.
 
 import type { Dispatch, DispatcherComposeInterceptor } from '../dispatcher/dispatcher'
-import type { DispatchHandler, IncomingHttpHeaders } from '../dispatcher/types'
+import type { DispatchHandler, IncomingHttpHeaders } from '../core/types'
 import { InvalidArgumentError } from '../errors'
 import { decodable, mediaType, responseErrorOf } from '../handlers/response-error'
 import { DecoratorHandler } from '../handlers/decorator'

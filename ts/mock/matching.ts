@@ -2,7 +2,7 @@
 // method, body and headers filters the candidates in turn, and the first filter that leaves
 // none names what did not match.
 
-import { pathWithQuery } from '../dispatcher/headers'
+import { pathWithQuery } from '../core/headers'
 import { MockNotMatchedError } from './mock-errors'
 
 /** A matcher as intercept() takes it: the value itself, a RegExp, or a predicate. */

@@ -4,7 +4,7 @@
 
 import { Agent, type AgentOptions } from '../dispatcher/agent'
 import { Dispatcher } from '../dispatcher/dispatcher'
-import type { DispatchHandler, DispatchOptions, EventSourceOptions, WebSocketOptions } from '../dispatcher/types'
+import type { DispatchHandler, DispatchOptions, EventSourceOptions, WebSocketOptions } from '../core/types'
 import { isUndici7 } from '../util/undici7'
 import { ClientClosedError, ClientDestroyedError, InvalidArgumentError, UndiciError } from '../errors'
 import { unwrap } from '../handlers/unwrap'

@@ -2,7 +2,7 @@
 // that can be listed and filtered.
 
 import { InvalidArgumentError } from '../errors'
-import type { DispatchOptions } from '../dispatcher/types'
+import type { DispatchOptions } from '../core/types'
 
 export type MockCallHistoryLogProperties = 'protocol' | 'host' | 'port' | 'origin' | 'path' | 'hash' | 'fullUrl' | 'method' | 'searchParams' | 'body' | 'headers'
 

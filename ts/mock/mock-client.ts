@@ -1,7 +1,7 @@
 // MockClient: a Client whose requests meet the interceptors first.
 
 import { Client } from '../dispatcher/client'
-import type { ClientOptions, DispatchHandler, DispatchOptions } from '../dispatcher/types'
+import type { ClientOptions, DispatchHandler, DispatchOptions } from '../core/types'
 import { checked, kMocks, MockHost, type MockDispatcherOptions } from './mock-host'
 import { MockList, type MockInterceptor, type MockInterceptorOptions } from './mock-interceptor'
 import type { MockAgent } from './mock-agent'

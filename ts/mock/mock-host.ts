@@ -3,7 +3,7 @@
 
 import { InvalidArgumentError } from '../errors'
 import type { Dispatcher } from '../dispatcher/dispatcher'
-import type { DispatchHandler, DispatchOptions } from '../dispatcher/types'
+import type { DispatchHandler, DispatchOptions } from '../core/types'
 import { MockInterceptor, MockList, type MockInterceptorOptions } from './mock-interceptor'
 import { mockDispatch, type MockAgentState } from './mock-reply'
 import type { NetConnect } from './matching'

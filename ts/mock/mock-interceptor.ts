@@ -3,8 +3,8 @@
 
 import { types } from 'node:util'
 import { InvalidArgumentError } from '../errors'
-import { pathWithQuery } from '../dispatcher/headers'
-import type { DispatchOptions, IncomingHttpHeaders } from '../dispatcher/types'
+import { pathWithQuery } from '../core/headers'
+import type { DispatchOptions, IncomingHttpHeaders } from '../core/types'
 import type { Matcher } from './matching'
 
 export interface MockInterceptorOptions {

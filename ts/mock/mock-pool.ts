@@ -1,7 +1,7 @@
 // MockPool: a Pool whose requests meet the interceptors first.
 
 import { Pool, type PoolOptions } from '../dispatcher/pool'
-import type { DispatchHandler, DispatchOptions } from '../dispatcher/types'
+import type { DispatchHandler, DispatchOptions } from '../core/types'
 import { checked, kMocks, MockHost, type MockDispatcherOptions } from './mock-host'
 import { MockList, type MockInterceptor, type MockInterceptorOptions } from './mock-interceptor'
 import type { MockAgent } from './mock-agent'

@@ -4,8 +4,8 @@
 
 import { STATUS_CODES } from 'node:http'
 import { types } from 'node:util'
-import type { DispatchHandler, DispatchOptions } from '../dispatcher/types'
-import { rawFields } from '../dispatcher/headers'
+import type { DispatchHandler, DispatchOptions } from '../core/types'
+import { rawFields } from '../core/headers'
 import { unwrap } from '../handlers/unwrap'
 import { findMock, matchesKey, netConnectAllowed, pairsToObject, type MatchKey, type NetConnect } from './matching'
 import { responseBytes, type MockEntry, type MockList, type ReplyData } from './mock-interceptor'

@@ -4,13 +4,13 @@
 // what is missing).
 
 import { Agent } from '../dispatcher/agent'
-import type { DispatchController, DispatchHandler, DispatchOptions, IncomingHttpHeaders } from '../dispatcher/types'
+import type { DispatchController, DispatchHandler, DispatchOptions, IncomingHttpHeaders } from '../core/types'
 import { InvalidArgumentError, UndiciError } from '../errors'
 import { wrap } from '../handlers/wrap'
 import type { NewStyleHandler } from '../handlers/unwrap'
 import { MockAgent, type MockAgentOptions } from './mock-agent'
 import { isUndici7 } from '../util/undici7'
-import { rawFields } from '../dispatcher/headers'
+import { rawFields } from '../core/headers'
 import {
   SnapshotRecorder,
   validateSnapshotMode,

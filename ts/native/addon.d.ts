@@ -271,7 +271,7 @@ export declare function resume(id: number): void
 
 /**
  * One event of each tag, for origin `origin`, request `id` and socket `id`, with numbers and
- * words of their own: `__test__/contract.test.ts` walks it with `ts/native/bridge.ts`, to
+ * words of their own: `__test__/runtime/contract.test.ts` walks it with `ts/native/bridge.ts`, to
  * show that both sides agree on every event's layout (see `EventTag::size`).
  */
 export declare function sampleEvents(nums: Float64Array, origin: number, id: number): unknown[]

@@ -4,7 +4,7 @@ import { getGlobalOrigin } from '../fetch/global-origin'
 import { Agent } from '../dispatcher/agent'
 import { Dispatcher } from '../dispatcher/dispatcher'
 import { getGlobalDispatcher } from '../global'
-import { isToken } from '../dispatcher/headers'
+import { isToken } from '../core/headers'
 
 export const CONNECTING = 0
 export const OPEN = 1

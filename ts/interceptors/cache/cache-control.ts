@@ -1,7 +1,7 @@
 // Parsing for the cache: Cache-Control directives (RFC 9111 §5.2), Vary, entity tags and HTTP
 // dates, as lenient and as strict as undici's so that the same responses are cached.
 
-import { isToken } from '../../dispatcher/headers'
+import { isToken } from '../../core/headers'
 
 export interface CacheControlDirectives {
   'max-stale'?: number

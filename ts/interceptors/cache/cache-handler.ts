@@ -4,7 +4,7 @@
 // request invalidates what is stored for its URL and its Location / Content-Location.
 
 import type { Duplex, Writable } from 'node:stream'
-import type { IncomingHttpHeaders } from '../../dispatcher/types'
+import type { IncomingHttpHeaders } from '../../core/types'
 import { kRedirectHops, type RedirectHop } from '../../handlers/redirect'
 import type { DispatchController, NewStyleHandler } from '../../handlers/unwrap'
 import { hasInvalidDirective, hasVaryStar, isEtagUsable, isInvalidOrWildcardVary, parseCacheControl, parseHttpDate, parseVary, trimOWS, type CacheControlDirectives } from './cache-control'

@@ -1,8 +1,8 @@
 // What identifies a request for the cache and deduplicate interceptors: origin, method, full
 // path and headers (lower-cased names, repeated ones as arrays).
 
-import type { DispatchOptions } from '../../dispatcher/types'
-import { pathWithQuery } from '../../dispatcher/headers'
+import type { DispatchOptions } from '../../core/types'
+import { pathWithQuery } from '../../core/headers'
 
 export type HeaderRecord = Record<string, string | string[]>
 

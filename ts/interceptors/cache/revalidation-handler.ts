@@ -4,7 +4,7 @@
 // through `handler` (which stores it).
 
 import type { Duplex } from 'node:stream'
-import type { IncomingHttpHeaders } from '../../dispatcher/types'
+import type { IncomingHttpHeaders } from '../../core/types'
 import type { DispatchController, NewStyleHandler } from '../../handlers/unwrap'
 
 export type RevalidationCallback = (success: boolean, context?: unknown, statusCode?: number, headers?: IncomingHttpHeaders) => void

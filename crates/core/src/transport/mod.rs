@@ -84,7 +84,7 @@ pub(crate) trait Endpoint {
 pub(crate) async fn connect(cfg: &impl Endpoint, js: &js::Opener) -> Result<Transport> {
     let node_fallback = match *cfg.connector() {
         // (Through a proxy too: JS's connector is then the proxy's, which makes the whole
-        // tunnel; see ts/dispatcher/proxy-tunnel.ts.)
+        // tunnel; see ts/core/proxy-tunnel.ts.)
         Connector::Native { node_fallback } if !js.via_node() => node_fallback,
         _ => return js.open().await.map(Transport::Js),
     };

@@ -2,14 +2,19 @@
 // the connection options mapped onto the engine's origin (TLS on rustls or Node's, proxies).
 
 import http from 'node:http'
+import net from 'node:net'
 import { NativeOrigin } from '../native/addon-handle'
 import type { ProxyOriginOptions } from '../native/addon'
 import { InvalidArgumentError } from '../errors'
 import type { Connector, ConnectorOptions } from '../native/js-socket'
 import { buildConnector, checkMaxCachedSessions } from './connector'
-import type { Tunnel } from './proxy-tunnel'
+import { tunnelOf, type Tunnel } from './proxy-tunnel'
 import tls from 'node:tls'
 import type { ClientOptions, H2Options } from './types'
+import { constructorOptions } from './options'
+import { parseOrigin, type UrlObject } from './url'
+import { connectParams, type ConnectParams } from '../diagnostics'
+import { isUndici7, kUndici7 } from '../util/undici7'
 
 
 const isNonNegativeInteger = (v: number): boolean => Number.isInteger(v) && v >= 0
@@ -287,5 +292,211 @@ export function checkPoolConnect(options: { connect?: unknown; maxCachedSessions
 export function checkConnectOption(connect: unknown): void {
   if (connect != null && typeof connect !== 'function' && typeof connect !== 'object') {
     throw new InvalidArgumentError('connect must be a function or an object')
+  }
+}
+
+/**
+ * Internal Client option (used by Pool): how many connections the origin may open (0: no
+ * limit), and how long each may live in milliseconds.
+ */
+export const kConnections = Symbol('connections')
+export interface ConnectionLimits {
+  connections: number
+  clientTtl?: number | null
+}
+
+/** The engine's options for an origin (see nativeOrigin). */
+export type OriginOptions = ConstructorParameters<typeof NativeOrigin>[1]
+
+/** A Client's options, validated and defaulted, and what they make of its origin. */
+export interface ClientConfig {
+  url: URL
+  https: boolean
+  /** Made by the undici7 entry (see util/undici7.ts). */
+  undici7: boolean
+  pipelining: number
+  headersTimeout: number
+  bodyTimeout: number
+  strictContentLength: boolean
+  /** Connections the origin may open (Infinity: no limit). */
+  maxConnections: number
+  /** Whether a request waiting for a connection makes the Client busy (see Client's #waitMakesBusy). */
+  waitMakesBusy: boolean
+  keepAlive: { timeout: number; max: number; threshold: number; now: number }
+  /** `maxConcurrentStreams`, as given. */
+  h2Streams: number
+  /** h2c: every connection the engine opens speaks HTTP/2. */
+  h2c: boolean
+  /** What undici gives as `connector` in the connect channels: the caller's connector function, if any. */
+  connector: Connector | undefined
+  /** A proxy's tunnel the connector asks for (see proxy-tunnel.ts), and the one the engine opens. */
+  proxied: Tunnel | null
+  tunnel: Tunnel | null
+  /** Where sockets that live in JS come from, if any do. */
+  js: JsRoute | null
+  /** What the connect channels give as `connectParams` (`servername`: null until a request names one). */
+  params: ConnectParams
+  /** `connect.servername`, else the host: the name when no request names one. */
+  ownServername: string
+  /** The peer a connection reaches, for the socket stand-in of the channels (see CoreSocket). */
+  peer: { host: string; port: number | undefined; tls: boolean }
+  /** The engine's origin. */
+  origin: OriginOptions
+}
+
+/**
+ * A Client's options (`opts`, for origin `url`) as undici takes them: checked in its order and
+ * with its messages (what it refuses throws), then mapped onto the engine's origin.
+ */
+export function clientConfig(url: string | URL | UrlObject, opts: ClientOptions & { [kConnections]?: ConnectionLimits }): ClientConfig {
+  const options = constructorOptions(opts, 'maxHeaderSize')
+  validateOptions(options)
+  const connect = options.connect ?? {}
+  checkConnectOption(connect)
+  // A connector function makes every socket. Else the connect options, over `tls`'s, as undici merges them.
+  const custom = typeof connect === 'function' ? (connect as unknown as Connector) : null
+  const tlsGiven = (options as { tls?: unknown }).tls
+  const given: ConnectOptions = custom === null ? { ...(tlsGiven !== null && typeof tlsGiven === 'object' ? tlsGiven : {}), ...connect } : {}
+  const own = (key: string): boolean => custom === null && Object.hasOwn(connect, key)
+  const socketPath = options.socketPath ?? given.socketPath ?? null
+  if (socketPath != null && typeof socketPath !== 'string') throw new InvalidArgumentError('invalid socketPath')
+  const pipelining = options.pipelining === (true as unknown) ? 1 : optNumber(options, 'pipelining', 1)
+  const headersTimeout = optNumber(options, 'headersTimeout', 300e3)
+  const bodyTimeout = optNumber(options, 'bodyTimeout', 300e3)
+  // As undici: connect.timeout over connectTimeout; 0 is no timeout.
+  const connectTimeout = own('timeout') ? Number(given.timeout ?? 10e3) : optNumber(options, 'connectTimeout', 10e3)
+  if (options.strictContentLength !== undefined && typeof options.strictContentLength !== 'boolean') {
+    throw new InvalidArgumentError('invalid strictContentLength')
+  }
+  const strictContentLength = options.strictContentLength ?? true
+  // As undici: node's --max-http-header-size by default.
+  const maxHeaderSize = optNumber(options, 'maxHeaderSize', http.maxHeaderSize)
+  const maxResponseSize = optNumber(options, 'maxResponseSize', -1)
+  const maxRequestsPerClient = optNumber(options, 'maxRequestsPerClient', 0)
+  const localAddress = options.localAddress ?? undefined
+  if (localAddress !== undefined && (typeof localAddress !== 'string' || net.isIP(localAddress) === 0)) {
+    throw new InvalidArgumentError('localAddress must be valid string IP address')
+  }
+  if (options.autoSelectFamily !== undefined && typeof options.autoSelectFamily !== 'boolean') {
+    throw new InvalidArgumentError('invalid autoSelectFamily')
+  }
+  const undici7 = isUndici7(options)
+  validateH2(options, undici7)
+  // undici 8 offers HTTP/2 over TLS unless told not to; undici 7 only when told to.
+  const allowH2 = options.allowH2 ?? !undici7
+  // After the options, as undici.
+  const origin = parseOrigin(url)
+  const limits = options[kConnections] ?? { connections: 1 }
+  const host = origin.hostname.startsWith('[') ? origin.hostname.slice(1, -1) : origin.hostname
+  const https = origin.protocol === 'https:'
+  const maxCachedSessions = own('maxCachedSessions') ? given.maxCachedSessions : options.maxCachedSessions
+  if (custom === null) checkMaxCachedSessions(maxCachedSessions)
+  // Options only Node's sockets apply: JS makes the connections, with undici's default connector.
+  const viaNode = custom === null && needsNode(given, https)
+  // A proxy's tunnel: the engine opens it; its connector is for what only JS can do.
+  const proxied = tunnelOf(custom, origin)
+  const tunnel = nativeTunnel(proxied, https)
+  let js: JsRoute | null = null
+  if (custom !== null || https || viaNode) {
+    const autoSelect = typeof options.autoSelectFamily === 'boolean'
+    js = {
+      custom,
+      node: null,
+      // As undici builds its default connector.
+      nodeOptions: {
+        ...(tlsGiven !== null && typeof tlsGiven === 'object' ? tlsGiven : {}),
+        maxCachedSessions: options.maxCachedSessions,
+        allowH2,
+        useH2c: h2Option(options, 'useH2c') as boolean | undefined,
+        socketPath: options.socketPath,
+        timeout: options.connectTimeout,
+        ...(autoSelect ? { autoSelectFamily: options.autoSelectFamily, autoSelectFamilyAttemptTimeout: options.autoSelectFamilyAttemptTimeout } : {}),
+        ...(custom === null ? connect : {}),
+        // Which undici its errors follow (see connector.ts).
+        ...(undici7 ? { [kUndici7]: true } : {}),
+      } as buildConnector.BuildOptions,
+      options: {
+        host: origin.host,
+        hostname: host,
+        protocol: origin.protocol,
+        port: origin.port,
+        servername: null,
+        localAddress: localAddress ?? null,
+        ...(options.socketPath != null ? { socketPath: options.socketPath } : {}),
+        ...(options.allowH2 != null ? { allowH2: options.allowH2 } : {}),
+      },
+    }
+  }
+  // h2c: every connection the engine opens speaks HTTP/2 (a connector's socket says it itself,
+  // by `alpnProtocol`). As undici's connector: `connect.useH2c` wins over the option.
+  const h2c = !https && custom === null && !viaNode && ((given as { useH2c?: unknown }).useH2c ?? h2Option(options, 'useH2c')) === true
+  const timeout = optNumber(options, 'keepAliveTimeout', 4e3)
+  const keepAlive = { timeout, max: optNumber(options, 'keepAliveMaxTimeout', 600e3), threshold: optNumber(options, 'keepAliveTimeoutThreshold', 2e3), now: timeout }
+  const port = Number(origin.port) || (https ? 443 : 80)
+  const engine: OriginOptions = {
+    host,
+    port,
+    jsConnector: (custom !== null && tunnel === null) || viaNode,
+    tls: https && (custom === null || tunnel !== null) && !viaNode ? tlsOptions(tunnel?.requestTls ?? given, host, maxCachedSessions) : undefined,
+    proxy: tunnel === null ? undefined : proxyOptions(tunnel),
+    socketPath: socketPath ?? undefined,
+    connections: limits.connections,
+    clientTtl: limits.clientTtl ?? undefined,
+    pipelining,
+    h2ByPipelining: undici7,
+    connectTimeout,
+    keepAliveTimeout: keepAlive.timeout,
+    keepAliveMaxTimeout: keepAlive.max,
+    keepAliveTimeoutThreshold: keepAlive.threshold,
+    maxHeaderSize,
+    maxResponseSize,
+    // undici 7 serves one request more on each connection than undici 8.
+    maxRequestsPerClient: undici7 && maxRequestsPerClient > 0 ? maxRequestsPerClient + 1 : maxRequestsPerClient,
+    hostHeader: origin.host,
+    strictContentLength,
+    localAddress,
+    autoSelectFamily: given.autoSelectFamily ?? options.autoSelectFamily ?? net.getDefaultAutoSelectFamily(),
+    // Node's floor for the per-address attempt.
+    autoSelectFamilyAttemptTimeout: Math.max(10, optNumber(options, 'autoSelectFamilyAttemptTimeout', net.getDefaultAutoSelectFamilyAttemptTimeout())),
+    // HTTP/2, undici's defaults (a window or stream count above 2^31 - 1 is that).
+    allowH2,
+    preferH2: (given as { preferH2?: unknown }).preferH2 === true,
+    useH2c: h2c,
+    allowH3: options.allowH3 === true,
+    preferH3: options.preferH3 === true,
+    h3ZeroRtt: options.h3ZeroRtt === true,
+    maxConcurrentStreams: h2Number(h2Option(options, 'maxConcurrentStreams') as number | undefined, 100),
+    initialWindowSize: h2Number(
+      (options.h2Options?.settings?.initialWindowSize ?? options.h2Options?.initialWindowSize ?? options.initialWindowSize) as number | undefined,
+      262144,
+    ),
+    connectionWindowSize: h2Number(h2Option(options, 'connectionWindowSize') as number | undefined, 524288),
+    pingInterval: (h2Option(options, 'pingInterval') as number | undefined) ?? 60e3,
+    // HTTP/2's `:scheme` (a connector's socket may be plain for an https: origin, or TLS for http:).
+    secure: https,
+  }
+  return {
+    url: origin,
+    https,
+    undici7,
+    pipelining,
+    headersTimeout,
+    bodyTimeout,
+    strictContentLength,
+    maxConnections: limits.connections === 0 ? Infinity : limits.connections,
+    waitMakesBusy: options[kConnections] === undefined,
+    keepAlive,
+    h2Streams: engine.maxConcurrentStreams as number,
+    h2c,
+    connector: custom ?? undefined,
+    proxied,
+    tunnel,
+    js,
+    // As undici's: `servername` is the one requests ask for (null until one does).
+    params: connectParams(origin, null, options.localAddress ?? null),
+    ownServername: (typeof given.servername === 'string' && given.servername) || host,
+    // The peer a connection reaches: the proxy of a tunnel, nothing known of a Unix socket.
+    peer: socketPath != null ? { host: '', port: undefined, tls: https } : proxied !== null ? { host: proxied.host, port: proxied.port, tls: https } : { host, port, tls: https },
+    origin: engine,
   }
 }

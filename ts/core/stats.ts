@@ -2,7 +2,7 @@
 // (ClientStats, PoolStats), so that logs and util.inspect show what undici's show. Not exported
 // from the package, as undici exports neither.
 
-import type { PoolStats as PoolFigures } from './pool-base'
+import type { PoolStats as PoolFigures } from '../dispatcher/pool-base'
 
 /** A Client's figures, as undici's ClientStats holds them. */
 export interface ClientFigures {

@@ -4,12 +4,12 @@
 // on shifts every event after it, which then arrive wrong.
 
 import { describe, expect, test, vi } from 'vitest'
-import { isUndici } from './target'
+import { isUndici } from '../support/target'
 
 // What the bridge hands the JS sockets (ts/native/js-socket.ts), recorded instead.
 const sockets = vi.hoisted(() => [] as unknown[][])
-vi.mock('../ts/native/js-socket', async (importOriginal) => {
-  const real = await importOriginal<typeof import('../ts/native/js-socket')>()
+vi.mock('../../ts/native/js-socket', async (importOriginal) => {
+  const real = await importOriginal<typeof import('../../ts/native/js-socket')>()
   const record = (name: string) => (...args: unknown[]) => void sockets.push([name, ...args])
   return {
     ...real,
@@ -24,10 +24,10 @@ vi.mock('../ts/native/js-socket', async (importOriginal) => {
 
 describe.skipIf(isUndici)('the event contract', () => {
   test('one event of each tag crosses intact, in order', async () => {
-    const { addon } = await import('../ts/native/load')
-    const { dispatchEvents, newOriginId, whenClosed } = await import('../ts/native/bridge')
-    const { requests, newRequestId } = await import('../ts/native/batch')
-    const { detailOf } = await import('../ts/native/native-error')
+    const { addon } = await import('../../ts/native/load')
+    const { dispatchEvents, newOriginId, whenClosed } = await import('../../ts/native/bridge')
+    const { requests, newRequestId } = await import('../../ts/native/batch')
+    const { detailOf } = await import('../../ts/native/native-error')
 
     const log: unknown[][] = []
     const described = (err: Error) => [err.constructor.name, err.message, detailOf(err), (err as { socket?: unknown }).socket]
