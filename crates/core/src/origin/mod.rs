@@ -26,6 +26,8 @@ use rustls::pki_types::ServerName;
 
 mod factory;
 mod host;
+#[cfg(test)]
+mod tests;
 
 pub(crate) use factory::{Factory, Network};
 use host::OriginHost;
