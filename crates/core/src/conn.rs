@@ -10,7 +10,7 @@ use std::task::{Context, Waker};
 
 use crate::direct::Mail;
 use crate::error::Error;
-use crate::event::{Event, Shared};
+use crate::event::Event;
 use crate::request::{Queued, ReqCtl, Request, Wake};
 
 /// All a connection of any protocol (HTTP/1.1's [`crate::h1::Conn`], HTTP/2's
@@ -76,38 +76,10 @@ pub(crate) trait Host {
     /// on another connection, or on this one if it still takes requests. `Err` with the
     /// request where the origin is busy (only while unwinding from a panic): nothing can take
     /// it then, and the connection settles it itself (HTTP/1.1 fails it in its batch, HTTP/2
-    /// at once).
+    /// and HTTP/3 at once, see [`crate::streams::StreamsHost::give_back_all`]).
     // (The request comes back whole, on a path taken only when a connection fails or closes.)
     #[allow(clippy::result_large_err)]
     fn give_back(&self, q: Queued) -> Result<(), Queued>;
-    /// Gives back requests the connection did not send (in order), for another connection;
-    /// those the origin cannot take (only while unwinding from a panic) fail.
-    fn give_back_all(&self, requests: Vec<Queued>) {
-        let mut lost = Vec::new();
-        for q in requests.into_iter().rev() {
-            if let Err(q) = self.give_back(q) {
-                lost.push(q);
-            }
-        }
-        if lost.is_empty() {
-            // Another connection takes them (or this one, if it still can).
-            self.schedule();
-            return;
-        }
-        for q in lost.into_iter().rev() {
-            if self.settle(q.req.id) {
-                self.publish(&mut vec![Event::Error {
-                    id: q.req.id,
-                    error: Error::socket("other side closed"),
-                    shared: Shared::No,
-                }]);
-            }
-        }
-    }
-    /// Has the origin find connections for what is queued now: wake those that take more, open
-    /// others. A connection that gives requests back and goes on calls it (HTTP/2); one that
-    /// ends or [`detach`](Self::detach)es need not (the origin schedules then).
-    fn schedule(&self);
     /// Marks request `id` settled: `true` the first time only (exactly one final event).
     fn settle(&self, id: u64) -> bool;
     /// Hands the connection's `events` on (emptied), counting their response bytes in its
@@ -134,12 +106,6 @@ pub(crate) trait Host {
             conn: self.conn_id(),
             error,
         }
-    }
-    /// The connection ends before it ever carried a request (its protocol's handshake failed):
-    /// its `Disconnected` goes out at once, and it is gone.
-    fn never_started(&self, error: Error) {
-        self.publish(&mut vec![self.disconnected(error)]);
-        self.gone();
     }
 }
 

@@ -10,13 +10,51 @@ use bytes::{Bytes, BytesMut};
 
 use crate::conn::{Age, Host, BUDGET};
 use crate::error::Error;
+use crate::event::{Event, Shared};
+use crate::request::Queued;
 
 /// What a connection that carries many streams at once (HTTP/2, HTTP/3) needs of its origin
-/// beyond [`Host`].
+/// beyond [`Host`]: its bound on streams, and, as it goes on while some of its streams fail or
+/// are refused, giving those back for another connection at once; and its handshake, which
+/// may fail before it carried anything.
 pub(crate) trait StreamsHost: Host {
     /// The most requests the origin lets one connection carry: its `pipelining`, as undici 7
     /// bounds HTTP/2 streams by it too, or no bound of its own (undici 8).
     fn max_streams(&self) -> usize;
+    /// Gives back requests the connection did not send (in order), for another connection;
+    /// those the origin cannot take (only while unwinding from a panic) fail.
+    fn give_back_all(&self, requests: Vec<Queued>) {
+        let mut lost = Vec::new();
+        for q in requests.into_iter().rev() {
+            if let Err(q) = self.give_back(q) {
+                lost.push(q);
+            }
+        }
+        if lost.is_empty() {
+            // Another connection takes them (or this one, if it still can).
+            self.schedule();
+            return;
+        }
+        for q in lost.into_iter().rev() {
+            if self.settle(q.req.id) {
+                self.publish(&mut vec![Event::Error {
+                    id: q.req.id,
+                    error: Error::socket("other side closed"),
+                    shared: Shared::No,
+                }]);
+            }
+        }
+    }
+    /// Has the origin find connections for what is queued now: wake those that take more, open
+    /// others. A connection that gives requests back and goes on calls it (HTTP/2, HTTP/3); one
+    /// that ends or [`detach`](Host::detach)es need not (the origin schedules then).
+    fn schedule(&self);
+    /// The connection ends before it ever carried a request (its protocol's handshake failed):
+    /// its `Disconnected` goes out at once, and it is gone.
+    fn never_started(&self, error: Error) {
+        self.publish(&mut vec![self.disconnected(error)]);
+        self.gone();
+    }
 }
 
 /// Removes the items `pick` chooses, in order.
@@ -160,6 +198,7 @@ impl Deadline {
 /// The part of the protocols' fake origin (`ctx/testing.rs`) that HTTP/2 and HTTP/3 need.
 #[cfg(test)]
 impl StreamsHost for crate::ctx::testing::Fake {
+    fn schedule(&self) {}
     fn max_streams(&self) -> usize {
         match self.cfg.h2_by_pipelining {
             true => self.pipelining.get().max(1),

@@ -150,7 +150,6 @@ impl Host for Fake {
         self.queue.borrow_mut().push_front(q);
         Ok(())
     }
-    fn schedule(&self) {}
     fn settle(&self, id: u64) -> bool {
         self.ctx.settle(id)
     }

@@ -116,10 +116,6 @@ impl Host for OriginHost {
         Ok(())
     }
 
-    fn schedule(&self) {
-        Origin::schedule(&self.origin, &self.ctx);
-    }
-
     fn settle(&self, id: u64) -> bool {
         self.ctx.settle(id)
     }
@@ -167,6 +163,10 @@ impl H1Host for OriginHost {
 }
 
 impl StreamsHost for OriginHost {
+    fn schedule(&self) {
+        Origin::schedule(&self.origin, &self.ctx);
+    }
+
     fn max_streams(&self) -> usize {
         if self.streams_by_pipelining {
             self.pipelining.get().max(1)
