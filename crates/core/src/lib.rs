@@ -15,6 +15,7 @@ mod h2;
 mod h3;
 mod origin;
 pub mod request;
+mod streams;
 pub mod transport;
 pub mod ws;
 

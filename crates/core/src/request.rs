@@ -252,6 +252,23 @@ impl Request {
         }
     }
 
+    /// What a stream of HTTP/2 or HTTP/3 carries of it (see [`crate::codec::head::outgoing`]).
+    pub(crate) fn message(&self) -> crate::codec::head::Message<'_> {
+        let (body, streamed) = match &self.body {
+            RequestBody::None => (None, false),
+            RequestBody::Bytes(b) => (Some(b), false),
+            RequestBody::Stream => (None, true),
+        };
+        crate::codec::head::Message {
+            head: &self.head,
+            framing: self.framing,
+            upgrade: self.upgrade,
+            expect_continue: self.expect_continue,
+            body,
+            streamed,
+        }
+    }
+
     /// An upgrade (a WebSocket's, say), which HTTP/3 cannot carry (its extended CONNECT,
     /// RFC 9220, is beyond the h3 crate): an origin that speaks HTTP/3 sends it over TCP.
     pub(crate) fn needs_tcp(&self) -> bool {

@@ -34,6 +34,31 @@ fn the_top_level_modules_have_no_circle() {
     }
 }
 
+/// The protocols meet only at the seam (`conn`, and `streams` for those that carry many
+/// streams): none imports another, the origin or the engine, and the seam imports none of
+/// them (issue 48: HTTP/3 once took its request mapping from HTTP/2). (The engine's context
+/// is left out: the protocols' tests use its testing kit, `ctx/testing.rs`.)
+#[test]
+fn the_protocols_know_only_the_seam_and_not_each_other() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let graph = top_level_graph(&src);
+    let above = ["h1", "h2", "h3", "origin", "engine"];
+    for module in ["h1", "h2", "h3", "conn", "streams"] {
+        let edges = graph
+            .get(module)
+            .unwrap_or_else(|| panic!("no module {module} read"));
+        let known: Vec<&str> = above
+            .iter()
+            .copied()
+            .filter(|m| *m != module && edges.contains(*m))
+            .collect();
+        assert!(
+            known.is_empty(),
+            "{module} imports {known:?} (its edges: {edges:?})"
+        );
+    }
+}
+
 #[test]
 fn the_files_have_no_circle_between_modules_side_by_side() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");

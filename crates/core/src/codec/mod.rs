@@ -1,6 +1,8 @@
-//! HTTP/1.1 wire format: request heads out, response heads and bodies in.
+//! HTTP/1.1 wire format: request heads out, response heads and bodies in; and a request's
+//! head in the terms of HTTP/2 and HTTP/3 ([`head`]).
 
 pub mod body;
+pub(crate) mod head;
 mod llhttp;
 pub mod request;
 pub mod response;

@@ -1,5 +1,6 @@
-//! What the protocols' unit tests share (`h1/tests.rs`, `h2/tests.rs`): a fake origin that
-//! connections of both protocols drive ([`Fake`], their [`Host`]), requests as the binding
+//! What the protocols' unit tests share (`h1/tests.rs`, `h2/tests.rs`, `h3/tests.rs`): a fake
+//! origin that connections of every protocol drive ([`Fake`], their [`Host`]; each protocol's
+//! tests add its sub-trait of it, as nothing here knows a protocol), requests as the binding
 //! submits them, a context whose events are recorded, a runtime as the engine's, and the
 //! events told in words.
 
@@ -15,7 +16,7 @@ use crate::backlog::{Backlog, Share};
 use crate::codec::request::{encode_head, HeadInput};
 use crate::conn::{ConnShared, Host};
 use crate::ctx::Ctx;
-use crate::direct::{Lanes, Limits, Mail};
+use crate::direct::{Lanes, Limits};
 use crate::error::Error;
 use crate::event::{Event, EventSink};
 use crate::request::{OriginConfig, Queued, ReqCtl, Request, RequestBody};
@@ -32,7 +33,8 @@ pub(crate) struct Fake {
     /// The connection as the origin sees it: what it reported, and how to wake or destroy it.
     pub shared: Rc<ConnShared>,
     pub cfg: Rc<OriginConfig>,
-    pub pipelining: Cell<usize>,
+    /// The origin's pipelining, which its HTTP/1.1 connection shares (`h1::Settings`).
+    pub pipelining: Rc<Cell<usize>>,
     pub lanes: Arc<Lanes>,
     pub queue: RefCell<VecDeque<Queued>>,
     /// Requests given back, in the order they were.
@@ -50,10 +52,10 @@ impl Fake {
         let rec = Recorder::default();
         let ctx = rec.ctx();
         Rc::new(Fake {
-            shared: Rc::new(ConnShared::new(ctx.next_conn_id())),
+            shared: Rc::new(ConnShared::new(ctx.next_conn_id(), false)),
             rec,
             ctx,
-            pipelining: Cell::new(cfg.pipelining),
+            pipelining: Rc::new(Cell::new(cfg.pipelining)),
             lanes: Arc::new(Lanes::new(
                 None,
                 Limits {
@@ -148,7 +150,6 @@ impl Host for Fake {
         self.queue.borrow_mut().push_front(q);
         Ok(())
     }
-    fn schedule(&self) {}
     fn settle(&self, id: u64) -> bool {
         self.ctx.settle(id)
     }
@@ -162,32 +163,10 @@ impl Host for Fake {
         (self.closing.get() && self.queue.borrow().is_empty()).then_some(Error::Destroyed)
     }
     fn detach(&self) {
-        self.detached.borrow_mut().push(self.shared.id);
+        self.detached.borrow_mut().push(self.shared.id());
     }
     fn gone(&self) {
-        self.gone.borrow_mut().push(self.shared.id);
-    }
-    fn cfg(&self) -> Rc<OriginConfig> {
-        self.cfg.clone()
-    }
-    fn pipelining(&self) -> usize {
-        self.pipelining.get()
-    }
-    fn lanes(&self) -> Arc<Lanes> {
-        self.lanes.clone()
-    }
-    fn open_for_direct(&self) -> bool {
-        // No caller writes to these connections: the lone-request path is direct.rs's.
-        false
-    }
-    fn register_mail(&self, m: &Mail) -> Rc<ReqCtl> {
-        self.ctx.register_mail(m)
-    }
-    fn max_streams(&self) -> usize {
-        match self.cfg.h2_by_pipelining {
-            true => self.pipelining.get().max(1),
-            false => usize::MAX,
-        }
+        self.gone.borrow_mut().push(self.shared.id());
     }
 }
 

@@ -5,6 +5,7 @@
 //! It is a hand-written future: one task polls writes, reads and its one timer, so no lock
 //! is ever held across I/O.
 
+use std::cell::Cell;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -18,8 +19,9 @@ use tokio::time::{Instant, Sleep};
 
 use super::dispatch::{Outbox, Pipeline};
 use super::io::{Buffered, READ_CHUNK, WHOLE_BODY_MAX, WRITE_HIGH_WATER};
+use super::{H1Host, Settings};
 use crate::codec::{read_response_head, BodyDecoder, Decoded, RawHeader};
-use crate::conn::{Age, Host, BUDGET};
+use crate::conn::{Age, BUDGET};
 use crate::direct::Lanes;
 use crate::error::{Error, SocketInfo};
 use crate::event::{Event, Shared};
@@ -66,10 +68,12 @@ enum TimerKind {
 
 /// An HTTP/1.1 connection, driving its origin through `host` (the origin's, or the unit
 /// tests' fake), which its [`Outbox`] holds too.
-pub(crate) struct Conn<H: Host> {
+pub(crate) struct Conn<H: H1Host> {
     host: Rc<H>,
     /// The origin's configuration when the connection was made.
     cfg: Rc<OriginConfig>,
+    /// The origin's pipelining now ([`crate::Engine::set_pipelining`] changes it).
+    pipelining: Rc<Cell<usize>>,
     io: Buffered,
     pipe: Pipeline,
     out: Outbox<H>,
@@ -111,13 +115,16 @@ pub(crate) struct Conn<H: Host> {
     generation: u64,
 }
 
-impl<H: Host> Conn<H> {
-    pub(crate) fn new(host: Rc<H>, io: Transport) -> Conn<H> {
-        let cfg = host.cfg();
+impl<H: H1Host> Conn<H> {
+    pub(crate) fn new(host: Rc<H>, io: Transport, settings: Settings) -> Conn<H> {
+        let Settings {
+            cfg,
+            pipelining,
+            lanes,
+        } = settings;
         let now = Instant::now();
         let addresses = io.addresses();
         let fd = io.raw_fd();
-        let lanes = host.lanes();
         let age = Age::new(cfg.connection_ttl);
         Conn {
             out: Outbox::new(host.clone()),
@@ -125,6 +132,7 @@ impl<H: Host> Conn<H> {
             host,
             keep_alive: cfg.keep_alive_timeout,
             cfg,
+            pipelining,
             io: Buffered::new(io),
             read: ReadState::Head,
             no_more: false,
@@ -152,7 +160,7 @@ impl<H: Host> Conn<H> {
     /// May `next` be written now, behind what is in flight?
     fn can_take(&self, next: &Request) -> bool {
         !(self.no_more || self.taken_last || self.closed)
-            && self.pipe.may_follow(next, self.host.pipelining())
+            && self.pipe.may_follow(next, self.pipelining.get())
     }
 
     /// Moves requests from the origin queue onto this connection while the rules allow.
@@ -184,7 +192,7 @@ impl<H: Host> Conn<H> {
         // undici 8 counts (undici 7 serves one more: its entry asks for `max + 1`).
         if req.reset
             || req.upgrade
-            || self.host.pipelining() == 0
+            || self.pipelining.get() == 0
             || max.is_some_and(|m| self.served >= m)
         {
             self.taken_last = true;
@@ -718,7 +726,7 @@ impl<H: Host> Conn<H> {
     }
 }
 
-impl<H: Host> Future for Conn<H> {
+impl<H: H1Host> Future for Conn<H> {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
@@ -763,7 +771,7 @@ impl<H: Host> Future for Conn<H> {
     }
 }
 
-impl<H: Host> Drop for Conn<H> {
+impl<H: H1Host> Drop for Conn<H> {
     /// The safety net for exactly-once settlement: whatever ends this connection,
     /// a panic included, every request it still carries is failed or retried.
     fn drop(&mut self) {

@@ -164,7 +164,7 @@ impl Pipeline {
         // A retry (taken again) is never told.
         out.push(Event::Connect {
             id: req.id,
-            conn: out.host().shared().id,
+            conn: out.host().conn_id(),
             told: std::mem::take(&mut req.connected),
         });
         self.queue.push_back(InFlight {

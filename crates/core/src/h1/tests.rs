@@ -14,14 +14,35 @@ use tokio::net::UnixStream;
 
 use super::dispatch::{Outbox, Pipeline};
 use super::io::Buffered;
-use super::Conn;
+use super::{Conn, H1Host, Settings};
 use crate::conn::ConnShared;
 use crate::ctx::testing::{self, get, request, rt, Fake, Recorder};
 use crate::ctx::Ctx;
+use crate::direct::Mail;
 use crate::error::Error;
 use crate::event::{Event, Shared};
 use crate::request::{OriginConfig, ReqCtl, Request, RequestBody};
 use crate::transport::Transport;
+
+/// HTTP/1.1's part of the fake origin.
+impl H1Host for Fake {
+    fn open_for_direct(&self) -> bool {
+        // No caller writes to these connections: the lone-request path is direct.rs's.
+        false
+    }
+    fn register_mail(&self, m: &Mail) -> Rc<ReqCtl> {
+        self.ctx.register_mail(m)
+    }
+}
+
+/// The HTTP/1.1 settings of the fake origin's connection, as the origin makes them.
+fn settings(fake: &Fake) -> Settings {
+    Settings {
+        cfg: fake.cfg.clone(),
+        pipelining: fake.pipelining.clone(),
+        lanes: fake.lanes.clone(),
+    }
+}
 
 /// A connection under test: its origin, its events, and the server's end of its socket.
 struct T {
@@ -42,7 +63,7 @@ fn cfg() -> OriginConfig {
 fn open(cfg: OriginConfig) -> T {
     let fake = Fake::new(cfg);
     let (ours, peer) = UnixStream::pair().unwrap();
-    let conn = Conn::new(fake.clone(), Transport::Unix(ours));
+    let conn = Conn::new(fake.clone(), Transport::Unix(ours), settings(&fake));
     tokio::task::spawn_local(conn);
     T {
         rec: fake.rec.clone(),
@@ -162,7 +183,7 @@ impl T {
             assert!(std::time::Instant::now() < deadline, "conn_gone not called");
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
-        assert_eq!(*self.fake.gone.borrow(), [self.shared.id]);
+        assert_eq!(*self.fake.gone.borrow(), [self.shared.id()]);
     }
 
     /// Answers request 1, the last its connection carries: it completes, the connection closes
@@ -710,8 +731,7 @@ fn destroy_fails_everything_and_closes() {
         t.submit(get(1, "/1"));
         t.submit(get(2, "/2"));
         t.wrote(2).await;
-        *t.shared.destroy.borrow_mut() = Some(Error::Destroyed);
-        t.shared.wake();
+        t.shared.destroy(Error::Destroyed);
         t.gone().await;
         assert_eq!(t.of(1), ["connect", "error Destroyed"]);
         assert_eq!(t.of(2), ["connect", "error Destroyed"]);
@@ -846,7 +866,7 @@ fn an_upgrade_hands_the_connection_over() {
                 ev.iter().any(|e| matches!(e, Event::Data { .. }))
             })
             .await;
-        assert_eq!(*t.fake.detached.borrow(), [t.shared.id]);
+        assert_eq!(*t.fake.detached.borrow(), [t.shared.id()]);
         assert_eq!(t.of(1), ["connect", "upgrade 101", "data"]);
         assert_eq!(t.body(1), "hi");
         // The origin hears of it first, before the caller gets the connection.
@@ -1148,7 +1168,7 @@ fn a_connect_answered_2xx_is_a_tunnel_and_an_aborted_tunnel_closes() {
             })
             .await;
         assert_eq!(t.of(1), ["connect", "upgrade 200"]);
-        assert_eq!(*t.fake.detached.borrow(), [t.shared.id]);
+        assert_eq!(*t.fake.detached.borrow(), [t.shared.id()]);
         t.abort(1);
         let deadline = std::time::Instant::now() + Duration::from_secs(5);
         while t.fake.gone.borrow().is_empty() {
@@ -1174,28 +1194,19 @@ fn the_connection_reports_what_it_carries_and_whether_it_takes_more() {
         t.submit(get(1, "/1"));
         t.submit(get(2, "/2"));
         t.wrote(2).await;
-        assert_eq!(
-            (t.shared.inflight.get(), t.shared.accepting.get()),
-            (2, true)
-        );
+        assert_eq!((t.shared.inflight(), t.shared.accepting()), (2, true));
         t.send(&ok("1")).await;
         t.settled(1).await;
         tokio::time::sleep(Duration::from_millis(10)).await;
-        assert_eq!(
-            (t.shared.inflight.get(), t.shared.accepting.get()),
-            (1, true)
-        );
+        assert_eq!((t.shared.inflight(), t.shared.accepting()), (1, true));
         t.send("HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 4\r\n\r\n")
             .await;
         t.headers(2).await;
         tokio::time::sleep(Duration::from_millis(10)).await;
-        assert_eq!(
-            (t.shared.inflight.get(), t.shared.accepting.get()),
-            (1, false)
-        );
+        assert_eq!((t.shared.inflight(), t.shared.accepting()), (1, false));
         t.send("done").await;
         t.gone().await;
-        assert_eq!(t.shared.inflight.get(), 0);
+        assert_eq!(t.shared.inflight(), 0);
     });
 }
 

@@ -13,13 +13,14 @@ use h2::client::{Connection, ResponseFuture, SendRequest};
 use h2::{Ping, PingPong, Reason, RecvStream, SendStream};
 use tokio::time::Instant;
 
-use super::head::{outgoing, raw_headers};
 use super::Settings;
+use crate::codec::head::{outgoing, raw_headers};
 use crate::codec::request::BodyFraming;
-use crate::conn::{extract, round_end, rounds, Age, Deadline, Host, Joined};
+use crate::conn::Age;
 use crate::error::{Error, Http2Info, SocketInfo};
 use crate::event::{Event, Shared};
 use crate::request::{Queued, ReqCtl, Request};
+use crate::streams::{extract, round_end, rounds, Deadline, Joined, StreamsHost};
 use crate::transport::Transport;
 
 /// Most bytes of one stream's received DATA frames taken in one round.
@@ -39,7 +40,7 @@ const MAX_GOAWAY_REPLAYS: u8 = 1;
 const BEFORE_SETTINGS: usize = usize::MAX - 1;
 
 /// Opens HTTP/2 over `io` (the client preface and SETTINGS) and runs the connection to its end.
-pub(crate) async fn run<H: Host>(host: Rc<H>, io: Transport, settings: Settings) {
+pub(crate) async fn run<H: StreamsHost>(host: Rc<H>, io: Transport, settings: Settings) {
     let addresses = io.addresses();
     let mut builder = h2::client::Builder::new();
     builder
@@ -222,7 +223,7 @@ struct Pinger {
     sent: Option<Instant>,
 }
 
-struct H2Conn<H: Host> {
+struct H2Conn<H: StreamsHost> {
     host: Rc<H>,
     settings: Settings,
     /// `None` once the connection takes no new stream.
@@ -258,7 +259,7 @@ struct H2Conn<H: Host> {
     addresses: (Option<SocketAddr>, Option<SocketAddr>),
 }
 
-impl<H: Host> H2Conn<H> {
+impl<H: StreamsHost> H2Conn<H> {
     fn new(
         host: Rc<H>,
         settings: Settings,
@@ -342,7 +343,7 @@ impl<H: Host> H2Conn<H> {
             // A retry (taken again) is never told.
             self.events.push(Event::Connect {
                 id: req.id,
-                conn: self.host.shared().id,
+                conn: self.host.conn_id(),
                 told: std::mem::take(&mut req.connected),
             });
             self.streams.push(Stream {
@@ -396,7 +397,7 @@ impl<H: Host> H2Conn<H> {
         }
         let s = &mut self.streams[i];
         let extended_connect = send.is_extended_connect_protocol_enabled();
-        let out = match outgoing(&s.req, self.settings.scheme, extended_connect) {
+        let out = match outgoing(&s.req.message(), self.settings.scheme, extended_connect) {
             Ok(o) => o,
             Err(e) => return Some(Outcome::Fail(e)),
         };
@@ -1126,7 +1127,7 @@ fn read_response(
     }
 }
 
-impl<H: Host> Future for H2Conn<H> {
+impl<H: StreamsHost> Future for H2Conn<H> {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
@@ -1159,7 +1160,7 @@ impl<H: Host> Future for H2Conn<H> {
     }
 }
 
-impl<H: Host> Drop for H2Conn<H> {
+impl<H: StreamsHost> Drop for H2Conn<H> {
     /// The safety net for exactly-once settlement: whatever ends this connection, a panic
     /// included, every request it still carries is failed or retried.
     fn drop(&mut self) {

@@ -4,17 +4,16 @@
 //! The connection is one hand-written future (as the HTTP/1.1 one): it drives the `h2`
 //! connection, opens, feeds and reads its streams, and runs their timers and its PINGs, all
 //! in one task, so no lock is held across I/O and every event of a poll goes out in one batch.
-//! It drives its origin through [`crate::conn::Host`], the seam HTTP/1.1's connections use too,
-//! generic over it (the origin's, or the unit tests' fake).
+//! It drives its origin through [`crate::streams::StreamsHost`] (the seam of every protocol,
+//! [`crate::conn::Host`], and what HTTP/2 and HTTP/3 need beyond it), generic over it (the
+//! origin's, or the unit tests' fake). A request's head is mapped to its stream's by
+//! [`crate::codec::head`], as HTTP/3's is.
 
 mod conn;
-mod head;
 
 use std::time::Duration;
 
 pub(crate) use conn::run;
-// The request model in HTTP terms, which HTTP/3 maps a request to as well.
-pub(crate) use head::{outgoing, raw_headers};
 
 use crate::backlog::CONN_LIMIT;
 use crate::request::OriginConfig;

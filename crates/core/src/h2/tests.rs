@@ -357,7 +357,7 @@ fn timeouts_and_aborts_fail_one_stream_only() {
         host.settled(5).await;
         assert_eq!(host.of(5), ["connect", "headers 200", "data", "complete 0"]);
         assert!(host.disconnected().is_none());
-        assert_eq!(host.shared.inflight.get(), 0);
+        assert_eq!(host.shared.inflight(), 0);
     });
 }
 
@@ -612,8 +612,7 @@ fn destroy_fails_everything_and_closes() {
                 == 2
         })
         .await;
-        *host.shared.destroy.borrow_mut() = Some(Error::Destroyed);
-        host.wake();
+        host.shared.destroy(Error::Destroyed);
         host.settled(1).await;
         host.settled(2).await;
         assert_eq!(host.error(1), Some(Error::Destroyed));

@@ -18,13 +18,15 @@ use bytes::{Buf, Bytes};
 use h3::error::{Code, ConnectionError, StreamError};
 use tokio::time::{Instant, Sleep};
 
+use super::H3Host;
 use super::{Quic, Settings};
+use crate::codec::head::{outgoing, raw_headers};
 use crate::codec::RawHeader;
-use crate::conn::{extract, round_end, rounds, Age, Deadline, Host, Joined};
+use crate::conn::Age;
 use crate::error::{Error, SocketInfo};
 use crate::event::{Event, Shared};
-use crate::h2::{outgoing, raw_headers};
 use crate::request::{Queued, ReqCtl, Request};
+use crate::streams::{extract, round_end, rounds, Deadline, Joined};
 
 type Driver = h3::client::Connection<h3_quinn::Connection, Bytes>;
 type Sender = h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>;
@@ -43,7 +45,7 @@ const HOLD: Duration = Duration::from_millis(1);
 const MAX_REJECTIONS: u8 = 1;
 
 /// Opens HTTP/3 on `quic` (its control streams and SETTINGS) and runs the connection to its end.
-pub(crate) async fn run<H: Host>(host: Rc<H>, quic: Quic, settings: Settings) {
+pub(crate) async fn run<H: H3Host>(host: Rc<H>, quic: Quic, settings: Settings) {
     let remote = quic.conn.remote_address();
     let local = quic.endpoint.local_addr().ok();
     let built = h3::client::builder()
@@ -110,7 +112,7 @@ impl Stream {
     }
 }
 
-struct H3Conn<H: Host> {
+struct H3Conn<H: H3Host> {
     host: Rc<H>,
     settings: Settings,
     driver: Driver,
@@ -133,7 +135,7 @@ struct H3Conn<H: Host> {
     addresses: (Option<SocketAddr>, Option<SocketAddr>),
 }
 
-impl<H: Host> H3Conn<H> {
+impl<H: H3Host> H3Conn<H> {
     fn new(
         host: Rc<H>,
         settings: Settings,
@@ -201,7 +203,7 @@ impl<H: Host> H3Conn<H> {
             ctl.proceed.set(!req.hold);
             self.common.events.borrow_mut().push(Event::Connect {
                 id: req.id,
-                conn: self.host.shared().id,
+                conn: self.host.conn_id(),
                 told: std::mem::take(&mut req.connected),
             });
             let id = req.id;
@@ -430,7 +432,7 @@ impl<H: Host> H3Conn<H> {
     }
 }
 
-impl<H: Host> Future for H3Conn<H> {
+impl<H: H3Host> Future for H3Conn<H> {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
@@ -455,7 +457,7 @@ impl<H: Host> Future for H3Conn<H> {
     }
 }
 
-impl<H: Host> Drop for H3Conn<H> {
+impl<H: H3Host> Drop for H3Conn<H> {
     /// The safety net for exactly-once settlement: whatever ends this connection, a panic
     /// included, every request it still carries is failed.
     fn drop(&mut self) {
@@ -519,7 +521,7 @@ async fn exchange(
     settings: Settings,
 ) -> Result<Option<Vec<RawHeader>>, Failure> {
     // (No upgrade comes here: the connection takes none, see `Request::needs_tcp`.)
-    let out = outgoing(&req, "https", false)?;
+    let out = outgoing(&req.message(), "https", false)?;
     let stream = match send.send_request(out.head).await {
         Ok(s) => s,
         // GOAWAY came: the request was not sent, and another connection takes it.

@@ -4,8 +4,9 @@
 //! [`connect`] opens the QUIC connection (a quinn client endpoint of its own on the engine's
 //! runtime, the origin's TLS configuration with ALPN `h3`: the same roots, verification and
 //! certificate errors as HTTP/1.1 and HTTP/2 over TLS); [`run`] drives it behind the same seam
-//! as the other protocols, [`crate::conn::Host`], generic over it (the origin's, or the unit
-//! tests' fake). An origin with `allowH3` chooses it for a new connection where it advertised
+//! as the other protocols, [`crate::conn::Host`], with what it shares with HTTP/2
+//! ([`crate::streams`]) and its own part ([`H3Host`]), generic over it (the origin's, or the
+//! unit tests' fake). An origin with `allowH3` chooses it for a new connection where it advertised
 //! HTTP/3 by `Alt-Svc` ([`alt_svc`]), or where `preferH3` asks for it, racing TCP ([`race`]).
 
 mod conn;
@@ -26,8 +27,16 @@ pub(crate) use conn::run;
 
 use crate::error::{Error, Result};
 use crate::request::OriginConfig;
+use crate::streams::StreamsHost;
 use crate::transport::tls::TlsConfig;
 use crate::transport::Connector;
+
+/// What an HTTP/3 connection needs of its origin beyond what HTTP/2's does.
+pub(crate) trait H3Host: StreamsHost {
+    /// The server refused the requests a connection sent in 0-RTT; its later connections wait
+    /// for their handshakes.
+    fn early_refused(&self);
+}
 
 /// An origin's HTTP/3 settings.
 #[derive(Debug, Clone)]
@@ -419,3 +428,10 @@ fn unquote(s: &str) -> Option<&str> {
 mod peer_tests;
 #[cfg(test)]
 mod tests;
+
+/// HTTP/3's part of the protocols' fake origin (`ctx/testing.rs`): a refused 0-RTT is
+/// nobody's news there.
+#[cfg(test)]
+impl H3Host for crate::ctx::testing::Fake {
+    fn early_refused(&self) {}
+}

@@ -1,20 +1,22 @@
-//! An origin as its connections' [`Host`], whatever their protocol: its queue, its lanes, and
-//! the engine's context (the event sink, the requests in flight, the backlog).
+//! An origin as its connections' [`Host`], whatever their protocol, and as each protocol's
+//! sub-trait of it ([`H1Host`], [`StreamsHost`], [`H3Host`]): its queue, its lanes, and the
+//! engine's context (the event sink, the requests in flight, the backlog).
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
-use std::sync::Arc;
 use std::task::Context;
 
 use super::Origin;
 use crate::backlog::Share;
 use crate::conn::{ConnShared, Host};
 use crate::ctx::Ctx;
-use crate::direct::{Lanes, Mail};
+use crate::direct::Mail;
 use crate::error::Error;
 use crate::event::Event;
-use crate::h3;
-use crate::request::{OriginConfig, Queued, ReqCtl, Request};
+use crate::h1::H1Host;
+use crate::h3::{self, H3Host};
+use crate::request::{Queued, ReqCtl, Request};
+use crate::streams::StreamsHost;
 
 /// What one connection drives its origin through.
 pub(crate) struct OriginHost {
@@ -94,11 +96,11 @@ impl Host for OriginHost {
     }
 
     fn take(&self, fits: &mut dyn FnMut(&Request) -> bool) -> Option<Queued> {
-        if self.shared.retired.get() {
+        if self.shared.retired() {
             return None;
         }
         let mut o = self.origin.try_borrow_mut().ok()?;
-        if !self.shared.h3.get() && o.h3_has_room() {
+        if !self.shared.is_h3() && o.h3_has_room() {
             // The origin's HTTP/3 connection takes what it can: over TCP only what it cannot.
             return o.next_request(|r| r.needs_tcp() && fits(r));
         }
@@ -112,10 +114,6 @@ impl Host for OriginHost {
         *q.ctl.conn.borrow_mut() = None;
         o.requeue(q);
         Ok(())
-    }
-
-    fn schedule(&self) {
-        Origin::schedule(&self.origin, &self.ctx);
     }
 
     fn settle(&self, id: u64) -> bool {
@@ -134,7 +132,7 @@ impl Host for OriginHost {
     }
 
     fn idle_close(&self) -> Option<Error> {
-        if self.shared.retired.get() {
+        if self.shared.retired() {
             return Some(Error::Info("the origin speaks HTTP/3".into()));
         }
         let origin = self.origin.try_borrow().ok()?;
@@ -146,25 +144,15 @@ impl Host for OriginHost {
     }
 
     fn detach(&self) {
-        Origin::detach(&self.origin, &self.ctx, self.shared.id);
+        Origin::detach(&self.origin, &self.ctx, self.shared.id());
     }
 
     fn gone(&self) {
-        Origin::conn_gone(&self.origin, &self.ctx, self.shared.id);
+        Origin::conn_gone(&self.origin, &self.ctx, self.shared.id());
     }
+}
 
-    fn cfg(&self) -> Rc<OriginConfig> {
-        self.origin.borrow().cfg.clone()
-    }
-
-    fn pipelining(&self) -> usize {
-        self.pipelining.get()
-    }
-
-    fn lanes(&self) -> Arc<Lanes> {
-        self.origin.borrow().lanes.clone()
-    }
-
+impl H1Host for OriginHost {
     fn open_for_direct(&self) -> bool {
         self.origin.try_borrow().is_ok_and(|o| o.open_for_direct())
     }
@@ -172,11 +160,11 @@ impl Host for OriginHost {
     fn register_mail(&self, m: &Mail) -> Rc<ReqCtl> {
         self.ctx.register_mail(m)
     }
+}
 
-    fn early_refused(&self) {
-        if let Ok(mut o) = self.origin.try_borrow_mut() {
-            o.early_refused();
-        }
+impl StreamsHost for OriginHost {
+    fn schedule(&self) {
+        Origin::schedule(&self.origin, &self.ctx);
     }
 
     fn max_streams(&self) -> usize {
@@ -184,6 +172,14 @@ impl Host for OriginHost {
             self.pipelining.get().max(1)
         } else {
             usize::MAX
+        }
+    }
+}
+
+impl H3Host for OriginHost {
+    fn early_refused(&self) {
+        if let Ok(mut o) = self.origin.try_borrow_mut() {
+            o.early_refused();
         }
     }
 }

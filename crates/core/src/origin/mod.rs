@@ -1,6 +1,8 @@
 //! An origin: its queue of requests not yet on a connection, and its connections, each of
 //! the protocol chosen for it when it was made ([`Protocol`]) and reached through
-//! [`ConnShared`] whatever that protocol is.
+//! [`ConnShared`] whatever that protocol is. It starts its connections through a [`Factory`]
+//! (the network's, [`Network`], or its unit tests' fake), which reports back through
+//! [`Origin::connected`] or [`Origin::connect_failed`]: its scheduling knows no socket.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -15,22 +17,24 @@ use crate::ctx::Ctx;
 use crate::direct::Lanes;
 use crate::error::Error;
 use crate::event::{Event, Shared};
-use crate::h1;
-use crate::h2;
 pub(crate) use crate::h3::Memories as H3Memories;
-use crate::h3::{self, AltSvc, Made};
+use crate::h3::{self, AltSvc};
 use crate::request::{OriginConfig, Queued, Request};
 use crate::transport::js::Opener;
-use crate::transport::{self, Transport};
+use crate::transport::Transport;
 use rustls::pki_types::ServerName;
 
+mod factory;
 mod host;
+#[cfg(test)]
+mod tests;
 
+pub(crate) use factory::{Factory, Network};
 use host::OriginHost;
 
 /// The protocol a connection speaks, chosen once it is made (see [`Protocol::choose`]).
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Protocol {
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Protocol {
     Http1,
     Http2,
     Http3,
@@ -75,6 +79,8 @@ pub(crate) struct Origin {
     /// HTTP/3 (`allowH3`), where the origin's route allows it: what the engine remembers of
     /// its host and port.
     h3: Option<h3::Memory>,
+    /// What starts its connections.
+    factory: Rc<dyn Factory>,
 }
 
 impl Origin {
@@ -106,6 +112,7 @@ impl Origin {
             expire_idle: Cell::new(false),
             destroyed: None,
             finished: false,
+            factory: Rc::new(Network),
         }
     }
 
@@ -129,11 +136,7 @@ impl Origin {
     /// Whether one of its HTTP/3 connections takes another request now.
     pub fn h3_has_room(&self) -> bool {
         // (An origin without HTTP/3 has none: no walk over its connections per request.)
-        self.h3.is_some()
-            && self
-                .conns
-                .iter()
-                .any(|c| c.h3.get() && !c.retired.get() && c.room.get().is_some_and(|r| r > 0))
+        self.h3.is_some() && self.conns.iter().any(|c| c.h3_has_room())
     }
 
     /// A request a connection gives back, to go first on another.
@@ -185,14 +188,11 @@ impl Origin {
                 Some((port, until))
             }
         };
-        if before.is_some() || o.h3_port().is_none() || o.conns.iter().any(|c| c.h3.get()) {
+        if before.is_some() || o.h3_port().is_none() || o.conns.iter().any(|c| c.is_h3()) {
             return;
         }
         o.lanes.retire();
-        for c in &o.conns {
-            c.retired.set(true);
-            c.wake();
-        }
+        o.conns.iter().for_each(|c| c.retire());
         drop(o);
         Origin::schedule(this, ctx);
     }
@@ -228,11 +228,8 @@ impl Origin {
             let ctl = ctx.register_mail(&m);
             // A connection takes itself off the list (and its mail with it) before it goes,
             // so it is still there.
-            match o.conns.iter().find(|c| c.id == m.conn) {
-                Some(c) => {
-                    c.adopted.borrow_mut().push((m, ctl));
-                    c.wake();
-                }
+            match o.conns.iter().find(|c| c.id() == m.conn) {
+                Some(c) => c.adopt(m, ctl),
                 None if ctx.settle(m.req.id) => ctx.emit(Event::Error {
                     id: m.req.id,
                     error: Error::socket("connection closed"),
@@ -281,8 +278,8 @@ impl Origin {
         // An upgrade at the front, which HTTP/3 cannot carry: a TCP connection takes it (and
         // nothing else goes before it), made for it if none is free; it counts against no limit.
         if o.h3.is_some() && o.queue.front().is_some_and(|q| q.req.needs_tcp()) {
-            let mut tcp = o.conns.iter().filter(|c| !c.h3.get() && !c.retired.get());
-            let free = tcp.any(|c| c.accepting.get() && c.inflight.get() == 0);
+            let mut tcp = o.conns.iter().filter(|c| !c.is_h3() && !c.retired());
+            let free = tcp.any(|c| c.free());
             o.conns.iter().for_each(|c| c.wake());
             let connecting = o.connecting_tcp > 0;
             drop(o);
@@ -295,13 +292,11 @@ impl Origin {
         // after many submissions arrived together), an HTTP/2 one as many as it has room
         // for; beyond them, open another connection.
         let mut idle = 0;
-        for c in o
-            .conns
-            .iter()
-            .filter(|c| c.accepting.get() && !c.retired.get())
-        {
-            idle += c.room.get().unwrap_or(usize::from(c.inflight.get() == 0));
-            c.wake();
+        for c in &o.conns {
+            if let Some(takes) = c.takes() {
+                idle += takes;
+                c.wake();
+            }
         }
         // As many as the queue needs and the limit allows: a burst that arrives in one batch
         // opens its connections together (as undici's pool makes a client per busy one).
@@ -309,7 +304,7 @@ impl Origin {
             .cfg
             .connections
             .max(1)
-            .saturating_sub(o.conns.iter().filter(|c| !c.retired.get()).count() + o.connecting);
+            .saturating_sub(o.conns.iter().filter(|c| !c.retired()).count() + o.connecting);
         let wanted = o.queue.len().saturating_sub(idle + o.connecting);
         drop(o);
         for _ in 0..room.min(wanted) {
@@ -317,135 +312,126 @@ impl Origin {
         }
     }
 
-    /// Opens a connection: HTTP/3 where the origin speaks it (racing TCP), unless `tcp_only`.
+    /// Opens a connection through its factory: HTTP/3 where the origin speaks it (racing
+    /// TCP), unless `tcp_only`.
     fn spawn_connect(this: &Rc<RefCell<Origin>>, ctx: &Rc<Ctx>, tcp_only: bool) {
-        this.borrow_mut().connecting += 1;
-        this.borrow_mut().connecting_tcp += usize::from(tcp_only);
-        ctx.emit(Event::Connecting {
-            origin: this.borrow().id,
+        let (origin, factory) = {
+            let mut o = this.borrow_mut();
+            o.connecting += 1;
+            o.connecting_tcp += usize::from(tcp_only);
+            (o.id, o.factory.clone())
+        };
+        ctx.emit(Event::Connecting { origin });
+        factory.start(this, ctx, tcp_only);
+    }
+
+    /// A connection it started is no longer on its way.
+    fn connect_done(&mut self, tcp_only: bool) {
+        self.connecting -= 1;
+        self.connecting_tcp -= usize::from(tcp_only);
+    }
+
+    /// A connection it started (`tcp_only` as started) was made and speaks `protocol`: it
+    /// counts among its connections, and runs with the host this returns. `None`: the origin
+    /// was destroyed meanwhile, and the connection is to be dropped.
+    pub(crate) fn connected(
+        this: &Rc<RefCell<Origin>>,
+        ctx: &Rc<Ctx>,
+        tcp_only: bool,
+        protocol: Protocol,
+    ) -> Option<Rc<OriginHost>> {
+        this.borrow_mut().connect_done(tcp_only);
+        if this.borrow().destroyed.is_some() {
+            Origin::check_finished(this, ctx);
+            return None;
+        }
+        let shared = Rc::new(ConnShared::new(
+            ctx.next_conn_id(),
+            protocol == Protocol::Http3,
+        ));
+        let origin = {
+            let mut o = this.borrow_mut();
+            o.conns.push(shared.clone());
+            o.id
+        };
+        ctx.emit(Event::Connected {
+            origin,
+            conn: shared.id(),
+            version: match protocol {
+                Protocol::Http1 => 1,
+                Protocol::Http2 => 2,
+                Protocol::Http3 => 3,
+            },
         });
-        let (this, ctx) = (this.clone(), ctx.clone());
-        tokio::task::spawn_local(async move {
-            let (cfg, js) = (this.borrow().cfg.clone(), this.borrow().js.clone());
-            let h3_port = this.borrow().h3_port().filter(|_| !tcp_only);
-            let early = cfg.h3_zero_rtt
-                && this
-                    .borrow()
-                    .h3
-                    .as_ref()
-                    .is_some_and(|h| !h.borrow().early_refused);
-            let result = match h3_port {
-                None => transport::connect(&*cfg, &js).await.map(Made::Tcp),
-                Some(port) => {
-                    let quic_cfg = cfg.clone();
-                    let quic = Box::pin(async move { h3::connect(&quic_cfg, port, early).await });
-                    let tcp = transport::connect(&*cfg, &js);
-                    let (made, quic) = h3::race(quic, tcp, h3::RACE_DELAY).await;
-                    let memory = this
-                        .borrow()
-                        .h3
-                        .clone()
-                        .expect("an origin that speaks HTTP/3");
-                    match quic {
-                        h3::QuicOutcome::Fine => {}
-                        h3::QuicOutcome::Failed => memory.borrow_mut().failed(),
-                        h3::QuicOutcome::Pending(attempt) => {
-                            let within = match cfg.connect_timeout.is_zero() {
-                                true => h3::PROBE_FOR,
-                                false => cfg.connect_timeout,
-                            };
-                            h3::probe(memory, attempt, within);
-                        }
-                    }
-                    made
-                }
-            };
-            this.borrow_mut().connecting -= 1;
-            this.borrow_mut().connecting_tcp -= usize::from(tcp_only);
-            let origin_id = this.borrow().id;
-            match result {
-                Ok(made) => {
-                    if this.borrow().destroyed.is_some() {
-                        return Origin::check_finished(&this, &ctx);
-                    }
-                    let shared = Rc::new(ConnShared::new(ctx.next_conn_id()));
-                    this.borrow_mut().conns.push(shared.clone());
-                    let protocol = match &made {
-                        Made::Quic(_) => Protocol::Http3,
-                        Made::Tcp(io) => Protocol::choose(&this.borrow().cfg, io),
-                    };
-                    shared.h3.set(protocol == Protocol::Http3);
-                    ctx.emit(Event::Connected {
-                        origin: origin_id,
-                        conn: shared.id,
-                        version: match protocol {
-                            Protocol::Http1 => 1,
-                            Protocol::Http2 => 2,
-                            Protocol::Http3 => 3,
-                        },
-                    });
-                    let host = Rc::new(OriginHost::new(ctx, this, shared));
-                    match (protocol, made) {
-                        (_, Made::Quic(quic)) => h3::run(host, quic, h3::Settings::new(&cfg)).await,
-                        (Protocol::Http2, Made::Tcp(io)) => {
-                            let secure = cfg.secure || cfg.tls.is_some();
-                            let settings = h2::Settings::new(&cfg, secure);
-                            h2::run(host, io, settings).await
-                        }
-                        (_, Made::Tcp(io)) => h1::Conn::new(host, io).await,
-                    }
-                }
-                // As undici: a failure after a destroy is nobody's news.
-                Err(_) if this.borrow().destroyed.is_some() => Origin::check_finished(&this, &ctx),
-                Err(error) => {
-                    let failed: Vec<Queued> = {
-                        let mut o = this.borrow_mut();
-                        if o.conns.is_empty() && o.connecting == 0 {
-                            // Nothing else can carry them: what waited for this connection fails.
-                            o.queue.drain(..).collect()
-                        } else if tcp_only {
-                            // The upgrades it was made for: no other connection takes them.
-                            let n = o.queue.iter().take_while(|q| q.req.needs_tcp()).count();
-                            o.queue.drain(..n).collect()
-                        } else {
-                            Vec::new()
-                        }
-                    };
-                    {
-                        // The connection's failure, then the requests it fails with the same
-                        // error; one push keeps them in one batch.
-                        let mut events = vec![Event::ConnectFailed {
-                            origin: origin_id,
-                            error: error.clone(),
-                        }];
-                        events.extend(failed.into_iter().filter(|q| ctx.settle(q.req.id)).map(
-                            |q| Event::Error {
-                                id: q.req.id,
-                                error: error.clone(),
-                                shared: Shared::WithPrevious,
-                            },
-                        ));
-                        ctx.publish(&mut events);
-                    }
-                    if tcp_only {
-                        Origin::schedule(&this, &ctx);
-                    }
-                    Origin::check_finished(&this, &ctx);
-                }
+        Some(Rc::new(OriginHost::new(ctx.clone(), this.clone(), shared)))
+    }
+
+    /// A connection it started (`tcp_only` as started) could not be made. What waited for it
+    /// fails with `error` where nothing else can carry it: the whole queue where the origin has
+    /// no other connection, made or on its way; the upgrades it was made for if `tcp_only`.
+    pub(crate) fn connect_failed(
+        this: &Rc<RefCell<Origin>>,
+        ctx: &Rc<Ctx>,
+        tcp_only: bool,
+        error: Error,
+    ) {
+        let origin = {
+            let mut o = this.borrow_mut();
+            o.connect_done(tcp_only);
+            o.id
+        };
+        // As undici: a failure after a destroy is nobody's news.
+        if this.borrow().destroyed.is_some() {
+            return Origin::check_finished(this, ctx);
+        }
+        let failed: Vec<Queued> = {
+            let mut o = this.borrow_mut();
+            if o.conns.is_empty() && o.connecting == 0 {
+                // Nothing else can carry them: what waited for this connection fails.
+                o.queue.drain(..).collect()
+            } else if tcp_only {
+                // The upgrades it was made for: no other connection takes them.
+                let n = o.queue.iter().take_while(|q| q.req.needs_tcp()).count();
+                o.queue.drain(..n).collect()
+            } else {
+                Vec::new()
             }
-        });
+        };
+        {
+            // The connection's failure, then the requests it fails with the same error; one
+            // push keeps them in one batch.
+            let mut events = vec![Event::ConnectFailed {
+                origin,
+                error: error.clone(),
+            }];
+            events.extend(
+                failed
+                    .into_iter()
+                    .filter(|q| ctx.settle(q.req.id))
+                    .map(|q| Event::Error {
+                        id: q.req.id,
+                        error: error.clone(),
+                        shared: Shared::WithPrevious,
+                    }),
+            );
+            ctx.publish(&mut events);
+        }
+        if tcp_only {
+            Origin::schedule(this, ctx);
+        }
+        Origin::check_finished(this, ctx);
     }
 
     /// A connection was upgraded: it no longer counts against the origin's connections.
     pub fn detach(this: &Rc<RefCell<Origin>>, ctx: &Rc<Ctx>, conn: u64) {
-        this.borrow_mut().conns.retain(|c| c.id != conn);
+        this.borrow_mut().conns.retain(|c| c.id() != conn);
         Origin::schedule(this, ctx);
     }
 
     /// A connection ended: forget it and find a home for what it gave back.
     pub fn conn_gone(this: &Rc<RefCell<Origin>>, ctx: &Rc<Ctx>, conn: u64) {
         if let Ok(mut o) = this.try_borrow_mut() {
-            o.conns.retain(|c| c.id != conn);
+            o.conns.retain(|c| c.id() != conn);
         }
         if this.try_borrow().is_ok() {
             Origin::schedule(this, ctx);
@@ -469,10 +455,7 @@ impl Origin {
         }
         o.lanes.retire();
         let error = Error::Info("servername changed".into());
-        for c in &o.conns {
-            *c.destroy.borrow_mut() = Some(error.clone());
-            c.wake();
-        }
+        o.conns.iter().for_each(|c| c.destroy(error.clone()));
     }
 
     pub fn destroy(this: &Rc<RefCell<Origin>>, ctx: &Rc<Ctx>, error: Error) {
@@ -482,10 +465,7 @@ impl Origin {
         // A connector that has not answered yet is not waited for.
         o.js.cancel(&error);
         let queued: Vec<Queued> = o.queue.drain(..).collect();
-        for c in &o.conns {
-            *c.destroy.borrow_mut() = Some(error.clone());
-            c.wake();
-        }
+        o.conns.iter().for_each(|c| c.destroy(error.clone()));
         drop(o);
         let mut events: Vec<Event> = queued
             .into_iter()

@@ -1,5 +1,6 @@
-//! The request model in HTTP/2 terms: a request's head becomes pseudo-headers and fields as
-//! undici sends them over HTTP/2, and received fields become raw headers.
+//! The request model in the terms of HTTP/2 and HTTP/3 (which map a request the same way): a
+//! request's head becomes pseudo-headers and fields as undici sends them over HTTP/2, and
+//! received fields become raw headers.
 //!
 //! A head is encoded once, before the engine knows which protocol its connection will speak;
 //! its parts (method, target, authority, the caller's fields) are read through
@@ -9,10 +10,22 @@ use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue};
 use http::{HeaderMap, Method, Uri, Version};
 
-use crate::codec::request::length_field;
+use crate::codec::request::{length_field, BodyFraming, Head};
 use crate::codec::RawHeader;
 use crate::error::{Error, Http2Info};
-use crate::request::{Request, RequestBody};
+
+/// What [`outgoing`] reads of a request (`crate::request::Request::message` lends it).
+pub(crate) struct Message<'a> {
+    pub head: &'a Head,
+    pub framing: BodyFraming,
+    /// An upgrade (a WebSocket's over HTTP/2) or a CONNECT.
+    pub upgrade: bool,
+    pub expect_continue: bool,
+    /// The body known at submit time (already unframed), if any.
+    pub body: Option<&'a Bytes>,
+    /// More body follows through the request's body pipe.
+    pub streamed: bool,
+}
 
 /// What goes out on a stream for a request.
 pub(crate) struct Outgoing {
@@ -44,11 +57,11 @@ fn forbidden(name: &[u8], value: &[u8], te_before: impl FnOnce() -> bool) -> boo
 /// server enabled RFC 8441's extended CONNECT (SETTINGS_ENABLE_CONNECT_PROTOCOL), which a
 /// WebSocket upgrade goes over, as undici 8 sends it.
 pub(crate) fn outgoing(
-    req: &Request,
+    req: &Message<'_>,
     scheme: &'static str,
     extended_connect: bool,
 ) -> Result<Outgoing, Error> {
-    let head = &req.head;
+    let head = req.head;
     let method_bytes = head.method();
     let mut connect = method_bytes == b"CONNECT";
     // A WebSocket upgrade: an extended CONNECT (:protocol websocket, with :path and :scheme).
@@ -117,16 +130,11 @@ pub(crate) fn outgoing(
         out.extensions_mut()
             .insert(h2::ext::Protocol::from_static("websocket"));
     }
-    let (body, streamed) = match &req.body {
-        RequestBody::None => (None, false),
-        RequestBody::Bytes(b) => (Some(b.clone()), false),
-        RequestBody::Stream => (None, true),
-    };
     Ok(Outgoing {
         head: out,
-        body: body.filter(|b| !b.is_empty()),
+        body: req.body.filter(|b| !b.is_empty()).cloned(),
         // A tunnel's bytes come through the body pipe once it is up.
-        streamed: streamed || connect,
+        streamed: req.streamed || connect,
         connect,
     })
 }
@@ -230,6 +238,12 @@ pub(crate) fn raw_headers(map: &HeaderMap) -> (Vec<RawHeader>, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::request::{Request, RequestBody};
+
+    /// `req` translated for a stream, as the connections do.
+    fn outgoing(req: &Request, scheme: &'static str, ext: bool) -> Result<Outgoing, Error> {
+        super::outgoing(&req.message(), scheme, ext)
+    }
 
     fn request(method: &str, path: &str, headers: &[&str], body: RequestBody) -> Request {
         crate::ctx::testing::request_to("example.test:8080", 1, method, path, headers, body)
