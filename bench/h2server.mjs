@@ -4,7 +4,7 @@
 import http2 from 'node:http2'
 
 const bodies = new Map()
-function bodyOf (size) {
+function bodyOf(size) {
   let b = bodies.get(size)
   if (b === undefined) {
     b = Buffer.alloc(size, 'saetta-bench-')
@@ -13,7 +13,7 @@ function bodyOf (size) {
   return b
 }
 
-function respond (stream, body) {
+function respond(stream, body) {
   if (stream.destroyed) return
   stream.respond({ ':status': 200, 'content-type': 'application/octet-stream', 'content-length': body.length })
   stream.end(body)

@@ -22,17 +22,20 @@ const EXAMPLE = 'bench_h3_server'
 const lastLine = (text) => text.trim().split('\n').filter(Boolean).at(-1) ?? ''
 
 /** The server binary, built quietly if need be: { bin } or { skip: reason }. */
-export function buildServer () {
+export function buildServer() {
   if (process.env.BENCH_H3_SERVER) return { bin: process.env.BENCH_H3_SERVER }
-  const r = spawnSync('cargo', ['build', '--release', '--quiet', '-p', 'saetta-core', '--example', EXAMPLE],
-    { cwd: root, encoding: 'utf8', stdio: ['ignore', 'ignore', 'pipe'] })
+  const r = spawnSync('cargo', ['build', '--release', '--quiet', '-p', 'saetta-core', '--example', EXAMPLE], {
+    cwd: root,
+    encoding: 'utf8',
+    stdio: ['ignore', 'ignore', 'pipe'],
+  })
   if (r.error) return { skip: `cannot run cargo (${r.error.message})` }
   if (r.status !== 0) return { skip: `cargo build --example ${EXAMPLE} failed: ${lastLine(r.stderr)}` }
   const target = process.env.CARGO_TARGET_DIR ?? path.join(root, 'target')
   return { bin: path.join(target, 'release', 'examples', EXAMPLE) }
 }
 
-function openssl (dir, args) {
+function openssl(dir, args) {
   const r = spawnSync('openssl', args, { cwd: dir, encoding: 'utf8', stdio: ['ignore', 'ignore', 'pipe'] })
   if (r.error) throw new Error(`cannot run openssl (${r.error.message})`)
   if (r.status !== 0) throw new Error(`openssl ${args[0]} failed: ${lastLine(r.stderr)}`)
@@ -42,15 +45,30 @@ function openssl (dir, args) {
  * A CA and a certificate for 127.0.0.1 and localhost it signs, in a new temporary directory:
  * { dir, ca (PEM), cert, key (paths) }.
  */
-export function makeCertificates () {
+export function makeCertificates() {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'saetta-bench-h3-'))
   try {
     const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes']
     openssl(dir, ['req', '-x509', ...ec, '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '2', '-subj', '/CN=saetta bench CA'])
     openssl(dir, ['req', ...ec, '-keyout', 'leaf.key', '-out', 'leaf.csr', '-subj', '/CN=localhost'])
     fs.writeFileSync(path.join(dir, 'leaf.ext'), 'subjectAltName=DNS:localhost,IP:127.0.0.1\n')
-    openssl(dir, ['x509', '-req', '-in', 'leaf.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial',
-      '-out', 'leaf.pem', '-days', '2', '-extfile', 'leaf.ext'])
+    openssl(dir, [
+      'x509',
+      '-req',
+      '-in',
+      'leaf.csr',
+      '-CA',
+      'ca.pem',
+      '-CAkey',
+      'ca.key',
+      '-CAcreateserial',
+      '-out',
+      'leaf.pem',
+      '-days',
+      '2',
+      '-extfile',
+      'leaf.ext',
+    ])
   } catch (err) {
     fs.rmSync(dir, { recursive: true, force: true })
     throw err
@@ -59,7 +77,7 @@ export function makeCertificates () {
 }
 
 /** Starts the server: { child, port } once it listens (it exits when its stdin closes). */
-export function startServer (bin, { cert, key }) {
+export function startServer(bin, { cert, key }) {
   return new Promise((resolve, reject) => {
     const child = spawn(bin, [cert, key], { stdio: ['pipe', 'pipe', 'inherit'] })
     let out = ''
@@ -67,7 +85,7 @@ export function startServer (bin, { cert, key }) {
     child.once('error', reject)
     child.once('exit', onExit)
     child.stdout.setEncoding('utf8')
-    child.stdout.on('data', function onData (chunk) {
+    child.stdout.on('data', function onData(chunk) {
       out += chunk
       const nl = out.indexOf('\n')
       if (nl === -1) return
@@ -84,10 +102,11 @@ export function startServer (bin, { cert, key }) {
 const setup = (netem) => `ip link set lo up && ip link set lo mtu 1500 && tc qdisc add dev lo root netem ${netem}`
 
 /** Null where a network namespace with `netem` can be made here, else why not (one line). */
-export function netemUnavailable (netem) {
+export function netemUnavailable(netem) {
   const r = spawnSync('unshare', ['-rn', 'sh', '-c', setup(netem)], { encoding: 'utf8', stdio: ['ignore', 'ignore', 'pipe'] })
   if (r.error) return `cannot run unshare (${r.error.message})`
-  if (r.status !== 0) return `\`unshare -rn\` + \`tc qdisc add dev lo root netem ${netem}\` failed: ${lastLine(r.stderr) || `status ${r.status}`}`
+  if (r.status !== 0)
+    return `\`unshare -rn\` + \`tc qdisc add dev lo root netem ${netem}\` failed: ${lastLine(r.stderr) || `status ${r.status}`}`
   return null
 }
 
@@ -95,11 +114,11 @@ export function netemUnavailable (netem) {
  * Runs this bench again (`--mode=h3`, the other flags kept) in a network namespace whose
  * loopback has `netem`, with the server binary `bin`: its exit status.
  */
-export function runInNetem (netem, bin) {
+export function runInNetem(netem, bin) {
   const args = [...process.argv.slice(1).filter((a) => !a.startsWith('--mode=')), '--mode=h3']
   const r = spawnSync('unshare', ['-rn', 'sh', '-c', `${setup(netem)} && exec "$@"`, 'sh', process.execPath, ...args], {
     stdio: 'inherit',
-    env: { ...process.env, BENCH_NETEM: netem, BENCH_H3_SERVER: bin, BENCH_MODE: 'h3' }
+    env: { ...process.env, BENCH_NETEM: netem, BENCH_H3_SERVER: bin, BENCH_MODE: 'h3' },
   })
   return r.status ?? 1
 }

@@ -20,7 +20,7 @@ const require = createRequire(import.meta.url)
 v8.setFlagsFromString('--expose-gc')
 const gc = vm.runInNewContext('gc')
 
-function load (lib, cfg) {
+function load(lib, cfg) {
   if (lib === 'node') return { node: true }
   return { [lib]: require(targets.libModules(cfg.undici)[lib]) }
 }
@@ -28,7 +28,7 @@ function load (lib, cfg) {
 let rows = []
 const byName = new Map()
 
-async function handle (msg, spec) {
+async function handle(msg, spec) {
   switch (msg.op) {
     case 'setup': {
       const out = []
@@ -68,7 +68,7 @@ process.on('message', (msg) => {
   }
   handle(msg, spec).then(
     (reply) => process.send({ ok: true, ...reply }),
-    (err) => process.send({ ok: false, error: String(err?.stack ?? err) })
+    (err) => process.send({ ok: false, error: String(err?.stack ?? err) }),
   )
 })
 process.on('disconnect', () => {

@@ -8,7 +8,7 @@
 import net from 'node:net'
 
 const responses = new Map()
-function responseOf (size) {
+function responseOf(size) {
   let r = responses.get(size)
   if (r === undefined) {
     const head = `HTTP/1.1 200 OK\r\ncontent-type: application/octet-stream\r\ncontent-length: ${size}\r\nkeep-alive: timeout=600\r\n\r\n`
@@ -19,7 +19,7 @@ function responseOf (size) {
 }
 
 /** Answers every whole request head in what `socket` reads (requests have no body). */
-function serve (socket) {
+function serve(socket) {
   socket.on('error', () => {})
   let pending = ''
   socket.setEncoding('latin1')

@@ -61,7 +61,7 @@ const require = createRequire(import.meta.url)
 const ALL_TARGETS = ['saetta', 'undici', 'node']
 const WORKLOADS = {
   '64k-1ms': { label: '64 KiB responses after a 1 ms server delay', path: '/?size=65536&delay=1' },
-  '64b': { label: '64-byte responses at once', path: '/?size=64' }
+  '64b': { label: '64-byte responses at once', path: '/?size=64' },
 }
 const LATENCY = { label: 'one request at a time on one connection, 64-byte responses', path: '/?size=64', apis: ['request', 'dispatch'] }
 const PROXY = { label: 'requests through an HTTP proxy, 64-byte responses', path: '/?size=64' }
@@ -71,7 +71,11 @@ const H2 = { apis: ['request', 'dispatch'], streams: 100, poolConnections: 4 }
 // delay and loss (each way, so twice the delay a round trip), fewer requests a row.
 const H3 = { apis: ['request', 'dispatch'], streams: 100, netem: 'delay 5ms loss 1%', netemRequests: 1000 }
 // The decompress interceptor over gzip: a text body of 64 KiB, about 18 KiB on the wire.
-const DECOMPRESS = { label: 'gzip responses of 64 KiB of text through the decompress interceptor', path: '/?size=65536&gzip=1', apis: ['request', 'dispatch'] }
+const DECOMPRESS = {
+  label: 'gzip responses of 64 KiB of text through the decompress interceptor',
+  path: '/?size=65536&gzip=1',
+  apis: ['request', 'dispatch'],
+}
 const MODES = ['all', 'throughput', 'latency', 'proxy', 'h2', 'h3', 'decompress', 'websocket', 'raw']
 // The raw origin's workloads (bench/rawserver.mjs): requests per row and round capped for the
 // large bodies (1 MiB x 4000 is 4 GiB a row).
@@ -80,23 +84,28 @@ const RAW = {
   workloads: [
     { label: '64-byte responses', path: '/?size=64' },
     { label: '64 KiB responses', path: '/?size=65536' },
-    { label: '1 MiB responses', path: '/?size=1048576', requests: 400 }
-  ]
+    { label: '1 MiB responses', path: '/?size=1048576', requests: 400 },
+  ],
 }
 // Messages per row and round: ten times the requests of a request row for small ones (each is
 // cheap), at most 1000 of 64 KiB.
 const WEBSOCKET = { sizes: [64, 64 * 1024], smallFactor: 10, largeMessages: 1000 }
 
-function listOpt (flags, flag, env, all) {
+function listOpt(flags, flag, env, all) {
   const raw = flags[flag] ?? process.env[env]
-  const list = raw ? raw.split(',').map((s) => s.trim()).filter(Boolean) : all
+  const list = raw
+    ? raw
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean)
+    : all
   for (const x of list) {
     if (!all.includes(x)) fail(`unknown ${flag} "${x}"; choose from ${all.join(',')}`)
   }
   return list
 }
 
-function parseArgs (argv) {
+function parseArgs(argv) {
   const flags = {}
   for (const arg of argv) {
     const m = /^--([a-z-]+)=(.*)$/.exec(arg)
@@ -106,13 +115,13 @@ function parseArgs (argv) {
   return flags
 }
 
-function fail (msg) {
+function fail(msg) {
   const err = new Error(msg)
   err.benchUsage = true
   throw err
 }
 
-function intOpt (flags, flag, env, dflt, min = 1) {
+function intOpt(flags, flag, env, dflt, min = 1) {
   const raw = flags[flag] ?? process.env[env]
   if (raw === undefined || raw === '') return dflt
   const n = Number(raw)
@@ -121,7 +130,7 @@ function intOpt (flags, flag, env, dflt, min = 1) {
 }
 
 /** One of `choices` (the first by default). */
-function choiceOpt (flags, flag, env, choices) {
+function choiceOpt(flags, flag, env, choices) {
   const raw = flags[flag] ?? process.env[env]
   if (raw === undefined || raw === '') return choices[0]
   if (!choices.includes(raw)) fail(`--${flag} / ${env} must be one of ${choices.join(', ')}, got ${raw}`)
@@ -132,19 +141,22 @@ function choiceOpt (flags, flag, env, choices) {
  * Runs this bench again on the Node.js `cfg.node` names, unless it runs there already: its
  * exit status, or null when it is the one to run.
  */
-function onChosenNode (cfg) {
+function onChosenNode(cfg) {
   if (cfg.node === 'current' || process.versions.node.split('.')[0] === cfg.node) return null
   const version = VERSIONS.find((v) => v.split('.')[0] === cfg.node)
   const r = spawnSync(nodeBinary(version), process.argv.slice(1), { stdio: 'inherit' })
   return r.status ?? 1
 }
 
-function readConfig () {
+function readConfig() {
   const flags = parseArgs(process.argv.slice(2))
   const targetsRaw = flags.only ?? process.env.BENCH_TARGETS
   const explicitTargets = targetsRaw !== undefined && targetsRaw !== ''
   const targets = explicitTargets
-    ? targetsRaw.split(',').map((s) => s.trim()).filter(Boolean)
+    ? targetsRaw
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean)
     : ALL_TARGETS
   for (const t of targets) {
     if (!ALL_TARGETS.includes(t)) fail(`unknown target "${t}"; choose from ${ALL_TARGETS.join(',')}`)
@@ -171,11 +183,11 @@ function readConfig () {
     node: choiceOpt(flags, 'node', 'BENCH_NODE', ['26', '24', '22', 'current']),
     undici: Number(choiceOpt(flags, 'undici', 'BENCH_UNDICI', ['8', '7'])),
     timeoutMs: intOpt({}, '', 'BENCH_TIMEOUT_MS', 120_000),
-    verbose: process.env.BENCH_VERBOSE === '1'
+    verbose: process.env.BENCH_VERBOSE === '1',
   }
 }
 
-function loadLibs (cfg) {
+function loadLibs(cfg) {
   const libs = {}
   const modules = libModules(cfg.undici)
   if (cfg.targets.includes('saetta')) {
@@ -183,11 +195,11 @@ function loadLibs (cfg) {
     try {
       libs.saetta = require(dist)
     } catch (err) {
-      const hint = cfg.explicitTargets
-        ? ''
-        : '\nTo bench without saetta, run with BENCH_TARGETS=undici,node (or --only=undici,node).'
-      fail(`cannot load saetta from ${dist}: ${err.message.split('\n')[0]}\n` +
-        `Run \`npm run build\` first (release build of the addon plus the TypeScript).${hint}`)
+      const hint = cfg.explicitTargets ? '' : '\nTo bench without saetta, run with BENCH_TARGETS=undici,node (or --only=undici,node).'
+      fail(
+        `cannot load saetta from ${dist}: ${err.message.split('\n')[0]}\n` +
+          `Run \`npm run build\` first (release build of the addon plus the TypeScript).${hint}`,
+      )
     }
     if (typeof libs.saetta.Pool !== 'function') fail(`${dist} does not export Pool`)
   }
@@ -200,7 +212,7 @@ function loadLibs (cfg) {
   return libs
 }
 
-function libVersion (name) {
+function libVersion(name) {
   try {
     return require(`${name === 'saetta' ? '..' : name}/package.json`).version
   } catch {
@@ -208,7 +220,7 @@ function libVersion (name) {
   }
 }
 
-function startServer (script = 'server.mjs') {
+function startServer(script = 'server.mjs') {
   return new Promise((resolve, reject) => {
     const child = fork(path.join(here, script), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
     const onExit = (code, signal) => reject(new Error(`bench ${script} exited early (code ${code}, signal ${signal})`))
@@ -227,7 +239,7 @@ function startServer (script = 'server.mjs') {
  * charged for collecting another's garbage (a library's heavy `fetch` row made its other rows
  * cost up to twice as much when they shared one).
  */
-function hosted (factory, opts, cfg) {
+function hosted(factory, opts, cfg) {
   const names = { saetta: {}, undici: {}, node: true }
   const libs = Object.fromEntries(cfg.targets.map((t) => [t, names[t]]))
   return targets[factory](libs, cfg, opts).map((r) => {
@@ -236,28 +248,29 @@ function hosted (factory, opts, cfg) {
   })
 }
 
-function startHost (spec) {
+function startHost(spec) {
   const child = fork(path.join(here, 'host.mjs'), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
   child.send(spec)
   let closing = null
-  const ask = (msg) => new Promise((resolve, reject) => {
-    const onExit = (code, signal) => reject(new Error(`bench host for ${spec.lib} exited (code ${code}, signal ${signal})`))
-    child.once('exit', onExit)
-    child.once('message', (reply) => {
-      child.off('exit', onExit)
-      if (reply.ok) resolve(reply)
-      else reject(new Error(reply.error))
+  const ask = (msg) =>
+    new Promise((resolve, reject) => {
+      const onExit = (code, signal) => reject(new Error(`bench host for ${spec.lib} exited (code ${code}, signal ${signal})`))
+      child.once('exit', onExit)
+      child.once('message', (reply) => {
+        child.off('exit', onExit)
+        if (reply.ok) resolve(reply)
+        else reject(new Error(reply.error))
+      })
+      child.send(msg)
     })
-    child.send(msg)
-  })
   return {
     ask,
     close: () => (closing ??= ask({ op: 'close' }).then(() => {})),
-    kill: () => stopServer(child)
+    kill: () => stopServer(child),
   }
 }
 
-function stopServer (child) {
+function stopServer(child) {
   if (!child || child.exitCode !== null || child.signalCode !== null) return
   child.kill('SIGTERM')
   if (child.connected) child.disconnect()
@@ -277,7 +290,7 @@ const minorGc = (() => {
   }
 })()
 
-function withTimeout (promise, ms, what) {
+function withTimeout(promise, ms, what) {
   let timer
   const timeout = new Promise((_resolve, reject) => {
     timer = setTimeout(() => reject(new Error(`${what} did not finish within ${ms} ms (BENCH_TIMEOUT_MS)`)), ms)
@@ -285,7 +298,7 @@ function withTimeout (promise, ms, what) {
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer))
 }
 
-async function measure (row, n, cfg, expectBytes) {
+async function measure(row, n, cfg, expectBytes) {
   if (row.host) return withTimeout(row.host.ask({ op: 'run', name: row.name, n, expect: expectBytes }), cfg.timeoutMs, row.name)
   minorGc()
   const cpu0 = process.cpuUsage()
@@ -303,7 +316,7 @@ async function measure (row, n, cfg, expectBytes) {
  * Seconds a process's main thread has spent on a CPU so far (/proc/<pid>/schedstat: the
  * thread-group leader's run time in ns), or NaN where that cannot be read.
  */
-function mainThreadCpu (pid) {
+function mainThreadCpu(pid) {
   try {
     return Number(fs.readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[0]) / 1e9
   } catch {
@@ -312,7 +325,7 @@ function mainThreadCpu (pid) {
 }
 
 /** `measure`, with the busiest of `cfg.servers`' main threads' share of the run's wall time. */
-async function measureWithServers (row, n, cfg, expectBytes) {
+async function measureWithServers(row, n, cfg, expectBytes) {
   const pids = cfg.servers ?? []
   const before = pids.map(mainThreadCpu)
   const t0 = process.hrtime.bigint()
@@ -322,37 +335,40 @@ async function measureWithServers (row, n, cfg, expectBytes) {
   return { ...result, busy: busy.length > 0 ? Math.max(...busy) : NaN }
 }
 
-function median (xs) {
+function median(xs) {
   const s = [...xs].sort((a, b) => a - b)
   const m = s.length >> 1
   return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2
 }
 
-function percentile (sorted, p) {
+function percentile(sorted, p) {
   return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]
 }
 
 const fmtInt = (x) => Math.round(x).toLocaleString('en-US')
 const fmtRatio = (x) => `${x.toFixed(2)}x`
 
-
-function printTable (header, right, lines) {
+function printTable(header, right, lines) {
   const widths = header.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i].length)))
-  const fmt = (cells) => cells.map((c, i) => (right[i] ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join('  ').trimEnd()
+  const fmt = (cells) =>
+    cells
+      .map((c, i) => (right[i] ? c.padStart(widths[i]) : c.padEnd(widths[i])))
+      .join('  ')
+      .trimEnd()
   console.log(fmt(header))
   console.log(widths.map((w) => '-'.repeat(w)).join('  '))
   for (const l of lines) console.log(fmt(l))
 }
 
 /** pick(row) over pick(its undici row), or the marker when there is none. */
-function versus (rows, row, pick) {
+function versus(rows, row, pick) {
   const base = baselineOf(row)
   if (base === null) return 'baseline'
   const b = rows.find((r) => r.name === base)
   return b ? fmtRatio(pick(row) / pick(b)) : 'n/a'
 }
 
-function printThroughput (rows) {
+function printThroughput(rows) {
   for (const r of rows) {
     r.rps = median(r.results.map((x) => x.rps))
     r.cpu = median(r.results.map((x) => x.cpuUs))
@@ -363,16 +379,23 @@ function printThroughput (rows) {
     [false, true, true, true, true, true, true],
     rows.map((r) => {
       const all = r.results.map((x) => x.rps)
-      return [r.name, fmtInt(r.rps), `${fmtInt(Math.min(...all))}–${fmtInt(Math.max(...all))}`,
-        versus(rows, r, (x) => x.rps), r.cpu.toFixed(1), versus(rows, r, (x) => x.cpu),
-        Number.isNaN(r.busy) ? 'n/a' : `${Math.round(r.busy * 100)}%`]
-    })
+      return [
+        r.name,
+        fmtInt(r.rps),
+        `${fmtInt(Math.min(...all))}–${fmtInt(Math.max(...all))}`,
+        versus(rows, r, (x) => x.rps),
+        r.cpu.toFixed(1),
+        versus(rows, r, (x) => x.cpu),
+        Number.isNaN(r.busy) ? 'n/a' : `${Math.round(r.busy * 100)}%`,
+      ]
+    }),
   )
   const [ours, nodes] = ['saetta fetch', 'node fetch'].map((name) => rows.find((r) => r.name === name))
-  if (ours && nodes) console.log(`saetta fetch vs Node's global fetch: ${fmtRatio(ours.rps / nodes.rps)} req/s, ${fmtRatio(ours.cpu / nodes.cpu)} CPU`)
+  if (ours && nodes)
+    console.log(`saetta fetch vs Node's global fetch: ${fmtRatio(ours.rps / nodes.rps)} req/s, ${fmtRatio(ours.cpu / nodes.cpu)} CPU`)
 }
 
-function printLatency (rows) {
+function printLatency(rows) {
   for (const r of rows) {
     const sorted = r.samples.sort((a, b) => a - b)
     r.p50 = percentile(sorted, 0.5)
@@ -381,12 +404,12 @@ function printLatency (rows) {
   printTable(
     ['row', 'p50 µs', 'p99 µs', 'p50 vs undici', 'p99 vs undici'],
     [false, true, true, true, true],
-    rows.map((r) => [r.name, r.p50.toFixed(0), r.p99.toFixed(0), versus(rows, r, (x) => x.p50), versus(rows, r, (x) => x.p99)])
+    rows.map((r) => [r.name, r.p50.toFixed(0), r.p99.toFixed(0), versus(rows, r, (x) => x.p50), versus(rows, r, (x) => x.p99)]),
   )
 }
 
 /** Sets rows up on `origin`, checks every body has the same size, warms them up. */
-async function prepare (rows, origin, cfg, warmup) {
+async function prepare(rows, origin, cfg, warmup) {
   let bodySize
   const probes = new Map()
   for (const host of new Set(rows.map((r) => r.host).filter(Boolean))) {
@@ -410,7 +433,7 @@ async function prepare (rows, origin, cfg, warmup) {
  * comparable): in a fixed order each row would always follow the same neighbour and pay for
  * what that one leaves behind (old-generation garbage, cold caches).
  */
-async function interleave (rows, cfg, run) {
+async function interleave(rows, cfg, run) {
   let seed = 0x5ae77a
   const random = () => {
     seed = (Math.imul(seed, 1103515245) + 12345) & 0x7fffffff
@@ -426,7 +449,7 @@ async function interleave (rows, cfg, run) {
   }
 }
 
-async function throughput (rows, origin, cfg) {
+async function throughput(rows, origin, cfg) {
   const bodySize = await prepare(rows, origin, cfg, async (row, size) => {
     if (cfg.warmup > 0) await measure(row, cfg.warmup, cfg, size)
   })
@@ -440,17 +463,20 @@ async function throughput (rows, origin, cfg) {
 }
 
 /** The throughput rows, then each saetta HTTP/3 row against saetta's HTTP/2 row beside it. */
-async function throughputH3 (rows, origin, cfg) {
+async function throughputH3(rows, origin, cfg) {
   await throughput(rows, origin, cfg)
-  const pairs = rows.filter((r) => r.lib === 'saetta' && r.variant === ', h3').map((r) => {
-    const h2 = rows.find((x) => x.name === `saetta ${r.api}, h2`)
-    return h2 && `${r.api} ${fmtRatio(r.rps / h2.rps)} req/s, ${fmtRatio(r.cpu / h2.cpu)} CPU`
-  }).filter(Boolean)
+  const pairs = rows
+    .filter((r) => r.lib === 'saetta' && r.variant === ', h3')
+    .map((r) => {
+      const h2 = rows.find((x) => x.name === `saetta ${r.api}, h2`)
+      return h2 && `${r.api} ${fmtRatio(r.rps / h2.rps)} req/s, ${fmtRatio(r.cpu / h2.cpu)} CPU`
+    })
+    .filter(Boolean)
   if (pairs.length > 0) console.log(`saetta over HTTP/3 vs saetta over HTTP/2: ${pairs.join('; ')}`)
 }
 
 /** The HTTP/3 origin's binary and certificates: { bin, certs }, or { skip: reason }. */
-function h3Origin () {
+function h3Origin() {
   const built = h3.buildServer()
   if (built.skip) return built
   try {
@@ -460,7 +486,7 @@ function h3Origin () {
   }
 }
 
-async function latency (rows, origin, cfg) {
+async function latency(rows, origin, cfg) {
   const perRound = Math.max(1, Math.ceil(cfg.latencyRequests / cfg.rounds))
   const sequential = async (row, n, samples) => {
     for (let i = 0; i < n; i++) {
@@ -476,7 +502,7 @@ async function latency (rows, origin, cfg) {
   printLatency(rows)
 }
 
-async function main () {
+async function main() {
   const cfg = readConfig()
   const status = onChosenNode(cfg)
   if (status !== null) process.exit(status)
@@ -486,8 +512,10 @@ async function main () {
   // (BENCH_NETEM: this is the HTTP/3 rows' run in a network namespace, which printed these.)
   if (!process.env.BENCH_NETEM) {
     console.log(`machine: ${cpus[0]?.model?.trim() ?? 'unknown cpu'}, ${cpus.length} cores, ${os.platform()} ${os.arch()}`)
-    console.log(`node ${process.version}, undici ${libVersion(libModules(cfg.undici).undici)}` +
-      (libs.saetta ? `, saetta ${libVersion('saetta')}${cfg.undici === 7 ? ' (saetta/undici7)' : ''}` : ''))
+    console.log(
+      `node ${process.version}, undici ${libVersion(libModules(cfg.undici).undici)}` +
+        (libs.saetta ? `, saetta ${libVersion('saetta')}${cfg.undici === 7 ? ' (saetta/undici7)' : ''}` : ''),
+    )
   }
 
   let server
@@ -505,7 +533,9 @@ async function main () {
         else row.destroy()
       } catch (err) {
         console.error(`warning: ${err.message}`)
-        try { row.destroy() } catch {}
+        try {
+          row.destroy()
+        } catch {}
       }
     }
     live = []
@@ -538,34 +568,55 @@ async function main () {
     }
     if (cfg.mode === 'all' || cfg.mode === 'throughput') {
       for (const w of cfg.workloads) {
-        await phase(`throughput: ${w.label} (GET ${w.path}); Pool of ${cfg.connections} connections, pipelining ${cfg.pipelining} ` +
-          `(node:http maxSockets ${cfg.connections}); batches of ${cfg.parallel}; ${cfg.rounds} rounds × ${cfg.requests} requests per row`,
-        hosted('makeRows', { path: w.path }, cfg), throughput)
+        await phase(
+          `throughput: ${w.label} (GET ${w.path}); Pool of ${cfg.connections} connections, pipelining ${cfg.pipelining} ` +
+            `(node:http maxSockets ${cfg.connections}); batches of ${cfg.parallel}; ${cfg.rounds} rounds × ${cfg.requests} requests per row`,
+          hosted('makeRows', { path: w.path }, cfg),
+          throughput,
+        )
       }
     }
     if (cfg.mode === 'all' || cfg.mode === 'latency') {
-      await phase(`latency: ${LATENCY.label} (GET ${LATENCY.path}); ${cfg.rounds} rounds, ${cfg.latencyRequests} requests per row`,
-        makeRows(libs, cfg, { path: LATENCY.path, apis: LATENCY.apis.filter((a) => cfg.apis.includes(a)), single: true }), latency)
+      await phase(
+        `latency: ${LATENCY.label} (GET ${LATENCY.path}); ${cfg.rounds} rounds, ${cfg.latencyRequests} requests per row`,
+        makeRows(libs, cfg, { path: LATENCY.path, apis: LATENCY.apis.filter((a) => cfg.apis.includes(a)), single: true }),
+        latency,
+      )
     }
     if ((cfg.mode === 'all' || cfg.mode === 'proxy') && cfg.apis.includes('request') && (libs.saetta || libs.undici)) {
       proxy = await startServer('proxy.mjs')
-      await phase(`proxy: ${PROXY.label} (GET ${PROXY.path}); ProxyAgent, the CONNECT rows with a Pool of ${cfg.connections} connections, pipelining ${cfg.pipelining} ` +
-        `per origin; batches of ${cfg.parallel}; ${cfg.rounds} rounds × ${cfg.requests} requests per row`,
-      hosted('proxyRows', { path: PROXY.path, proxy: `http://127.0.0.1:${proxy.port}` }, cfg), throughput, origin, cfg, [proxy, server])
+      await phase(
+        `proxy: ${PROXY.label} (GET ${PROXY.path}); ProxyAgent, the CONNECT rows with a Pool of ${cfg.connections} connections, pipelining ${cfg.pipelining} ` +
+          `per origin; batches of ${cfg.parallel}; ${cfg.rounds} rounds × ${cfg.requests} requests per row`,
+        hosted('proxyRows', { path: PROXY.path, proxy: `http://127.0.0.1:${proxy.port}` }, cfg),
+        throughput,
+        origin,
+        cfg,
+        [proxy, server],
+      )
     }
     const zapis = DECOMPRESS.apis.filter((a) => cfg.apis.includes(a))
     if ((cfg.mode === 'all' || cfg.mode === 'decompress') && zapis.length > 0 && (libs.saetta || libs.undici)) {
-      await phase(`decompress: ${DECOMPRESS.label} (GET ${DECOMPRESS.path}); Pool of ${cfg.connections} connections, pipelining ${cfg.pipelining} ` +
-        `composed with interceptors.decompress(); batches of ${cfg.parallel}; ${cfg.rounds} rounds × ${cfg.requests} requests per row`,
-      hosted('decompressRows', { path: DECOMPRESS.path, apis: zapis }, cfg), throughput)
+      await phase(
+        `decompress: ${DECOMPRESS.label} (GET ${DECOMPRESS.path}); Pool of ${cfg.connections} connections, pipelining ${cfg.pipelining} ` +
+          `composed with interceptors.decompress(); batches of ${cfg.parallel}; ${cfg.rounds} rounds × ${cfg.requests} requests per row`,
+        hosted('decompressRows', { path: DECOMPRESS.path, apis: zapis }, cfg),
+        throughput,
+      )
     }
     const h2apis = H2.apis.filter((a) => cfg.apis.includes(a))
     if ((cfg.mode === 'all' || cfg.mode === 'h2') && h2apis.length > 0) {
       h2server = await startServer('h2server.mjs')
       for (const w of cfg.workloads) {
-        await phase(`HTTP/2 (h2c): ${w.label} (GET ${w.path}); one connection with ${H2.streams} streams in flight, then a Pool of ` +
-          `${H2.poolConnections} (node:http2: as many sessions); batches of ${cfg.parallel}; ${cfg.rounds} rounds × ${cfg.requests} requests per row`,
-        hosted('h2Rows', { path: w.path, apis: h2apis, ...H2 }, cfg), throughput, `http://127.0.0.1:${h2server.port}`, cfg, [h2server])
+        await phase(
+          `HTTP/2 (h2c): ${w.label} (GET ${w.path}); one connection with ${H2.streams} streams in flight, then a Pool of ` +
+            `${H2.poolConnections} (node:http2: as many sessions); batches of ${cfg.parallel}; ${cfg.rounds} rounds × ${cfg.requests} requests per row`,
+          hosted('h2Rows', { path: w.path, apis: h2apis, ...H2 }, cfg),
+          throughput,
+          `http://127.0.0.1:${h2server.port}`,
+          cfg,
+          [h2server],
+        )
       }
     }
     const h3apis = H3.apis.filter((a) => cfg.apis.includes(a))
@@ -578,12 +629,20 @@ async function main () {
         h3certs = h3o.certs
         h3server = await h3.startServer(h3o.bin, h3certs)
         const at = `https://127.0.0.1:${h3server.port}`
-        const c = netem ? { ...cfg, requests: Math.min(cfg.requests, H3.netemRequests), warmup: Math.min(cfg.warmup, H3.netemRequests) } : cfg
+        const c = netem
+          ? { ...cfg, requests: Math.min(cfg.requests, H3.netemRequests), warmup: Math.min(cfg.warmup, H3.netemRequests) }
+          : cfg
         for (const w of cfg.workloads) {
-          await phase(`HTTP/3 ${netem ? `with netem ${netem} (a network namespace's loopback, MTU 1500)` : 'on loopback'}: ${w.label} (GET ${w.path}); ` +
-            `saetta over HTTP/3 (allowH3, preferH3) and HTTP/2, undici over HTTP/2 (allowH2), TLS to bench/h3.mjs's Rust origin; ` +
-            `one connection with ${H3.streams} streams in flight; batches of ${cfg.parallel}; ${c.rounds} rounds × ${c.requests} requests per row`,
-          hosted('h3Rows', { path: w.path, apis: h3apis, streams: H3.streams, ca: h3certs.ca }, c), throughputH3, at, c, [h3server])
+          await phase(
+            `HTTP/3 ${netem ? `with netem ${netem} (a network namespace's loopback, MTU 1500)` : 'on loopback'}: ${w.label} (GET ${w.path}); ` +
+              `saetta over HTTP/3 (allowH3, preferH3) and HTTP/2, undici over HTTP/2 (allowH2), TLS to bench/h3.mjs's Rust origin; ` +
+              `one connection with ${H3.streams} streams in flight; batches of ${cfg.parallel}; ${c.rounds} rounds × ${c.requests} requests per row`,
+            hosted('h3Rows', { path: w.path, apis: h3apis, streams: H3.streams, ca: h3certs.ca }, c),
+            throughputH3,
+            at,
+            c,
+            [h3server],
+          )
         }
         if (!netem) {
           const why = h3.netemUnavailable(H3.netem)
@@ -598,15 +657,26 @@ async function main () {
       const at = `http://127.0.0.1:${rawserver.port}`
       for (const w of RAW.workloads) {
         const requests = Math.min(cfg.requests, w.requests ?? cfg.requests)
-        await phase(`raw origin: ${w.label} (GET ${w.path}) from node:net answering each head with a precomputed response, setNoDelay(true); ` +
-          `Pool of ${cfg.connections} connections, pipelining ${cfg.pipelining}; batches of ${cfg.parallel}; ${cfg.rounds} rounds × ${requests} requests per row; ` +
-          'node:net read loop: the same requests on as many plain sockets, responses counted by length (the copy floor)',
-        hosted('rawRows', { path: w.path, apis: rawApis }, cfg), throughput, at, { ...cfg, requests, warmup: Math.min(cfg.warmup, requests) }, [rawserver])
+        await phase(
+          `raw origin: ${w.label} (GET ${w.path}) from node:net answering each head with a precomputed response, setNoDelay(true); ` +
+            `Pool of ${cfg.connections} connections, pipelining ${cfg.pipelining}; batches of ${cfg.parallel}; ${cfg.rounds} rounds × ${requests} requests per row; ` +
+            'node:net read loop: the same requests on as many plain sockets, responses counted by length (the copy floor)',
+          hosted('rawRows', { path: w.path, apis: rawApis }, cfg),
+          throughput,
+          at,
+          { ...cfg, requests, warmup: Math.min(cfg.warmup, requests) },
+          [rawserver],
+        )
       }
       const nagle = RAW.workloads[0]
-      await phase(`raw origin without setNoDelay (Nagle's algorithm on at the origin): ${nagle.label}, dispatch; as above`,
-        hosted('rawRows', { path: nagle.path, apis: ['dispatch'], variant: ', origin without nodelay', floor: false }, cfg), throughput,
-        `http://127.0.0.1:${rawserver.nagle}`, cfg, [rawserver])
+      await phase(
+        `raw origin without setNoDelay (Nagle's algorithm on at the origin): ${nagle.label}, dispatch; as above`,
+        hosted('rawRows', { path: nagle.path, apis: ['dispatch'], variant: ', origin without nodelay', floor: false }, cfg),
+        throughput,
+        `http://127.0.0.1:${rawserver.nagle}`,
+        cfg,
+        [rawserver],
+      )
     }
     if (cfg.mode === 'all' || cfg.mode === 'websocket') {
       wsserver = await startServer('wsserver.mjs')
@@ -615,9 +685,15 @@ async function main () {
         const messages = size >= 64 * 1024 ? Math.min(cfg.requests, WEBSOCKET.largeMessages) : cfg.requests * WEBSOCKET.smallFactor
         const rows = webSocketRows(libs, { size })
         for (const row of rows) await withTimeout(row.open(url), cfg.timeoutMs, `${row.name} open`)
-        await phase(`WebSocket: binary messages of ${size} bytes echoed by a \`ws\` server (no compression), one connection each, ` +
-          `${cfg.parallel} in flight; ${cfg.rounds} rounds × ${messages} messages per row (req/s: messages echoed per second)`,
-        rows, throughput, url, { ...cfg, requests: messages, warmup: Math.min(cfg.warmup, messages) }, [wsserver])
+        await phase(
+          `WebSocket: binary messages of ${size} bytes echoed by a \`ws\` server (no compression), one connection each, ` +
+            `${cfg.parallel} in flight; ${cfg.rounds} rounds × ${messages} messages per row (req/s: messages echoed per second)`,
+          rows,
+          throughput,
+          url,
+          { ...cfg, requests: messages, warmup: Math.min(cfg.warmup, messages) },
+          [wsserver],
+        )
       }
     }
     ok = true

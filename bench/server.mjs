@@ -14,7 +14,7 @@ const DEFAULT_DELAY = intEnv('BENCH_DELAY_MS', 0)
 
 // Bodies are precomputed once per size so the server does no per-request allocation.
 const bodies = new Map()
-function bodyOf (size) {
+function bodyOf(size) {
   let b = bodies.get(size)
   if (b === undefined) {
     b = Buffer.alloc(size, 'saetta-bench-')
@@ -27,15 +27,37 @@ bodyOf(DEFAULT_SIZE)
 // Gzipped text bodies, precomputed too: words of a small vocabulary in a fixed pseudo-random
 // order, which compresses about as well as JSON or HTML does (3-4x), not as a repeated string.
 const gzipped = new Map()
-function gzipOf (size) {
+function gzipOf(size) {
   let b = gzipped.get(size)
   if (b === undefined) {
-    const words = ['saetta', 'undici', 'request', 'stream', 'header', 'body', 'socket', 'pool', 'agent', 'client',
-      'dispatch', 'pipeline', 'chunk', 'value', 'status', 'origin', 'token', 'frame', 'window', 'buffer']
+    const words = [
+      'saetta',
+      'undici',
+      'request',
+      'stream',
+      'header',
+      'body',
+      'socket',
+      'pool',
+      'agent',
+      'client',
+      'dispatch',
+      'pipeline',
+      'chunk',
+      'value',
+      'status',
+      'origin',
+      'token',
+      'frame',
+      'window',
+      'buffer',
+    ]
     let x = 2463534242
     let text = ''
     while (text.length < size) {
-      x ^= x << 13; x ^= x >>> 17; x ^= x << 5
+      x ^= x << 13
+      x ^= x >>> 17
+      x ^= x << 5
       text += words[(x >>> 0) % words.length] + ((x >>> 8) % 7 === 0 ? ',\n' : ' ') + ((x >>> 3) % 1000)
     }
     b = zlib.gzipSync(Buffer.from(text.slice(0, size)))
@@ -44,7 +66,7 @@ function gzipOf (size) {
   return b
 }
 
-function intEnv (name, dflt) {
+function intEnv(name, dflt) {
   const v = process.env[name]
   if (v === undefined || v === '') return dflt
   const n = Number(v)
@@ -52,10 +74,13 @@ function intEnv (name, dflt) {
   return n
 }
 
-function respond (res, body, gzip) {
-  res.writeHead(200, gzip
-    ? { 'content-type': 'text/plain', 'content-encoding': 'gzip', 'content-length': body.length }
-    : { 'content-type': 'application/octet-stream', 'content-length': body.length })
+function respond(res, body, gzip) {
+  res.writeHead(
+    200,
+    gzip
+      ? { 'content-type': 'text/plain', 'content-encoding': 'gzip', 'content-length': body.length }
+      : { 'content-type': 'application/octet-stream', 'content-length': body.length },
+  )
   res.end(body)
 }
 
@@ -81,7 +106,10 @@ server.keepAliveTimeout = 60_000
 server.headersTimeout = 61_000
 server.requestTimeout = 0
 // Clients under test may reset sockets on close; that is not a server failure.
-server.on('clientError', (_err, socket) => { if (process.env.BENCH_DEBUG) console.error('clientError', _err.code, JSON.stringify(_err.rawPacket?.toString())); socket.destroy() })
+server.on('clientError', (_err, socket) => {
+  if (process.env.BENCH_DEBUG) console.error('clientError', _err.code, JSON.stringify(_err.rawPacket?.toString()))
+  socket.destroy()
+})
 
 server.listen(0, '127.0.0.1', () => {
   const { port } = server.address()

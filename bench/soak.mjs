@@ -62,7 +62,7 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 // peak RSS: Linux keeps the process's high-water mark (VmHWM), and resets it to the current RSS
 // when 5 is written to /proc/self/clear_refs. Elsewhere the peak is sampled.
 
-function procStatus () {
+function procStatus() {
   try {
     const text = fs.readFileSync('/proc/self/status', 'utf8')
     const kb = (key) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? NaN) * 1024
@@ -82,14 +82,14 @@ const canResetPeak = (() => {
 })()
 
 /** A peak meter from now on: VmHWM where it can be reset, else the largest sample() seen. */
-function peakMeter () {
+function peakMeter() {
   if (canResetPeak) fs.writeFileSync('/proc/self/clear_refs', '5')
   let sampled = process.memoryUsage().rss
   return {
-    sample () {
+    sample() {
       if (!canResetPeak) sampled = Math.max(sampled, process.memoryUsage().rss)
     },
-    read () {
+    read() {
       return canResetPeak ? procStatus().hwm : Math.max(sampled, process.memoryUsage().rss)
     },
   }
@@ -99,7 +99,7 @@ const peakKind = canResetPeak ? 'VmHWM' : 'sampled'
 // ---------------------------------------------------------------------------------------------
 // the server, in a process of its own
 
-function startServer () {
+function startServer() {
   return new Promise((resolve, reject) => {
     const child = fork(fileURLToPath(import.meta.url), ['server'], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
     child.once('error', reject)
@@ -107,7 +107,7 @@ function startServer () {
   })
 }
 
-function ask (child, what) {
+function ask(child, what) {
   return new Promise((resolve) => {
     child.once('message', resolve)
     child.send(what)
@@ -117,7 +117,7 @@ function ask (child, what) {
 // ---------------------------------------------------------------------------------------------
 // 1. many small requests
 
-async function soak (lib, origin) {
+async function soak(lib, origin) {
   const pool = new lib.Pool(origin, { connections: 64, pipelining: 8 })
   const cpu0 = process.cpuUsage()
   const t = await drive(TOTAL, INFLIGHT, async (id) => {
@@ -138,13 +138,13 @@ async function soak (lib, origin) {
  * The RSS baseline and the peak meter start after the first tenth (the warm-up); the meter is
  * sampled every 10,000 requests. Stops early once `stop` resolves (a stall).
  */
-async function drive (total, inflight, one, stop = new Promise(() => {})) {
+async function drive(total, inflight, one, stop = new Promise(() => {})) {
   const t = { ok: 0, failed: 0, wrong: 0, twice: 0, never: 0, errorNames: new Map(), rssAfterWarmup: 0, peak: null, stalled: false }
   const settled = new Uint8Array(total)
   const warmupAt = Math.min(total - 1, Math.floor(total / 10))
   const t0 = process.hrtime.bigint()
   let next = 0
-  async function worker () {
+  async function worker() {
     while (next < total && !t.stalled) {
       const id = next++
       try {
@@ -177,7 +177,7 @@ const slowSize = (id) => 16 * MiB + ((id * 104_729) % (48 * MiB + 1))
 /** Each body is one byte value repeated, its id's: a response that reaches the wrong request shows. */
 const slowByte = (id) => id % 251
 
-async function slowSoak (lib, origin) {
+async function slowSoak(lib, origin) {
   const pool = new lib.Pool(origin, { connections: SLOW_INFLIGHT })
   let bytes = 0
   let done = 0
@@ -190,26 +190,31 @@ async function slowSoak (lib, origin) {
       seen = done
     }, SLOW_STALL_MS)
   })
-  const t = await drive(SLOW_TOTAL, SLOW_INFLIGHT, async (id, tally) => {
-    try {
-      const size = slowSize(id)
-      const { statusCode, headers, body } = await pool.request({ path: `/large?id=${id}&size=${size}`, method: 'GET' })
-      let got = 0
-      let right = statusCode === 200 && headers['x-id'] === String(id)
-      let owed = 0
-      for await (const chunk of body) {
-        if (chunk[0] !== slowByte(id) || chunk[chunk.length - 1] !== slowByte(id)) right = false
-        got += chunk.length
-        // The pace is per byte, not per chunk, so that it is the same whatever the library's chunk size.
-        for (owed += chunk.length; owed >= SLOW_READ; owed -= SLOW_READ) await sleep(SLOW_PAUSE_MS)
-        tally.peak?.sample()
+  const t = await drive(
+    SLOW_TOTAL,
+    SLOW_INFLIGHT,
+    async (id, tally) => {
+      try {
+        const size = slowSize(id)
+        const { statusCode, headers, body } = await pool.request({ path: `/large?id=${id}&size=${size}`, method: 'GET' })
+        let got = 0
+        let right = statusCode === 200 && headers['x-id'] === String(id)
+        let owed = 0
+        for await (const chunk of body) {
+          if (chunk[0] !== slowByte(id) || chunk[chunk.length - 1] !== slowByte(id)) right = false
+          got += chunk.length
+          // The pace is per byte, not per chunk, so that it is the same whatever the library's chunk size.
+          for (owed += chunk.length; owed >= SLOW_READ; owed -= SLOW_READ) await sleep(SLOW_PAUSE_MS)
+          tally.peak?.sample()
+        }
+        bytes += got
+        return right && got === size
+      } finally {
+        done++
       }
-      bytes += got
-      return right && got === size
-    } finally {
-      done++
-    }
-  }, stall)
+    },
+    stall,
+  )
   clearInterval(watchdog)
   const rssPeak = t.peak?.read() ?? NaN
   if (t.stalled) await Promise.race([pool.destroy(), sleep(5000)])
@@ -225,12 +230,14 @@ async function slowSoak (lib, origin) {
  * undici's, it lives while its connection is open (the origin's hint would keep that open for
  * a minute); once its idle timeout closed it, it is collected.
  */
-async function collectedClient (lib, origin, child) {
+async function collectedClient(lib, origin, child) {
   const before = (await ask(child, 'open')).open
   // Told by a FinalizationRegistry: a WeakRef's deref() would keep the Client alive through
   // the collection that follows it in the same job.
   let collected = false
-  const registry = new FinalizationRegistry(() => { collected = true })
+  const registry = new FinalizationRegistry(() => {
+    collected = true
+  })
   await (async () => {
     const client = new lib.Client(origin, { keepAliveTimeout: 1000, keepAliveMaxTimeout: 1000 })
     const { body } = await client.request({ path: '/', method: 'GET', headers: { 'x-id': '0' } })
@@ -248,7 +255,7 @@ async function collectedClient (lib, origin, child) {
 }
 
 /** Counts `err` by name, keeping the first of each name's message and code to print. */
-function countError (names, err) {
+function countError(names, err) {
   const seen = names.get(err.name) ?? { count: 0, first: `${err.code ?? ''} ${err.message}`.trim() }
   seen.count++
   names.set(err.name, seen)
@@ -256,7 +263,7 @@ function countError (names, err) {
 
 const errorList = (names) => [...names].map(([k, v]) => `${k} ${v.count}: ${v.first}`).join('; ') || 'none'
 
-async function main () {
+async function main() {
   const libs = {
     saetta: () => require(path.join(here, '..', 'dist', 'index.js')),
     undici: () => require('undici'),
@@ -264,11 +271,17 @@ async function main () {
   const { child, port } = await startServer()
   const origin = `http://127.0.0.1:${port}`
   const started = Date.now()
-  console.log(`soak on Node.js ${process.version}; peak RSS: ${canResetPeak ? 'VmHWM, reset at warm-up' : 'sampled (no /proc/self/clear_refs)'}`)
-  console.log(`1. ${TOTAL.toLocaleString('en-US')} requests, ${INFLIGHT} in flight, Pool of 64 connections with pipelining 8; ` +
-    `the server destroys the connection of one request in ${KILL_EVERY}`)
-  console.log(`2. ${SLOW_TOTAL.toLocaleString('en-US')} responses of 16-64 MiB, ${SLOW_INFLIGHT} in flight over as many connections, ` +
-    `each body read at ${SLOW_READ / 1024} KiB per ${SLOW_PAUSE_MS} ms`)
+  console.log(
+    `soak on Node.js ${process.version}; peak RSS: ${canResetPeak ? 'VmHWM, reset at warm-up' : 'sampled (no /proc/self/clear_refs)'}`,
+  )
+  console.log(
+    `1. ${TOTAL.toLocaleString('en-US')} requests, ${INFLIGHT} in flight, Pool of 64 connections with pipelining 8; ` +
+      `the server destroys the connection of one request in ${KILL_EVERY}`,
+  )
+  console.log(
+    `2. ${SLOW_TOTAL.toLocaleString('en-US')} responses of 16-64 MiB, ${SLOW_INFLIGHT} in flight over as many connections, ` +
+      `each body read at ${SLOW_READ / 1024} KiB per ${SLOW_PAUSE_MS} ms`,
+  )
   let failures = 0
   for (const name of TARGETS) {
     const lib = libs[name]()
@@ -276,32 +289,47 @@ async function main () {
 
     const r = await soak(lib, origin)
     const growth = r.rssEnd - r.rssAfterWarmup
-    console.log(`\n${name}: ${Math.round(TOTAL / r.seconds).toLocaleString('en-US')} req/s, CPU ${r.cpuUs.toFixed(1)} µs/req, ${r.seconds.toFixed(1)} s`)
-    console.log(`  settled once: ${TOTAL - r.twice - r.never} of ${TOTAL} (twice: ${r.twice}, never: ${r.never}); ` +
-      `answered right: ${r.ok}; wrong response: ${r.wrong}; failed: ${r.failed} (${errorList(r.errorNames)})`)
-    console.log(`  RSS after warm-up ${mib(r.rssAfterWarmup)}, peak ${mib(r.rssPeak)} (${peakKind}, +${mib(r.rssPeak - r.rssAfterWarmup)}), ` +
-      `at the end ${mib(r.rssEnd)}: growth ${mib(growth)}`)
+    console.log(
+      `\n${name}: ${Math.round(TOTAL / r.seconds).toLocaleString('en-US')} req/s, CPU ${r.cpuUs.toFixed(1)} µs/req, ${r.seconds.toFixed(1)} s`,
+    )
+    console.log(
+      `  settled once: ${TOTAL - r.twice - r.never} of ${TOTAL} (twice: ${r.twice}, never: ${r.never}); ` +
+        `answered right: ${r.ok}; wrong response: ${r.wrong}; failed: ${r.failed} (${errorList(r.errorNames)})`,
+    )
+    console.log(
+      `  RSS after warm-up ${mib(r.rssAfterWarmup)}, peak ${mib(r.rssPeak)} (${peakKind}, +${mib(r.rssPeak - r.rssAfterWarmup)}), ` +
+        `at the end ${mib(r.rssEnd)}: growth ${mib(growth)}`,
+    )
     if (r.twice || r.never) bad.push('a request did not settle exactly once')
     if (r.wrong) bad.push('a response reached the wrong request')
     if (growth >= RSS_LIMIT) bad.push(`RSS grew by ${mib(growth)}`)
 
     const s = await slowSoak(lib, origin)
     const slowPeak = s.rssPeak - s.rssAfterWarmup
-    console.log(`  large bodies read slowly: ${(s.bytes / MiB / s.seconds).toFixed(0)} MiB/s, ${s.seconds.toFixed(1)} s` +
-      `${s.stalled ? `, STALLED (no response in ${SLOW_STALL_MS / 1000} s)` : ''}`)
-    console.log(`    settled once: ${SLOW_TOTAL - s.twice - s.never} of ${SLOW_TOTAL} (twice: ${s.twice}, never: ${s.never}); ` +
-      `answered right: ${s.ok}; wrong response: ${s.wrong}; failed: ${s.failed} (${errorList(s.errorNames)})`)
-    console.log(`    RSS after warm-up ${mib(s.rssAfterWarmup)}, peak ${mib(s.rssPeak)} (${peakKind}): +${mib(slowPeak)}; ` +
-      `at the end ${mib(s.rssEnd)}`)
+    console.log(
+      `  large bodies read slowly: ${(s.bytes / MiB / s.seconds).toFixed(0)} MiB/s, ${s.seconds.toFixed(1)} s` +
+        `${s.stalled ? `, STALLED (no response in ${SLOW_STALL_MS / 1000} s)` : ''}`,
+    )
+    console.log(
+      `    settled once: ${SLOW_TOTAL - s.twice - s.never} of ${SLOW_TOTAL} (twice: ${s.twice}, never: ${s.never}); ` +
+        `answered right: ${s.ok}; wrong response: ${s.wrong}; failed: ${s.failed} (${errorList(s.errorNames)})`,
+    )
+    console.log(
+      `    RSS after warm-up ${mib(s.rssAfterWarmup)}, peak ${mib(s.rssPeak)} (${peakKind}): +${mib(slowPeak)}; ` +
+        `at the end ${mib(s.rssEnd)}`,
+    )
     if (s.stalled) bad.push('the slow soak stalled')
     if (s.twice || s.never) bad.push('a slowly read response did not settle exactly once')
     if (s.wrong) bad.push('a slowly read response was wrong or reached the wrong request')
     if (s.failed) bad.push('a slowly read response failed')
-    if (!(slowPeak < SLOW_PEAK_LIMIT)) bad.push(`reading large bodies slowly, the peak RSS rose by ${mib(slowPeak)} (limit ${mib(SLOW_PEAK_LIMIT)})`)
+    if (!(slowPeak < SLOW_PEAK_LIMIT))
+      bad.push(`reading large bodies slowly, the peak RSS rose by ${mib(slowPeak)} (limit ${mib(SLOW_PEAK_LIMIT)})`)
 
     const collected = await collectedClient(lib, origin, child)
-    console.log(`  a Client dropped without close(): server connections ${collected.before} → ${collected.during} → ${collected.after} after its idle timeout and GC` +
-      ` (${collected.freed ? 'closed and collected' : collected.alive ? 'NOT collected' : 'connection NOT closed'})`)
+    console.log(
+      `  a Client dropped without close(): server connections ${collected.before} → ${collected.during} → ${collected.after} after its idle timeout and GC` +
+        ` (${collected.freed ? 'closed and collected' : collected.alive ? 'NOT collected' : 'connection NOT closed'})`,
+    )
     if (!collected.freed) bad.push('a dropped Client was not collected, or its connection not closed, after its idle timeout')
 
     // undici's figures are for comparison; the checks hold saetta to them.
@@ -316,7 +344,7 @@ async function main () {
 }
 
 /** `--node 26` or `--node 26.12.1`: the full version, the newest of a major as npm has it. */
-function nodeVersion (wanted) {
+function nodeVersion(wanted) {
   if (/^\d+\.\d+\.\d+$/.test(wanted)) return wanted
   const spec = `node-${process.platform}-${process.arch}@${wanted}`
   const r = spawnSync('npm', ['view', spec, 'version', '--json'], { encoding: 'utf8', shell: process.platform === 'win32' })
@@ -348,7 +376,8 @@ if (process.argv[2] === 'server') {
         wake()
       })
       for (let sent = 0; sent < size && !closed; sent += piece.length) {
-        if (!res.write(piece.subarray(0, Math.min(piece.length, size - sent)))) await new Promise((resolve) => ((wake = resolve), res.once('drain', resolve)))
+        if (!res.write(piece.subarray(0, Math.min(piece.length, size - sent))))
+          await new Promise((resolve) => ((wake = resolve), res.once('drain', resolve)))
       }
       return res.end()
     }
@@ -361,7 +390,9 @@ if (process.argv[2] === 'server') {
   server.on('connection', (s) => {
     // Counted for the collected-client check.
     server.open = (server.open ?? 0) + 1
-    s.on('close', () => { server.open-- })
+    s.on('close', () => {
+      server.open--
+    })
   })
   server.listen(0, '127.0.0.1', () => process.send({ port: server.address().port }))
   process.on('message', (m) => m === 'open' && process.send({ open: server.open ?? 0 }))

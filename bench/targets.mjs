@@ -8,7 +8,7 @@ import http2 from 'node:http2'
 import net from 'node:net'
 import { Writable } from 'node:stream'
 
-function fail (name, status) {
+function fail(name, status) {
   return new Error(`${name}: status ${status}`)
 }
 
@@ -27,10 +27,19 @@ const apis = {
     let n = 0
     const { statusCode } = await new Promise((resolve, reject) => {
       let status = 0
-      pool.stream(opts, ({ statusCode }) => {
-        status = statusCode
-        return new Writable({ write (chunk, _enc, cb) { n += chunk.length; cb() } })
-      }, (err) => (err ? reject(err) : resolve({ statusCode: status })))
+      pool.stream(
+        opts,
+        ({ statusCode }) => {
+          status = statusCode
+          return new Writable({
+            write(chunk, _enc, cb) {
+              n += chunk.length
+              cb()
+            },
+          })
+        },
+        (err) => (err ? reject(err) : resolve({ statusCode: status })),
+      )
     })
     if (statusCode !== 200) throw fail(name, statusCode)
     return n
@@ -50,26 +59,27 @@ const apis = {
   },
   // dispatch(): the raw handler interface (undici 8's, controller-style), with the least work a
   // handler can do.
-  dispatch: (pool, opts, name) => () => new Promise((resolve, reject) => {
-    let n = 0
-    let status = 0
-    pool.dispatch(opts, {
-      onRequestStart () {},
-      onResponseStart (_controller, statusCode) {
-        status = statusCode
-      },
-      onResponseData (_controller, chunk) {
-        n += chunk.length
-      },
-      onResponseEnd () {
-        if (status !== 200) reject(fail(name, status))
-        else resolve(n)
-      },
-      onResponseError (_controller, err) {
-        reject(err)
-      }
-    })
-  }),
+  dispatch: (pool, opts, name) => () =>
+    new Promise((resolve, reject) => {
+      let n = 0
+      let status = 0
+      pool.dispatch(opts, {
+        onRequestStart() {},
+        onResponseStart(_controller, statusCode) {
+          status = statusCode
+        },
+        onResponseData(_controller, chunk) {
+          n += chunk.length
+        },
+        onResponseEnd() {
+          if (status !== 200) reject(fail(name, status))
+          else resolve(n)
+        },
+        onResponseError(_controller, err) {
+          reject(err)
+        },
+      })
+    }),
   // The library's own fetch (undici's, saetta's), given its dispatcher.
   fetch: (pool, opts, name, mod) => {
     const url = new URL(opts.path, opts.origin).href
@@ -80,7 +90,7 @@ const apis = {
       if (res.status !== 200) throw fail(name, res.status)
       return n
     }
-  }
+  },
 }
 
 export const API_NAMES = Object.keys(apis)
@@ -89,7 +99,7 @@ export const API_NAMES = Object.keys(apis)
  * The modules a run compares, by the undici major it follows (`--undici`): saetta's main entry
  * beside undici 8, or saetta/undici7 beside undici 7.30 (the `undici7` alias).
  */
-export function libModules (undici) {
+export function libModules(undici) {
   const dist = new URL(`../dist/${undici === 7 ? 'undici7' : 'index'}.js`, import.meta.url).pathname
   return { saetta: dist, undici: undici === 7 ? 'undici7' : 'undici' }
 }
@@ -98,7 +108,7 @@ export function libModules (undici) {
  * A row of `lib`'s `api` on the dispatcher `make(origin)` returns; `variant` names the way it
  * goes; `mod` is the library's module (for its own `fetch`).
  */
-function libRow (lib, api, make, path, variant = '', mod = undefined) {
+function libRow(lib, api, make, path, variant = '', mod = undefined) {
   const name = `${lib} ${api}${variant}`
   let dispatcher
   return {
@@ -106,34 +116,36 @@ function libRow (lib, api, make, path, variant = '', mod = undefined) {
     lib,
     api,
     variant,
-    setup (origin) {
+    setup(origin) {
       dispatcher = make(origin)
       return apis[api](dispatcher, { origin, path, method: 'GET' }, name, mod)
     },
-    async close () {
+    async close() {
       if (dispatcher && !dispatcher.closed) await dispatcher.close()
     },
-    destroy () {
+    destroy() {
       if (dispatcher && !dispatcher.destroyed) dispatcher.destroy()
-    }
+    },
   }
 }
 
-function nodeHttpRow ({ path, connections }) {
+function nodeHttpRow({ path, connections }) {
   let agent
   return {
     name: 'node:http',
     lib: 'node',
     api: 'request',
-    setup (origin) {
+    setup(origin) {
       const url = new URL(origin)
       agent = new http.Agent({ keepAlive: true, maxSockets: connections })
       const opts = { agent, host: url.hostname, port: url.port, path, method: 'GET' }
-      return function once () {
+      return function once() {
         return new Promise((resolve, reject) => {
           const req = http.request(opts, (res) => {
             let n = 0
-            res.on('data', (chunk) => { n += chunk.length })
+            res.on('data', (chunk) => {
+              n += chunk.length
+            })
             res.on('end', () => {
               if (res.statusCode !== 200) reject(fail('node:http', res.statusCode))
               else resolve(n)
@@ -145,12 +157,12 @@ function nodeHttpRow ({ path, connections }) {
         })
       }
     },
-    async close () {
+    async close() {
       if (agent) agent.destroy()
     },
-    destroy () {
+    destroy() {
       if (agent) agent.destroy()
-    }
+    },
   }
 }
 
@@ -158,11 +170,12 @@ function nodeHttpRow ({ path, connections }) {
  * Rows in display order; `libs` maps a target name to its module (or undefined if not run).
  * `single`: one connection without pipelining (the latency mode), else the configured Pool.
  */
-export function makeRows (libs, cfg, { path, apis = cfg.apis, single = false }) {
+export function makeRows(libs, cfg, { path, apis = cfg.apis, single = false }) {
   const rows = []
-  const make = (lib) => single
-    ? (origin) => new lib.Client(origin, { pipelining: 1 })
-    : (origin) => new lib.Pool(origin, { connections: cfg.connections, pipelining: cfg.pipelining })
+  const make = (lib) =>
+    single
+      ? (origin) => new lib.Client(origin, { pipelining: 1 })
+      : (origin) => new lib.Pool(origin, { connections: cfg.connections, pipelining: cfg.pipelining })
   for (const api of apis) {
     for (const lib of ['saetta', 'undici']) {
       if (libs[lib]) rows.push(libRow(lib, api, make(libs[lib]), path, '', libs[lib]))
@@ -178,7 +191,7 @@ export function makeRows (libs, cfg, { path, apis = cfg.apis, single = false }) 
  * Pools are (the class of the global dispatcher Node installs; its default Agent would open a
  * connection per request in flight, without pipelining).
  */
-function nodeFetchRow (cfg, path) {
+function nodeFetchRow(cfg, path) {
   const agent = () => {
     // Node installs its Agent on the first call (undici 8, Node 26: in slot 2, a wrapper in 1).
     fetch('data:,').catch(() => {})
@@ -192,7 +205,7 @@ function nodeFetchRow (cfg, path) {
  * The decompress rows: `apis` on the configured Pool composed with the library's `decompress`
  * interceptor, for gzip bodies (`path` asks the server for one).
  */
-export function decompressRows (libs, cfg, { path, apis }) {
+export function decompressRows(libs, cfg, { path, apis }) {
   const rows = []
   const make = (lib) => (origin) =>
     new lib.Pool(origin, { connections: cfg.connections, pipelining: cfg.pipelining }).compose(lib.interceptors.decompress())
@@ -209,11 +222,11 @@ export function decompressRows (libs, cfg, { path, apis }) {
  * proxy (`proxyTunnel: false`), then each connection a CONNECT tunnel (the configured Pool
  * per origin), saetta's and undici's side by side.
  */
-export function proxyRows (libs, cfg, { path, proxy }) {
+export function proxyRows(libs, cfg, { path, proxy }) {
   const rows = []
   const ways = [
     [', HTTP proxy', (lib) => () => new lib.ProxyAgent({ uri: proxy, proxyTunnel: false })],
-    [', CONNECT tunnel', (lib) => () => new lib.ProxyAgent({ uri: proxy, connections: cfg.connections, pipelining: cfg.pipelining })]
+    [', CONNECT tunnel', (lib) => () => new lib.ProxyAgent({ uri: proxy, connections: cfg.connections, pipelining: cfg.pipelining })],
   ]
   for (const [variant, make] of ways) {
     for (const lib of ['saetta', 'undici']) {
@@ -224,7 +237,7 @@ export function proxyRows (libs, cfg, { path, proxy }) {
 }
 
 /** node:http2's client on `sessions` sessions (round robin), as the HTTP/2 rows' third column. */
-function nodeHttp2Row ({ path, sessions: count, variant }) {
+function nodeHttp2Row({ path, sessions: count, variant }) {
   let sessions = []
   let next = 0
   return {
@@ -232,7 +245,7 @@ function nodeHttp2Row ({ path, sessions: count, variant }) {
     lib: 'node',
     api: 'request',
     variant,
-    setup (origin) {
+    setup(origin) {
       sessions = Array.from({ length: count }, () => {
         const s = http2.connect(origin, { settings: { initialWindowSize: 262144 } })
         s.on('error', () => {})
@@ -240,26 +253,30 @@ function nodeHttp2Row ({ path, sessions: count, variant }) {
         s.once('connect', () => s.setLocalWindowSize(524288))
         return s
       })
-      return function once () {
+      return function once() {
         const session = sessions[next++ % sessions.length]
         return new Promise((resolve, reject) => {
           const req = session.request({ ':path': path, ':method': 'GET' })
           let status = 0
           let n = 0
-          req.on('response', (headers) => { status = headers[':status'] })
-          req.on('data', (chunk) => { n += chunk.length })
+          req.on('response', (headers) => {
+            status = headers[':status']
+          })
+          req.on('data', (chunk) => {
+            n += chunk.length
+          })
           req.on('end', () => (status !== 200 ? reject(fail('node:http2', status)) : resolve(n)))
           req.on('error', reject)
           req.end()
         })
       }
     },
-    async close () {
+    async close() {
       await Promise.all(sessions.map((s) => new Promise((resolve) => s.close(resolve))))
     },
-    destroy () {
+    destroy() {
       for (const s of sessions) s.destroy()
-    }
+    },
   }
 }
 
@@ -268,14 +285,17 @@ function nodeHttp2Row ({ path, sessions: count, variant }) {
  * one connection carrying `streams` requests at once, then on a Pool of `poolConnections`
  * sharing them; node:http2's client on as many sessions beside each.
  */
-export function h2Rows (libs, cfg, { path, apis, streams, poolConnections }) {
+export function h2Rows(libs, cfg, { path, apis, streams, poolConnections }) {
   const rows = []
   // (undici's Pool hands its connector `connect.useH2c`, not the option: both are given.)
   const h2 = { allowH2: true, useH2c: true, connect: { useH2c: true } }
   const shapes = [
     [`, 1 connection × ${streams} streams`, 1, (lib) => (origin) => new lib.Client(origin, { ...h2, pipelining: streams })],
-    [`, Pool of ${poolConnections}`, poolConnections, (lib) => (origin) =>
-      new lib.Pool(origin, { ...h2, connections: poolConnections, pipelining: Math.ceil(streams / poolConnections) })]
+    [
+      `, Pool of ${poolConnections}`,
+      poolConnections,
+      (lib) => (origin) => new lib.Pool(origin, { ...h2, connections: poolConnections, pipelining: Math.ceil(streams / poolConnections) }),
+    ],
   ]
   for (const [variant, sessions, make] of shapes) {
     for (const api of apis) {
@@ -295,18 +315,24 @@ export function h2Rows (libs, cfg, { path, apis, streams, poolConnections }) {
  * Before its first request, each row checks that the origin answers it over the protocol the
  * row names (the origin's `x-bench-proto` header).
  */
-export function h3Rows (libs, cfg, { path, apis, streams, ca }) {
+export function h3Rows(libs, cfg, { path, apis, streams, ca }) {
   const rows = []
   const ways = [
     ['saetta', 'h3', { allowH3: true, preferH3: true }],
     ['saetta', 'h2', { allowH2: true }],
-    ['undici', 'h2', { allowH2: true }]
+    ['undici', 'h2', { allowH2: true }],
   ]
   for (const api of apis) {
     for (const [lib, proto, opts] of ways) {
       if (!libs[lib]) continue
       let client
-      const row = libRow(lib, api, (origin) => (client = new libs[lib].Client(origin, { ...opts, pipelining: streams, connect: { ca } })), path, `, ${proto}`)
+      const row = libRow(
+        lib,
+        api,
+        (origin) => (client = new libs[lib].Client(origin, { ...opts, pipelining: streams, connect: { ca } })),
+        path,
+        `, ${proto}`,
+      )
       const setup = row.setup
       row.setup = async (origin) => {
         const once = setup(origin)
@@ -326,7 +352,7 @@ export function h3Rows (libs, cfg, { path, apis, streams, ca }) {
  * Issues `n` requests through `once` in batches of `parallel`, each batch all in flight at once
  * (undici's bench shape); resolves with the total body bytes.
  */
-export async function drive (once, n, parallel) {
+export async function drive(once, n, parallel) {
   let bytes = 0
   for (let done = 0; done < n; done += parallel) {
     const batch = []
@@ -337,7 +363,7 @@ export async function drive (once, n, parallel) {
 }
 
 // The undici row each row is compared against.
-export function baselineOf (row) {
+export function baselineOf(row) {
   if (row.lib === 'undici') return null
   if (row.base) return row.base
   return `undici ${row.api}${row.variant ?? ''}`
@@ -348,7 +374,7 @@ export function baselineOf (row) {
  * bench's `ws` server (the batches keep as many in flight); `once()` sends a message and
  * resolves with the size of its echo. saetta's and undici's `WebSocket` beside the `ws` client.
  */
-export function webSocketRows (libs, { size }) {
+export function webSocketRows(libs, { size }) {
   const rows = []
   const clients = []
   // Each on its own library's Agent (loading saetta fills the shared global dispatcher slot).
@@ -367,7 +393,7 @@ export function webSocketRows (libs, { size }) {
       lib,
       api: 'websocket',
       variant,
-      async open (url) {
+      async open(url) {
         socket = open(url)
         socket.binaryType = 'arraybuffer'
         await new Promise((resolve, reject) => {
@@ -376,13 +402,14 @@ export function webSocketRows (libs, { size }) {
         })
         socket.onmessage = (e) => waiting.shift()?.(e.data.byteLength)
       },
-      setup () {
-        return () => new Promise((resolve) => {
-          waiting.push(resolve)
-          socket.send(payload)
-        })
+      setup() {
+        return () =>
+          new Promise((resolve) => {
+            waiting.push(resolve)
+            socket.send(payload)
+          })
       },
-      close () {
+      close() {
         waiting = []
         if (socket.readyState === 3) return Promise.resolve()
         return new Promise((resolve) => {
@@ -390,9 +417,9 @@ export function webSocketRows (libs, { size }) {
           socket.close()
         })
       },
-      destroy () {
+      destroy() {
         socket?.close()
-      }
+      },
     }
     rows.push(row)
   }
@@ -405,7 +432,7 @@ export function webSocketRows (libs, { size }) {
  * alone (learnt from the first one's head), nothing parsed or copied: what reading the bytes
  * costs in this process, the least any client could spend.
  */
-export function socketFloorRow ({ path, connections }) {
+export function socketFloorRow({ path, connections }) {
   let sockets = []
   let next = 0
   let total = 0
@@ -414,7 +441,7 @@ export function socketFloorRow ({ path, connections }) {
     name: 'node:net read loop',
     lib: 'node',
     api: 'floor',
-    setup (origin) {
+    setup(origin) {
       const { hostname, port } = new URL(origin)
       const request = Buffer.from(`GET ${path} HTTP/1.1\r\nhost: ${hostname}:${port}\r\n\r\n`, 'latin1')
       sockets = Array.from({ length: connections }, () => {
@@ -441,19 +468,20 @@ export function socketFloorRow ({ path, connections }) {
         })
         return { socket, waiting, request }
       })
-      return () => new Promise((resolve, reject) => {
-        const s = sockets[next++ % sockets.length]
-        s.waiting.push(resolve)
-        s.socket.write(s.request, (err) => err && reject(err))
-      })
+      return () =>
+        new Promise((resolve, reject) => {
+          const s = sockets[next++ % sockets.length]
+          s.waiting.push(resolve)
+          s.socket.write(s.request, (err) => err && reject(err))
+        })
     },
-    async close () {
+    async close() {
       for (const { socket } of sockets) socket.destroy()
       sockets = []
     },
-    destroy () {
+    destroy() {
       for (const { socket } of sockets) socket.destroy()
-    }
+    },
   }
 }
 
@@ -461,7 +489,7 @@ export function socketFloorRow ({ path, connections }) {
  * The raw origin's rows: `apis` of saetta and undici on the configured Pool, and the socket
  * read loop that bounds them all (see socketFloorRow).
  */
-export function rawRows (libs, cfg, { path, apis, variant = '', floor = true }) {
+export function rawRows(libs, cfg, { path, apis, variant = '', floor = true }) {
   const rows = []
   const make = (lib) => (origin) => new lib.Pool(origin, { connections: cfg.connections, pipelining: cfg.pipelining })
   for (const api of apis) {

@@ -108,14 +108,22 @@ function check(t, file) {
   )
   const sections = [...readelf('-S', file).matchAll(/^\s*\[\s*\d+\]\s+(\S+)/gm)].map((m) => m[1])
   const unstripped = sections.filter((s) => s === '.symtab' || s.startsWith('.debug'))
-  note(t.target, unstripped.length === 0, unstripped.length ? `not stripped: ${unstripped.join(', ')}` : 'stripped (no .symtab, no .debug_*)')
+  note(
+    t.target,
+    unstripped.length === 0,
+    unstripped.length ? `not stripped: ${unstripped.join(', ')}` : 'stripped (no .symtab, no .debug_*)',
+  )
   const needed = [...readelf('-d', file).matchAll(/\(NEEDED\)\s+Shared library: \[([^\]]+)\]/g)].map((m) => m[1])
   const versions = [...new Set([...readelf('-V', file).matchAll(/Name: (GLIBC_[0-9.]+)/g)].map((m) => m[1]))]
   versions.sort((a, b) => versionKey(a.slice(6)) - versionKey(b.slice(6)))
   if (t.libc === 'gnu') {
     const max = versions.at(-1)?.slice(6)
     note(t.target, needed.includes('libc.so.6'), `needs ${needed.join(', ')}`)
-    note(t.target, max !== undefined && versionKey(max) <= versionKey(GLIBC), `glibc symbol versions up to GLIBC_${max} (at most GLIBC_${GLIBC} allowed)`)
+    note(
+      t.target,
+      max !== undefined && versionKey(max) <= versionKey(GLIBC),
+      `glibc symbol versions up to GLIBC_${max} (at most GLIBC_${GLIBC} allowed)`,
+    )
   } else {
     const glibc = needed.filter((n) => GLIBC_LIBS.test(n))
     const ok = needed.includes('libc.so') && glibc.length === 0 && versions.length === 0
@@ -136,7 +144,11 @@ function sh(cmd, a, options = {}) {
 function aptInstall(missing) {
   const sudo = process.getuid?.() === 0 ? [] : ['sudo', '-n']
   console.log(`installing ${missing.join(' ')} (apt-get)`)
-  const run = (a) => spawnSync([...sudo, ...a][0], [...sudo, ...a].slice(1), { stdio: 'inherit', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } })
+  const run = (a) =>
+    spawnSync([...sudo, ...a][0], [...sudo, ...a].slice(1), {
+      stdio: 'inherit',
+      env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+    })
   run(['apt-get', 'update', '-qq'])
   const r = run(['apt-get', 'install', '-y', '-qq', ...missing])
   if (r.status !== 0) throw new Error(`could not install ${missing.join(' ')}: run \`apt-get install ${missing.join(' ')}\` as root`)
@@ -160,7 +172,12 @@ function ensureQemu() {
  * the Node cache. (esbuild's binary is a separate process: the host's runs, ESBUILD_BINARY_PATH.)
  */
 function arm64Modules() {
-  const modules = path.join(path.dirname(path.dirname(nodeBinary(VERSIONS[0], 'linux', 'arm64'))), '..', 'linux-arm64-modules', 'node_modules')
+  const modules = path.join(
+    path.dirname(path.dirname(nodeBinary(VERSIONS[0], 'linux', 'arm64'))),
+    '..',
+    'linux-arm64-modules',
+    'node_modules',
+  )
   const rollup = JSON.parse(readFileSync(path.join(root, 'node_modules', 'rollup', 'package.json'), 'utf8')).version
   const dir = path.join(modules, '@rollup', 'rollup-linux-arm64-gnu')
   const installed = existsSync(path.join(dir, 'package.json')) && JSON.parse(readFileSync(path.join(dir, 'package.json'), 'utf8')).version
@@ -204,7 +221,11 @@ function runUnderQemu(t, file) {
       let t0 = Date.now()
       const smoke = sh('qemu-aarch64-static', [...qemu, path.join(root, 'scripts', 'smoke.mjs')], { cwd: root, env, timeout: 300_000 })
       const said = (smoke.stdout + smoke.stderr).trim().split('\n')
-      note(t.target, smoke.status === 0, `qemu, Node ${version}: ${smoke.status === 0 ? said.at(-1) : said.slice(-5).join(' | ')} (${secs(t0)})`)
+      note(
+        t.target,
+        smoke.status === 0,
+        `qemu, Node ${version}: ${smoke.status === 0 ? said.at(-1) : said.slice(-5).join(' | ')} (${secs(t0)})`,
+      )
       t0 = Date.now()
       const json = path.join(os.tmpdir(), `saetta-qemu-${version}-${process.pid}.json`)
       const vitest = spawnSync(
@@ -228,7 +249,9 @@ function runUnderQemu(t, file) {
       try {
         const r = JSON.parse(readFileSync(json, 'utf8'))
         counts = `${r.numPassedTests} passed, ${r.numFailedTests} failed, ${r.numPendingTests + r.numTodoTests} skipped of ${r.numTotalTests} tests in ${r.numTotalTestSuites ? `${QEMU_SUITES.length} files` : 'no files'}`
-        const failures = r.testResults.flatMap((f) => f.assertionResults.filter((a) => a.status === 'failed').map((a) => `${path.basename(f.name)} > ${a.fullName}`))
+        const failures = r.testResults.flatMap((f) =>
+          f.assertionResults.filter((a) => a.status === 'failed').map((a) => `${path.basename(f.name)} > ${a.fullName}`),
+        )
         if (failures.length) counts += `: ${failures.join('; ')}`
       } catch {
         // no report: the count stays the exit status
@@ -309,7 +332,14 @@ function runUnderWine(o, file, stub) {
         ' if (!SystemFunction036(d, k)) return FALSE; d += k; n -= k; } return TRUE; }\n',
     )
     writeFileSync(path.join(stub, 'bcp.def'), 'LIBRARY bcryptprimitives\nEXPORTS\n  ProcessPrng\n')
-    const dll = sh('x86_64-w64-mingw32-gcc', ['-shared', '-o', path.join(system32, 'bcryptprimitives.dll'), path.join(stub, 'bcp.c'), path.join(stub, 'bcp.def'), '-ladvapi32'])
+    const dll = sh('x86_64-w64-mingw32-gcc', [
+      '-shared',
+      '-o',
+      path.join(system32, 'bcryptprimitives.dll'),
+      path.join(stub, 'bcp.c'),
+      path.join(stub, 'bcp.def'),
+      '-ladvapi32',
+    ])
     if (dll.status !== 0) throw new Error(`mingw-w64 could not make the stand-in bcryptprimitives.dll: ${dll.stderr}`)
   }
   // The loader's name for this platform; output to a file (Wine's Node cannot write to a pipe).
@@ -319,20 +349,32 @@ function runUnderWine(o, file, stub) {
       try {
         node = nodeBinary(version, 'win32', 'x64')
       } catch (err) {
-        note(o.target, true, `Wine, Node ${version}: not run: ${err.message.split('\n').find((l) => /notarget|E404/.test(l)) ?? err.message.split('\n')[0]}`)
+        note(
+          o.target,
+          true,
+          `Wine, Node ${version}: not run: ${err.message.split('\n').find((l) => /notarget|E404/.test(l)) ?? err.message.split('\n')[0]}`,
+        )
         continue
       }
       const outFile = path.join(stub, `smoke-${version}.txt`)
       const start = sh('/usr/lib/wine/wine64', [node, '-e', '0'], { env, stdio: 'ignore', timeout: 120_000 })
       if (start.status !== 0) {
-        note(o.target, true, `Wine, Node ${version}: not run: this Node does not start under Wine (exit ${start.status}), with no addon loaded`)
+        note(
+          o.target,
+          true,
+          `Wine, Node ${version}: not run: this Node does not start under Wine (exit ${start.status}), with no addon loaded`,
+        )
         continue
       }
-      const r = sh('/bin/sh', ['-c', `"$0" "$1" "$2" </dev/null >"$3" 2>&1`, '/usr/lib/wine/wine64', node, path.join(root, 'scripts', 'smoke.mjs'), outFile], {
-        cwd: root,
-        env,
-        timeout: 300_000,
-      })
+      const r = sh(
+        '/bin/sh',
+        ['-c', `"$0" "$1" "$2" </dev/null >"$3" 2>&1`, '/usr/lib/wine/wine64', node, path.join(root, 'scripts', 'smoke.mjs'), outFile],
+        {
+          cwd: root,
+          env,
+          timeout: 300_000,
+        },
+      )
       const said = existsSync(outFile) ? readFileSync(outFile, 'utf8').trim().split('\n') : []
       note(o.target, r.status === 0, `Wine, Node ${version}: ${r.status === 0 ? said.at(-1) : said.slice(-5).join(' | ')}`)
     }
@@ -343,50 +385,59 @@ function linkOthers() {
   const dir = path.join(out, 'other')
   // At a fixed path: it is in CFLAGS, and a new one would make cargo rebuild the C code each time.
   const stub = path.join(dir, 'stand-ins')
-  {
-    mkdirSync(path.join(stub, 'CommonCrypto'), { recursive: true })
-    writeFileSync(path.join(stub, 'CommonCrypto', 'CommonCryptoError.h'), '#include <stdint.h>\ntypedef int32_t CCCryptorStatus;\nenum { kCCSuccess = 0 };\n')
-    writeFileSync(
-      path.join(stub, 'CommonCrypto', 'CommonRandom.h'),
-      '#include <stddef.h>\ntypedef CCCryptorStatus CCRNGStatus;\nCCRNGStatus CCRandomGenerateBytes(void *bytes, size_t count);\n',
-    )
-    for (const o of OTHERS.filter((o) => only.length === 0 || only.includes(o.target))) {
-      const t0 = Date.now()
-      spawnSync('rustup', ['target', 'add', o.target], { stdio: 'ignore' })
-      const windows = o.target.includes('windows')
-      let env
-      if (windows) {
-        if (!existsSync('/usr/bin/x86_64-w64-mingw32-gcc')) aptInstall(['gcc-mingw-w64-x86-64'])
-        writeFileSync(path.join(stub, 'empty.c'), 'void saetta_stand_in(void) {}\n')
-        const dll = sh('x86_64-w64-mingw32-gcc', ['-shared', '-o', path.join(stub, 'libnode.dll'), path.join(stub, 'empty.c')])
-        if (dll.status !== 0) throw new Error(`mingw-w64 could not make the stand-in libnode.dll: ${dll.stderr}`)
-        env = { ...process.env, LIBNODE_PATH: stub }
-      } else {
-        env = { ...zigEnv(), [`CFLAGS_${o.target.replaceAll('-', '_')}`]: `-isystem ${stub}` }
-      }
-      const a = ['run', 'build:native', '--', '--target', o.target, '--strip', '--output-dir', dir]
-      a.push(...(windows ? ['--features', 'napi/dyn-symbols'] : ['-x']))
-      console.log(`\n== link ${o.target}: npm ${a.join(' ')}`)
-      const r = spawnSync('npm', a, { cwd: root, env, stdio: 'inherit' })
-      const file = path.join(dir, `saetta.${o.platform}.node`)
-      if (r.status !== 0 || !existsSync(file)) {
-        note(o.target, false, `not linked (${secs(t0)}): see the build's output above`)
-        continue
-      }
-      note(o.target, true, `linked in ${secs(t0)}: ${path.relative(root, file)}, ${statSync(file).size} bytes (${(statSync(file).size / 2 ** 20).toFixed(2)} MiB)`)
-      const kind = sh('file', ['-b', file]).stdout.trim()
-      note(o.target, o.format.test(kind), `format: ${kind.slice(0, 100)}`)
-      if (windows) {
-        const imports = [...sh('x86_64-w64-mingw32-objdump', ['-p', file]).stdout.matchAll(/DLL Name: (\S+)/g)].map((m) => m[1])
-        note(o.target, !imports.some((d) => /node/i.test(d)), `imports ${imports.join(', ')} (no node DLL: napi is looked up at load)`)
-      } else {
-        const dylibs = sh('llvm-objdump', ['--macho', '--dylibs-used', file]).stdout.split('\n').slice(1).map((l) => l.trim().split(' ')[0]).filter(Boolean)
-        const system = dylibs.filter((d) => d.startsWith('/usr/lib/'))
-        note(o.target, system.length > 0, `links ${system.join(', ')}`)
-      }
-      if (windows) runUnderWine(o, file, stub)
-      else note(o.target, true, 'not run: no macOS here (the CI workflow runs the smoke test on macOS runners)')
+  mkdirSync(path.join(stub, 'CommonCrypto'), { recursive: true })
+  writeFileSync(
+    path.join(stub, 'CommonCrypto', 'CommonCryptoError.h'),
+    '#include <stdint.h>\ntypedef int32_t CCCryptorStatus;\nenum { kCCSuccess = 0 };\n',
+  )
+  writeFileSync(
+    path.join(stub, 'CommonCrypto', 'CommonRandom.h'),
+    '#include <stddef.h>\ntypedef CCCryptorStatus CCRNGStatus;\nCCRNGStatus CCRandomGenerateBytes(void *bytes, size_t count);\n',
+  )
+  for (const o of OTHERS.filter((o) => only.length === 0 || only.includes(o.target))) {
+    const t0 = Date.now()
+    spawnSync('rustup', ['target', 'add', o.target], { stdio: 'ignore' })
+    const windows = o.target.includes('windows')
+    let env
+    if (windows) {
+      if (!existsSync('/usr/bin/x86_64-w64-mingw32-gcc')) aptInstall(['gcc-mingw-w64-x86-64'])
+      writeFileSync(path.join(stub, 'empty.c'), 'void saetta_stand_in(void) {}\n')
+      const dll = sh('x86_64-w64-mingw32-gcc', ['-shared', '-o', path.join(stub, 'libnode.dll'), path.join(stub, 'empty.c')])
+      if (dll.status !== 0) throw new Error(`mingw-w64 could not make the stand-in libnode.dll: ${dll.stderr}`)
+      env = { ...process.env, LIBNODE_PATH: stub }
+    } else {
+      env = { ...zigEnv(), [`CFLAGS_${o.target.replaceAll('-', '_')}`]: `-isystem ${stub}` }
     }
+    const a = ['run', 'build:native', '--', '--target', o.target, '--strip', '--output-dir', dir]
+    a.push(...(windows ? ['--features', 'napi/dyn-symbols'] : ['-x']))
+    console.log(`\n== link ${o.target}: npm ${a.join(' ')}`)
+    const r = spawnSync('npm', a, { cwd: root, env, stdio: 'inherit' })
+    const file = path.join(dir, `saetta.${o.platform}.node`)
+    if (r.status !== 0 || !existsSync(file)) {
+      note(o.target, false, `not linked (${secs(t0)}): see the build's output above`)
+      continue
+    }
+    note(
+      o.target,
+      true,
+      `linked in ${secs(t0)}: ${path.relative(root, file)}, ${statSync(file).size} bytes (${(statSync(file).size / 2 ** 20).toFixed(2)} MiB)`,
+    )
+    const kind = sh('file', ['-b', file]).stdout.trim()
+    note(o.target, o.format.test(kind), `format: ${kind.slice(0, 100)}`)
+    if (windows) {
+      const imports = [...sh('x86_64-w64-mingw32-objdump', ['-p', file]).stdout.matchAll(/DLL Name: (\S+)/g)].map((m) => m[1])
+      note(o.target, !imports.some((d) => /node/i.test(d)), `imports ${imports.join(', ')} (no node DLL: napi is looked up at load)`)
+    } else {
+      const dylibs = sh('llvm-objdump', ['--macho', '--dylibs-used', file])
+        .stdout.split('\n')
+        .slice(1)
+        .map((l) => l.trim().split(' ')[0])
+        .filter(Boolean)
+      const system = dylibs.filter((d) => d.startsWith('/usr/lib/'))
+      note(o.target, system.length > 0, `links ${system.join(', ')}`)
+    }
+    if (windows) runUnderWine(o, file, stub)
+    else note(o.target, true, 'not run: no macOS here (the CI workflow runs the smoke test on macOS runners)')
   }
 }
 
@@ -409,7 +460,12 @@ for (const t of checkOnly ? [] : linux) {
   const file = path.join(out, `saetta.${t.platform}.node`)
   if (!existsSync(file)) continue
   if (t.arch === 'arm64' && t.libc === 'gnu' && !flag('--no-qemu')) runUnderQemu(t, file)
-  else if (t.libc === 'musl') note(t.target, true, 'not run: no musl Node.js runs here (npm publishes none); the release workflow runs scripts/smoke.mjs in node:22-alpine')
+  else if (t.libc === 'musl')
+    note(
+      t.target,
+      true,
+      'not run: no musl Node.js runs here (npm publishes none); the release workflow runs scripts/smoke.mjs in node:22-alpine',
+    )
   else if (t.arch === process.arch && t.libc === 'gnu') {
     // This machine's own: the smoke test on each supported Node.
     ensureDist()

@@ -15,9 +15,7 @@ import { root } from './platforms.mjs'
 /** The Node.js releases saetta is tested on, one per supported major (bench/run.mjs runs on them too). */
 export const VERSIONS = ['22.23.3', '24.21.0', '26.12.1']
 
-const cache =
-  process.env.SAETTA_NODE_CACHE ??
-  path.join(process.env.XDG_CACHE_HOME ?? path.join(os.homedir(), '.cache'), 'saetta', 'node')
+const cache = process.env.SAETTA_NODE_CACHE ?? path.join(process.env.XDG_CACHE_HOME ?? path.join(os.homedir(), '.cache'), 'saetta', 'node')
 
 function npm(args, options) {
   const cli = process.env.npm_execpath
@@ -68,7 +66,9 @@ const report = args.some((a) => a.startsWith('--reporter')) ? undefined : mkdtem
 for (const version of isScript ? VERSIONS : []) {
   const node = version.split('.')[0] === current ? process.execPath : nodeBinary(version)
   const last = version === VERSIONS.at(-1)
-  console.log(`\n== vitest on Node.js ${node === process.execPath ? process.versions.node : version}${last ? '' : ' (the type checks run on the newest only)'}\n`)
+  console.log(
+    `\n== vitest on Node.js ${node === process.execPath ? process.versions.node : version}${last ? '' : ' (the type checks run on the newest only)'}\n`,
+  )
   const skip = last ? [] : TYPE_TESTS.flatMap((f) => ['--exclude', f])
   const json = report && path.join(report, `${version}.json`)
   const reporters = json ? ['--reporter=default', '--reporter=json', `--outputFile.json=${json}`] : []
@@ -96,7 +96,9 @@ function failures(file) {
     const tests = f.assertionResults.filter((t) => t.status === 'failed').map((t) => `${name} > ${t.fullName}: ${first(t.failureMessages)}`)
     return tests.length > 0 || f.status !== 'failed' ? tests : [`${name}: ${first([f.message])}`]
   })
-  return failed.length > 0 ? failed : ['(every test passed: an error outside them, such as an unhandled rejection, failed the run; see above)']
+  return failed.length > 0
+    ? failed
+    : ['(every test passed: an error outside them, such as an unhandled rejection, failed the run; see above)']
 }
 
 if (failed.length > 0) {

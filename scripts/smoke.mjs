@@ -57,9 +57,7 @@ async function listen(server, scheme) {
 async function three(origin, options) {
   const client = new Client(origin, options)
   try {
-    const bodies = await Promise.all(
-      ['/a', '/b', '/c'].map(async (path) => (await client.request({ path, method: 'GET' })).body.text()),
-    )
+    const bodies = await Promise.all(['/a', '/b', '/c'].map(async (path) => (await client.request({ path, method: 'GET' })).body.text()))
     return bodies.join(', ')
   } finally {
     await client.close()
@@ -88,11 +86,7 @@ try {
   expectEqual('HTTP/1.1 pipelined', await three(h1Origin, { pipelining: 2 }), '1.1 GET /a, 1.1 GET /b, 1.1 GET /c')
   const top = await request(`${h1Origin}/top?q=1`, { method: 'POST', body: 'x' })
   expectEqual('HTTP/1.1 request()', await top.body.text(), '1.1 POST /top?q=1')
-  expectEqual(
-    'HTTP/1.1 over TLS',
-    await three(tlsOrigin, { connect: { ca: CA }, allowH2: false }),
-    '1.1 GET /a, 1.1 GET /b, 1.1 GET /c',
-  )
+  expectEqual('HTTP/1.1 over TLS', await three(tlsOrigin, { connect: { ca: CA }, allowH2: false }), '1.1 GET /a, 1.1 GET /b, 1.1 GET /c')
   expectEqual('HTTP/2 over TLS', await three(h2Origin, { connect: { ca: CA }, allowH2: true }), '2.0 GET /a, 2.0 GET /b, 2.0 GET /c')
   expectEqual('HTTP/2 cleartext', await three(h2cOrigin, { allowH2: true, useH2c: true }), '2.0 GET /a, 2.0 GET /b, 2.0 GET /c')
   console.log(`smoke: ${process.platform}-${process.arch}, Node.js ${process.version}: ${results.join(', ')}: ok`)

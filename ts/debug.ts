@@ -49,7 +49,15 @@ function subscribeWebSocket(log: Log): void {
 
 /** The channels undici's own debug lines are printed from. */
 const DEBUG_CHANNELS = new Set(
-  ['client:beforeConnect', 'client:connected', 'client:connectError', 'client:sendHeaders', 'request:headers', 'request:trailers', 'request:error']
+  [
+    'client:beforeConnect',
+    'client:connected',
+    'client:connectError',
+    'client:sendHeaders',
+    'request:headers',
+    'request:trailers',
+    'request:error',
+  ]
     .concat(['websocket:open', 'websocket:close', 'websocket:socket_error', 'websocket:ping', 'websocket:pong'])
     .map((n) => `undici:${n}`),
 )
@@ -67,7 +75,10 @@ function loadNodeUndiciQuietly(): void {
   const g = globalThis as { Headers?: unknown }
   const empty = globalDispatcherUnset()
   // Both kinds of channel object (with and without subscribers) have their own `subscribe`.
-  const protos = new Set<{ subscribe: Subscribe }>([dc.Channel.prototype, ...[...DEBUG_CHANNELS].map((n) => Object.getPrototypeOf(dc.channel(n)))])
+  const protos = new Set<{ subscribe: Subscribe }>([
+    dc.Channel.prototype,
+    ...[...DEBUG_CHANNELS].map((n) => Object.getPrototypeOf(dc.channel(n))),
+  ])
   const saved = [...protos].map((p) => [p, Object.getOwnPropertyDescriptor(p, 'subscribe')] as const)
   for (const [proto] of saved) {
     const subscribe = proto.subscribe

@@ -239,7 +239,6 @@ export class CoreSocket {
 
 // The messages of the channels, under the names undici's types give them
 // (`DiagnosticsChannel.RequestCreateMessage` ...).
-// eslint-disable-next-line @typescript-eslint/no-namespace
 export declare namespace DiagnosticsChannel {
   /** The `request` of every request channel: one object per request. */
   export type Request = RequestInfo

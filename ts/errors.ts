@@ -254,8 +254,13 @@ export class RequestRetryError extends UndiciError {
   /** The third argument is required, as undici's run time reads it (its types declare `headers?, body?`). */
   constructor(message: string, statusCode: number, options: { headers?: IncomingHttpHeaders | null; data?: { count: number } })
   /** As undici's declarations have it; the third argument is read as `{ headers, data }` all the same. */
-  constructor(message: string, statusCode: number, headers?: IncomingHttpHeaders | string[] | null, body?: null | Record<string, unknown> | string)
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  constructor(
+    message: string,
+    statusCode: number,
+    headers?: IncomingHttpHeaders | string[] | null,
+    body?: null | Record<string, unknown> | string,
+  )
+  // biome-ignore lint/suspicious/noExplicitAny: undici declares it so
   constructor(message: string, statusCode: number, { headers, data }: any) {
     super(message)
     init(this, 'RequestRetryError', message, 'Request retry error', 'UND_ERR_REQ_RETRY')
@@ -281,11 +286,7 @@ export class ResponseError extends UndiciError {
   constructor(
     message: string,
     statusCode: number,
-    {
-      headers,
-      body,
-      bodyTruncated = false,
-    }: { headers?: IncomingHttpHeaders | string[] | null; body?: unknown; bodyTruncated?: boolean },
+    { headers, body, bodyTruncated = false }: { headers?: IncomingHttpHeaders | string[] | null; body?: unknown; bodyTruncated?: boolean },
   ) {
     super(message)
     init(this, 'ResponseError', message, 'Response error', 'UND_ERR_RESPONSE')

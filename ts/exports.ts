@@ -16,7 +16,6 @@ export type { RoundRobinPoolOptions } from './dispatcher/round-robin-pool'
 export const interceptors = { redirect, retry, dump, responseError, dns, cache, deduplicate, decompress }
 export { cacheStores } from './interceptors/cache/stores'
 // Their option types, under the names undici gives them (`interceptors.RetryInterceptorOpts` ...).
-// eslint-disable-next-line @typescript-eslint/no-namespace
 export declare namespace interceptors {
   export type DumpInterceptorOpts = import('./interceptors').DumpInterceptorOptions
   export type RetryInterceptorOpts = import('./handlers/retry').RetryOptions

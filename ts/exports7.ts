@@ -50,7 +50,9 @@ export class Agent extends main.Agent {
 export class ProxyAgent extends main.ProxyAgent {
   constructor(...[options]: Args<typeof main.ProxyAgent>) {
     // undici 7 takes the proxy's URL alone too, and tunnels plain http: requests by default.
-    super(v7(typeof options === 'string' || options instanceof URL ? { uri: String(options) } : options, { allowH2: false, proxyTunnel: true }))
+    super(
+      v7(typeof options === 'string' || options instanceof URL ? { uri: String(options) } : options, { allowH2: false, proxyTunnel: true }),
+    )
   }
 }
 export class EnvHttpProxyAgent extends main.EnvHttpProxyAgent {

@@ -19,7 +19,7 @@ let fallback: Dispatcher | undefined
 function put(key: symbol, value: Dispatcher): boolean {
   const g = globalThis as Global
   try {
-    if (Object.prototype.hasOwnProperty.call(g, key)) g[key] = value
+    if (Object.hasOwn(g, key)) g[key] = value
     else Object.defineProperty(g, key, { value, writable: true, enumerable: false, configurable: false })
     return true
   } catch (err) {

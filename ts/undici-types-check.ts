@@ -91,7 +91,10 @@ export type upgradeOptions = Fits<Param<typeof U.upgrade, 1>, Param<Saetta['upgr
 export type DecoratorHandler = Fits<Saetta['DecoratorHandler'], typeof U.DecoratorHandler>
 export type RedirectHandler = Fits<Saetta['RedirectHandler'], typeof U.RedirectHandler>
 export type RetryHandler = Fits<Saetta['RetryHandler'], typeof U.RetryHandler>
-export type RetryHandlerOptions = Fits<U.Dispatcher.DispatchOptions & { retryOptions?: URetryHandler.RetryOptions }, Arg<Saetta['RetryHandler'], 0>>
+export type RetryHandlerOptions = Fits<
+  U.Dispatcher.DispatchOptions & { retryOptions?: URetryHandler.RetryOptions },
+  Arg<Saetta['RetryHandler'], 0>
+>
 export type RetryHandlers = Fits<URetryHandler.RetryHandlers, Arg<Saetta['RetryHandler'], 1>>
 export type interceptors = Fits<Saetta['interceptors'], typeof U.interceptors>
 type I = Saetta['interceptors']
@@ -115,26 +118,17 @@ type Native = 'socket' | 'connector'
 export type RequestCreateMessage = Fits<C.RequestCreateMessage, UChannels.RequestCreateMessage>
 export type RequestBodySentMessage = Fits<C.RequestBodySentMessage, UChannels.RequestBodySentMessage>
 export type RequestBodyChunkSentMessage = Fits<C.RequestBodyChunkSentMessage, UChannels.RequestBodyChunkSentMessage>
-export type RequestBodyChunkReceivedMessage = Fits<
-  C.RequestBodyChunkReceivedMessage,
-  UChannels.RequestBodyChunkReceivedMessage
->
+export type RequestBodyChunkReceivedMessage = Fits<C.RequestBodyChunkReceivedMessage, UChannels.RequestBodyChunkReceivedMessage>
 export type RequestHeadersMessage = Fits<C.RequestHeadersMessage, UChannels.RequestHeadersMessage>
 export type RequestTrailersMessage = Fits<C.RequestTrailersMessage, UChannels.RequestTrailersMessage>
 export type RequestErrorMessage = Fits<C.RequestErrorMessage, UChannels.RequestErrorMessage>
-export type ClientSendHeadersMessage = Fits<
-  Omit<C.ClientSendHeadersMessage, Native>,
-  Omit<UChannels.ClientSendHeadersMessage, Native>
->
+export type ClientSendHeadersMessage = Fits<Omit<C.ClientSendHeadersMessage, Native>, Omit<UChannels.ClientSendHeadersMessage, Native>>
 export type ClientBeforeConnectMessage = Fits<
   Omit<C.ClientBeforeConnectMessage, Native>,
   Omit<UChannels.ClientBeforeConnectMessage, Native>
 >
 export type ClientConnectedMessage = Fits<Omit<C.ClientConnectedMessage, Native>, Omit<UChannels.ClientConnectedMessage, Native>>
-export type ClientConnectErrorMessage = Fits<
-  Omit<C.ClientConnectErrorMessage, Native>,
-  Omit<UChannels.ClientConnectErrorMessage, Native>
->
+export type ClientConnectErrorMessage = Fits<Omit<C.ClientConnectErrorMessage, Native>, Omit<UChannels.ClientConnectErrorMessage, Native>>
 
 // Mocks.
 export type MockAgent = Fits<Saetta['MockAgent'], typeof U.MockAgent>

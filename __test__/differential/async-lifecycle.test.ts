@@ -88,7 +88,9 @@ describe('async context', () => {
         await als.run(tag, async () => {
           const res = await c.request({ path: '/split', method: 'GET' })
           note(`${tag} await`)
-          await new Promise<void>((resolve) => res.body.on('data', () => note(`${tag} data`)).on('end', () => (note(`${tag} end`), resolve())))
+          await new Promise<void>((resolve) =>
+            res.body.on('data', () => note(`${tag} data`)).on('end', () => (note(`${tag} end`), resolve())),
+          )
         })
       }
       await als.run('T', async () => {
@@ -278,7 +280,7 @@ describe('async context', () => {
     })
   })
 
-  test('async_hooks: one resource per API call, under undici\'s names (UNDICI_REQUEST ...), triggered by the caller; callbacks run in it', async () => {
+  test("async_hooks: one resource per API call, under undici's names (UNDICI_REQUEST ...), triggered by the caller; callbacks run in it", async () => {
     type Seen = { id: number; type: string; trigger: number }
     const seen: Seen[] = []
     const api = /^(UNDICI|SAETTA)_(REQUEST|STREAM|PIPELINE|UPGRADE|CONNECT)$/
@@ -314,8 +316,15 @@ describe('async context', () => {
         await call('request', (inside) => c.request({ path: '/small', method: 'GET' }, (_e, d) => (inside(), d.body.resume())))
         await call('request failing', (inside) => c.request({ path: '/reset', method: 'GET', headers: 1 } as never, () => inside()))
         await call('request, bad opts', (inside) => c.request(null as never, () => inside()))
-        await call('stream', (inside) => c.stream({ path: '/small', method: 'GET' }, () => (inside(), new Writable({ write: (_c, _e, cb) => cb() }))))
-        await call('pipeline', (inside) => c.pipeline({ path: '/small', method: 'GET' }, ({ body }) => (inside(), body)).end().resume())
+        await call('stream', (inside) =>
+          c.stream({ path: '/small', method: 'GET' }, () => (inside(), new Writable({ write: (_c, _e, cb) => cb() }))),
+        )
+        await call('pipeline', (inside) =>
+          c
+            .pipeline({ path: '/small', method: 'GET' }, ({ body }) => (inside(), body))
+            .end()
+            .resume(),
+        )
         await call('upgrade', (inside) => t.upgrade({ path: '/' }, (_e, d) => (inside(), d.socket.destroy())))
         await call('connect', (inside) => t.connect({ path: 'h:1' }, (_e, d) => (inside(), d.socket.destroy())))
         return out
@@ -324,9 +333,16 @@ describe('async context', () => {
       const theirs = await run((await import('undici')) as Lib, a)
       const ours = await run((await import('../support/differential')).saetta, b)
       expect(ours).toEqual(theirs)
-      expect(theirs[0]).toEqual({ name: 'request', types: ['UNDICI_REQUEST'], byCaller: [true], inside: { inIt: true, triggeredByCaller: true } })
+      expect(theirs[0]).toEqual({
+        name: 'request',
+        types: ['UNDICI_REQUEST'],
+        byCaller: [true],
+        inside: { inIt: true, triggeredByCaller: true },
+      })
       // Both libraries made them all, under the same names (a SAETTA_ one would show here).
-      expect(new Set(seen.map((s) => s.type))).toEqual(new Set(['REQUEST', 'STREAM', 'PIPELINE', 'UPGRADE', 'CONNECT'].map((kind) => `UNDICI_${kind}`)))
+      expect(new Set(seen.map((s) => s.type))).toEqual(
+        new Set(['REQUEST', 'STREAM', 'PIPELINE', 'UPGRADE', 'CONNECT'].map((kind) => `UNDICI_${kind}`)),
+      )
     } finally {
       hook.disable()
     }
@@ -475,9 +491,12 @@ describe('lifecycle', () => {
       ['null', () => null],
       ['an object', () => ({})],
       ['a Readable', () => new Readable({ read() {} })],
-      ['a throwing factory', () => {
-        throw new TypeError('factory failed')
-      }],
+      [
+        'a throwing factory',
+        () => {
+          throw new TypeError('factory failed')
+        },
+      ],
     ]
     await same(split, async (lib, origin) => {
       const c = client(lib, origin)
@@ -508,7 +527,9 @@ describe('lifecycle', () => {
       await withTimeout(new Promise((resolve) => duplex.on('close', resolve)), 3000, 'pipeline close')
       await sleep(150)
       events.push(`body destroyed ${body.destroyed} errored ${describeError(body.errored).class}`)
-      events.push(`next ${await c.request({ path: '/small', method: 'GET' }).then((r) => r.body.text())} on connection ${server.requests.at(-1)!.connection}`)
+      events.push(
+        `next ${await c.request({ path: '/small', method: 'GET' }).then((r) => r.body.text())} on connection ${server.requests.at(-1)!.connection}`,
+      )
       return squeeze(events)
     })
   })
@@ -527,7 +548,9 @@ describe('lifecycle', () => {
         await withTimeout(new Promise((resolve) => duplex.on('close', resolve)), 3000, 'pipeline close')
         await sleep(150)
         events.push(`body destroyed ${body.destroyed} errored ${describeError(body.errored).message}`)
-        events.push(`next ${await c.request({ path: '/small', method: 'GET' }).then((r) => r.body.text())} on connection ${server.requests.at(-1)!.connection}`)
+        events.push(
+          `next ${await c.request({ path: '/small', method: 'GET' }).then((r) => r.body.text())} on connection ${server.requests.at(-1)!.connection}`,
+        )
         return squeeze(events)
       })
     }
@@ -536,7 +559,11 @@ describe('lifecycle', () => {
   describe('upgrade() failures', () => {
     const cases: Array<[string, () => Promise<RawServer>, object]> = [
       ['a 200 answer', () => tunnelServer(() => 'HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nno'), {}],
-      ['a 404 answer closing the connection', () => tunnelServer(() => 'HTTP/1.1 404 Not Found\r\nconnection: close\r\ncontent-length: 0\r\n\r\n'), {}],
+      [
+        'a 404 answer closing the connection',
+        () => tunnelServer(() => 'HTTP/1.1 404 Not Found\r\nconnection: close\r\ncontent-length: 0\r\n\r\n'),
+        {},
+      ],
       ['the server closing without an answer', () => netServer((s) => s.once('data', () => s.end())), {}],
       ['the server resetting', () => netServer((s) => s.once('data', () => s.destroy())), {}],
       ['a headers timeout', () => tunnelServer(() => null), { headersTimeout: 200 }],
@@ -613,7 +640,12 @@ describe('connect() and upgrade() options', () => {
   ]
 
   /** What a call did: threw, rejected or resolved (the keys of its data), or called back. */
-  async function callOutcome(c: InstanceType<Lib['Client']>, method: 'connect' | 'upgrade', opts: unknown, callback: unknown): Promise<unknown> {
+  async function callOutcome(
+    c: InstanceType<Lib['Client']>,
+    method: 'connect' | 'upgrade',
+    opts: unknown,
+    callback: unknown,
+  ): Promise<unknown> {
     const fn = c[method].bind(c) as (...args: unknown[]) => unknown
     try {
       if (callback === undefined) {
@@ -669,7 +701,10 @@ describe('connect() and upgrade() options', () => {
         await destroyed.destroy()
         const out: unknown[] = []
         for (const c of [closed, destroyed]) {
-          out.push(await callOutcome(c, method, { path: '/', opaque: 'op' }, undefined), await callOutcome(c, method, { path: '/', opaque: 'op' }, 'callback'))
+          out.push(
+            await callOutcome(c, method, { path: '/', opaque: 'op' }, undefined),
+            await callOutcome(c, method, { path: '/', opaque: 'op' }, 'callback'),
+          )
         }
         return out
       })

@@ -5,7 +5,7 @@
 import { Readable } from 'node:stream'
 import { afterEach, describe, expect, test } from 'vitest'
 import { cleanup, collect, hangingPort, httpServer, okResponse, rawServer, readBody, sleep, type RawServer } from '../support/helpers'
-import { client, describeError, saetta, same, undici, type Lib, undici7, saetta7, outcome, UNDICI, UNDICI7 } from '../support/differential'
+import { client, describeError, saetta, same, undici, type Lib, outcome, UNDICI, UNDICI7 } from '../support/differential'
 
 afterEach(cleanup)
 
@@ -96,7 +96,12 @@ describe('request bodies', () => {
       form.append('empty', new Blob([]))
       const c = client(lib, origin)
       const res = await c.request({ path: '/', method: 'POST', body: form })
-      const withType = await c.request({ path: '/', method: 'POST', body: form, headers: { 'content-type': 'multipart/form-data; boundary=x' } })
+      const withType = await c.request({
+        path: '/',
+        method: 'POST',
+        body: form,
+        headers: { 'content-type': 'multipart/form-data; boundary=x' },
+      })
       return [await res.body.json(), withType.statusCode, await withType.body.text().then((t) => t.slice(0, 40))]
     })
   })
@@ -118,11 +123,18 @@ describe('request bodies', () => {
     await same(w.server, async (lib, origin) => {
       const c = client(lib, origin)
       const out = []
-      out.push(await requestOutcome(lib, c, { path: '/', method: 'POST', body: new Blob(['blob'], { type: 'text/plain' }) as unknown as string }))
+      out.push(
+        await requestOutcome(lib, c, { path: '/', method: 'POST', body: new Blob(['blob'], { type: 'text/plain' }) as unknown as string }),
+      )
       out.push(await requestOutcome(lib, c, { path: '/', method: 'PUT', body: new File(['file!'], 'x.bin') as unknown as string }))
       out.push(await requestOutcome(lib, c, { path: '/', method: 'POST', body: new Blob([]) as unknown as string }))
       out.push(
-        await requestOutcome(lib, c, { path: '/', method: 'POST', body: new Blob(['typed'], { type: 'a/b' }) as unknown as string, headers: { 'content-type': 'c/d' } }),
+        await requestOutcome(lib, c, {
+          path: '/',
+          method: 'POST',
+          body: new Blob(['typed'], { type: 'a/b' }) as unknown as string,
+          headers: { 'content-type': 'c/d' },
+        }),
       )
       return { out, received: received(w.got()) }
     })
@@ -133,9 +145,10 @@ describe('strictContentLength', () => {
   const mk = {
     buffer: (s: string) => Buffer.from(s),
     stream: (s: string) => Readable.from(s ? [Buffer.from(s)] : []),
-    iterable: (s: string) => (async function* () {
-      if (s) yield s
-    })(),
+    iterable: (s: string) =>
+      (async function* () {
+        if (s) yield s
+      })(),
   }
   // Declared length against the body's: shorter, longer, zero, equal.
   const cases: Array<[string, string]> = [
@@ -151,27 +164,36 @@ describe('strictContentLength', () => {
         let srv!: RawServer
         const server = async () => (srv = await rawServer((_req, socket) => socket.write(okResponse('ok'))))
         // undici 8 warns once a request where undici 7 warned at each check (a body too long: twice).
-        await same(server, async (lib, origin) => {
-          const warnings: string[] = []
-          const onWarning = (w: Error) => warnings.push(`${w.name}: ${w.message}`)
-          process.on('warning', onWarning)
-          const out = []
-          try {
-            for (const method of ['POST', 'GET']) {
-              for (const [length, text] of cases) {
-                // A body shorter than declared leaves the server waiting: the head times out.
-                const c = client(lib, origin, { strictContentLength: strict, headersTimeout: 300 })
-                const r = await requestOutcome(lib, c, { path: `/${method}/${length}/${text}`, method, body: mk[kind](text) as string, headers: { 'content-length': length } })
-                await sleep(20)
-                out.push([method, length, text, r])
+        await same(
+          server,
+          async (lib, origin) => {
+            const warnings: string[] = []
+            const onWarning = (w: Error) => warnings.push(`${w.name}: ${w.message}`)
+            process.on('warning', onWarning)
+            const out = []
+            try {
+              for (const method of ['POST', 'GET']) {
+                for (const [length, text] of cases) {
+                  // A body shorter than declared leaves the server waiting: the head times out.
+                  const c = client(lib, origin, { strictContentLength: strict, headersTimeout: 300 })
+                  const r = await requestOutcome(lib, c, {
+                    path: `/${method}/${length}/${text}`,
+                    method,
+                    body: mk[kind](text) as string,
+                    headers: { 'content-length': length },
+                  })
+                  await sleep(20)
+                  out.push([method, length, text, r])
+                }
               }
+              await sleep(20)
+            } finally {
+              process.off('warning', onWarning)
             }
-            await sleep(20)
-          } finally {
-            process.off('warning', onWarning)
-          }
-          return { out, warnings, received: received(srv).map((r) => ({ ...r, connection: undefined })) }
-        }, strict ? UNDICI : [UNDICI, UNDICI7])
+            return { out, warnings, received: received(srv).map((r) => ({ ...r, connection: undefined })) }
+          },
+          strict ? UNDICI : [UNDICI, UNDICI7],
+        )
       })
     }
   }
@@ -206,21 +228,43 @@ describe('streamed bodies', () => {
       },
     ],
     ['an empty Readable.from', () => Readable.from([])],
-    ['an empty stream that ends when read', () => new Readable({ read() { this.push(null) } })],
-    ['an ended and read stream', () => {
-      const r = new Readable({ read() {} })
-      r.push(null)
-      r.resume()
-      return r
-    }],
-    ['a stream with all of its data pushed', () => {
-      const r = new Readable({ read() {} })
-      r.push('all ')
-      r.push('there')
-      r.push(null)
-      return r
-    }],
-    ['a stream failing before any chunk', () => new Readable({ read() { this.destroy(fail('before')) } })],
+    [
+      'an empty stream that ends when read',
+      () =>
+        new Readable({
+          read() {
+            this.push(null)
+          },
+        }),
+    ],
+    [
+      'an ended and read stream',
+      () => {
+        const r = new Readable({ read() {} })
+        r.push(null)
+        r.resume()
+        return r
+      },
+    ],
+    [
+      'a stream with all of its data pushed',
+      () => {
+        const r = new Readable({ read() {} })
+        r.push('all ')
+        r.push('there')
+        r.push(null)
+        return r
+      },
+    ],
+    [
+      'a stream failing before any chunk',
+      () =>
+        new Readable({
+          read() {
+            this.destroy(fail('before'))
+          },
+        }),
+    ],
     [
       'a stream failing while writing',
       () => {
@@ -242,19 +286,25 @@ describe('streamed bodies', () => {
         })
       },
     ],
-    ['a stream destroyed without an error', () => {
-      const r = new Readable({ read() {} })
-      r.push('x')
-      setTimeout(() => r.destroy(), 20)
-      return r
-    }],
+    [
+      'a stream destroyed without an error',
+      () => {
+        const r = new Readable({ read() {} })
+        r.push('x')
+        setTimeout(() => r.destroy(), 20)
+        return r
+      },
+    ],
     ['a destroyed stream', () => new Readable({ read() {} }).destroy()],
-    ['an errored stream', () => {
-      const r = new Readable({ read() {} })
-      r.on('error', () => {})
-      r.destroy(fail('already'))
-      return r
-    }],
+    [
+      'an errored stream',
+      () => {
+        const r = new Readable({ read() {} })
+        r.on('error', () => {})
+        r.destroy(fail('already'))
+        return r
+      },
+    ],
   ]
   test.each(streams)('POST with %s: the result, what the server got, the stream', async (_name, make) => {
     const w = slow()
@@ -291,37 +341,72 @@ describe('streamed bodies', () => {
 
   const iterables: Array<[string, () => unknown]> = [
     ['an array of strings', () => ['a', 'b']],
-    ['a generator of typed arrays and views', () => (function* () {
-      yield new Uint16Array([0x4142])
-      yield new DataView(new Uint8Array([0x43, 0x44]).buffer)
-      yield Buffer.from('E')
-    })()],
-    ['an async generator yielding a number', () => (async function* () {
-      yield 'ok'
-      yield 5
-    })()],
-    ['a generator yielding an object first', () => (function* () {
-      yield { not: 'bytes' }
-    })()],
-    ['an async generator yielding null', () => (async function* () {
-      yield 'a'
-      yield null
-    })()],
-    ['an async generator yielding an ArrayBuffer', () => (async function* () {
-      yield new Uint8Array([0x61]).buffer
-    })()],
-    ['an async generator that returns early', () => (async function* () {
-      yield 'only'
-      return 'ignored'
-    })()],
-    ['an async generator that throws', () => (async function* () {
-      yield 'some'
-      throw fail('thrown')
-    })()],
-    ['a generator that throws first', () => (function* () {
-      throw fail('at once')
-    })()],
-    ['an async iterator with no values', () => ({ [Symbol.asyncIterator]: () => ({ next: async () => ({ done: true, value: undefined }) }) })],
+    [
+      'a generator of typed arrays and views',
+      () =>
+        (function* () {
+          yield new Uint16Array([0x4142])
+          yield new DataView(new Uint8Array([0x43, 0x44]).buffer)
+          yield Buffer.from('E')
+        })(),
+    ],
+    [
+      'an async generator yielding a number',
+      () =>
+        (async function* () {
+          yield 'ok'
+          yield 5
+        })(),
+    ],
+    [
+      'a generator yielding an object first',
+      () =>
+        (function* () {
+          yield { not: 'bytes' }
+        })(),
+    ],
+    [
+      'an async generator yielding null',
+      () =>
+        (async function* () {
+          yield 'a'
+          yield null
+        })(),
+    ],
+    [
+      'an async generator yielding an ArrayBuffer',
+      () =>
+        (async function* () {
+          yield new Uint8Array([0x61]).buffer
+        })(),
+    ],
+    [
+      'an async generator that returns early',
+      () =>
+        (async function* () {
+          yield 'only'
+          return 'ignored'
+        })(),
+    ],
+    [
+      'an async generator that throws',
+      () =>
+        (async function* () {
+          yield 'some'
+          throw fail('thrown')
+        })(),
+    ],
+    [
+      'a generator that throws first',
+      () =>
+        (function* () {
+          throw fail('at once')
+        })(),
+    ],
+    [
+      'an async iterator with no values',
+      () => ({ [Symbol.asyncIterator]: () => ({ next: async () => ({ done: true, value: undefined }) }) }),
+    ],
   ]
   test.each(iterables)('PUT with %s: the result and what the server got', async (_name, make) => {
     const w = slow()
@@ -369,7 +454,9 @@ describe('bodies and the connection', () => {
         for (const body of [undefined, '', 'text', () => Readable.from(['st', 'ream'])]) {
           for (const reset of [undefined, false]) {
             const b = typeof body === 'function' ? body() : body
-            out.push(await requestOutcome(lib, c, { path: `/${method}`, method, body: b as string, ...(reset === undefined ? {} : { reset }) }))
+            out.push(
+              await requestOutcome(lib, c, { path: `/${method}`, method, body: b as string, ...(reset === undefined ? {} : { reset }) }),
+            )
           }
         }
       }
@@ -587,30 +674,38 @@ describe('connection lifecycle', () => {
   const silent = () => rawServer(() => {})
 
   // blocking: false, the spec's default (undici's is true for a GET, which makes it busy).
-  test.each([1, 3])('dispatch() is false while a request waits for the connection or the pipeline is full; one drain (pipelining %i)', async (pipelining) => {
-    await same(
-      () => httpServer((_req, res) => setTimeout(() => res.end('x'), 10)),
-      async (lib, origin) => {
-        const c = client(lib, origin, { pipelining })
-        let drains = 0
-        c.on('drain', () => drains++)
-        const returns = []
-        const done = []
-        for (let i = 0; i < 6; i++) {
-          done.push(
-            new Promise<void>((resolve) =>
-              returns.push(c.dispatch({ path: '/', method: 'GET', blocking: false }, { onConnect() {}, onHeaders: () => true, onData: () => true, onComplete: () => resolve(), onError: () => resolve() })),
-            ),
-          )
-        }
-        await Promise.all(done)
-        await sleep(20)
-        // (A dispatch onto the idle connection afterwards is false on undici 7.30, which first
-        // checks an idle socket for a tick; saetta's engine does not: not compared.)
-        return { returns, drains }
-      },
-    )
-  })
+  test.each([1, 3])(
+    'dispatch() is false while a request waits for the connection or the pipeline is full; one drain (pipelining %i)',
+    async (pipelining) => {
+      await same(
+        () => httpServer((_req, res) => setTimeout(() => res.end('x'), 10)),
+        async (lib, origin) => {
+          const c = client(lib, origin, { pipelining })
+          let drains = 0
+          c.on('drain', () => drains++)
+          const returns = []
+          const done = []
+          for (let i = 0; i < 6; i++) {
+            done.push(
+              new Promise<void>((resolve) =>
+                returns.push(
+                  c.dispatch(
+                    { path: '/', method: 'GET', blocking: false },
+                    { onConnect() {}, onHeaders: () => true, onData: () => true, onComplete: () => resolve(), onError: () => resolve() },
+                  ),
+                ),
+              ),
+            )
+          }
+          await Promise.all(done)
+          await sleep(20)
+          // (A dispatch onto the idle connection afterwards is false on undici 7.30, which first
+          // checks an idle socket for a tick; saetta's engine does not: not compared.)
+          return { returns, drains }
+        },
+      )
+    },
+  )
 
   test('destroy() twice, with and without callbacks and errors: the results and their order', async () => {
     await same(silent, async (lib, origin) => {
@@ -645,9 +740,7 @@ describe('connection lifecycle', () => {
     await same(silent, async (lib, origin) => {
       const c = client(lib, origin, { pipelining: 1 })
       const order: unknown[] = []
-      const requests = ['/1', '/2', '/3'].map((path) =>
-        outcome(c.request({ path, method: 'GET' })).then((r) => order.push([path, r])),
-      )
+      const requests = ['/1', '/2', '/3'].map((path) => outcome(c.request({ path, method: 'GET' })).then((r) => order.push([path, r])))
       const handler = collect()
       c.dispatch({ path: '/4', method: 'GET' }, handler.handler)
       void handler.done.then(() => order.push(['/4 dispatch', handler.events, describeError(handler.error)]))
@@ -663,10 +756,14 @@ describe('connection lifecycle', () => {
     await same(silent, async (lib, origin) => {
       const c = client(lib, origin, { pipelining: 2 })
       const order: unknown[] = []
-      const requests = ['/1', '/2', '/3'].map((path) => outcome(c.request({ path, method: 'GET', blocking: false })).then((r) => order.push([path, r])))
+      const requests = ['/1', '/2', '/3'].map((path) =>
+        outcome(c.request({ path, method: 'GET', blocking: false })).then((r) => order.push([path, r])),
+      )
       await sleep(30)
       const closed = outcome(c.close()).then((r) => order.push(['close', r]))
-      const closedCb = new Promise<void>((resolve) => c.close((err: Error | null, data: unknown) => resolve(void order.push(['close callback', describeError(err), data]))))
+      const closedCb = new Promise<void>((resolve) =>
+        c.close((err: Error | null, data: unknown) => resolve(void order.push(['close callback', describeError(err), data]))),
+      )
       order.push(['state', c.closed, c.destroyed])
       const afterClose = await outcome(c.request({ path: '/late', method: 'GET' }))
       const destroyed = outcome(c.destroy()).then((r) => order.push(['destroy', r]))
@@ -697,39 +794,51 @@ describe('connection lifecycle', () => {
   const masked = (err: unknown) => JSON.parse(JSON.stringify(describeError(err)).replace(/:\d+/g, ':PORT'))
 
   test('connectTimeout against a port that never completes the handshake: error and connectionError event', async () => {
-    await same(
-      hanging,
-      async (lib, origin) => {
-        const c = client(lib, origin, { connectTimeout: 100 })
-        const events: unknown[] = []
-        c.on('connectionError', (o, targets, err) => events.push([String(o) === `${origin}/`, targets.length, targets[0] === c, masked(err)]))
-        c.on('connect', () => events.push('connect'))
-        c.on('disconnect', () => events.push('disconnect'))
-        const started = Date.now()
-        const results = await Promise.all(
-          ['/1', '/2'].map((path) => c.request({ path, method: 'GET' }).then(() => 'ok', (err) => masked(err))),
-        )
-        const elapsed = Date.now() - started
-        await sleep(20)
-        return { results, events, inTime: elapsed >= 90 && elapsed < 2000 }
-      },
-    )
+    await same(hanging, async (lib, origin) => {
+      const c = client(lib, origin, { connectTimeout: 100 })
+      const events: unknown[] = []
+      c.on('connectionError', (o, targets, err) => events.push([String(o) === `${origin}/`, targets.length, targets[0] === c, masked(err)]))
+      c.on('connect', () => events.push('connect'))
+      c.on('disconnect', () => events.push('disconnect'))
+      const started = Date.now()
+      const results = await Promise.all(
+        ['/1', '/2'].map((path) =>
+          c.request({ path, method: 'GET' }).then(
+            () => 'ok',
+            (err) => masked(err),
+          ),
+        ),
+      )
+      const elapsed = Date.now() - started
+      await sleep(20)
+      return { results, events, inTime: elapsed >= 90 && elapsed < 2000 }
+    })
   })
 
   // undici 8 takes an aborted request out of the wait for a connection; undici 7 failed it once connected (or not).
   test('an abort while connecting: the request fails at once, the next one still connects', async () => {
-    await same(hanging, async (lib, origin) => {
+    await same(
+      hanging,
+      async (lib, origin) => {
         const c = client(lib, origin, { connectTimeout: 300 })
         const events: unknown[] = []
         c.on('connectionError', (_o, _t, err) => events.push(['connectionError', masked(err)]))
         const signal = new (await import('node:events')).EventEmitter()
         const started = Date.now()
-        const aborted = c.request({ path: '/a', method: 'GET', signal }).then(() => 'ok', (err) => [masked(err), Date.now() - started < 200])
+        const aborted = c.request({ path: '/a', method: 'GET', signal }).then(
+          () => 'ok',
+          (err) => [masked(err), Date.now() - started < 200],
+        )
         setTimeout(() => signal.emit('abort'), 30)
         const first = await aborted
-        const next = await c.request({ path: '/b', method: 'GET' }).then(() => 'ok', (err) => masked(err))
+        const next = await c.request({ path: '/b', method: 'GET' }).then(
+          () => 'ok',
+          (err) => masked(err),
+        )
         return { first, next, events }
-      }, [UNDICI, UNDICI7])
+      },
+      [UNDICI, UNDICI7],
+    )
   })
 
   test('connectionError on a refused port: arguments, and what each request gets', async () => {
@@ -742,7 +851,14 @@ describe('connection lifecycle', () => {
           const c = client(lib, origin, { pipelining })
           const events: unknown[] = []
           c.on('connectionError', (o, targets, err) => events.push([String(o) === `${origin}/`, targets[0] === c, masked(err)]))
-          const results = await Promise.all(['/1', '/2', '/3'].map((path) => c.request({ path, method: 'GET' }).then(() => 'ok', (err) => masked(err))))
+          const results = await Promise.all(
+            ['/1', '/2', '/3'].map((path) =>
+              c.request({ path, method: 'GET' }).then(
+                () => 'ok',
+                (err) => masked(err),
+              ),
+            ),
+          )
           out.push({ pipelining, results, events })
         }
         return out
@@ -771,7 +887,11 @@ describe('connection lifecycle', () => {
       const results = []
       for (const path of ['/1', '/2', '/3', '/4', '/5']) results.push(await requestOutcome(lib, c, { path, method: 'GET' }))
       await sleep(20)
-      return { results: results.map((r) => (r.ok ? r : { ok: false, error: masked(r.error) })), events, received: srv.requests.map((r) => [r.path, r.connection]) }
+      return {
+        results: results.map((r) => (r.ok ? r : { ok: false, error: masked(r.error) })),
+        events,
+        received: srv.requests.map((r) => [r.path, r.connection]),
+      }
     })
   })
 
@@ -813,7 +933,11 @@ describe('connection lifecycle', () => {
       handlers[0].abort!(new Error('stop /1'))
       await Promise.all(handlers.map((h) => h.done))
       return {
-        handlers: handlers.map((h) => ({ events: h.events.filter((e, i, all) => e !== 'data' || all[i - 1] !== 'data'), error: h.error && describeError(h.error), body: h.body() })),
+        handlers: handlers.map((h) => ({
+          events: h.events.filter((e, i, all) => e !== 'data' || all[i - 1] !== 'data'),
+          error: h.error && describeError(h.error),
+          body: h.body(),
+        })),
         received: srv.requests.map((r) => [r.path, r.connection]),
       }
     })
@@ -830,17 +954,20 @@ describe("a response chunk's memory", () => {
         let queue!: ReadableByteStreamController
         const stream = new ReadableStream({ type: 'bytes', start: (c) => void (queue = c) })
         return new Promise<string>((resolve, reject) => {
-          pool.dispatch({ path: `/${i}`, method: 'GET' }, {
-            onRequestStart() {},
-            onResponseStart() {},
-            // Transfers the chunk's memory to the stream.
-            onResponseData: (_c, chunk) => queue.enqueue(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength)),
-            onResponseEnd: () => {
-              queue.close()
-              resolve(new Response(stream).text())
+          pool.dispatch(
+            { path: `/${i}`, method: 'GET' },
+            {
+              onRequestStart() {},
+              onResponseStart() {},
+              // Transfers the chunk's memory to the stream.
+              onResponseData: (_c, chunk) => queue.enqueue(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength)),
+              onResponseEnd: () => {
+                queue.close()
+                resolve(new Response(stream).text())
+              },
+              onResponseError: (_c, err) => reject(err),
             },
-            onResponseError: (_c, err) => reject(err),
-          })
+          )
         })
       }
       const bodies = await Promise.all(Array.from({ length: 64 }, (_, i) => one(i)))

@@ -38,29 +38,52 @@ describe('strictContentLength: false, a streamed body that disagrees with its co
   ]
   const kinds: Array<[string, (parts: string[]) => unknown]> = [
     ['a Readable', (parts) => Readable.from(parts.map((p) => Buffer.from(p)))],
-    ['an async iterator', (parts) => (async function* () { for (const p of parts) yield Buffer.from(p) })()],
+    [
+      'an async iterator',
+      (parts) =>
+        (async function* () {
+          for (const p of parts) yield Buffer.from(p)
+        })(),
+    ],
   ]
 
   for (const [kind, make] of kinds) {
-    test.each(cases)(`${kind}, %s: sent, with one warning, and what each connection carried (undici 8 sends nothing past the length and does not reuse the connection; undici 7 sends it all)`, async (_name, length, parts) => {
-      const srvs: Array<{ sent: string[] }> = []
-      await same(async () => {
-          srvs.push(await recording())
-          return srvs.at(-1)!
-        }, async (lib, origin) => {
-          const c = client(lib, origin, { strictContentLength: false })
-          const warnings: string[] = []
-          const onWarning = (w: Error & { code?: string }): void => void warnings.push(`${w.name} ${w.code}`)
-          process.on('warning', onWarning)
-          try {
-            const first = await c.request({ path: '/', method: 'POST', body: make(parts) as Readable, headers: { 'content-length': String(length) } })
-            const next = await c.request({ path: '/next', method: 'GET' })
-            return { first: [first.statusCode, await first.body.text()], next: [next.statusCode, await next.body.text()], warnings, sent: srvs.at(-1)!.sent.map((s) => s.replace(/(POST|GET) (\S+) HTTP\/1\.1\r\n.*?\r\n\r\n/gs, '$1 $2 | ')) }
-          } finally {
-            process.off('warning', onWarning)
-          }
-        }, [UNDICI, UNDICI7])
-    })
+    test.each(cases)(
+      `${kind}, %s: sent, with one warning, and what each connection carried (undici 8 sends nothing past the length and does not reuse the connection; undici 7 sends it all)`,
+      async (_name, length, parts) => {
+        const srvs: Array<{ sent: string[] }> = []
+        await same(
+          async () => {
+            srvs.push(await recording())
+            return srvs.at(-1)!
+          },
+          async (lib, origin) => {
+            const c = client(lib, origin, { strictContentLength: false })
+            const warnings: string[] = []
+            const onWarning = (w: Error & { code?: string }): void => void warnings.push(`${w.name} ${w.code}`)
+            process.on('warning', onWarning)
+            try {
+              const first = await c.request({
+                path: '/',
+                method: 'POST',
+                body: make(parts) as Readable,
+                headers: { 'content-length': String(length) },
+              })
+              const next = await c.request({ path: '/next', method: 'GET' })
+              return {
+                first: [first.statusCode, await first.body.text()],
+                next: [next.statusCode, await next.body.text()],
+                warnings,
+                sent: srvs.at(-1)!.sent.map((s) => s.replace(/(POST|GET) (\S+) HTTP\/1\.1\r\n.*?\r\n\r\n/gs, '$1 $2 | ')),
+              }
+            } finally {
+              process.off('warning', onWarning)
+            }
+          },
+          [UNDICI, UNDICI7],
+        )
+      },
+    )
   }
 })
 
@@ -68,7 +91,8 @@ describe('streamed bodies and pipelining', () => {
   test('streamed POSTs pipelined with GETs (pipelining: 2): each body whole and in order, every request complete, one connection', async () => {
     let got: string[] = []
     let connections = 0
-    await same(async () => {
+    await same(
+      async () => {
         got = []
         connections = 0
         const srv = await httpServer(async (req, res) => {
@@ -81,11 +105,17 @@ describe('streamed bodies and pipelining', () => {
         })
         srv.server.on('connection', () => connections++)
         return srv
-      }, async (lib, origin) => {
+      },
+      async (lib, origin) => {
         const c = client(lib, origin, { pipelining: 2 })
         const disconnects: string[] = []
         c.on('disconnect', (_o, _t, err) => disconnects.push(err.message))
-        const body = (tag: string) => Readable.from((function* () { for (let i = 0; i < 20; i++) yield Buffer.alloc(4096, tag) })())
+        const body = (tag: string) =>
+          Readable.from(
+            (function* () {
+              for (let i = 0; i < 20; i++) yield Buffer.alloc(4096, tag)
+            })(),
+          )
         const answers = await Promise.all(
           [0, 1, 2, 3].flatMap((i) => [
             c.request({ path: `/post${i}`, method: 'POST', body: body(String(i)), idempotent: true }).then((r) => r.body.text()),
@@ -93,12 +123,15 @@ describe('streamed bodies and pipelining', () => {
           ]),
         )
         return { answers, got, connections, disconnects }
-      }, [UNDICI, UNDICI7])
+      },
+      [UNDICI, UNDICI7],
+    )
   })
 
   test('a blocking request holds back those queued behind it until its head has come', async () => {
     let log: string[] = []
-    await same(async () => {
+    await same(
+      async () => {
         log = []
         return netServer((socket) => {
           let buf = ''
@@ -108,27 +141,39 @@ describe('streamed bodies and pipelining', () => {
               const path = buf.split(' ')[1]
               buf = buf.slice(end + 4)
               log.push(`got ${path}`)
-              setTimeout(() => {
-                log.push(`answered ${path}`)
-                socket.write('HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok')
-              }, path === '/slow' ? 100 : 0)
+              setTimeout(
+                () => {
+                  log.push(`answered ${path}`)
+                  socket.write('HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok')
+                },
+                path === '/slow' ? 100 : 0,
+              )
             }
           })
         })
-      }, async (lib, origin) => {
+      },
+      async (lib, origin) => {
         const c = client(lib, origin, { pipelining: 3 })
         await Promise.all(
-          [['/slow', true], ['/b', false], ['/c', false]].map(([path, blocking]) =>
+          [
+            ['/slow', true],
+            ['/b', false],
+            ['/c', false],
+          ].map(([path, blocking]) =>
             c.request({ path: path as string, method: 'GET', blocking: blocking as boolean }).then((r) => r.body.text()),
           ),
         )
         return log
-      }, [UNDICI, UNDICI7])
+      },
+      [UNDICI, UNDICI7],
+    )
     expect(log).toEqual(['got /slow', 'answered /slow', 'got /b', 'got /c', 'answered /b', 'answered /c'])
   })
 
   test('pipeline() answered before its source ends: the pipeline ends with the response body, no error', async () => {
-    await same(() => httpServer((_req, res) => res.end('answered without reading')), async (lib, origin) => {
+    await same(
+      () => httpServer((_req, res) => res.end('answered without reading')),
+      async (lib, origin) => {
         const c = client(lib, origin)
         const log: string[] = []
         const source = new Readable({ read() {} })
@@ -147,7 +192,12 @@ describe('streamed bodies and pipelining', () => {
                 }, 30)
                 return body
               }),
-              new Writable({ write(chunk, _e, cb) { out.push(String(chunk)); cb() } }),
+              new Writable({
+                write(chunk, _e, cb) {
+                  out.push(String(chunk))
+                  cb()
+                },
+              }),
               (err) => {
                 log.push(err ? `error ${err.message}` : 'done')
                 resolve()
@@ -158,7 +208,9 @@ describe('streamed bodies and pipelining', () => {
           'the pipeline',
         )
         return { log, out }
-      }, [UNDICI, UNDICI7])
+      },
+      [UNDICI, UNDICI7],
+    )
   })
 })
 
@@ -187,34 +239,42 @@ describe('a response that comes before the request body is all sent', () => {
     return `http://127.0.0.1:${(srv.address() as net.AddressInfo).port}`
   }
 
-  test.each([200, 401, 413])('a reverse proxy forwarding an upload the upstream answers %i at once: its client gets that answer', async (status) => {
-    await same(() => httpServer((_req, res) => {
-        res.writeHead(status)
-        res.end(`upstream ${status}`)
-      }), async (lib, origin) => {
-        const at = await proxy(lib, origin)
-        return withTimeout(
-          new Promise<string>((resolve) => {
-            const req = http.request(`${at}/upload`, { method: 'POST' }, (res) => {
-              let text = ''
-              res.on('data', (d) => (text += d)).on('end', () => resolve(`${res.statusCode} ${text}`))
-            })
-            req.on('error', (err) => resolve(`error ${err.message}`))
-            // The upload keeps coming after the answer.
-            let sent = 0
-            const more = (): void => {
-              if (req.destroyed) return
-              if (sent++ === 10) return void req.end()
-              req.write(Buffer.alloc(1024, 'u'))
-              setTimeout(more, 20)
-            }
-            more()
+  test.each([200, 401, 413])(
+    'a reverse proxy forwarding an upload the upstream answers %i at once: its client gets that answer',
+    async (status) => {
+      await same(
+        () =>
+          httpServer((_req, res) => {
+            res.writeHead(status)
+            res.end(`upstream ${status}`)
           }),
-          5000,
-          'the proxied answer',
-        )
-      }, [UNDICI, UNDICI7])
-  })
+        async (lib, origin) => {
+          const at = await proxy(lib, origin)
+          return withTimeout(
+            new Promise<string>((resolve) => {
+              const req = http.request(`${at}/upload`, { method: 'POST' }, (res) => {
+                let text = ''
+                res.on('data', (d) => (text += d)).on('end', () => resolve(`${res.statusCode} ${text}`))
+              })
+              req.on('error', (err) => resolve(`error ${err.message}`))
+              // The upload keeps coming after the answer.
+              let sent = 0
+              const more = (): void => {
+                if (req.destroyed) return
+                if (sent++ === 10) return void req.end()
+                req.write(Buffer.alloc(1024, 'u'))
+                setTimeout(more, 20)
+              }
+              more()
+            }),
+            5000,
+            'the proxied answer',
+          )
+        },
+        [UNDICI, UNDICI7],
+      )
+    },
+  )
 
   test('request(): resolves with the early response and its body, and the connection is closed after it', async () => {
     await same(

@@ -5,7 +5,17 @@ import net from 'node:net'
 import path from 'node:path'
 import { createRequire } from 'node:module'
 import { afterEach, describe, expect, test } from 'vitest'
-import { cleanup, closedPort, hasIPv6Loopback, httpServer, okResponse, onCleanup, rawServer, runNode, type RawServer } from '../support/helpers'
+import {
+  cleanup,
+  closedPort,
+  hasIPv6Loopback,
+  httpServer,
+  okResponse,
+  onCleanup,
+  rawServer,
+  runNode,
+  type RawServer,
+} from '../support/helpers'
 import { client, describeError, saetta, undici, type Lib, same, UNDICI, UNDICI7, AS_UNDICI7 } from '../support/differential'
 import { h2Client, h2Server } from '../support/h2'
 import { repoRoot } from '../support/target'
@@ -31,71 +41,87 @@ describe("'disconnect' against the body's 'end'", () => {
     ['a GET sent with a body', '/get', 'abc'],
   ]
   test.each(cases)('%s: the body ends, then the connection is told gone', async (_name, reqPath, body) => {
-    await same(closing, async (lib, origin) => {
-      const c = client(lib, origin)
-      const events: string[] = []
-      const disconnected = new Promise<void>((resolve) =>
-        c.on('disconnect', (_o, _t, err) => {
-          events.push(`disconnect ${err.constructor.name} ${err.message}`)
-          resolve()
-        }),
-      )
-      const res = await c.request({ path: reqPath, method: 'GET', body })
-      res.body.on('end', () => events.push('end')).resume()
-      await disconnected
-      return events
-    }, [UNDICI, UNDICI7])
+    await same(
+      closing,
+      async (lib, origin) => {
+        const c = client(lib, origin)
+        const events: string[] = []
+        const disconnected = new Promise<void>((resolve) =>
+          c.on('disconnect', (_o, _t, err) => {
+            events.push(`disconnect ${err.constructor.name} ${err.message}`)
+            resolve()
+          }),
+        )
+        const res = await c.request({ path: reqPath, method: 'GET', body })
+        res.body.on('end', () => events.push('end')).resume()
+        await disconnected
+        return events
+      },
+      [UNDICI, UNDICI7],
+    )
   })
 })
 
 describe('destroy from a callback', () => {
   test('client.destroy(err) in the callback of a response with an empty body fails that body with err', async () => {
-    await same(closing, async (lib, origin) => {
-      const c = client(lib, origin)
-      const events: string[] = []
-      await new Promise<void>((resolve) => {
-        c.request({ path: '/empty', method: 'GET' }, (err, data) => {
-          if (err) return resolve(void events.push(`callback ${err.message}`))
-          c.destroy(new Error('kaboom'))
-          data.body
-            .on('error', (e: Error) => events.push(`error ${e.message}`))
-            .on('end', () => events.push('end'))
-            .on('close', () => resolve(void events.push('close')))
-            .resume()
+    await same(
+      closing,
+      async (lib, origin) => {
+        const c = client(lib, origin)
+        const events: string[] = []
+        await new Promise<void>((resolve) => {
+          c.request({ path: '/empty', method: 'GET' }, (err, data) => {
+            if (err) return resolve(void events.push(`callback ${err.message}`))
+            c.destroy(new Error('kaboom'))
+            data.body
+              .on('error', (e: Error) => events.push(`error ${e.message}`))
+              .on('end', () => events.push('end'))
+              .on('close', () => resolve(void events.push('close')))
+              .resume()
+          })
         })
-      })
-      return events
-    }, [UNDICI, UNDICI7])
+        return events
+      },
+      [UNDICI, UNDICI7],
+    )
   })
 
   test('a connector that destroys the client and then calls back with a socket: the socket is destroyed with ClientDestroyedError', async () => {
-    await same(closing, async (lib, origin) => {
-      const events: string[] = []
-      const port = Number(new URL(origin).port)
-      let closed!: () => void
-      const socketClosed = new Promise<void>((resolve) => (closed = resolve))
-      const c: ReturnType<typeof client> = client(lib, origin, {
-        connect: ((_opts: unknown, cb: (err: Error | null, socket: net.Socket) => void) => {
-          const socket = net.connect(port, '127.0.0.1')
-          socket.on('close', () => closed(void events.push(`socket ${describeError(socket.errored).name}`)))
-          void c.destroy()
-          cb(null, socket)
-        }) as never,
-      })
-      const failed = c.request({ path: '/', method: 'GET' }).catch((e: Error) => events.push(`request ${e.constructor.name}`))
-      await Promise.all([failed, socketClosed])
-      return events.sort()
-    }, [UNDICI, UNDICI7])
+    await same(
+      closing,
+      async (lib, origin) => {
+        const events: string[] = []
+        const port = Number(new URL(origin).port)
+        let closed!: () => void
+        const socketClosed = new Promise<void>((resolve) => (closed = resolve))
+        const c: ReturnType<typeof client> = client(lib, origin, {
+          connect: ((_opts: unknown, cb: (err: Error | null, socket: net.Socket) => void) => {
+            const socket = net.connect(port, '127.0.0.1')
+            socket.on('close', () => closed(void events.push(`socket ${describeError(socket.errored).name}`)))
+            void c.destroy()
+            cb(null, socket)
+          }) as never,
+        })
+        const failed = c.request({ path: '/', method: 'GET' }).catch((e: Error) => events.push(`request ${e.constructor.name}`))
+        await Promise.all([failed, socketClosed])
+        return events.sort()
+      },
+      [UNDICI, UNDICI7],
+    )
   })
 })
 
 describe('options', () => {
   test('pipelining: true is taken, for one request at a time', async () => {
-    await same(closing, async (lib, origin) => {
-      const c = client(lib, origin, { pipelining: true as unknown as number })
-      const [a, b] = await Promise.all([c.request({ path: '/a', method: 'GET' }), c.request({ path: '/b', method: 'GET' })])
-      return [a.statusCode, await a.body.text(), b.statusCode, await b.body.text()]
-    }, [UNDICI, UNDICI7])
+    await same(
+      closing,
+      async (lib, origin) => {
+        const c = client(lib, origin, { pipelining: true as unknown as number })
+        const [a, b] = await Promise.all([c.request({ path: '/a', method: 'GET' }), c.request({ path: '/b', method: 'GET' })])
+        return [a.statusCode, await a.body.text(), b.statusCode, await b.body.text()]
+      },
+      [UNDICI, UNDICI7],
+    )
   })
 
   test("node started with --max-http-header-size=0: the constructor throws, as undici's does", async () => {
@@ -135,48 +161,85 @@ describe("a failed connection's error", () => {
 
   test('refused over IPv4: errno, code, syscall, address and port', async () => {
     const port = await closedPort()
-    await same(async () => ({ origin: `http://127.0.0.1:${port}` }), (lib, origin) => failure(lib, origin), [UNDICI, UNDICI7])
+    await same(
+      async () => ({ origin: `http://127.0.0.1:${port}` }),
+      (lib, origin) => failure(lib, origin),
+      [UNDICI, UNDICI7],
+    )
   })
 
   test('refused over IPv6', async ({ skip }) => {
     if (!(await hasIPv6Loopback())) return skip('no IPv6 loopback here')
     const port = await closedPort()
-    await same(async () => ({ origin: `http://[::1]:${port}` }), (lib, origin) => failure(lib, origin), [UNDICI, UNDICI7])
+    await same(
+      async () => ({ origin: `http://[::1]:${port}` }),
+      (lib, origin) => failure(lib, origin),
+      [UNDICI, UNDICI7],
+    )
   })
 
   test('a name that does not resolve: getaddrinfo ENOTFOUND with its hostname', async () => {
-    await same(async () => ({ origin: 'http://saetta-test.invalid' }), (lib, origin) => failure(lib, origin), [UNDICI, UNDICI7])
+    await same(
+      async () => ({ origin: 'http://saetta-test.invalid' }),
+      (lib, origin) => failure(lib, origin),
+      [UNDICI, UNDICI7],
+    )
   })
 
   test('a connection reset by the server: read ECONNRESET', async () => {
-    await same(() => rawServer((_req, socket) => socket.resetAndDestroy()), (lib, origin) => failure(lib, origin), [UNDICI, UNDICI7])
+    await same(
+      () => rawServer((_req, socket) => socket.resetAndDestroy()),
+      (lib, origin) => failure(lib, origin),
+      [UNDICI, UNDICI7],
+    )
   })
 
-  test('a local address of the other family, or not this host\'s: bind EINVAL, bind EADDRNOTAVAIL, with the address', async ({ skip }) => {
-    await same(() => rawServer((_req, socket) => socket.end(okResponse('ok'))), async (lib, origin) => [await failure(lib, origin, { localAddress: '10.255.255.1' }), await failure(lib, origin, { localAddress: '::1' })], [UNDICI, UNDICI7])
+  test("a local address of the other family, or not this host's: bind EINVAL, bind EADDRNOTAVAIL, with the address", async ({ skip }) => {
+    await same(
+      () => rawServer((_req, socket) => socket.end(okResponse('ok'))),
+      async (lib, origin) => [
+        await failure(lib, origin, { localAddress: '10.255.255.1' }),
+        await failure(lib, origin, { localAddress: '::1' }),
+      ],
+      [UNDICI, UNDICI7],
+    )
     if (!(await hasIPv6Loopback())) return skip('no IPv6 loopback here')
     const port = await closedPort()
-    await same(async () => ({ origin: `http://[::1]:${port}` }), (lib, origin) => failure(lib, origin, { localAddress: '127.0.0.1' }), [UNDICI, UNDICI7])
+    await same(
+      async () => ({ origin: `http://[::1]:${port}` }),
+      (lib, origin) => failure(lib, origin, { localAddress: '127.0.0.1' }),
+      [UNDICI, UNDICI7],
+    )
   })
 })
 
 describe('interceptors over a failed lookup', () => {
   const kinds = ['retry', 'redirect', 'responseError', 'dump', 'decompress', 'cache', 'deduplicate'] as const
   test.each(kinds)('%s composed over dns whose lookup fails: the lookup error, after the retries retry makes', async (kind) => {
-    await same(async () => ({ origin: 'http://saetta-test.invalid' }), async (lib, origin) => {
-      let lookups = 0
-      const dns = lib.interceptors.dns({
-        lookup: (_origin, _opts, cb) => {
-          lookups++
-          cb(Object.assign(new Error('getaddrinfo ENOTFOUND saetta-test.invalid'), { code: 'ENOTFOUND' }), [])
-        },
-      })
-      const outer = kind === 'retry' ? lib.interceptors.retry({ maxRetries: 2, minTimeout: 1, maxTimeout: 2 }) : (lib.interceptors[kind] as () => ReturnType<typeof lib.interceptors.dump>)()
-      const agent = new lib.Agent()
-      onCleanup(() => agent.destroy())
-      const failed = await agent.compose(dns, outer).request({ origin, path: '/', method: 'GET' }).then(() => null, describeError)
-      return { failed, lookups }
-    }, [UNDICI, UNDICI7])
+    await same(
+      async () => ({ origin: 'http://saetta-test.invalid' }),
+      async (lib, origin) => {
+        let lookups = 0
+        const dns = lib.interceptors.dns({
+          lookup: (_origin, _opts, cb) => {
+            lookups++
+            cb(Object.assign(new Error('getaddrinfo ENOTFOUND saetta-test.invalid'), { code: 'ENOTFOUND' }), [])
+          },
+        })
+        const outer =
+          kind === 'retry'
+            ? lib.interceptors.retry({ maxRetries: 2, minTimeout: 1, maxTimeout: 2 })
+            : (lib.interceptors[kind] as () => ReturnType<typeof lib.interceptors.dump>)()
+        const agent = new lib.Agent()
+        onCleanup(() => agent.destroy())
+        const failed = await agent
+          .compose(dns, outer)
+          .request({ origin, path: '/', method: 'GET' })
+          .then(() => null, describeError)
+        return { failed, lookups }
+      },
+      [UNDICI, UNDICI7],
+    )
   })
 })
 
@@ -188,16 +251,19 @@ describe('a request failed by its caller while others are pipelined behind it', 
       if (req.path === '/slow') return void socket.write('HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nab')
       setTimeout(() => socket.write(okResponse('ok')), 20)
     }))
-  const results = (settledAll: PromiseSettledResult<string>[]) => settledAll.map((r) => (r.status === 'fulfilled' ? r.value : `${r.reason.constructor.name}: ${r.reason.message}`))
+  const results = (settledAll: PromiseSettledResult<string>[]) =>
+    settledAll.map((r) => (r.status === 'fulfilled' ? r.value : `${r.reason.constructor.name}: ${r.reason.message}`))
 
   /** A stream() of `head` whose factory throws, with two requests pipelined behind it: what each ends with. */
   async function factoryThrows(lib: Lib, origin: string, head: string) {
     const c = client(lib, origin, { pipelining: 3 })
     const opts = (path: string) => ({ path, method: 'GET' as const, blocking: false })
     const all = await Promise.allSettled([
-      c.stream(opts(head), () => {
-        throw new Error('factory')
-      }).then(() => 'streamed'),
+      c
+        .stream(opts(head), () => {
+          throw new Error('factory')
+        })
+        .then(() => 'streamed'),
       c.request(opts('/2')).then((r) => r.body.text()),
       c.request(opts('/3')).then((r) => r.body.text()),
     ])
@@ -205,10 +271,14 @@ describe('a request failed by its caller while others are pipelined behind it', 
   }
 
   test('a stream() factory that throws at the head of the pipeline, its body still coming: the connection is reset, the others sent again on a new one', async () => {
-    await same(pipelined, async (lib, origin) => ({
-      results: await factoryThrows(lib, origin, '/slow'),
-      wire: srv.requests.map((r) => `${r.connection} ${r.path}`),
-    }), [UNDICI, UNDICI7])
+    await same(
+      pipelined,
+      async (lib, origin) => ({
+        results: await factoryThrows(lib, origin, '/slow'),
+        wire: srv.requests.map((r) => `${r.connection} ${r.path}`),
+      }),
+      [UNDICI, UNDICI7],
+    )
   })
 
   // A knowing difference (docs/differences.md): when the head's whole response has been read by
@@ -223,47 +293,59 @@ describe('a request failed by its caller while others are pipelined behind it', 
   // the request by then, resets the connection and sends the one before it again (calling its
   // onConnect twice). What each request ends with is the same.
   test('abort() in onConnect of a request queued behind a pipelined one: it fails, the one before it completes', async () => {
-    await same(pipelined, async (lib, origin) => {
-      const c = client(lib, origin, { pipelining: 3 })
-      const ends: Record<string, string> = {}
-      const handler = (name: string, abortIt: boolean, done: () => void) => ({
-        onConnect: (abort: (err?: Error) => void) => (abortIt ? abort(new Error('stop')) : undefined),
-        onHeaders: () => true,
-        onData: () => true,
-        onComplete: () => done((ends[name] = 'complete')),
-        onError: (err: Error) => done((ends[name] = `error ${err.message}`)),
-      })
-      await Promise.all(
-        ['a', 'b'].map(
-          (name) =>
-            new Promise<void>((resolve) => {
-              const go = () => c.dispatch({ path: `/${name}`, method: 'GET', blocking: false }, handler(name, name === 'b', () => resolve()))
-              if (name === 'a') go()
-              else setTimeout(go, 5)
-            }),
-        ),
-      )
-      return ends
-    }, AS_UNDICI7)
+    await same(
+      pipelined,
+      async (lib, origin) => {
+        const c = client(lib, origin, { pipelining: 3 })
+        const ends: Record<string, string> = {}
+        const handler = (name: string, abortIt: boolean, done: () => void) => ({
+          onConnect: (abort: (err?: Error) => void) => (abortIt ? abort(new Error('stop')) : undefined),
+          onHeaders: () => true,
+          onData: () => true,
+          onComplete: () => done((ends[name] = 'complete')),
+          onError: (err: Error) => done((ends[name] = `error ${err.message}`)),
+        })
+        await Promise.all(
+          ['a', 'b'].map(
+            (name) =>
+              new Promise<void>((resolve) => {
+                const go = () =>
+                  c.dispatch(
+                    { path: `/${name}`, method: 'GET', blocking: false },
+                    handler(name, name === 'b', () => resolve()),
+                  )
+                if (name === 'a') go()
+                else setTimeout(go, 5)
+              }),
+          ),
+        )
+        return ends
+      },
+      AS_UNDICI7,
+    )
   })
 })
 
 test('BalancedPool with an upstream that refuses: the same upstream chosen for each request, the same failures', async () => {
   const named = (name: string) => () => httpServer((_req, res) => res.end(name))
-  await same(named('a'), async (lib, a) => {
-    const b = (await named('b')()).origin
-    const dead = `http://127.0.0.1:${await closedPort()}`
-    const pool = new lib.BalancedPool([a, dead, b])
-    onCleanup(() => pool.destroy())
-    let chosen = ''
-    for (let i = 0; i < 24; i++) {
-      chosen += await pool.request({ path: '/', method: 'GET' }).then(
-        (r) => r.body.text(),
-        (e: Error & { port?: number }) => (e.port === Number(new URL(dead).port) ? 'x' : `?${e.message}`),
-      )
-    }
-    return chosen
-  }, [UNDICI, UNDICI7])
+  await same(
+    named('a'),
+    async (lib, a) => {
+      const b = (await named('b')()).origin
+      const dead = `http://127.0.0.1:${await closedPort()}`
+      const pool = new lib.BalancedPool([a, dead, b])
+      onCleanup(() => pool.destroy())
+      let chosen = ''
+      for (let i = 0; i < 24; i++) {
+        chosen += await pool.request({ path: '/', method: 'GET' }).then(
+          (r) => r.body.text(),
+          (e: Error & { port?: number }) => (e.port === Number(new URL(dead).port) ? 'x' : `?${e.message}`),
+        )
+      }
+      return chosen
+    },
+    [UNDICI, UNDICI7],
+  )
 })
 
 describe('bodyTimeout across a pause', () => {

@@ -29,7 +29,9 @@ describe('a Keep-Alive hint', () => {
     const gone = new Promise<string>((resolve) =>
       c.on('disconnect', (_o, _t, err) => {
         const after = Date.now() - ended
-        resolve(`${err.constructor.name} ${err.message} ${!turned ? 'now' : after >= ms - 50 && after < ms + 700 ? `after ~${ms} ms` : `after ${after} ms`}`)
+        resolve(
+          `${err.constructor.name} ${err.message} ${!turned ? 'now' : after >= ms - 50 && after < ms + 700 ? `after ~${ms} ms` : `after ${after} ms`}`,
+        )
       }),
     )
     const r = await c.request({ path: '/', method: 'GET' })
@@ -53,13 +55,17 @@ describe('a Keep-Alive hint', () => {
     ['timeout=1', { keepAliveTimeoutThreshold: 0 }, 1000],
     ['timeout=3', { keepAliveTimeout: 300 }, 1000],
   ])('%s with %j: the connection is kept for the hint less the threshold, or keepAliveTimeout (%i ms)', async (hint, options, ms) => {
-    expect(await same(hinting(hint), (lib, origin) => idle(lib, origin, options, ms), [UNDICI, UNDICI7])).toBe(`InformationalError socket idle timeout after ~${ms} ms`)
+    expect(await same(hinting(hint), (lib, origin) => idle(lib, origin, options, ms), [UNDICI, UNDICI7])).toBe(
+      `InformationalError socket idle timeout after ~${ms} ms`,
+    )
   })
 })
 
 describe("a program's fake timers", () => {
   test('@sinonjs/fake-timers: advancing the clock past keepAliveTimeout closes the idle connection, with its disconnect', async () => {
-    await same(() => netServer((socket) => socket.on('data', () => socket.write('HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok'))), async (lib, origin) => {
+    await same(
+      () => netServer((socket) => socket.on('data', () => socket.write('HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok'))),
+      async (lib, origin) => {
         const realTimeout = setTimeout
         const realWait = (ms: number) => new Promise((resolve) => realTimeout(resolve, ms))
         const clock = FakeTimers.install({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'Date'] })
@@ -77,26 +83,35 @@ describe("a program's fake timers", () => {
         } finally {
           clock.uninstall()
         }
-      }, [UNDICI, UNDICI7])
+      },
+      [UNDICI, UNDICI7],
+    )
   })
 })
 
 describe('pools', () => {
-  test.each(['Pool', 'BalancedPool', 'RoundRobinPool'] as const)('%s with connections: 2 and two requests at once: two connections, each with its connect and idle disconnect', async (kind) => {
-    await same(() => httpServer((_req, res) => void setTimeout(() => res.end('ok'), 30)), async (lib, origin) => {
-        const options = { connections: 2, keepAliveTimeout: 200 }
-        const p = kind === 'BalancedPool' ? new lib.BalancedPool([origin], options) : new lib[kind](origin, options)
-        const log: string[] = []
-        const targets = (ts: unknown[]): string => ts.map((t) => (t as object).constructor.name).join(',')
-        p.on('connect', (_o, ts) => log.push(`connect ${targets(ts)}`))
-        p.on('disconnect', (_o, ts, err) => log.push(`disconnect ${targets(ts)} ${err.constructor.name} ${err.message}`))
-        await Promise.all([0, 1].map(() => p.request({ path: '/', method: 'GET' }).then((r) => r.body.text())))
-        log.push('answered')
-        await sleep(500)
-        await p.close()
-        return log
-      }, [UNDICI, UNDICI7])
-  })
+  test.each(['Pool', 'BalancedPool', 'RoundRobinPool'] as const)(
+    '%s with connections: 2 and two requests at once: two connections, each with its connect and idle disconnect',
+    async (kind) => {
+      await same(
+        () => httpServer((_req, res) => void setTimeout(() => res.end('ok'), 30)),
+        async (lib, origin) => {
+          const options = { connections: 2, keepAliveTimeout: 200 }
+          const p = kind === 'BalancedPool' ? new lib.BalancedPool([origin], options) : new lib[kind](origin, options)
+          const log: string[] = []
+          const targets = (ts: unknown[]): string => ts.map((t) => (t as object).constructor.name).join(',')
+          p.on('connect', (_o, ts) => log.push(`connect ${targets(ts)}`))
+          p.on('disconnect', (_o, ts, err) => log.push(`disconnect ${targets(ts)} ${err.constructor.name} ${err.message}`))
+          await Promise.all([0, 1].map(() => p.request({ path: '/', method: 'GET' }).then((r) => r.body.text())))
+          log.push('answered')
+          await sleep(500)
+          await p.close()
+          return log
+        },
+        [UNDICI, UNDICI7],
+      )
+    },
+  )
 
   test.each(['close', 'destroy'] as const)("BalancedPool#getUpstream: undefined once that upstream's Pool is gone by %s()", async (how) => {
     const run = async (lib: Lib) => {
@@ -115,12 +130,19 @@ describe('pools', () => {
 
 describe('connections', () => {
   test('the connect() API on a refused port: the error undici gives, and a request after it', async () => {
-    await same(async () => ({ origin: `http://127.0.0.1:${await closedPort()}` }), async (lib, origin) => {
+    await same(
+      async () => ({ origin: `http://127.0.0.1:${await closedPort()}` }),
+      async (lib, origin) => {
         const c = client(lib, origin)
-        const connect = await c.connect({ path: '/' }).then(() => 'connected', (err: NodeJS.ErrnoException) => [masked(err), err.syscall, err.address])
+        const connect = await c.connect({ path: '/' }).then(
+          () => 'connected',
+          (err: NodeJS.ErrnoException) => [masked(err), err.syscall, err.address],
+        )
         const request = await c.request({ path: '/', method: 'GET' }).then(() => 'ok', masked)
         return { connect, request }
-      }, [UNDICI, UNDICI7])
+      },
+      [UNDICI, UNDICI7],
+    )
   })
 
   test('maxRequestsPerClient: 2: two requests a connection (undici 8), three (undici 7), the last saying close', async () => {
@@ -153,12 +175,18 @@ describe('connections', () => {
   })
 
   test('a Client closed and then destroyed: what each request, close and destroy get, in order', async () => {
-    await same(() => httpServer((_req, res) => res.end('x')), async (lib, origin) => {
+    await same(
+      () => httpServer((_req, res) => res.end('x')),
+      async (lib, origin) => {
         const c = client(lib, origin)
         const log: string[] = []
-        const note = (what: string) => [() => log.push(`${what} ok`), (err: Error) => log.push(`${what} ${err.constructor.name} ${err.message}`)] as const
+        const note = (what: string) =>
+          [() => log.push(`${what} ok`), (err: Error) => log.push(`${what} ${err.constructor.name} ${err.message}`)] as const
         const all = [
-          c.request({ path: '/', method: 'GET' }).then((r) => r.body.text()).then(...note('first')),
+          c
+            .request({ path: '/', method: 'GET' })
+            .then((r) => r.body.text())
+            .then(...note('first')),
           c.close().then(...note('close')),
           c.request({ path: '/', method: 'GET' }).then(...note('after close')),
           c.destroy().then(...note('destroy')),
@@ -168,34 +196,44 @@ describe('connections', () => {
         await Promise.allSettled(all)
         await sleep(20)
         return log
-      }, [UNDICI, UNDICI7])
+      },
+      [UNDICI, UNDICI7],
+    )
   })
 
   // undici's socket stays open until the responses it carries have ended (its parser waits for
   // the body to be read): 'disconnect' and close() come after, whatever the engine read ahead.
-  test.each(['Client', 'Pool'] as const)('%s closed with a request in flight: its response, then disconnect, then close()', async (kind) => {
-    const big = Buffer.alloc(256 * 1024, 'x')
-    await same(() => httpServer((req, res) => res.end(req.url === '/big' ? big : 'small')), async (lib, origin) => {
-        const seen: unknown[] = []
-        for (const path of ['/', '/big']) {
-          const c = new lib[kind](origin)
-          onCleanup(() => (c.destroyed ? undefined : c.destroy()))
-          c.on('disconnect', (_o: unknown, _t: unknown, err: Error) => seen.push(['disconnect', describeError(err)]))
-          const pending = c.request({ path, method: 'GET' })
-          const closed = c.close().then(() => seen.push('closed'))
-          const res = await pending
-          seen.push('headers')
-          await sleep(20)
-          seen.push((await res.body.text()).length)
-          await closed
-        }
-        return seen
-      }, [UNDICI, UNDICI7])
-  })
+  test.each(['Client', 'Pool'] as const)(
+    '%s closed with a request in flight: its response, then disconnect, then close()',
+    async (kind) => {
+      const big = Buffer.alloc(256 * 1024, 'x')
+      await same(
+        () => httpServer((req, res) => res.end(req.url === '/big' ? big : 'small')),
+        async (lib, origin) => {
+          const seen: unknown[] = []
+          for (const path of ['/', '/big']) {
+            const c = new lib[kind](origin)
+            onCleanup(() => (c.destroyed ? undefined : c.destroy()))
+            c.on('disconnect', (_o: unknown, _t: unknown, err: Error) => seen.push(['disconnect', describeError(err)]))
+            const pending = c.request({ path, method: 'GET' })
+            const closed = c.close().then(() => seen.push('closed'))
+            const res = await pending
+            seen.push('headers')
+            await sleep(20)
+            seen.push((await res.body.text()).length)
+            await closed
+          }
+          return seen
+        },
+        [UNDICI, UNDICI7],
+      )
+    },
+  )
 
   test('pipelining: true is taken as 1', async () => {
     let deepest = 0
-    await same(async () => {
+    await same(
+      async () => {
         deepest = 0
         let open = 0
         return httpServer((_req, res) => {
@@ -205,18 +243,26 @@ describe('connections', () => {
             res.end('ok')
           }, 20)
         })
-      }, async (lib, origin) => {
+      },
+      async (lib, origin) => {
         const c = client(lib, origin, { pipelining: true as unknown as number })
-        const bodies = await Promise.all([0, 1, 2].map(() => c.request({ path: '/', method: 'GET', blocking: false }).then((r) => r.body.text())))
+        const bodies = await Promise.all(
+          [0, 1, 2].map(() => c.request({ path: '/', method: 'GET', blocking: false }).then((r) => r.body.text())),
+        )
         return { bodies, deepest }
-      }, [UNDICI, UNDICI7])
+      },
+      [UNDICI, UNDICI7],
+    )
   })
 
   test('typeOfService: the TOS the connection carries after each request (Node 24 and later mark it; Node 22 cannot)', async (ctx) => {
-    skipUnlessCI(spawnSync('ss', ['-V']).status !== 0 && 'no ss (iproute2) to read a socket\'s TOS', ctx)
-    await same(() => httpServer((_req, res) => res.end('x')), async (lib, origin) => {
+    skipUnlessCI(spawnSync('ss', ['-V']).status !== 0 && "no ss (iproute2) to read a socket's TOS", ctx)
+    await same(
+      () => httpServer((_req, res) => res.end('x')),
+      async (lib, origin) => {
         const seen: string[] = []
-        const tos = () => execFileSync('ss', ['-tnH', '--tos', 'dst', new URL(origin).host], { encoding: 'utf8' }).match(/tos:(0x[0-9a-f]+)/)?.[1] ?? 'none'
+        const tos = () =>
+          execFileSync('ss', ['-tnH', '--tos', 'dst', new URL(origin).host], { encoding: 'utf8' }).match(/tos:(0x[0-9a-f]+)/)?.[1] ?? 'none'
         // The engine's own socket, and one a connector gives (it lives in JS).
         const connect = (opts: { hostname: string; port: string }, cb: (err: Error | null, socket: net.Socket | null) => void) => {
           const socket = net.connect(Number(opts.port), opts.hostname)
@@ -231,6 +277,8 @@ describe('connections', () => {
           await c.close()
         }
         return seen
-      }, [UNDICI, UNDICI7])
+      },
+      [UNDICI, UNDICI7],
+    )
   })
 })

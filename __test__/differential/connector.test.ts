@@ -175,11 +175,28 @@ describe('errors the connector gives or throws reach the request as they are', (
   // Two requests where the connector answers later; one where it answers at once (undici then
   // calls it again for each request dispatched in the same tick, saetta once for them all).
   test.each([
-    ['calls back with an error', ['/1'], (err: Error): Connect => (_o, cb) => void cb(err)],
-    ['calls back later with an error', ['/1', '/2'], (err: Error): Connect => (_o, cb) => void setTimeout(() => cb(err), 20)],
-    ['throws', ['/1'], (err: Error): Connect => () => {
-      throw err
-    }],
+    [
+      'calls back with an error',
+      ['/1'],
+      (err: Error): Connect =>
+        (_o, cb) =>
+          void cb(err),
+    ],
+    [
+      'calls back later with an error',
+      ['/1', '/2'],
+      (err: Error): Connect =>
+        (_o, cb) =>
+          void setTimeout(() => cb(err), 20),
+    ],
+    [
+      'throws',
+      ['/1'],
+      (err: Error): Connect =>
+        () => {
+          throw err
+        },
+    ],
   ])('a connector that %s: the same object for each request and for connectionError', async (_name, paths, make) => {
     await same(echo, async (lib, origin) => {
       const mine = Object.assign(new Error('no route to the moon'), { code: 'EMOON' })
@@ -187,7 +204,12 @@ describe('errors the connector gives or throws reach the request as they are', (
       const events: unknown[] = []
       c.on('connectionError', (_o, _t, err) => events.push(err === mine))
       const outcomes = await Promise.all(
-        paths.map((path) => c.request({ path, method: 'GET' }).then(() => 'ok', (err) => [err === mine, describeError(err)])),
+        paths.map((path) =>
+          c.request({ path, method: 'GET' }).then(
+            () => 'ok',
+            (err) => [err === mine, describeError(err)],
+          ),
+        ),
       )
       await sleep(10)
       return { outcomes, events }
@@ -197,13 +219,15 @@ describe('errors the connector gives or throws reach the request as they are', (
   test('a value that is not an Error is passed on as it is', async () => {
     await same(echo, async (lib, origin) => {
       const c = client(lib, origin, { connect: ((_o: unknown, cb: (e: unknown) => void) => cb('just a string')) as never })
-      return c.request({ path: '/', method: 'GET' }).then(() => 'ok', (err) => err)
+      return c.request({ path: '/', method: 'GET' }).then(
+        () => 'ok',
+        (err) => err,
+      )
     })
   })
 
   test("the socket's own error mid-response: that object fails the request and the disconnect", async () => {
-    const server = () =>
-      rawServer((_req, socket) => socket.write('HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\npartial'))
+    const server = () => rawServer((_req, socket) => socket.write('HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\npartial'))
     await same(server, async (lib, origin) => {
       const boom = Object.assign(new Error('the cable was cut'), { code: 'ECUT' })
       let socket!: net.Socket
@@ -222,7 +246,10 @@ describe('errors the connector gives or throws reach the request as they are', (
       })()
       await sleep(50)
       socket.destroy(boom)
-      const outcome = await body.then((b) => b, (err) => [err === boom, describeError(err)])
+      const outcome = await body.then(
+        (b) => b,
+        (err) => [err === boom, describeError(err)],
+      )
       await sleep(20)
       return { outcome, events }
     })
@@ -233,7 +260,10 @@ describe('errors the connector gives or throws reach the request as they are', (
     await same(server, async (lib, origin) => {
       const c = client(lib, origin, { connect: netConnector() as never })
       const res = await c.request({ path: '/', method: 'GET' })
-      const err = await res.body.text().then(() => null, (e) => e)
+      const err = await res.body.text().then(
+        () => null,
+        (e) => e,
+      )
       const info = (err as { socket?: Record<string, unknown> }).socket
       return {
         error: describeError(err),
@@ -248,7 +278,7 @@ describe('errors the connector gives or throws reach the request as they are', (
     })
   })
 
-  test('a connection refused through buildConnector: Node\'s error, code and message', async () => {
+  test("a connection refused through buildConnector: Node's error, code and message", async () => {
     const port = await closedPort()
     await same(
       async () => ({ origin: `http://127.0.0.1:${port}` }),
@@ -265,7 +295,12 @@ describe('timing and lifecycle', () => {
     await same(echo, async (lib, origin) => {
       const slow: Connect = (opts, cb) => void setTimeout(() => netConnector()(opts, cb), 300)
       const c = client(lib, origin, { connect: slow as never, connectTimeout: 50 })
-      const a = await outcome(c.request({ path: '/', method: 'GET' }).then((r) => r.body.text()).then(lengths))
+      const a = await outcome(
+        c
+          .request({ path: '/', method: 'GET' })
+          .then((r) => r.body.text())
+          .then(lengths),
+      )
       return { a }
     })
     const port = await hangingPort()
@@ -338,7 +373,10 @@ describe('timing and lifecycle', () => {
       })
       const events: string[] = []
       c.on('connectionError', () => events.push('connectionError'))
-      const req = c.request({ path: '/', method: 'GET' }).then(() => 'ok', (err) => describeError(err))
+      const req = c.request({ path: '/', method: 'GET' }).then(
+        () => 'ok',
+        (err) => describeError(err),
+      )
       await sleep(30)
       await c.destroy()
       const outcome = await req
@@ -429,7 +467,9 @@ describe('buildConnector', () => {
       expect(socket.remotePort).toBe(srv.port)
       socket.destroy()
       expect(() => lib.buildConnector({ maxCachedSessions: -1 })).toThrow('maxCachedSessions must be a positive integer or zero')
-      expect(() => new lib.Client('http://localhost', { maxCachedSessions: 1.5 })).toThrow('maxCachedSessions must be a positive integer or zero')
+      expect(() => new lib.Client('http://localhost', { maxCachedSessions: 1.5 })).toThrow(
+        'maxCachedSessions must be a positive integer or zero',
+      )
     }
   })
 
@@ -448,8 +488,8 @@ describe('buildConnector', () => {
   })
 })
 
-describe('options only Node\'s sockets apply', () => {
-  test('lookup on an http: origin: the connections are Node\'s, made by undici\'s default connector', async () => {
+describe("options only Node's sockets apply", () => {
+  test("lookup on an http: origin: the connections are Node's, made by undici's default connector", async () => {
     await same(echo, async (lib, origin) => {
       const looked: string[] = []
       const lookup = ((host: string, opts: object, cb: (...args: unknown[]) => void) => {

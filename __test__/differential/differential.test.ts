@@ -4,8 +4,20 @@
 import { EventEmitter } from 'node:events'
 import { Readable, Writable, pipeline as pipe } from 'node:stream'
 import { afterEach, describe, expect, test } from 'vitest'
-import { cleanup, collect, waitFor, httpServer, netServer, onCleanup, pairs, rawServer, readBody, type HttpServer } from '../support/helpers'
-import { client, describeError, echo, same, stableHeaders, stableObject, undici, saetta, type Client, type Lib, undici7, saetta7, outcome, AS_UNDICI7, type Outcome } from '../support/differential'
+import { cleanup, collect, waitFor, httpServer, netServer, pairs, rawServer, readBody } from '../support/helpers'
+import {
+  client,
+  describeError,
+  echo,
+  same,
+  stableHeaders,
+  stableObject,
+  type undici,
+  saetta,
+  outcome,
+  AS_UNDICI7,
+  type Outcome,
+} from '../support/differential'
 
 afterEach(cleanup)
 
@@ -14,7 +26,14 @@ describe('request', () => {
     ['a string', () => 'hello'],
     ['a Buffer', () => Buffer.from('bytes')],
     ['a Readable', () => Readable.from([Buffer.from('a'), Buffer.from('b')])],
-    ['an async iterable', () => (async function* () { yield 'x'; yield 'y' })()],
+    [
+      'an async iterable',
+      () =>
+        (async function* () {
+          yield 'x'
+          yield 'y'
+        })(),
+    ],
   ])('POST with %s body: the same response data', async (_name, body) => {
     await same(echo, async (lib, origin) => {
       const res = await client(lib, origin).request({ path: '/p?q=1', method: 'POST', body: body() as string })
@@ -53,7 +72,13 @@ describe('request', () => {
       () => httpServer((req, res) => res.end(JSON.stringify([req.url, req.headers['x-a'], req.headers['x-b']]))),
       async (lib, origin) => {
         const c = client(lib, origin)
-        const a = await c.request({ path: '/q', method: 'GET', query: { s: 'a b', n: 1 }, headers: ['x-a', '1', 'x-b', '2'], opaque: { k: 1 } })
+        const a = await c.request({
+          path: '/q',
+          method: 'GET',
+          query: { s: 'a b', n: 1 },
+          headers: ['x-a', '1', 'x-b', '2'],
+          opaque: { k: 1 },
+        })
         const b = await c.request({ path: '/m', method: 'GET', headers: new Map([['x-a', '3']]) as unknown as Record<string, string> })
         return [await a.body.json(), a.opaque, await b.body.json()]
       },
@@ -86,7 +111,13 @@ describe('request', () => {
         const text = await chunked.body.text()
         const head = await c.request({ path: '/h', method: 'HEAD' })
         const none = await c.request({ path: '/none', method: 'GET' })
-        return { infos, text, trailers: chunked.trailers, head: [head.statusCode, await head.body.text()], none: [none.statusCode, await none.body.text()] }
+        return {
+          infos,
+          text,
+          trailers: chunked.trailers,
+          head: [head.statusCode, await head.body.text()],
+          none: [none.statusCode, await none.body.text()],
+        }
       },
     )
   })
@@ -152,14 +183,16 @@ describe('dispatch', () => {
   // A legacy handler: as undici 7 (the spec's handler API; undici 8 takes one only adapted, by
   // its Dispatcher1Wrapper, whose onConnect gets the controller's context, null).
   test('legacy handler: callback sequence, heads, body and trailers', async () => {
-    await same(() =>
+    await same(
+      () =>
         httpServer((_req, res) => {
           res.setHeader('trailer', 'x-t')
           res.setHeader('x-h', '1')
           res.write('part1')
           res.addTrailers({ 'x-t': 'end' })
           res.end('part2')
-        }), async (lib, origin) => {
+        }),
+      async (lib, origin) => {
         const c = collect()
         const returned = client(lib, origin).dispatch({ path: '/', method: 'GET' }, c.handler)
         await c.done
@@ -171,7 +204,9 @@ describe('dispatch', () => {
           trailers: pairs(c.trailers as Buffer[]),
           context: c.context,
         }
-      }, AS_UNDICI7)
+      },
+      AS_UNDICI7,
+    )
   })
 
   test('controller-style handler: the same calls, with parsed headers', async () => {
@@ -185,7 +220,8 @@ describe('dispatch', () => {
           { path: '/', method: 'GET' },
           {
             onRequestStart: (controller, context) => void calls.push(['start', typeof controller.abort, typeof controller.pause, context]),
-            onResponseStart: (_c, status, headers, message) => void calls.push(['response', status, stableObject(headers as Record<string, unknown>), message]),
+            onResponseStart: (_c, status, headers, message) =>
+              void calls.push(['response', status, stableObject(headers as Record<string, unknown>), message]),
             onResponseData: (_c, chunk) => void calls.push(['data', chunk.toString()]),
             onResponseEnd: (_c, trailers) => {
               calls.push(['end', trailers])
@@ -205,10 +241,11 @@ describe('dispatch', () => {
 
   test('onData returning false pauses until resume()', async () => {
     await same(
-      () => httpServer((_req, res) => {
-        res.write(Buffer.alloc(10, 'a'))
-        setTimeout(() => res.end(Buffer.alloc(10, 'b')), 30)
-      }),
+      () =>
+        httpServer((_req, res) => {
+          res.write(Buffer.alloc(10, 'a'))
+          setTimeout(() => res.end(Buffer.alloc(10, 'b')), 30)
+        }),
       async (lib, origin) => {
         const c = collect({ pauseOnce: true })
         client(lib, origin).dispatch({ path: '/', method: 'GET' }, c.handler)
@@ -293,12 +330,15 @@ describe('dispatch', () => {
   test('an error from a refused connection reaches onError', async () => {
     const { closedPort } = await import('../support/helpers')
     const port = await closedPort()
-    await same(async () => ({ origin: `http://127.0.0.1:${port}` }), async (lib, origin) => {
-      const c = collect()
-      client(lib, origin).dispatch({ path: '/', method: 'GET' }, c.handler)
-      await c.done
-      return { events: c.events, error: describeError(c.error) }
-    })
+    await same(
+      async () => ({ origin: `http://127.0.0.1:${port}` }),
+      async (lib, origin) => {
+        const c = collect()
+        client(lib, origin).dispatch({ path: '/', method: 'GET' }, c.handler)
+        await c.done
+        return { events: c.events, error: describeError(c.error) }
+      },
+    )
   })
 })
 
@@ -317,13 +357,23 @@ describe('stream and pipeline', () => {
         })
       })
       // The spec's StreamData also has `context` (undici 7's lacks it).
-      return { factoryKeys, written, resultKeys: Object.keys(result).filter((k) => k !== 'context').sort(), opaque: result.opaque }
+      return {
+        factoryKeys,
+        written,
+        resultKeys: Object.keys(result)
+          .filter((k) => k !== 'context')
+          .sort(),
+        opaque: result.opaque,
+      }
     })
   })
 
   test("stream: StreamData carries the spec's context", async () => {
     const srv = await echo()
-    const result = await client(saetta, srv.origin).stream({ path: '/', method: 'GET' }, () => new Writable({ write: (_c, _e, cb) => cb() }))
+    const result = await client(saetta, srv.origin).stream(
+      { path: '/', method: 'GET' },
+      () => new Writable({ write: (_c, _e, cb) => cb() }),
+    )
     expect('context' in result).toBe(true)
   })
 
@@ -354,7 +404,9 @@ describe('stream and pipeline', () => {
   // (A pipeline handler returning no Readable is not compared: undici 7 lets that error escape
   // as an uncaught exception; h1/pipeline.test.ts checks saetta's InvalidReturnValueError.)
   test('stream with a bad factory', async () => {
-    await same(echo, async (lib, origin) => outcome(client(lib, origin).stream({ path: '/', method: 'GET' }, () => null as unknown as Writable)))
+    await same(echo, async (lib, origin) =>
+      outcome(client(lib, origin).stream({ path: '/', method: 'GET' }, () => null as unknown as Writable)),
+    )
   })
 })
 
@@ -380,7 +432,13 @@ describe('connect and upgrade', () => {
   test('connect: status, headers, a working socket', async () => {
     await same(tunnel, async (lib, origin) => {
       const data = await client(lib, origin).connect({ path: 'example.com:443', opaque: 'o' })
-      return { keys: Object.keys(data).sort(), statusCode: data.statusCode, headers: stableObject(data.headers), opaque: data.opaque, reply: await roundTrip(data.socket) }
+      return {
+        keys: Object.keys(data).sort(),
+        statusCode: data.statusCode,
+        headers: stableObject(data.headers),
+        opaque: data.opaque,
+        reply: await roundTrip(data.socket),
+      }
     })
   })
 
@@ -400,10 +458,13 @@ describe('compose, events, close and destroy', () => {
   test('compose: interceptors run first to last and can change the request', async () => {
     await same(echo, async (lib, origin) => {
       const order: string[] = []
-      const mark = (name: string) => (dispatch: undici.Dispatcher.Dispatch): undici.Dispatcher.Dispatch => (opts, handler) => {
-        order.push(name)
-        return dispatch({ ...opts, path: `${opts.path}/${name}` }, handler)
-      }
+      const mark =
+        (name: string) =>
+        (dispatch: undici.Dispatcher.Dispatch): undici.Dispatcher.Dispatch =>
+        (opts, handler) => {
+          order.push(name)
+          return dispatch({ ...opts, path: `${opts.path}/${name}` }, handler)
+        }
       const composed = client(lib, origin).compose(mark('a'), mark('b'))
       const res = await composed.request({ path: '/c', method: 'GET' })
       return { order, text: await res.body.text() }

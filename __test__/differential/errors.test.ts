@@ -28,7 +28,6 @@ const argumentSets: Array<[string, () => unknown[]]> = [
   ['(cause, message, options) as the proxy error takes them', () => [cause, 'm', { extra: 1 }]],
 ]
 
-
 function show(value: unknown): unknown {
   return typeof value === 'string' ? value : value instanceof Error ? `[${value.name}: ${value.message}]` : util.inspect(value)
 }
@@ -91,8 +90,10 @@ describe('errors: the classes', () => {
     })
   }
 
-  test('ResponseError has the spec\'s `data` (the decoded body) beside undici\'s `body`', () => {
-    const e = new saetta.errors.ResponseError('', 500, { headers: {}, body: { a: 1 } }) as InstanceType<Lib['errors']['ResponseError']> & { data: unknown }
+  test("ResponseError has the spec's `data` (the decoded body) beside undici's `body`", () => {
+    const e = new saetta.errors.ResponseError('', 500, { headers: {}, body: { a: 1 } }) as InstanceType<Lib['errors']['ResponseError']> & {
+      data: unknown
+    }
     expect(e.message).toBe('Response error')
     expect(e.data).toEqual({ a: 1 })
     expect(e.data).toBe(e.body)
@@ -119,7 +120,7 @@ describe('errors: the classes', () => {
     expect(answers(saetta)).toEqual(answers(undici))
   })
 
-  test('instanceof holds across two copies of the library, as undici\'s', async () => {
+  test("instanceof holds across two copies of the library, as undici's", async () => {
     // A second copy of each library's errors module, as a second install would load.
     const require = createRequire(import.meta.url)
     const path = require.resolve('undici/lib/core/errors.js')
@@ -140,7 +141,7 @@ describe('errors: the classes', () => {
     expect(new saettaCopy.ClientDestroyedError()).toBeInstanceOf(saetta.errors.ClientDestroyedError)
   })
 
-  test('saetta\'s errors are not undici\'s (their brands differ, as their codes do)', () => {
+  test("saetta's errors are not undici's (their brands differ, as their codes do)", () => {
     expect(new saetta.errors.SocketError('x')).not.toBeInstanceOf(undici.errors.SocketError)
     expect(new undici.errors.SocketError('x')).not.toBeInstanceOf(saetta.errors.SocketError)
   })
@@ -176,7 +177,7 @@ describe('errors: from real responses', () => {
     ['a non-numeric content-length', 'HTTP/1.1 200 OK\r\nContent-Length: abc\r\n\r\nhello'],
     ['a bad status line', 'HTTX/1.1 200 OK\r\n\r\n'],
     ['a header name with a space', 'HTTP/1.1 200 OK\r\nFoo Bar: x\r\n\r\n'],
-  ])('a parser error (%s): HTTPParserError, not an UndiciError, with undici\'s code', async (_label, wire) => {
+  ])("a parser error (%s): HTTPParserError, not an UndiciError, with undici's code", async (_label, wire) => {
     await same(
       () => rawServer((_req, socket) => socket.end(wire)),
       async (lib, origin) => {

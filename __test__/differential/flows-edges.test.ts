@@ -4,8 +4,8 @@
 // Blob, a string or a Buffer, and many HTTP/2 streams aborted while their data arrives. Each
 // scenario runs on undici and on saetta (and on undici 7 and saetta/undici7 where both agree),
 // each against its own fresh server, and the records must be equal.
-import http from 'node:http'
-import net from 'node:net'
+import type http from 'node:http'
+import type net from 'node:net'
 import { once } from 'node:events'
 import { PassThrough, Readable, Writable, pipeline } from 'node:stream'
 import { afterEach, describe, expect, test } from 'vitest'
@@ -34,38 +34,48 @@ async function withConnect(): Promise<{ origin: string }> {
 
 describe('the basic flows of the docs, on a Client', () => {
   test('request(): the response, its body as text, trailers after the end; close() meanwhile', async () => {
-    await same(hello, async (lib, origin) => {
-      const c = client(lib, origin)
-      const { body, headers, statusCode, statusText, trailers, opaque, context } = await c.request({ path: '/', method: 'GET' })
-      const seen: unknown[] = [statusCode, statusText, stableObject(headers), opaque, context]
-      body.setEncoding('utf8')
-      body.on('data', (d: string) => seen.push(d))
-      const closed = c.close().then(() => seen.push('closed'))
-      await once(body, 'end')
-      seen.push({ trailers })
-      await closed
-      return seen
-    }, [UNDICI, UNDICI7])
+    await same(
+      hello,
+      async (lib, origin) => {
+        const c = client(lib, origin)
+        const { body, headers, statusCode, statusText, trailers, opaque, context } = await c.request({ path: '/', method: 'GET' })
+        const seen: unknown[] = [statusCode, statusText, stableObject(headers), opaque, context]
+        body.setEncoding('utf8')
+        body.on('data', (d: string) => seen.push(d))
+        const closed = c.close().then(() => seen.push('closed'))
+        await once(body, 'end')
+        seen.push({ trailers })
+        await closed
+        return seen
+      },
+      [UNDICI, UNDICI7],
+    )
   })
 
   test('stream(): the factory sees the response, the Writable gets the body', async () => {
-    await same(hello, async (lib, origin) => {
-      const c = client(lib, origin)
-      const bufs: Buffer[] = []
-      const seen: unknown[] = []
-      const data = await c.stream({ path: '/', method: 'GET', opaque: { bufs } }, ({ statusCode, headers, opaque }) => {
-        seen.push(statusCode, stableObject(headers))
-        const into = (opaque as { bufs: Buffer[] }).bufs
-        return new Writable({ write: (chunk: Buffer, _e, cb) => (into.push(chunk), cb()) })
-      })
-      // (Its `context` beside them is the spec's: docs/differences.md.)
-      seen.push(data.opaque === undefined ? 'no opaque' : 'opaque', data.trailers, Buffer.concat(bufs).toString())
-      return seen
-    }, [UNDICI, UNDICI7])
+    await same(
+      hello,
+      async (lib, origin) => {
+        const c = client(lib, origin)
+        const bufs: Buffer[] = []
+        const seen: unknown[] = []
+        const data = await c.stream({ path: '/', method: 'GET', opaque: { bufs } }, ({ statusCode, headers, opaque }) => {
+          seen.push(statusCode, stableObject(headers))
+          const into = (opaque as { bufs: Buffer[] }).bufs
+          return new Writable({ write: (chunk: Buffer, _e, cb) => (into.push(chunk), cb()) })
+        })
+        // (Its `context` beside them is the spec's: docs/differences.md.)
+        seen.push(data.opaque === undefined ? 'no opaque' : 'opaque', data.trailers, Buffer.concat(bufs).toString())
+        return seen
+      },
+      [UNDICI, UNDICI7],
+    )
   })
 
   test('pipeline(): a body piped through, the echo read back', async () => {
-    await same(() => httpServer((req, res) => req.pipe(res)), async (lib, origin) => {
+    await same(
+      () => httpServer((req, res) => req.pipe(res)),
+      async (lib, origin) => {
         const c = client(lib, origin)
         const seen: unknown[] = []
         let res = ''
@@ -82,17 +92,21 @@ describe('the basic flows of the docs, on a Client', () => {
         )
         seen.push(res)
         return seen
-      }, [UNDICI, UNDICI7])
+      },
+      [UNDICI, UNDICI7],
+    )
   })
 
   test('upgrade(): the 101 and its socket, ended', async () => {
-    await same(() =>
+    await same(
+      () =>
         httpServer((req, res) => {
           res.statusCode = 101
           res.setHeader('connection', 'upgrade')
           res.setHeader('upgrade', req.headers.upgrade ?? '')
           res.end()
-        }), async (lib, origin) => {
+        }),
+      async (lib, origin) => {
         const c = client(lib, origin)
         const { headers, socket, opaque } = await c.upgrade({ path: '/' })
         const ended = once(socket, 'end')
@@ -100,21 +114,27 @@ describe('the basic flows of the docs, on a Client', () => {
         socket.resume()
         await ended
         return [stableObject(headers), opaque]
-      }, [UNDICI, UNDICI7])
+      },
+      [UNDICI, UNDICI7],
+    )
   })
 
   test('connect(): a tunnel that echoes what was written once it ends', async () => {
-    await same(withConnect, async (lib, origin) => {
-      const c = client(lib, origin)
-      const { socket, statusCode, headers, opaque } = await c.connect({ path: '/' })
-      let data = ''
-      socket.on('data', (d: Buffer) => (data += d))
-      const ended = once(socket, 'end')
-      socket.write('Body')
-      socket.end()
-      await ended
-      return [statusCode, headers, opaque, data]
-    }, [UNDICI, UNDICI7])
+    await same(
+      withConnect,
+      async (lib, origin) => {
+        const c = client(lib, origin)
+        const { socket, statusCode, headers, opaque } = await c.connect({ path: '/' })
+        let data = ''
+        socket.on('data', (d: Buffer) => (data += d))
+        const ended = once(socket, 'end')
+        socket.write('Body')
+        socket.end()
+        await ended
+        return [statusCode, headers, opaque, data]
+      },
+      [UNDICI, UNDICI7],
+    )
   })
 
   test('request() with a query: empty, values of every kind, and a path that has one already', async () => {
@@ -131,21 +151,29 @@ describe('the basic flows of the docs, on a Client', () => {
       new Map([['a', 1]]),
       { '': 'x' },
     ]
-    await same(() => httpServer((req, res) => res.end(req.url)), async (lib, origin) => {
+    await same(
+      () => httpServer((req, res) => res.end(req.url)),
+      async (lib, origin) => {
         const c = client(lib, origin)
         const out: unknown[] = []
         for (const query of queries) {
           for (const path of ['/', '/p?z=1', '/p?', '/p#f', '']) {
-            const r = await outcome(c.request({ path, method: 'GET', query: query as Record<string, unknown> }).then((res) => res.body.text()))
+            const r = await outcome(
+              c.request({ path, method: 'GET', query: query as Record<string, unknown> }).then((res) => res.body.text()),
+            )
             out.push(r)
           }
         }
         return out
-      }, [UNDICI, UNDICI7])
+      },
+      [UNDICI, UNDICI7],
+    )
   })
 
   test('what a user gets wrong: upgrade() or connect() answered by a 200, request() with CONNECT, a factory or handler that fails', async () => {
-    await same(() => httpServer((_req, res) => res.end('no upgrade')), async (lib, origin) => {
+    await same(
+      () => httpServer((_req, res) => res.end('no upgrade')),
+      async (lib, origin) => {
         const c = client(lib, origin)
         const out: unknown[] = []
         out.push(await outcome(c.upgrade({ path: '/' }).then((r) => r.headers)))
@@ -154,9 +182,11 @@ describe('the basic flows of the docs, on a Client', () => {
         // A stream() factory that returns no Writable, or throws; a pipeline() handler that throws.
         out.push(await outcome(c.stream({ path: '/', method: 'GET' }, () => null as unknown as Writable)))
         out.push(
-          await outcome(c.stream({ path: '/', method: 'GET' }, () => {
+          await outcome(
+            c.stream({ path: '/', method: 'GET' }, () => {
               throw new Error('factory failed')
-            })),
+            }),
+          ),
         )
         out.push(
           await new Promise((resolve) => {
@@ -171,7 +201,9 @@ describe('the basic flows of the docs, on a Client', () => {
         // The Client serves on.
         out.push(await outcome(c.request({ path: '/', method: 'GET' }).then((r) => r.body.text())))
         return out
-      }, [UNDICI, UNDICI7])
+      },
+      [UNDICI, UNDICI7],
+    )
   })
 })
 
@@ -185,31 +217,37 @@ describe('an Agent and its clients', () => {
       const b = await httpServer((_req, res) => (releaseB = () => res.end('b')))
       return { origin: JSON.stringify([a.origin, b.origin]) }
     }
-    await same(servers, async (lib, both) => {
-      const [A, B] = JSON.parse(both) as [string, string]
-      const name: Named = (o) => (String(o).startsWith(A) ? 'A' : String(o).startsWith(B) ? 'B' : String(o))
-      let made = 0
-      const agent = new lib.Agent({ factory: (o, opts) => (made++, new lib.Pool(o, opts)) })
-      onCleanup(() => agent.destroy())
-      const seen: unknown[] = []
-      for (const e of ['connect', 'disconnect'] as const) {
-        agent.on(e, (o: unknown, targets: unknown[], err?: Error) => seen.push([e, name(o), targets.length, err ? describeError(err) : null]))
-      }
-      const b = agent.request({ origin: B, path: '/', method: 'GET' })
-      const a = await agent.request({ origin: A, path: '/', method: 'GET' })
-      seen.push(await a.body.text())
-      await sleep(100)
-      seen.push(Object.keys(agent.stats).map(name))
-      releaseB()
-      seen.push(await (await b).body.text())
-      await sleep(50)
-      seen.push(Object.keys(agent.stats).map(name))
-      // A's next request gets a new client.
-      seen.push(await (await agent.request({ origin: A, path: '/', method: 'GET' })).body.text())
-      await sleep(50)
-      seen.push(Object.keys(agent.stats).map(name), made)
-      return seen
-    }, [UNDICI, UNDICI7])
+    await same(
+      servers,
+      async (lib, both) => {
+        const [A, B] = JSON.parse(both) as [string, string]
+        const name: Named = (o) => (String(o).startsWith(A) ? 'A' : String(o).startsWith(B) ? 'B' : String(o))
+        let made = 0
+        const agent = new lib.Agent({ factory: (o, opts) => (made++, new lib.Pool(o, opts)) })
+        onCleanup(() => agent.destroy())
+        const seen: unknown[] = []
+        for (const e of ['connect', 'disconnect'] as const) {
+          agent.on(e, (o: unknown, targets: unknown[], err?: Error) =>
+            seen.push([e, name(o), targets.length, err ? describeError(err) : null]),
+          )
+        }
+        const b = agent.request({ origin: B, path: '/', method: 'GET' })
+        const a = await agent.request({ origin: A, path: '/', method: 'GET' })
+        seen.push(await a.body.text())
+        await sleep(100)
+        seen.push(Object.keys(agent.stats).map(name))
+        releaseB()
+        seen.push(await (await b).body.text())
+        await sleep(50)
+        seen.push(Object.keys(agent.stats).map(name))
+        // A's next request gets a new client.
+        seen.push(await (await agent.request({ origin: A, path: '/', method: 'GET' })).body.text())
+        await sleep(50)
+        seen.push(Object.keys(agent.stats).map(name), made)
+        return seen
+      },
+      [UNDICI, UNDICI7],
+    )
   })
 
   const counted = () => {
@@ -220,9 +258,14 @@ describe('an Agent and its clients', () => {
     })
   }
 
-  const limited = async (d: { request: InstanceType<Lib['Agent']>['request']; on: InstanceType<Lib['Agent']>['on'] }, origin: string, n: number): Promise<unknown[]> => {
+  const limited = async (
+    d: { request: InstanceType<Lib['Agent']>['request']; on: InstanceType<Lib['Agent']>['on'] },
+    origin: string,
+    n: number,
+  ): Promise<unknown[]> => {
     const seen: unknown[] = []
-    for (const e of ['connect', 'disconnect'] as const) d.on(e, (_o: unknown, _t: unknown, err?: Error) => seen.push([e, err ? describeError(err) : null]))
+    for (const e of ['connect', 'disconnect'] as const)
+      d.on(e, (_o: unknown, _t: unknown, err?: Error) => seen.push([e, err ? describeError(err) : null]))
     for (let i = 0; i < n; i++) {
       const r = await d.request({ origin, path: '/', method: 'GET' })
       seen.push(await r.body.text())
@@ -242,25 +285,35 @@ describe('an Agent and its clients', () => {
   // (undici 7.30 counts the closed client's later disconnect against its replacement, which it
   // then closes too: each later request gets a client of its own.)
   test('maxRequestsPerClient on an Agent of Clients: the replacement connection is reused (undici 7: replaced)', async () => {
-    await same(counted, async (lib, origin) => {
-      const agent = new lib.Agent({ connections: 1, maxRequestsPerClient: 2 })
-      onCleanup(() => agent.destroy())
-      return limited(agent, origin, 5)
-    }, [UNDICI, UNDICI7])
+    await same(
+      counted,
+      async (lib, origin) => {
+        const agent = new lib.Agent({ connections: 1, maxRequestsPerClient: 2 })
+        onCleanup(() => agent.destroy())
+        return limited(agent, origin, 5)
+      },
+      [UNDICI, UNDICI7],
+    )
   })
 
   test('a refused connection: each request fails with the error, the Agent tells connectionError', async () => {
     const port = await closedPort()
-    await same(async () => ({ origin: `http://127.0.0.1:${port}` }), async (lib, origin) => {
+    await same(
+      async () => ({ origin: `http://127.0.0.1:${port}` }),
+      async (lib, origin) => {
         const agent = new lib.Agent()
         onCleanup(() => agent.destroy())
         const seen: unknown[] = []
-        agent.on('connectionError', (_o: unknown, targets: unknown[], err: Error) => seen.push(['connectionError', targets.length, describeError(err)]))
+        agent.on('connectionError', (_o: unknown, targets: unknown[], err: Error) =>
+          seen.push(['connectionError', targets.length, describeError(err)]),
+        )
         const both = await Promise.all([0, 1].map(() => outcome(agent.request({ origin, path: '/', method: 'GET' }))))
         seen.push(both, Object.keys(agent.stats).length)
         seen.push(await outcome(agent.request({ origin: `http://localhost:${port}`, path: '/', method: 'GET' })))
         return seen
-      }, [UNDICI, UNDICI7])
+      },
+      [UNDICI, UNDICI7],
+    )
   })
 })
 
@@ -294,11 +347,20 @@ describe('a connect timeout under autoSelectFamily', () => {
           ])
         : cb(null, '127.0.0.1', 4)
     for (const kind of ['Client', 'Pool'] as const) {
-      await same(async () => ({ origin: `http://localhost:${port}` }), async (lib, origin) => {
-          const d = new lib[kind](origin, { autoSelectFamily: true, autoSelectFamilyAttemptTimeout: 100, connectTimeout: 5000, connect: { lookup } as never })
+      await same(
+        async () => ({ origin: `http://localhost:${port}` }),
+        async (lib, origin) => {
+          const d = new lib[kind](origin, {
+            autoSelectFamily: true,
+            autoSelectFamilyAttemptTimeout: 100,
+            connectTimeout: 5000,
+            connect: { lookup } as never,
+          })
           onCleanup(() => d.destroy())
           return record(await failure(d as InstanceType<Lib['Pool']>), port)
-        }, [UNDICI, UNDICI7])
+        },
+        [UNDICI, UNDICI7],
+      )
     }
   })
 
@@ -306,11 +368,15 @@ describe('a connect timeout under autoSelectFamily', () => {
     const port = await hangingPort()
     skipUnlessCI(port === null && 'no port whose connects hang (hangingPort)', ctx)
     for (const kind of ['Client', 'Pool'] as const) {
-      await same(async () => ({ origin: `http://localhost:${port}` }), async (lib, origin) => {
+      await same(
+        async () => ({ origin: `http://localhost:${port}` }),
+        async (lib, origin) => {
           const d = new lib[kind](origin, { autoSelectFamily: true, connectTimeout: 200 })
           onCleanup(() => d.destroy())
           return record(await failure(d as InstanceType<Lib['Pool']>), port)
-        }, [UNDICI, UNDICI7])
+        },
+        [UNDICI, UNDICI7],
+      )
     }
   })
 })
@@ -322,7 +388,9 @@ describe('HTTP/2 request bodies', () => {
       stream.on('data', (d: Buffer) => chunks.push(d))
       stream.on('end', () => {
         stream.respond({ ':status': 200 })
-        stream.end(JSON.stringify({ method: headers[':method'], length: headers['content-length'], body: Buffer.concat(chunks).toString() }))
+        stream.end(
+          JSON.stringify({ method: headers[':method'], length: headers['content-length'], body: Buffer.concat(chunks).toString() }),
+        )
       })
     })
 
@@ -330,13 +398,16 @@ describe('HTTP/2 request bodies', () => {
     new Promise((resolve) => {
       const seen: unknown[] = []
       const chunks: Buffer[] = []
-      c.dispatch({ path: '/', method: 'POST', body: body as string }, {
-        onRequestStart: () => seen.push('start'),
-        onResponseStart: (_c, status) => seen.push(status),
-        onResponseData: (_c, d) => chunks.push(d),
-        onResponseEnd: () => (seen.push(Buffer.concat(chunks).toString()), resolve(seen)),
-        onResponseError: (_c, err) => (seen.push(describeError(err)), resolve(seen)),
-      })
+      c.dispatch(
+        { path: '/', method: 'POST', body: body as string },
+        {
+          onRequestStart: () => seen.push('start'),
+          onResponseStart: (_c, status) => seen.push(status),
+          onResponseData: (_c, d) => chunks.push(d),
+          onResponseEnd: () => (seen.push(Buffer.concat(chunks).toString()), resolve(seen)),
+          onResponseError: (_c, err) => (seen.push(describeError(err)), resolve(seen)),
+        },
+      )
     })
 
   test('a Blob through request(), a string, a Buffer and a Blob through dispatch() (h2c)', async () => {
@@ -354,9 +425,12 @@ describe('HTTP/2 request bodies', () => {
     await same(echoH2, run(['POST', 'PUT'], false), [UNDICI, UNDICI7])
   })
 
-  test("a typed Blob: saetta sends its type as content-type, as over HTTP/1.1 (undici 8: not over HTTP/2)", async () => {
+  test('a typed Blob: saetta sends its type as content-type, as over HTTP/1.1 (undici 8: not over HTTP/2)', async () => {
     const types: Record<string, unknown> = {}
-    for (const [name, lib] of [['undici', undici], ['saetta', saetta]] as const) {
+    for (const [name, lib] of [
+      ['undici', undici],
+      ['saetta', saetta],
+    ] as const) {
       const srv = await h2Server((stream, headers) => {
         stream.on('data', () => {})
         stream.on('end', () => (stream.respond({ ':status': 200 }), stream.end(String(headers['content-type']))))
@@ -378,7 +452,7 @@ describe('many HTTP/2 streams aborted while their data arrives', () => {
         const timer = setInterval(() => {
           if (stream.destroyed || stream.closed) return clearInterval(timer)
           stream.write(Buffer.alloc(16 * 1024, i))
-          if (++i > 50) (clearInterval(timer), stream.end())
+          if (++i > 50) clearInterval(timer), stream.end()
         }, 2)
       })
       const c = h2Client(lib, srv.origin)
@@ -413,4 +487,3 @@ describe('many HTTP/2 streams aborted while their data arrives', () => {
     expect(ours.ms).toBeLessThan(theirs.ms * 3 + 1000)
   })
 })
-

@@ -1,8 +1,3 @@
-// Differential tests of the handlers and interceptors at their edges: a decorated first-API
-// handler without onError, the redirect interceptor with a body read only once, the retry
-// interceptor's 1xx, context and controller, the dump interceptor on an aborted request, and
-// the cache's header-naming directives. Each scenario runs on undici and on saetta.
-import net from 'node:net'
 import { afterEach, describe, expect, test } from 'vitest'
 import { cleanup, httpServer, onCleanup, rawServer } from '../support/helpers'
 import { client, describeError, saetta, saetta7, same, undici, type Lib, UNDICI, UNDICI7, AS_UNDICI7 } from '../support/differential'
@@ -67,14 +62,18 @@ describe('DecoratorHandler over a first-API handler', () => {
   test('without onError: onResponseError throws InvalidArgumentError, as undici 7', async () => {
     // A first-API handler is the spec's (saetta takes it on both entries), so undici 7 is the
     // reference (undici 8's DecoratorHandler does not adapt one: it calls none of its callbacks).
-    await same(cutShort, async (lib, origin) => {
-      const log: string[] = []
-      const decorated = new lib.DecoratorHandler(legacyWithoutOnError(log) as never) as unknown as NewHandler
-      const { handler, done } = forwarding(decorated, log)
-      ;(client(lib, origin).dispatch as Dispatch)({ path: '/', method: 'GET' }, handler)
-      await done
-      return log
-    }, AS_UNDICI7)
+    await same(
+      cutShort,
+      async (lib, origin) => {
+        const log: string[] = []
+        const decorated = new lib.DecoratorHandler(legacyWithoutOnError(log) as never) as unknown as NewHandler
+        const { handler, done } = forwarding(decorated, log)
+        ;(client(lib, origin).dispatch as Dispatch)({ path: '/', method: 'GET' }, handler)
+        await done
+        return log
+      },
+      AS_UNDICI7,
+    )
   })
 
   test("Dispatcher1Wrapper.wrapHandler without onError: the error itself is thrown, as undici 8's", async () => {
@@ -130,7 +129,13 @@ describe('redirect interceptor, a body that can be read only once', () => {
       expect(await pipelinedRedirect(lib, kind)).toEqual({ answers: [{ status: 200, location: undefined, body: '/a' }, mine], seen: sent })
     }
     const theirs = await pipelinedRedirect(undici, kind)
-    expect(theirs).toEqual({ answers: [{ status: 200, location: undefined, body: '/a' }, { status: 200, location: undefined, body: '/q' }], seen: [...sent, 'POST /q ""'] })
+    expect(theirs).toEqual({
+      answers: [
+        { status: 200, location: undefined, body: '/a' },
+        { status: 200, location: undefined, body: '/q' },
+      ],
+      seen: [...sent, 'POST /q ""'],
+    })
   })
 })
 
@@ -207,15 +212,15 @@ describe('retry interceptor', () => {
   const cutAt3 = (first: Record<string, string | number>) => () => {
     let n = 0
     return httpServer((req, res) => {
-        if (n++ === 0) {
-          res.writeHead(206, first)
-          res.write('abc')
-          setTimeout(() => res.destroy(), 20)
-        } else {
-          res.writeHead(206, { 'content-range': 'bytes 3-9/10', 'x-range': String(req.headers.range) })
-          res.end('defghij')
-        }
-      })
+      if (n++ === 0) {
+        res.writeHead(206, first)
+        res.write('abc')
+        setTimeout(() => res.destroy(), 20)
+      } else {
+        res.writeHead(206, { 'content-range': 'bytes 3-9/10', 'x-range': String(req.headers.range) })
+        res.end('defghij')
+      }
+    })
   }
 
   test.each([
@@ -278,7 +283,8 @@ describe('retry interceptor', () => {
     await same(unused, async (lib) => {
       const agent = new lib.Agent()
       onCleanup(() => agent.destroy())
-      const lookup = (_origin: unknown, _opts: unknown, cb: (err: Error) => void) => cb(Object.assign(new Error('no such host'), { code: 'ENOTFOUND' }))
+      const lookup = (_origin: unknown, _opts: unknown, cb: (err: Error) => void) =>
+        cb(Object.assign(new Error('no such host'), { code: 'ENOTFOUND' }))
       const composed = agent.compose(lib.interceptors.dns({ lookup } as never), lib.interceptors.retry({ minTimeout: 5, maxRetries: 1 }))
       const log: unknown[] = []
       await new Promise<void>((resolve) => {
@@ -304,10 +310,12 @@ describe('retry interceptor', () => {
     const failing = () => httpServer((_req, res) => ((res.statusCode = 503), res.end('no')))
     await same(failing, (lib, origin) => {
       let calls = 0
-      const throwsSecond = (dispatch: Dispatch): Dispatch => (opts, handler) => {
-        if (++calls === 2) throw new Error('refused')
-        return dispatch(opts, handler)
-      }
+      const throwsSecond =
+        (dispatch: Dispatch): Dispatch =>
+        (opts, handler) => {
+          if (++calls === 2) throw new Error('refused')
+          return dispatch(opts, handler)
+        }
       return run(lib, origin, [throwsSecond])
     })
   })
@@ -318,25 +326,28 @@ describe('dump interceptor, a request aborted before it started', () => {
   // reason, an AbortError): what is compared is when the request settles and what was sent.
   const isAbort = (err: unknown) => (err as Error).name === 'AbortError' || (err as { code?: string }).code === 'UND_ERR_ABORTED'
 
-  test.each(['Client', 'Pool'] as const)('aborted while it waits for a connection of a %s: it fails at once and is never sent (undici 8)', async (kind) => {
-    const slow = () => httpServer((req, res) => setTimeout(() => res.end(req.url), req.url === '/slow' ? 150 : 0))
-    await same(slow, async (lib, origin) => {
-      const seen: string[] = []
-      const c = kind === 'Client' ? client(lib, origin, { pipelining: 1 }) : new lib.Pool(origin, { connections: 1 })
-      if (kind === 'Pool') onCleanup(() => c.destroy())
-      c.on('connect', () => seen.push('connect'))
-      const first = c.request({ path: '/slow', method: 'GET' }).then(async (r) => seen.push(`first ${await r.body.text()}`))
-      const ac = new AbortController()
-      const dumped = c.compose(lib.interceptors.dump()).request({ path: '/queued', method: 'GET', signal: ac.signal })
-      setTimeout(() => ac.abort(), 20)
-      await dumped.then(
-        (r) => seen.push(`answered ${r.statusCode}`),
-        (err) => seen.push(`failed, aborted: ${isAbort(err)}`),
-      )
-      await first
-      return seen
-    })
-  })
+  test.each(['Client', 'Pool'] as const)(
+    'aborted while it waits for a connection of a %s: it fails at once and is never sent (undici 8)',
+    async (kind) => {
+      const slow = () => httpServer((req, res) => setTimeout(() => res.end(req.url), req.url === '/slow' ? 150 : 0))
+      await same(slow, async (lib, origin) => {
+        const seen: string[] = []
+        const c = kind === 'Client' ? client(lib, origin, { pipelining: 1 }) : new lib.Pool(origin, { connections: 1 })
+        if (kind === 'Pool') onCleanup(() => c.destroy())
+        c.on('connect', () => seen.push('connect'))
+        const first = c.request({ path: '/slow', method: 'GET' }).then(async (r) => seen.push(`first ${await r.body.text()}`))
+        const ac = new AbortController()
+        const dumped = c.compose(lib.interceptors.dump()).request({ path: '/queued', method: 'GET', signal: ac.signal })
+        setTimeout(() => ac.abort(), 20)
+        await dumped.then(
+          (r) => seen.push(`answered ${r.statusCode}`),
+          (err) => seen.push(`failed, aborted: ${isAbort(err)}`),
+        )
+        await first
+        return seen
+      })
+    },
+  )
 
   test("an abort without a reason in the caller's onRequestStart: the response is dumped, then onResponseError(undefined)", async () => {
     const ok = () => httpServer((_req, res) => res.end('body'))
@@ -368,16 +379,22 @@ describe('cache interceptor, headers not to be stored', () => {
     ['several Connection fields', ['cache-control: max-age=60', 'connection: keep-alive', 'connection: x-a, X-B']],
   ])('%s: the named headers are not served from the cache', async (_name, fields) => {
     const srv = () =>
-      rawServer((_req, socket) => socket.write(`HTTP/1.1 200 OK\r\n${fields.join('\r\n')}\r\nx-a: 1\r\nx-b: 2\r\nx-c: 3\r\ncontent-length: 2\r\n\r\nok`))
-    await same(srv, async (lib, origin) => {
-      const c = client(lib, origin).compose(lib.interceptors.cache())
-      const seen: string[][] = []
-      for (let i = 0; i < 2; i++) {
-        const res = await c.request({ origin, path: '/', method: 'GET' })
-        await res.body.text()
-        seen.push(Object.keys(res.headers).filter((k) => k.startsWith('x-')))
-      }
-      return seen
-    }, [UNDICI, UNDICI7])
+      rawServer((_req, socket) =>
+        socket.write(`HTTP/1.1 200 OK\r\n${fields.join('\r\n')}\r\nx-a: 1\r\nx-b: 2\r\nx-c: 3\r\ncontent-length: 2\r\n\r\nok`),
+      )
+    await same(
+      srv,
+      async (lib, origin) => {
+        const c = client(lib, origin).compose(lib.interceptors.cache())
+        const seen: string[][] = []
+        for (let i = 0; i < 2; i++) {
+          const res = await c.request({ origin, path: '/', method: 'GET' })
+          await res.body.text()
+          seen.push(Object.keys(res.headers).filter((k) => k.startsWith('x-')))
+        }
+        return seen
+      },
+      [UNDICI, UNDICI7],
+    )
   })
 })

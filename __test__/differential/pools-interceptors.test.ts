@@ -4,7 +4,7 @@ import { Readable, Writable } from 'node:stream'
 import { afterEach, describe, expect, test } from 'vitest'
 import { cleanup, closedPort, httpServer, netServer, onCleanup, rawServer, readBody, sleep } from '../support/helpers'
 import { h2Options, h2Server, MODES } from '../support/h2'
-import { describeError, echo, same, undici, saetta, type Lib, undici7, saetta7, outcome, UNDICI, UNDICI7, AS_UNDICI7 } from '../support/differential'
+import { describeError, echo, same, undici, saetta, type Lib, outcome, UNDICI, UNDICI7, AS_UNDICI7 } from '../support/differential'
 
 afterEach(cleanup)
 
@@ -81,7 +81,8 @@ describe('BalancedPool', () => {
       },
       fail: (name: string) => pool(name).emit('connectionError', url(name), [pool(name)], new lib.errors.ConnectTimeoutError()),
       connect: (name: string) => pool(name).emit('connect', url(name), [pool(name)]),
-      socketError: (name: string) => pool(name).emit('disconnect', url(name), [pool(name)], new lib.errors.SocketError('other side closed')),
+      socketError: (name: string) =>
+        pool(name).emit('disconnect', url(name), [pool(name)], new lib.errors.SocketError('other side closed')),
       otherDisconnect: (name: string) => pool(name).emit('disconnect', url(name), [pool(name)], new lib.errors.InformationalError('reset')),
       busy: (name: string) => busy.add(name),
       drain(name: string) {
@@ -92,84 +93,104 @@ describe('BalancedPool', () => {
   }
 
   test('weighted round robin: the upstream of each request as failures lower weights and connections restore them', async () => {
-    await same(noServer, async (lib) => {
-      const s = scripted(lib, ['a', 'b', 'c'])
-      const seq: unknown[] = []
-      const run = (n: number) => {
-        for (let i = 0; i < n; i++) seq.push(s.dispatch())
-        seq.push(s.picks.splice(0).join(''))
-      }
-      run(6)
-      s.fail('b')
-      run(9)
-      s.fail('b')
-      s.fail('b')
-      s.socketError('c')
-      run(12)
-      s.otherDisconnect('a')
-      run(6)
-      s.connect('b')
-      s.connect('c')
-      run(9)
-      for (let i = 0; i < 8; i++) s.fail('a')
-      run(12)
-      s.add('d')
-      run(8)
-      return seq
-    }, [UNDICI, UNDICI7])
+    await same(
+      noServer,
+      async (lib) => {
+        const s = scripted(lib, ['a', 'b', 'c'])
+        const seq: unknown[] = []
+        const run = (n: number) => {
+          for (let i = 0; i < n; i++) seq.push(s.dispatch())
+          seq.push(s.picks.splice(0).join(''))
+        }
+        run(6)
+        s.fail('b')
+        run(9)
+        s.fail('b')
+        s.fail('b')
+        s.socketError('c')
+        run(12)
+        s.otherDisconnect('a')
+        run(6)
+        s.connect('b')
+        s.connect('c')
+        run(9)
+        for (let i = 0; i < 8; i++) s.fail('a')
+        run(12)
+        s.add('d')
+        run(8)
+        return seq
+      },
+      [UNDICI, UNDICI7],
+    )
   })
 
   test('maxWeightPerServer and errorPenalty shape the rotation', async () => {
-    await same(noServer, async (lib) => {
-      const out: unknown[] = []
-      for (const options of [{ maxWeightPerServer: 10, errorPenalty: 3 }, { maxWeightPerServer: 50, errorPenalty: 20 }, { errorPenalty: 7 }, { maxWeightPerServer: 0, errorPenalty: 0 }]) {
-        const s = scripted(lib, ['a', 'b', 'c'], options)
-        for (const step of ['a', 'a', 'b', 'c', 'a', 'b', 'a', 'x', 'b', 'a', 'x', 'c', 'c', 'a']) {
-          if (step === 'x') s.connect('a')
-          else s.fail(step)
-          for (let i = 0; i < 4; i++) s.dispatch()
+    await same(
+      noServer,
+      async (lib) => {
+        const out: unknown[] = []
+        for (const options of [
+          { maxWeightPerServer: 10, errorPenalty: 3 },
+          { maxWeightPerServer: 50, errorPenalty: 20 },
+          { errorPenalty: 7 },
+          { maxWeightPerServer: 0, errorPenalty: 0 },
+        ]) {
+          const s = scripted(lib, ['a', 'b', 'c'], options)
+          for (const step of ['a', 'a', 'b', 'c', 'a', 'b', 'a', 'x', 'b', 'a', 'x', 'c', 'c', 'a']) {
+            if (step === 'x') s.connect('a')
+            else s.fail(step)
+            for (let i = 0; i < 4; i++) s.dispatch()
+          }
+          out.push([options, s.picks.join('')])
         }
-        out.push([options, s.picks.join('')])
-      }
-      return out
-    }, [UNDICI, UNDICI7])
+        return out
+      },
+      [UNDICI, UNDICI7],
+    )
   })
 
   test('busy upstreams are skipped; requests wait when all are busy and go out on drain', async () => {
-    await same(noServer, async (lib) => {
-      const s = scripted(lib, ['a', 'b', 'c'])
-      const seq: unknown[] = []
-      const drains: unknown[] = []
-      ;(s.bp as unknown as NodeJS.EventEmitter).on('drain', (origin: URL, targets: unknown[]) => void drains.push([String(origin), targets.map((t) => (t === s.bp ? 'bp' : 'upstream'))]))
-      const go = (n: number) => {
-        for (let i = 0; i < n; i++) seq.push(s.dispatch())
+    await same(
+      noServer,
+      async (lib) => {
+        const s = scripted(lib, ['a', 'b', 'c'])
+        const seq: unknown[] = []
+        const drains: unknown[] = []
+        ;(s.bp as unknown as NodeJS.EventEmitter).on(
+          'drain',
+          (origin: URL, targets: unknown[]) => void drains.push([String(origin), targets.map((t) => (t === s.bp ? 'bp' : 'upstream'))]),
+        )
+        const go = (n: number) => {
+          for (let i = 0; i < n; i++) seq.push(s.dispatch())
+          seq.push(s.picks.splice(0).join(''), statsOf(s.bp).queued, drains.splice(0))
+        }
+        s.busy('a')
+        go(4)
+        s.busy('b')
+        s.busy('c')
+        go(4)
+        s.drain('b')
+        go(2)
+        s.drain('a')
+        s.drain('c')
+        go(5)
+        s.fail('c')
+        s.busy('a')
+        go(6)
+        s.drain('a')
+        go(3)
+        // All busy: requests wait in the pool; an upstream added takes them (after a microtask).
+        for (const n of ['a', 'b', 'c']) s.busy(n)
+        go(5)
+        s.add('d')
+        seq.push(s.picks.splice(0).join(''))
+        await Promise.resolve()
         seq.push(s.picks.splice(0).join(''), statsOf(s.bp).queued, drains.splice(0))
-      }
-      s.busy('a')
-      go(4)
-      s.busy('b')
-      s.busy('c')
-      go(4)
-      s.drain('b')
-      go(2)
-      s.drain('a')
-      s.drain('c')
-      go(5)
-      s.fail('c')
-      s.busy('a')
-      go(6)
-      s.drain('a')
-      go(3)
-      // All busy: requests wait in the pool; an upstream added takes them (after a microtask).
-      for (const n of ['a', 'b', 'c']) s.busy(n)
-      go(5)
-      s.add('d')
-      seq.push(s.picks.splice(0).join(''))
-      await Promise.resolve()
-      seq.push(s.picks.splice(0).join(''), statsOf(s.bp).queued, drains.splice(0))
-      go(2)
-      return seq
-    }, [UNDICI, UNDICI7])
+        go(2)
+        return seq
+      },
+      [UNDICI, UNDICI7],
+    )
   })
 })
 
@@ -204,7 +225,12 @@ describe('BalancedPool over real upstreams', () => {
       const out: unknown[] = []
       const list = () => bp.upstreams.map((u) => Object.entries(up).find(([, o]) => o === u)?.[0] ?? u)
       out.push(bp.addUpstream(up.b) === bp, bp.addUpstream(`${up.b}/`) === bp, bp.addUpstream(new URL(up.c)) === bp, list())
-      out.push(bp.getUpstream(up.b) instanceof lib.Pool, bp.getUpstream('http://127.0.0.1:1'), bp.removeUpstream('http://127.0.0.1:1') === bp, list())
+      out.push(
+        bp.getUpstream(up.b) instanceof lib.Pool,
+        bp.getUpstream('http://127.0.0.1:1'),
+        bp.removeUpstream('http://127.0.0.1:1') === bp,
+        list(),
+      )
       out.push(await names(bp, 7))
       bp.removeUpstream(up.a)
       out.push(list(), bp.getUpstream(up.a))
@@ -219,21 +245,34 @@ describe('BalancedPool over real upstreams', () => {
   // undici 8 takes a removed upstream out at once: with every upstream removed, a request fails
   // with MissingUpstreamError; undici 7 kept it until it had closed, and the request waited.
   test('without upstreams: MissingUpstreamError; every upstream removed: requests fail (undici 7: wait for one to be added)', async () => {
-    await same(noServer, async (lib) => {
-      const up = await named('a', 'b')
-      const empty = track(new (lib.BalancedPool as unknown as new () => BalancedPool)())
-      const out: unknown[] = [await outcome(empty.request({ path: '/', method: 'GET' })), empty.upstreams]
-      const errors: unknown[] = []
-      empty.dispatch({ path: '/', method: 'GET' }, { onConnect() {}, onHeaders: () => true, onData: () => true, onComplete() {}, onError: (e) => void errors.push(describeError(e)) })
-      out.push(errors)
-      const bp = track(new lib.BalancedPool([up.a]))
-      bp.removeUpstream(up.a)
-      const waiting = outcome(bp.request({ path: '/', method: 'GET' }).then((r) => r.body.text()))
-      await new Promise((r) => setTimeout(r, 100))
-      bp.addUpstream(up.b)
-      out.push(await waiting, await outcome(new lib.BalancedPool([up.a]).removeUpstream(up.a).close()))
-      return out
-    }, [UNDICI, UNDICI7])
+    await same(
+      noServer,
+      async (lib) => {
+        const up = await named('a', 'b')
+        const empty = track(new (lib.BalancedPool as unknown as new () => BalancedPool)())
+        const out: unknown[] = [await outcome(empty.request({ path: '/', method: 'GET' })), empty.upstreams]
+        const errors: unknown[] = []
+        empty.dispatch(
+          { path: '/', method: 'GET' },
+          {
+            onConnect() {},
+            onHeaders: () => true,
+            onData: () => true,
+            onComplete() {},
+            onError: (e) => void errors.push(describeError(e)),
+          },
+        )
+        out.push(errors)
+        const bp = track(new lib.BalancedPool([up.a]))
+        bp.removeUpstream(up.a)
+        const waiting = outcome(bp.request({ path: '/', method: 'GET' }).then((r) => r.body.text()))
+        await new Promise((r) => setTimeout(r, 100))
+        bp.addUpstream(up.b)
+        out.push(await waiting, await outcome(new lib.BalancedPool([up.a]).removeUpstream(up.a).close()))
+        return out
+      },
+      [UNDICI, UNDICI7],
+    )
   })
 
   test('stats sum the upstreams', async () => {
@@ -270,7 +309,18 @@ describe('BalancedPool over real upstreams', () => {
         attempt(() => new lib.BalancedPool(new URL('http://a:1')).upstreams),
         attempt(() => new lib.BalancedPool(['http://a:1', 'http://a:1/', new URL('http://a:1')] as never).upstreams),
         attempt(() => Object.keys(new lib.BalancedPool(['http://a:1']))),
-        attempt(() => new lib.BalancedPool(['http://a:1'], { maxWeightPerServer: 3, errorPenalty: 2, connections: 2, fn: () => 1, connect: { timeout: 5 }, interceptors: {} as never, factory } as never)),
+        attempt(
+          () =>
+            new lib.BalancedPool(['http://a:1'], {
+              maxWeightPerServer: 3,
+              errorPenalty: 2,
+              connections: 2,
+              fn: () => 1,
+              connect: { timeout: 5 },
+              interceptors: {} as never,
+              factory,
+            } as never),
+        ),
         given,
       ]
     })
@@ -339,7 +389,17 @@ describe('Agent', () => {
         given.push([typeof origin, String(origin) === srv.origin, JSON.stringify(opts), Object.keys(opts)])
         return new lib.Pool(origin, opts)
       }
-      const agent = track(new lib.Agent({ factory, connections: 2, pipelining: 1, keepAliveTimeout: 1000, connect: { timeout: 500 }, fn: () => 1, headersTimeout: 1000 } as never))
+      const agent = track(
+        new lib.Agent({
+          factory,
+          connections: 2,
+          pipelining: 1,
+          keepAliveTimeout: 1000,
+          connect: { timeout: 500 },
+          fn: () => 1,
+          headersTimeout: 1000,
+        } as never),
+      )
       await (await agent.request({ origin: srv.origin, path: '/', method: 'GET' })).body.text()
       return [
         [null, 'x', 5, { factory: 'x' }, { factory: null }, { connect: 'x' }, { connect: 5 }, { connect: null }].map(make),
@@ -355,31 +415,36 @@ describe('Agent', () => {
   // undici 8 stops counting an origin once its dispatcher has no connection or work left and is
   // closed; undici 7 at each disconnect of it.
   test('maxOrigins counts origins until their connection goes; a missing or invalid origin', async () => {
-    await same(noServer, async (lib) => {
-      const a = await httpServer((_req, res) => res.end('a'), { keepAliveTimeout: 50 })
-      const up = await named('b', 'c')
-      const agent = track(new lib.Agent({ maxOrigins: 2 }))
-      const get = (origin: unknown) =>
-        outcome(agent.request({ origin, path: '/', method: 'GET' } as never).then((r) => r.body.text()))
-      const out: unknown[] = [await get(a.origin), await get(new URL(up.b)), await get(up.c), await get(`${a.origin}/`)]
-      out.push(Object.keys(agent.stats).length)
-      // a's server closes its idle connection: its origin no longer counts.
-      await new Promise((r) => setTimeout(r, 300))
-      out.push(Object.keys(agent.stats).length, await get(up.c), await get(a.origin))
-      out.push(await get(''), await get(5), await get(null), await get(undefined), await get({ origin: up.b }))
-      // One of two connections closing: enough for undici 7 to stop counting the origin, not for
-      // undici 8 (the events of a second connection are emitted here, for the count not to
-      // depend on timing).
-      const pools: Pool[] = []
-      const one = track(new lib.Agent({ maxOrigins: 1, factory: (o: string | URL, opts: object) => (pools.push(new lib.Pool(o, opts)), pools.at(-1)!) }))
-      const on = (origin: string) => outcome(one.request({ origin, path: '/', method: 'GET' }).then((r) => r.body.text()))
-      out.push(await on(up.c))
-      const url = new URL(up.c)
-      pools[0].emit('connect', url, [pools[0]])
-      pools[0].emit('disconnect', url, [pools[0]], new lib.errors.SocketError('other side closed'))
-      out.push(await on(up.b), await on(up.c), Object.keys(one.stats).length)
-      return out
-    }, [UNDICI, UNDICI7])
+    await same(
+      noServer,
+      async (lib) => {
+        const a = await httpServer((_req, res) => res.end('a'), { keepAliveTimeout: 50 })
+        const up = await named('b', 'c')
+        const agent = track(new lib.Agent({ maxOrigins: 2 }))
+        const get = (origin: unknown) => outcome(agent.request({ origin, path: '/', method: 'GET' } as never).then((r) => r.body.text()))
+        const out: unknown[] = [await get(a.origin), await get(new URL(up.b)), await get(up.c), await get(`${a.origin}/`)]
+        out.push(Object.keys(agent.stats).length)
+        // a's server closes its idle connection: its origin no longer counts.
+        await new Promise((r) => setTimeout(r, 300))
+        out.push(Object.keys(agent.stats).length, await get(up.c), await get(a.origin))
+        out.push(await get(''), await get(5), await get(null), await get(undefined), await get({ origin: up.b }))
+        // One of two connections closing: enough for undici 7 to stop counting the origin, not for
+        // undici 8 (the events of a second connection are emitted here, for the count not to
+        // depend on timing).
+        const pools: Pool[] = []
+        const one = track(
+          new lib.Agent({ maxOrigins: 1, factory: (o: string | URL, opts: object) => (pools.push(new lib.Pool(o, opts)), pools.at(-1)!) }),
+        )
+        const on = (origin: string) => outcome(one.request({ origin, path: '/', method: 'GET' }).then((r) => r.body.text()))
+        out.push(await on(up.c))
+        const url = new URL(up.c)
+        pools[0].emit('connect', url, [pools[0]])
+        pools[0].emit('disconnect', url, [pools[0]], new lib.errors.SocketError('other side closed'))
+        out.push(await on(up.b), await on(up.c), Object.keys(one.stats).length)
+        return out
+      },
+      [UNDICI, UNDICI7],
+    )
   })
 })
 
@@ -474,7 +539,14 @@ describe('top-level request, stream, pipeline, connect and upgrade', () => {
       return [
         await callOutcome(() => r(`${origin}/global`)),
         await callOutcome(() => r(`${origin}/global`, { dispatcher: undefined })),
-        await callOutcome(() => new Promise((resolve) => r(`${origin}/cb`, (err: Error | null, data: { statusCode: number; body: Readable }) => resolve(err ? describeError(err) : [data.statusCode, data.body.resume() && 'body'])))),
+        await callOutcome(
+          () =>
+            new Promise((resolve) =>
+              r(`${origin}/cb`, (err: Error | null, data: { statusCode: number; body: Readable }) =>
+                resolve(err ? describeError(err) : [data.statusCode, data.body.resume() && 'body']),
+              ),
+            ),
+        ),
         only(await callOutcome(() => r(origin, { dispatcher: null }))),
         only(await callOutcome(() => r(origin, { dispatcher: {} }))),
         only(await callOutcome(() => r(origin, { dispatcher: 'x' }))),
@@ -545,13 +617,15 @@ describe('request and stream refusing their options destroy the body stream', ()
           const opts = { origin, path: '/', method: 'POST', body, ...o } as never
           const sink = () => new Writable({ write: (_c, _e, cb) => cb() })
           // (stream() takes no highWaterMark: that request goes out, its body never ending.)
-          const result = await outcome(within(200, () =>
+          const result = await outcome(
+            within(200, () =>
               api === 'request'
                 ? d.request(opts)
                 : api === 'request callback'
                   ? new Promise((resolve, reject) => d.request(opts, (err, data) => (err ? reject(err) : resolve(data))))
                   : d.stream(opts, api === 'stream' ? sink : (null as never)),
-            ))
+            ),
+          )
           await new Promise((r) => setImmediate(r))
           out.push([api, o, result.ok || result.error, body.destroyed, body.errored && describeError(body.errored)])
         }
@@ -594,8 +668,19 @@ describe('header bytes through wrapped handlers', () => {
     })
 
   const hex = (v: unknown): unknown =>
-    Buffer.isBuffer(v) ? `bytes ${v.toString('hex')}` : Array.isArray(v) ? v.map(hex) : typeof v === 'string' ? `chars ${Buffer.from(v, 'latin1').toString('hex')}${/[^\x00-\xff]/.test(v) ? ' (wide)' : ''}` : v
-  const obj = (o: unknown) => Object.fromEntries(Object.entries((o ?? {}) as object).filter(([k]) => !['date', 'keep-alive', 'connection'].includes(k)).map(([k, v]) => [k, hex(v)]))
+    Buffer.isBuffer(v)
+      ? `bytes ${v.toString('hex')}`
+      : Array.isArray(v)
+        ? v.map(hex)
+        : typeof v === 'string'
+          ? `chars ${Buffer.from(v, 'latin1').toString('hex')}${/[^\x00-\xff]/.test(v) ? ' (wide)' : ''}`
+          : v
+  const obj = (o: unknown) =>
+    Object.fromEntries(
+      Object.entries((o ?? {}) as object)
+        .filter(([k]) => !['date', 'keep-alive', 'connection'].includes(k))
+        .map(([k, v]) => [k, hex(v)]),
+    )
   /** Raw pairs as hex; undici's `name, [v1, v2]` for a repeated header is listed as `name, v1, name, v2` (saetta's form, the spec's Buffer[]). */
   const raw = (r: unknown) => {
     const list = (r ?? []) as Array<Buffer | string | Buffer[]>
@@ -627,24 +712,34 @@ describe('header bytes through wrapped handlers', () => {
         Object.assign(rec, { headers: obj(headers), rawHeaders: raw(c.rawHeaders), statusMessage })
       },
       onResponseData() {},
-      onResponseEnd: (c: { rawTrailers?: unknown }, trailers: object) => done({ ...rec, trailers: obj(trailers), rawTrailers: raw(c.rawTrailers) }),
+      onResponseEnd: (c: { rawTrailers?: unknown }, trailers: object) =>
+        done({ ...rec, trailers: obj(trailers), rawTrailers: raw(c.rawTrailers) }),
       onResponseError: (_c: unknown, e: Error) => done({ ...rec, error: describeError(e) }),
     }
   }
 
   type Scenario = (lib: Lib, origin: string) => Promise<unknown>
-  const through = (make: (lib: Lib) => Parameters<Lib['Client']['prototype']['compose']>[0], style: (done: (x: unknown) => void) => object): Scenario =>
+  const through =
+    (make: (lib: Lib) => Parameters<Lib['Client']['prototype']['compose']>[0], style: (done: (x: unknown) => void) => object): Scenario =>
     (lib, origin) => {
       const c = track(new lib.Client(origin)).compose(make(lib))
       return new Promise((resolve) => c.dispatch({ origin, path: '/', method: 'GET' }, style(resolve) as never))
     }
   const scenarios: Record<string, Scenario> = {
     'legacy handler': (lib, origin) => new Promise((r) => track(new lib.Client(origin)).dispatch({ path: '/', method: 'GET' }, legacy(r))),
-    'controller-style handler': (lib, origin) => new Promise((r) => track(new lib.Client(origin)).dispatch({ path: '/', method: 'GET' }, controllerStyle(r) as never)),
+    'controller-style handler': (lib, origin) =>
+      new Promise((r) => track(new lib.Client(origin)).dispatch({ path: '/', method: 'GET' }, controllerStyle(r) as never)),
     'DecoratorHandler over a legacy handler': (lib, origin) =>
-      new Promise((r) => track(new lib.Client(origin)).dispatch({ path: '/', method: 'GET' }, new lib.DecoratorHandler(legacy(r)) as never)),
+      new Promise((r) =>
+        track(new lib.Client(origin)).dispatch({ path: '/', method: 'GET' }, new lib.DecoratorHandler(legacy(r)) as never),
+      ),
     'DecoratorHandler over a controller-style handler': (lib, origin) =>
-      new Promise((r) => track(new lib.Client(origin)).dispatch({ path: '/', method: 'GET' }, new lib.DecoratorHandler(controllerStyle(r) as never) as never)),
+      new Promise((r) =>
+        track(new lib.Client(origin)).dispatch(
+          { path: '/', method: 'GET' },
+          new lib.DecoratorHandler(controllerStyle(r) as never) as never,
+        ),
+      ),
     'dump, legacy': through((lib) => lib.interceptors.dump(), legacy),
     'dump, controller-style': through((lib) => lib.interceptors.dump(), controllerStyle),
     'retry, legacy': through((lib) => lib.interceptors.retry(), legacy),
@@ -677,7 +772,13 @@ describe('header bytes through wrapped handlers', () => {
         return new Writable({ write: (_c, _e, cb) => cb() })
       })
       // request's raw headers are strings; a repeated header through undici's wrapper is one joined string.
-      return { headers: obj(res.headers), trailers: obj(res.trailers), raw: raw(rawRes.headers).filter((_v, i, all) => !String(all[i - (i % 2)]).endsWith('6b6965')), streamed, streamTrailers: obj(data.trailers) }
+      return {
+        headers: obj(res.headers),
+        trailers: obj(res.trailers),
+        raw: raw(rawRes.headers).filter((_v, i, all) => !String(all[i - (i % 2)]).endsWith('6b6965')),
+        streamed,
+        streamTrailers: obj(data.trailers),
+      }
     })
   })
 })
@@ -693,7 +794,9 @@ describe('handler constructors', () => {
         ...[-1, 1.5, '2', null, undefined, 0, 3].map((max) =>
           attempt(() => new lib.RedirectHandler(dispatch, max as never, { path: '/', method: 'GET' } as never, handler as never) && 'made'),
         ),
-        attempt(() => new lib.RetryHandler({ path: '/', method: 'GET', retryOptions: null } as never, { dispatch, handler } as never) && 'made'),
+        attempt(
+          () => new lib.RetryHandler({ path: '/', method: 'GET', retryOptions: null } as never, { dispatch, handler } as never) && 'made',
+        ),
       ]
     })
   })
@@ -715,20 +818,33 @@ describe('compose hands every interceptor a controller-style handler', () => {
           onResponseError: (c, err) => handler.onResponseError(c, err),
         })
       const c = track(new lib.Client(origin)).compose(renaming as never)
-      const res = await outcome(c.request({ path: '/r', method: 'GET' }).then(async (r) => [r.statusCode, r.headers['x-renamed'], r.headers['x-method'], await r.body.text(), r.trailers]))
+      const res = await outcome(
+        c
+          .request({ path: '/r', method: 'GET' })
+          .then(async (r) => [r.statusCode, r.headers['x-renamed'], r.headers['x-method'], await r.body.text(), r.trailers]),
+      )
       let headers: unknown
-      const streamed = await outcome(c.stream({ path: '/s', method: 'GET' }, (d) => ((headers = d.headers['x-renamed']), new Writable({ write: (_c, _e, cb) => cb() }))))
-      const legacyRec = await within(2000, () => new Promise((resolve) => {
-        let seen: unknown
-        c.dispatch({ path: '/l', method: 'GET' }, {
-          onConnect() {},
-          // (the Date header's value left out: runs may fall in different seconds)
-          onHeaders: (_s, raw) => ((seen = raw.map(String).filter((_v, i, all) => !/^date$/i.test(all[i - (i % 2)]))), true),
-          onData: () => true,
-          onComplete: (trailers) => resolve([seen, (trailers as unknown as Buffer[]).map(String)]),
-          onError: (e) => resolve(describeError(e)),
-        })
-      }))
+      const streamed = await outcome(
+        c.stream({ path: '/s', method: 'GET' }, (d) => ((headers = d.headers['x-renamed']), new Writable({ write: (_c, _e, cb) => cb() }))),
+      )
+      const legacyRec = await within(
+        2000,
+        () =>
+          new Promise((resolve) => {
+            let seen: unknown
+            c.dispatch(
+              { path: '/l', method: 'GET' },
+              {
+                onConnect() {},
+                // (the Date header's value left out: runs may fall in different seconds)
+                onHeaders: (_s, raw) => ((seen = raw.map(String).filter((_v, i, all) => !/^date$/i.test(all[i - (i % 2)]))), true),
+                onData: () => true,
+                onComplete: (trailers) => resolve([seen, (trailers as unknown as Buffer[]).map(String)]),
+                onError: (e) => resolve(describeError(e)),
+              },
+            )
+          }),
+      )
       return [res, streamed.ok ? [headers, (streamed.value as { trailers: unknown }).trailers] : streamed, legacyRec]
     }
     // request and stream as undici 8; the legacy handler as undici 7 (see AS_UNDICI7).
@@ -740,37 +856,53 @@ describe('compose hands every interceptor a controller-style handler', () => {
   // an Agent), a request without an origin gets the dispatcher's, what an interceptor returns
   // must take two arguments, and the cache must come after the redirect. undici 7: none of it.
   test("compose: the dispatcher's origin to interceptors and requests; what it refuses", async () => {
-    await same(echo, async (lib, origin) => {
-      const name = (o: unknown) => (o === origin ? 'ORIGIN' : o === undefined ? 'undefined' : String(o))
-      const seen: unknown[] = []
-      const spy = (dispatch: Dispatch, composedOrigin?: unknown) => {
-        seen.push(['composed onto', name(composedOrigin)])
-        return (opts: { origin?: unknown }, handler: ControllerHandler) => {
-          seen.push(['opts.origin', name(opts.origin === undefined ? undefined : new URL(String(opts.origin)).origin)])
-          return dispatch(opts, handler)
+    await same(
+      echo,
+      async (lib, origin) => {
+        const name = (o: unknown) => (o === origin ? 'ORIGIN' : o === undefined ? 'undefined' : String(o))
+        const seen: unknown[] = []
+        const spy = (dispatch: Dispatch, composedOrigin?: unknown) => {
+          seen.push(['composed onto', name(composedOrigin)])
+          return (opts: { origin?: unknown }, handler: ControllerHandler) => {
+            seen.push(['opts.origin', name(opts.origin === undefined ? undefined : new URL(String(opts.origin)).origin)])
+            return dispatch(opts, handler)
+          }
         }
-      }
-      const get = (d: { request: Pool['request'] }, opts: object = {}) => d.request({ path: '/', method: 'GET', ...opts }).then((r) => r.body.text())
-      await get(track(new lib.Client(origin)).compose(spy as never))
-      await get(track(new lib.Pool(origin)).compose(spy as never))
-      await get(track(new lib.BalancedPool([origin])).compose(spy as never))
-      await get(track(new lib.Agent()).compose(spy as never), { origin })
-      await get(track(new lib.RoundRobinPool(origin)).compose(spy as never))
-      // Wrappers give the origin of what they wrap (undici 7 has no Dispatcher1Wrapper).
-      await get(track(new lib.RetryAgent(track(new lib.Client(origin)))).compose(spy as never))
-      if (lib.Dispatcher1Wrapper) await get(track(new lib.Dispatcher1Wrapper(track(new lib.Pool(origin)))).compose(spy as never))
-      // Composed twice: the inner compose's requests get the origin too.
-      await get(track(new lib.Client(origin)).compose(spy as never).compose(spy as never))
-      const c = track(new lib.Client(origin))
-      const refused = [
-        attempt(() => c.compose(lib.interceptors.cache(), lib.interceptors.redirect()) && 'composed'),
-        attempt(() => c.compose(lib.interceptors.redirect(), lib.interceptors.cache()) && 'composed'),
-        attempt(() => c.compose(lib.interceptors.cache(), lib.interceptors.dump()) && 'composed'),
-        attempt(() => c.compose((() => (...args: unknown[]) => args) as never) && 'composed'),
-        attempt(() => c.compose((() => (opts: unknown) => opts) as never) && 'composed'),
-      ]
-      return { seen, refused }
-    }, [UNDICI, UNDICI7])
+        const get = (d: { request: Pool['request'] }, opts: object = {}) =>
+          d.request({ path: '/', method: 'GET', ...opts }).then((r) => r.body.text())
+        await get(track(new lib.Client(origin)).compose(spy as never))
+        await get(track(new lib.Pool(origin)).compose(spy as never))
+        await get(track(new lib.BalancedPool([origin])).compose(spy as never))
+        await get(track(new lib.Agent()).compose(spy as never), { origin })
+        await get(track(new lib.RoundRobinPool(origin)).compose(spy as never))
+        // Wrappers give the origin of what they wrap (undici 7 has no Dispatcher1Wrapper).
+        await get(track(new lib.RetryAgent(track(new lib.Client(origin)))).compose(spy as never))
+        if (lib.Dispatcher1Wrapper) await get(track(new lib.Dispatcher1Wrapper(track(new lib.Pool(origin)))).compose(spy as never))
+        // Composed twice: the inner compose's requests get the origin too.
+        await get(
+          track(new lib.Client(origin))
+            .compose(spy as never)
+            .compose(spy as never),
+        )
+        const c = track(new lib.Client(origin))
+        const refused = [
+          attempt(() => c.compose(lib.interceptors.cache(), lib.interceptors.redirect()) && 'composed'),
+          attempt(() => c.compose(lib.interceptors.redirect(), lib.interceptors.cache()) && 'composed'),
+          attempt(() => c.compose(lib.interceptors.cache(), lib.interceptors.dump()) && 'composed'),
+          attempt(
+            () =>
+              c.compose(
+                (() =>
+                  (...args: unknown[]) =>
+                    args) as never,
+              ) && 'composed',
+          ),
+          attempt(() => c.compose((() => (opts: unknown) => opts) as never) && 'composed'),
+        ]
+        return { seen, refused }
+      },
+      [UNDICI, UNDICI7],
+    )
   })
 })
 
@@ -781,11 +913,25 @@ const redirects = () =>
     const m = /^\/to\/(\d+)\/(.*)$/.exec(req.url!)
     if (m) {
       const target = decodeURIComponent(m[2])
-      if (target !== '-') res.setHeader('location', target.startsWith('http') || target.startsWith('//') || target === '' ? target : `/${target}`)
+      if (target !== '-')
+        res.setHeader('location', target.startsWith('http') || target.startsWith('//') || target === '' ? target : `/${target}`)
       return void res.writeHead(Number(m[1])).end('redirect body')
     }
-    const pick = ['authorization', 'cookie', 'proxy-authorization', 'content-type', 'content-length', 'content-encoding', 'content-language', 'transfer-encoding', 'x-custom', 'host']
-    const headers = Object.fromEntries(pick.filter((h) => req.headers[h] !== undefined).map((h) => [h, h === 'host' ? 'present' : req.headers[h]]))
+    const pick = [
+      'authorization',
+      'cookie',
+      'proxy-authorization',
+      'content-type',
+      'content-length',
+      'content-encoding',
+      'content-language',
+      'transfer-encoding',
+      'x-custom',
+      'host',
+    ]
+    const headers = Object.fromEntries(
+      pick.filter((h) => req.headers[h] !== undefined).map((h) => [h, h === 'host' ? 'present' : req.headers[h]]),
+    )
     res.end(JSON.stringify({ method: req.method, url: req.url, body: body.toString(), headers }))
   })
 
@@ -826,37 +972,42 @@ describe('redirect interceptor', () => {
     Map: (h) => new Map(h),
   }
 
-  test.each(Object.keys(forms))('headers as %s: content headers dropped on 303, credentials on a cross-origin hop, in any letter case', async (form) => {
-    await same(redirects, async (lib, origin) => {
-      const other = (await redirects()).origin
-      const d = redirecting(lib)
-      const sent: Array<[string, string]> = [
-        ['Authorization', 'Bearer x'],
-        ['cookie', 'a=1'],
-        ['PROXY-AUTHORIZATION', 'Basic y'],
-        ['Content-Type', 'text/plain'],
-        ['content-encoding', 'identity'],
-        ['Content-Language', 'en'],
-        ['X-Custom', 'kept'],
-        ['Host', new URL(origin).host],
-      ]
-      const go = (path: string, method = 'GET', body?: string, extra: Array<[string, string]> = []) =>
-        final(d.request({ origin, path, method, body, headers: forms[form]([...sent, ...extra]) as Record<string, string> }))
-      return [
-        await go('/to/303/final', 'POST', 'payload'),
-        await go('/to/303/final', 'PUT', 'payload', [['Content-Length', '7']]),
-        await go('/to/307/final', 'PUT', 'payload'),
-        await go('/to/302/final'),
-        await go(`/to/302/${encodeURIComponent(`${other}/final`)}`),
-        await go(`/to/301/${encodeURIComponent(`${other}/to/302/${encodeURIComponent(`${origin}/back`)}`)}`),
-      ]
-    })
-  })
+  test.each(Object.keys(forms))(
+    'headers as %s: content headers dropped on 303, credentials on a cross-origin hop, in any letter case',
+    async (form) => {
+      await same(redirects, async (lib, origin) => {
+        const other = (await redirects()).origin
+        const d = redirecting(lib)
+        const sent: Array<[string, string]> = [
+          ['Authorization', 'Bearer x'],
+          ['cookie', 'a=1'],
+          ['PROXY-AUTHORIZATION', 'Basic y'],
+          ['Content-Type', 'text/plain'],
+          ['content-encoding', 'identity'],
+          ['Content-Language', 'en'],
+          ['X-Custom', 'kept'],
+          ['Host', new URL(origin).host],
+        ]
+        const go = (path: string, method = 'GET', body?: string, extra: Array<[string, string]> = []) =>
+          final(d.request({ origin, path, method, body, headers: forms[form]([...sent, ...extra]) as Record<string, string> }))
+        return [
+          await go('/to/303/final', 'POST', 'payload'),
+          await go('/to/303/final', 'PUT', 'payload', [['Content-Length', '7']]),
+          await go('/to/307/final', 'PUT', 'payload'),
+          await go('/to/302/final'),
+          await go(`/to/302/${encodeURIComponent(`${other}/final`)}`),
+          await go(`/to/301/${encodeURIComponent(`${other}/to/302/${encodeURIComponent(`${origin}/back`)}`)}`),
+        ]
+      })
+    },
+  )
 
   test('an origin given as a URL: every hop counts as a new origin, as undici compares them', async () => {
     await same(redirects, async (lib, origin) => {
       const d = redirecting(lib)
-      return final(d.request({ origin: new URL(origin), path: '/to/302/final', method: 'GET', headers: { authorization: 'x', cookie: 'c' } } as never))
+      return final(
+        d.request({ origin: new URL(origin), path: '/to/302/final', method: 'GET', headers: { authorization: 'x', cookie: 'c' } } as never),
+      )
     })
   })
 
@@ -866,15 +1017,27 @@ describe('redirect interceptor', () => {
     Readable: () => Readable.from(['pay', 'load']),
     array: () => ['pay', 'load'],
     'web ReadableStream': () => new ReadableStream({ start: (c) => (c.enqueue(new TextEncoder().encode('payload')), c.close()) }),
-    'async generator': () => (async function* () { yield 'pay'; yield 'load' })(),
-    generator: () => (function* () { yield 'pay'; yield 'load' })(),
+    'async generator': () =>
+      (async function* () {
+        yield 'pay'
+        yield 'load'
+      })(),
+    generator: () =>
+      (function* () {
+        yield 'pay'
+        yield 'load'
+      })(),
   }
   const redirectWith = async (lib: Lib, origin: string, names: string[]) => {
     const d = redirecting(lib)
     const out: unknown[] = []
     for (const name of names) {
       for (const status of [302, 303, 307, 308]) {
-        out.push([name, status, await final(d.request({ origin, path: `/to/${status}/final`, method: 'POST', body: bodies[name]() as string }))])
+        out.push([
+          name,
+          status,
+          await final(d.request({ origin, path: `/to/${status}/final`, method: 'POST', body: bodies[name]() as string })),
+        ])
       }
     }
     return out
@@ -904,13 +1067,33 @@ describe('redirect interceptor', () => {
       const d = redirecting(lib)
       const host = new URL(origin).host
       const out: unknown[] = []
-      for (const target of ['-', '', 'final?q=1#frag', `//${host}/final`, `${origin}/to/302/final`, '../final', `to/302/to/302/to/302/to/302/final`]) {
+      for (const target of [
+        '-',
+        '',
+        'final?q=1#frag',
+        `//${host}/final`,
+        `${origin}/to/302/final`,
+        '../final',
+        `to/302/to/302/to/302/to/302/final`,
+      ]) {
         out.push(await final(d.request({ origin, path: `/to/302/${encodeURIComponent(target)}`, method: 'GET' })))
       }
-      out.push(await final(d.request({ origin, path: `/to/302/${encodeURIComponent(`to/302/${encodeURIComponent(`${origin}/to/302/final`)}`)}`, method: 'GET' })))
+      out.push(
+        await final(
+          d.request({
+            origin,
+            path: `/to/302/${encodeURIComponent(`to/302/${encodeURIComponent(`${origin}/to/302/final`)}`)}`,
+            method: 'GET',
+          }),
+        ),
+      )
       out.push(await final(d.request({ origin, path: '/to/302/to/302/self', method: 'GET' })))
       // /loop redirects to itself.
-      out.push(await final(d.request({ origin, path: `/to/302/${encodeURIComponent(`to/302/${encodeURIComponent('to/302/x')}`)}`, method: 'GET' })))
+      out.push(
+        await final(
+          d.request({ origin, path: `/to/302/${encodeURIComponent(`to/302/${encodeURIComponent('to/302/x')}`)}`, method: 'GET' }),
+        ),
+      )
       const loop = await final(d.request({ origin, path: `/to/307/${encodeURIComponent('to/307/to/307/final')}`, method: 'GET' }))
       const res = await d.request({ origin, path: '/to/301/to/302/final', method: 'GET' })
       await res.body.text()
@@ -931,7 +1114,11 @@ describe('redirect interceptor', () => {
         out.push(['interceptor', max, await final(redirecting(lib, { maxRedirections: max }).request({ origin, path, method: 'GET' }))])
       }
       for (const max of [0, 1, 2, -1, 1.5, '2']) {
-        out.push(['request', max, await final(redirecting(lib, {}).request({ origin, path, method: 'GET', maxRedirections: max } as never))])
+        out.push([
+          'request',
+          max,
+          await final(redirecting(lib, {}).request({ origin, path, method: 'GET', maxRedirections: max } as never)),
+        ])
       }
       return out
     })
@@ -999,10 +1186,23 @@ describe('dump interceptor', () => {
     await same(sizes, async (lib, origin) => {
       const d = track(new lib.Client(origin)).compose(lib.interceptors.dump({ maxSize: 1000 }))
       const out: unknown[] = []
-      for (const path of ['/cl/10', '/cl/1000', '/cl/1001', '/chunks/400,400', '/chunks/500,500', '/chunks/500,499', '/chunks/600,600', '/chunks/1000,1']) {
+      for (const path of [
+        '/cl/10',
+        '/cl/1000',
+        '/cl/1001',
+        '/chunks/400,400',
+        '/chunks/500,500',
+        '/chunks/500,499',
+        '/chunks/600,600',
+        '/chunks/1000,1',
+      ]) {
         out.push([path, await calls(d, { path })])
       }
-      for (const [path, dumpMaxSize] of [['/cl/50', 49], ['/chunks/20,30', 50], ['/cl/2000', 5000]] as const) {
+      for (const [path, dumpMaxSize] of [
+        ['/cl/50', 49],
+        ['/chunks/20,30', 50],
+        ['/cl/2000', 5000],
+      ] as const) {
         out.push([path, dumpMaxSize, await calls(d, { path, dumpMaxSize })])
       }
       const res = await d.request({ path: '/chunks/10,10', method: 'GET' })
@@ -1019,7 +1219,10 @@ describe('dump interceptor', () => {
         for (const path of ['/cl/10', '/chunks/100,100', '/cl/2000']) out.push([abortAt, path, await calls(d, { path }, abortAt)])
       }
       // Every request was sent, the aborted ones too.
-      out.push(await calls(d, { path: '/cl/5' }), await (await track(new lib.Client(origin)).request({ path: '/count', method: 'GET' })).body.text())
+      out.push(
+        await calls(d, { path: '/cl/5' }),
+        await (await track(new lib.Client(origin)).request({ path: '/count', method: 'GET' })).body.text(),
+      )
       const ac = new AbortController()
       ac.abort(new Error('signal reason'))
       const signalled = await outcome(d.request({ path: '/cl/10', method: 'GET', signal: ac.signal }).then((r) => r.body.text()))
@@ -1035,12 +1238,19 @@ describe('dump interceptor', () => {
       for (const maxSize of [undefined, null, 0, -1, 1.5, NaN, Infinity, '10', 'x']) {
         const made = attempt(() => track(new lib.Client(origin)).compose(lib.interceptors.dump({ maxSize } as never)))
         const d = (made as { value?: InstanceType<Lib['Client']> }).value
-        out.push([maxSize, d ? 'made' : made, d ? attempt(() => d.dispatch({ path: '/cl/1', method: 'GET' }, { onRequestStart() {}, onResponseError() {} } as never)) : null])
+        out.push([
+          maxSize,
+          d ? 'made' : made,
+          d ? attempt(() => d.dispatch({ path: '/cl/1', method: 'GET' }, { onRequestStart() {}, onResponseError() {} } as never)) : null,
+        ])
         out.push(d ? await outcome(d.request({ path: '/cl/20', method: 'GET' }).then((r) => r.body.text())) : null)
       }
       const d = track(new lib.Client(origin)).compose(lib.interceptors.dump())
       for (const dumpMaxSize of [0, -1, 'x', NaN, 5]) {
-        out.push([dumpMaxSize, await outcome(d.request({ path: '/cl/20', method: 'GET', dumpMaxSize } as never).then((r) => r.body.text()))])
+        out.push([
+          dumpMaxSize,
+          await outcome(d.request({ path: '/cl/20', method: 'GET', dumpMaxSize } as never).then((r) => r.body.text())),
+        ])
       }
       return out
     })
@@ -1048,7 +1258,19 @@ describe('dump interceptor', () => {
 })
 
 describe('retry interceptor', () => {
-  type Step = 'ok' | '503' | '500' | 'reset' | 'close' | 'part' | 'part-weak' | 'rest' | 'rest-200' | 'rest-range' | 'rest-etag' | `503 retry-after ${string}`
+  type Step =
+    | 'ok'
+    | '503'
+    | '500'
+    | 'reset'
+    | 'close'
+    | 'part'
+    | 'part-weak'
+    | 'rest'
+    | 'rest-200'
+    | 'rest-range'
+    | 'rest-etag'
+    | `503 retry-after ${string}`
   /** A server answering its n-th request with the n-th step (the last step repeating), logging each request. */
   async function scriptedServer(steps: Step[]) {
     const log: unknown[] = []
@@ -1056,7 +1278,9 @@ describe('retry interceptor', () => {
       const step = steps[Math.min(log.length, steps.length - 1)]
       log.push([req.method, req.path, req.headers.range ?? null, req.headers['if-match'] ?? null])
       const send = (status: string, headers: string[], body: string) =>
-        socket.write(`HTTP/1.1 ${status}\r\n${headers.map((h) => `${h}\r\n`).join('')}content-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`)
+        socket.write(
+          `HTTP/1.1 ${status}\r\n${headers.map((h) => `${h}\r\n`).join('')}content-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+        )
       if (step === 'ok') send('200 OK', [], 'fine')
       else if (step === '503' || step === '500') send(`${step} Oops`, [], `status ${step}`)
       else if (step.startsWith('503 retry-after ')) send('503 Busy', [`retry-after: ${step.slice(16)}`], 'busy')
@@ -1093,7 +1317,9 @@ describe('retry interceptor', () => {
     const srv = await scriptedServer(steps)
     const d = track(new lib.Agent()).compose(lib.interceptors.retry({ minTimeout: 10, timeoutFactor: 3, maxTimeout: 1000, ...options }))
     const { result, waits } = await waitsOf(() =>
-      outcome(d.request({ origin: srv.origin, path: '/', method: 'GET', ...request }).then(async (r) => [r.statusCode, await r.body.text()])),
+      outcome(
+        d.request({ origin: srv.origin, path: '/', method: 'GET', ...request }).then(async (r) => [r.statusCode, await r.body.text()]),
+      ),
     )
     const recorded = result.ok ? result : { ok: false, error: { ...result.error, ...pickRetry(result) } }
     return { outcome: recorded, waits, requests: srv.log }
@@ -1172,7 +1398,11 @@ describe('retry interceptor', () => {
   test('a retry function: the errors and state it is given, its answer', async () => {
     await same(noServer, async (lib) => {
       const calls: unknown[] = []
-      const retry = (err: Error & { statusCode?: number; code?: string }, { state, opts }: { state: { counter: number }; opts: Record<string, unknown> & { retryOptions: Record<string, unknown> } }, cb: (e?: Error | null) => void) => {
+      const retry = (
+        err: Error & { statusCode?: number; code?: string },
+        { state, opts }: { state: { counter: number }; opts: Record<string, unknown> & { retryOptions: Record<string, unknown> } },
+        cb: (e?: Error | null) => void,
+      ) => {
         const { retry: fn, ...retryOptions } = opts.retryOptions
         calls.push([describeError(err), state.counter, opts.method, opts.path, typeof fn, retryOptions])
         cb(state.counter < 3 ? null : err)
@@ -1218,12 +1448,21 @@ describe('responseError interceptor', () => {
       const out: unknown[] = []
       for (const [status, type, body] of cases) {
         const path = `/${status}/${encodeURIComponent(type)}?body=${encodeURIComponent(Buffer.from(body, 'utf8').toString('latin1'))}`
-        const r = await outcome(d.request({ path, method: 'GET', ...asking(lib) }).then(async (res) => [res.statusCode, await res.body.text()]))
+        const r = await outcome(
+          d.request({ path, method: 'GET', ...asking(lib) }).then(async (res) => [res.statusCode, await res.body.text()]),
+        )
         out.push([status, type, r])
         if (!r.ok) {
-          const err = await d.request({ path, method: 'GET', ...asking(lib) }).catch((e: Error & { body: unknown; headers: Record<string, unknown>; statusCode: number }) => e)
+          const err = await d
+            .request({ path, method: 'GET', ...asking(lib) })
+            .catch((e: Error & { body: unknown; headers: Record<string, unknown>; statusCode: number }) => e)
           const e = err as Error & { body: unknown; headers: Record<string, unknown>; statusCode: number }
-          out.push({ body: e.body, headers: e.headers && { ...e.headers, date: undefined, 'keep-alive': undefined, connection: undefined }, stackLines: e.stack?.split('\n').length, isResponseError: e instanceof lib.errors.ResponseError })
+          out.push({
+            body: e.body,
+            headers: e.headers && { ...e.headers, date: undefined, 'keep-alive': undefined, connection: undefined },
+            stackLines: e.stack?.split('\n').length,
+            isResponseError: e instanceof lib.errors.ResponseError,
+          })
         }
       }
       return out
@@ -1236,19 +1475,24 @@ describe('responseError interceptor', () => {
       const run = (path: string) =>
         new Promise((resolve) => {
           const seen: unknown[] = []
-          d.dispatch({ path, method: 'GET', ...asking(lib) } as never, {
-            onRequestStart: () => void seen.push('start'),
-            onResponseStart: (_c: unknown, status: number) => void seen.push(['response', status]),
-            onResponseData: () => void seen.push('data'),
-            onResponseEnd: () => resolve([...seen, 'end']),
-            onResponseError: (_c: unknown, e: Error) => resolve([...seen, ['error', describeError(e)]]),
-          } as never)
+          d.dispatch(
+            { path, method: 'GET', ...asking(lib) } as never,
+            {
+              onRequestStart: () => void seen.push('start'),
+              onResponseStart: (_c: unknown, status: number) => void seen.push(['response', status]),
+              onResponseData: () => void seen.push('data'),
+              onResponseEnd: () => resolve([...seen, 'end']),
+              onResponseError: (_c: unknown, e: Error) => resolve([...seen, ['error', describeError(e)]]),
+            } as never,
+          )
         })
       const refused = track(new lib.Client(`http://127.0.0.1:${await closedPort()}`)).compose(lib.interceptors.responseError())
       return [
         await run('/500/text%2Fplain?body=x'),
         await run('/200/text%2Fplain?body=x'),
-        await outcome(refused.request({ path: '/', method: 'GET', ...asking(lib) })).then((r) => (r.ok ? r : (r.error as { code: unknown }).code)),
+        await outcome(refused.request({ path: '/', method: 'GET', ...asking(lib) })).then((r) =>
+          r.ok ? r : (r.error as { code: unknown }).code,
+        ),
       ]
     })
   })
@@ -1262,7 +1506,11 @@ describe('RetryAgent', () => {
       const out: unknown[] = []
       for (const options of [{ minTimeout: 5 }, null, undefined]) {
         const agent = new lib.RetryAgent(track(new lib.Agent()), options as never)
-        out.push(await outcome(agent.request({ origin: srv.origin, path: '/', method: 'GET' }).then(async (r) => [r.statusCode, await r.body.text()])))
+        out.push(
+          await outcome(
+            agent.request({ origin: srv.origin, path: '/', method: 'GET' }).then(async (r) => [r.statusCode, await r.body.text()]),
+          ),
+        )
         out.push(await outcome(agent.close()), (agent as unknown as { destroyed?: boolean }).destroyed, await outcome(agent.destroy()))
       }
       return out

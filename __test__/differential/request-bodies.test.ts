@@ -96,55 +96,70 @@ describe('a body still being read when its response completes the request', () =
   for (const close of [false, true]) {
     test(`an async generator (the server ${close ? 'closes' : 'keeps the connection'}): stopped at its next chunk, its finally run`, async () => {
       const srv = earlyAnswer(close)
-      await same(srv.server, async (lib, origin) => {
-        const c = client(lib, origin)
-        const disconnects: string[] = []
-        c.on('disconnect', (_o, _t, err) => disconnects.push(`${err.constructor.name}: ${err.message}`))
-        const log: string[] = []
-        let go!: () => void
-        const gate = new Promise<void>((resolve) => (go = resolve))
-        let finished!: () => void
-        const stopped = new Promise<void>((resolve) => (finished = resolve))
-        async function* body() {
-          try {
-            log.push('yield 0')
-            yield 'first chunk'
-            // Once the response has come (head and body together).
-            await gate
-            for (let i = 1; i < 4; i++) {
-              log.push(`yield ${i}`)
-              yield `chunk ${i}`
+      await same(
+        srv.server,
+        async (lib, origin) => {
+          const c = client(lib, origin)
+          const disconnects: string[] = []
+          c.on('disconnect', (_o, _t, err) => disconnects.push(`${err.constructor.name}: ${err.message}`))
+          const log: string[] = []
+          let go!: () => void
+          const gate = new Promise<void>((resolve) => (go = resolve))
+          let finished!: () => void
+          const stopped = new Promise<void>((resolve) => (finished = resolve))
+          async function* body() {
+            try {
+              log.push('yield 0')
+              yield 'first chunk'
+              // Once the response has come (head and body together).
+              await gate
+              for (let i = 1; i < 4; i++) {
+                log.push(`yield ${i}`)
+                yield `chunk ${i}`
+              }
+              log.push('all given')
+            } finally {
+              log.push('finally')
+              finished()
             }
-            log.push('all given')
-          } finally {
-            log.push('finally')
-            finished()
           }
-        }
-        const res = await c.request({ path: '/', method: 'POST', body: body() })
-        go()
-        await withTimeout(stopped, 2000, 'the generator to stop')
-        log.push(`response ${res.statusCode} ${await res.body.text()}`)
-        const next = await outcome(c.request({ path: '/next', method: 'GET' }).then((r) => r.body.text()))
-        return { log, next, disconnects, sent: chunks(srv.bodies()[0]), connections: srv.bodies().length }
-      }, [UNDICI, UNDICI7])
+          const res = await c.request({ path: '/', method: 'POST', body: body() })
+          go()
+          await withTimeout(stopped, 2000, 'the generator to stop')
+          log.push(`response ${res.statusCode} ${await res.body.text()}`)
+          const next = await outcome(c.request({ path: '/next', method: 'GET' }).then((r) => r.body.text()))
+          return { log, next, disconnects, sent: chunks(srv.bodies()[0]), connections: srv.bodies().length }
+        },
+        [UNDICI, UNDICI7],
+      )
     })
   }
 
   for (const autoDestroy of [false, true]) {
     test(`a stream that never ends (autoDestroy: ${autoDestroy}): destroyed without an error`, async () => {
       const srv = earlyAnswer(false)
-      await same(srv.server, async (lib, origin) => {
-        const c = client(lib, origin)
-        const body = new Readable({ autoDestroy, read() {} })
-        body.push('first chunk')
-        const events: string[] = []
-        body.on('close', () => events.push('close')).on('error', (e: Error) => events.push(`error ${e.message}`))
-        const res = await c.request({ path: '/', method: 'POST', body })
-        const text = await res.body.text()
-        await sleep(20)
-        return { status: res.statusCode, text, events, destroyed: body.destroyed, errored: describeError(body.errored ?? 'none'), sent: chunks(srv.bodies()[0]) }
-      }, [UNDICI, UNDICI7])
+      await same(
+        srv.server,
+        async (lib, origin) => {
+          const c = client(lib, origin)
+          const body = new Readable({ autoDestroy, read() {} })
+          body.push('first chunk')
+          const events: string[] = []
+          body.on('close', () => events.push('close')).on('error', (e: Error) => events.push(`error ${e.message}`))
+          const res = await c.request({ path: '/', method: 'POST', body })
+          const text = await res.body.text()
+          await sleep(20)
+          return {
+            status: res.statusCode,
+            text,
+            events,
+            destroyed: body.destroyed,
+            errored: describeError(body.errored ?? 'none'),
+            sent: chunks(srv.bodies()[0]),
+          }
+        },
+        [UNDICI, UNDICI7],
+      )
     })
   }
 })
@@ -215,16 +230,20 @@ describe('a stream body that does not destroy itself', () => {
   })
 
   test.each(streams)('%s: destroyed once sent (request())', async (_name, make) => {
-    await same(server, async (lib, origin) => {
-      const body = make()
-      const events: string[] = []
-      for (const event of ['end', 'close', 'error']) body.on(event, () => events.push(event))
-      const res = await client(lib, origin).request({ path: '/', method: 'POST', body })
-      const atResponse = body.destroyed
-      await res.body.text()
-      await sleep(10)
-      return { events, atResponse, destroyed: body.destroyed }
-    }, [UNDICI, UNDICI7])
+    await same(
+      server,
+      async (lib, origin) => {
+        const body = make()
+        const events: string[] = []
+        for (const event of ['end', 'close', 'error']) body.on(event, () => events.push(event))
+        const res = await client(lib, origin).request({ path: '/', method: 'POST', body })
+        const atResponse = body.destroyed
+        await res.body.text()
+        await sleep(10)
+        return { events, atResponse, destroyed: body.destroyed }
+      },
+      [UNDICI, UNDICI7],
+    )
   })
 })
 
@@ -238,7 +257,12 @@ describe('strictContentLength: false, several requests queued', () => {
   ]
 
   /** Dispatches `n` requests at once (each declaring 3 bytes) and logs their callbacks and the warnings, in order. */
-  async function run(lib: Lib, origin: string, body: () => unknown, options: { pipelining: number; idempotent: boolean }): Promise<string[]> {
+  async function run(
+    lib: Lib,
+    origin: string,
+    body: () => unknown,
+    options: { pipelining: number; idempotent: boolean },
+  ): Promise<string[]> {
     const c = client(lib, origin, { strictContentLength: false, pipelining: options.pipelining, headersTimeout: 2000 })
     const log: string[] = []
     const onWarning = (w: Error & { code?: string }) => log.push(`warning ${w.name} ${w.code} ${w.message}`)
@@ -247,7 +271,13 @@ describe('strictContentLength: false, several requests queued', () => {
       const done = [0, 1, 2].map(
         (i) =>
           new Promise<void>((resolve) => {
-            const opts = { path: `/${i}`, method: 'POST', body: body() as string, headers: { 'content-length': '3' }, idempotent: options.idempotent }
+            const opts = {
+              path: `/${i}`,
+              method: 'POST',
+              body: body() as string,
+              headers: { 'content-length': '3' },
+              idempotent: options.idempotent,
+            }
             const ended = (what: string) => (log.push(`${what} ${i}`), resolve())
             // undici 7's entries get undici 7's handler API; undici 8's its own.
             c.dispatch(
@@ -284,16 +314,20 @@ describe('strictContentLength: false, several requests queued', () => {
   })
 
   test.each(bodies.slice(0, 2))('%s, pipelined: none warned of before it is written, one warning each', async (_name, body) => {
-    await same(server, async (lib, origin) => {
-      const log = await run(lib, origin, body, { pipelining: 3, idempotent: true })
-      const warnings = log.flatMap((l, at) => (l.startsWith('warning') ? [at] : []))
-      return {
-        warnings: warnings.length,
-        // The k-th warning comes after the k-th request was written (how many go out together is each library's own).
-        eachAfterItsRequest: warnings.every((at, k) => at > log.indexOf(`start ${k}`)),
-        ends: log.filter((l) => l.startsWith('end')).length,
-      }
-    }, [UNDICI, UNDICI7])
+    await same(
+      server,
+      async (lib, origin) => {
+        const log = await run(lib, origin, body, { pipelining: 3, idempotent: true })
+        const warnings = log.flatMap((l, at) => (l.startsWith('warning') ? [at] : []))
+        return {
+          warnings: warnings.length,
+          // The k-th warning comes after the k-th request was written (how many go out together is each library's own).
+          eachAfterItsRequest: warnings.every((at, k) => at > log.indexOf(`start ${k}`)),
+          ends: log.filter((l) => l.startsWith('end')).length,
+        }
+      },
+      [UNDICI, UNDICI7],
+    )
   })
 })
 
@@ -327,35 +361,62 @@ describe("the form-data package's FormData as a body", () => {
 
   test('sent as a stream with its getHeaders(): the same bytes, chunked', async () => {
     const w = recorder()
-    await same(w.server, async (lib, origin) => {
-      const f = form()
-      const events: string[] = []
-      f.on('end', () => events.push('end'))
-      f.on('close', () => events.push('close'))
-      const res = await outcome(client(lib, origin).request({ path: '/', method: 'POST', body: f as never, headers: f.getHeaders() }).then((r) => r.body.text()))
-      return { res, events, received: received(w.got()) }
-    }, [UNDICI, UNDICI7])
+    await same(
+      w.server,
+      async (lib, origin) => {
+        const f = form()
+        const events: string[] = []
+        f.on('end', () => events.push('end'))
+        f.on('close', () => events.push('close'))
+        const res = await outcome(
+          client(lib, origin)
+            .request({ path: '/', method: 'POST', body: f as never, headers: f.getHeaders() })
+            .then((r) => r.body.text()),
+        )
+        return { res, events, received: received(w.got()) }
+      },
+      [UNDICI, UNDICI7],
+    )
   })
 
   test('with its length as content-length: the same bytes, not chunked', async () => {
     const w = recorder()
-    await same(w.server, async (lib, origin) => {
-      const f = form()
-      const headers = { ...f.getHeaders(), 'content-length': String(f.getLengthSync()) }
-      const res = await outcome(client(lib, origin).request({ path: '/', method: 'PUT', body: f as never, headers }).then((r) => r.body.text()))
-      return { res, received: received(w.got()) }
-    }, [UNDICI, UNDICI7])
+    await same(
+      w.server,
+      async (lib, origin) => {
+        const f = form()
+        const headers = { ...f.getHeaders(), 'content-length': String(f.getLengthSync()) }
+        const res = await outcome(
+          client(lib, origin)
+            .request({ path: '/', method: 'PUT', body: f as never, headers })
+            .then((r) => r.body.text()),
+        )
+        return { res, received: received(w.got()) }
+      },
+      [UNDICI, UNDICI7],
+    )
   })
 
   test('a Readable appended to it', async () => {
     const w = recorder()
-    await same(w.server, async (lib, origin) => {
-      const f = new FormDataPackage()
-      f.append('name', 'x')
-      f.append('upload', Readable.from([Buffer.from('streamed '), Buffer.from('part')]), { filename: 'up.txt', contentType: 'text/plain' })
-      const res = await outcome(client(lib, origin).request({ path: '/', method: 'POST', body: f as never, headers: f.getHeaders() }).then((r) => r.body.text()))
-      return { res, received: received(w.got()) }
-    }, [UNDICI, UNDICI7])
+    await same(
+      w.server,
+      async (lib, origin) => {
+        const f = new FormDataPackage()
+        f.append('name', 'x')
+        f.append('upload', Readable.from([Buffer.from('streamed '), Buffer.from('part')]), {
+          filename: 'up.txt',
+          contentType: 'text/plain',
+        })
+        const res = await outcome(
+          client(lib, origin)
+            .request({ path: '/', method: 'POST', body: f as never, headers: f.getHeaders() })
+            .then((r) => r.body.text()),
+        )
+        return { res, received: received(w.got()) }
+      },
+      [UNDICI, UNDICI7],
+    )
   })
 })
 
@@ -424,21 +485,27 @@ describe('a readable-stream@2 stream as a body', () => {
   ]
   test.each(streams)('%s: the same bytes and framing', async (_name, make, headers) => {
     const w = recorder()
-    await same(w.server, async (lib, origin) => {
-      // The stream goes on once the request is on its connection, however slow the machine.
-      const c = client(lib, origin)
-      const body = make((fn) => c.once('connect', () => setImmediate(fn)))
-      const events: string[] = []
-      body.on('end', () => events.push('end'))
-      const res = await outcome(c.request({ path: '/', method: 'POST', body: body as never, headers }).then((r) => r.body.text()))
-      await sleep(10)
-      return { res, events, destroyed: body.destroyed, received: received(w.got()) }
-    }, [UNDICI, UNDICI7])
+    await same(
+      w.server,
+      async (lib, origin) => {
+        // The stream goes on once the request is on its connection, however slow the machine.
+        const c = client(lib, origin)
+        const body = make((fn) => c.once('connect', () => setImmediate(fn)))
+        const events: string[] = []
+        body.on('end', () => events.push('end'))
+        const res = await outcome(c.request({ path: '/', method: 'POST', body: body as never, headers }).then((r) => r.body.text()))
+        await sleep(10)
+        return { res, events, destroyed: body.destroyed, received: received(w.got()) }
+      },
+      [UNDICI, UNDICI7],
+    )
   })
 
   test('one that errors: the request fails with its error', async () => {
     const fail = (message: string) => Object.assign(new Error(message), { code: 'EBODY' })
-    await same(() => rawServer(() => {}), async (lib, origin) => {
+    await same(
+      () => rawServer(() => {}),
+      async (lib, origin) => {
         const emitted = new stream2.Readable({ read() {} })
         emitted.push('some ')
         setTimeout(() => emitted.emit('error', fail('emitted')), 10)
@@ -455,7 +522,9 @@ describe('a readable-stream@2 stream as a body', () => {
           emitted: await outcome(c.request({ path: '/a', method: 'POST', body: emitted as never })),
           destroyed: await outcome(c.request({ path: '/b', method: 'POST', body: destroying() as never })),
         }
-      }, [UNDICI, UNDICI7])
+      },
+      [UNDICI, UNDICI7],
+    )
   })
 })
 
@@ -482,36 +551,48 @@ describe('an https origin over a Unix socket, a server name that is not a DNS na
 
   /** What a request with `host` gets (its text, or its error). */
   const get = (c: ReturnType<typeof client>, host?: string) =>
-    outcome(c.request({ path: '/', method: 'GET', headers: host === undefined ? {} : { host } }).then(async (r) => `${r.statusCode} ${await r.body.text()}`))
+    outcome(
+      c
+        .request({ path: '/', method: 'GET', headers: host === undefined ? {} : { host } })
+        .then(async (r) => `${r.statusCode} ${await r.body.text()}`),
+    )
 
   test("the host header's name (@fastify/reply-from's unix+https), unverified and verified", async () => {
-    await same(tlsUnix, async (lib, socketPath) => {
-      // As @fastify/reply-from gives it: the socket's path, encoded, as the host.
-      const encoded = encodeURIComponent(socketPath)
-      const odd = [encoded, 'a..b', 'with space', '-dash-']
-      const unverified = client(lib, 'https://localhost', { socketPath, connect: { rejectUnauthorized: false } })
-      const verified = () => client(lib, 'https://localhost', { socketPath, connect: { ca: certs.ca } })
-      const out: Record<string, unknown> = {}
-      for (const host of odd) out[`unverified ${host === encoded ? 'encoded path' : host}`] = await get(unverified, host)
-      // Then a DNS name again, and none.
-      out['unverified localhost'] = await get(unverified, 'localhost:1')
-      out['unverified none'] = await get(unverified)
-      // (A Client each: undici 7's, after a certificate refused for one name, leaves a request
-      // naming another waiting for good.)
-      for (const host of odd) out[`verified ${host === encoded ? 'encoded path' : host}`] = await get(verified(), host)
-      out['verified none'] = await get(verified())
-      return JSON.parse(JSON.stringify(out).replaceAll(encoded, 'ENCODED'))
-    }, [UNDICI, UNDICI7])
+    await same(
+      tlsUnix,
+      async (lib, socketPath) => {
+        // As @fastify/reply-from gives it: the socket's path, encoded, as the host.
+        const encoded = encodeURIComponent(socketPath)
+        const odd = [encoded, 'a..b', 'with space', '-dash-']
+        const unverified = client(lib, 'https://localhost', { socketPath, connect: { rejectUnauthorized: false } })
+        const verified = () => client(lib, 'https://localhost', { socketPath, connect: { ca: certs.ca } })
+        const out: Record<string, unknown> = {}
+        for (const host of odd) out[`unverified ${host === encoded ? 'encoded path' : host}`] = await get(unverified, host)
+        // Then a DNS name again, and none.
+        out['unverified localhost'] = await get(unverified, 'localhost:1')
+        out['unverified none'] = await get(unverified)
+        // (A Client each: undici 7's, after a certificate refused for one name, leaves a request
+        // naming another waiting for good.)
+        for (const host of odd) out[`verified ${host === encoded ? 'encoded path' : host}`] = await get(verified(), host)
+        out['verified none'] = await get(verified())
+        return JSON.parse(JSON.stringify(out).replaceAll(encoded, 'ENCODED'))
+      },
+      [UNDICI, UNDICI7],
+    )
   })
 
   test('connect.servername that is not a DNS name', async () => {
-    await same(tlsUnix, async (lib, socketPath) => {
-      const out: Record<string, unknown> = {}
-      for (const servername of ['a..b', 'with space']) {
-        out[servername] = await get(client(lib, 'https://localhost', { socketPath, connect: { rejectUnauthorized: false, servername } }))
-        out[`${servername} verified`] = await get(client(lib, 'https://localhost', { socketPath, connect: { ca: certs.ca, servername } }))
-      }
-      return out
-    }, [UNDICI, UNDICI7])
+    await same(
+      tlsUnix,
+      async (lib, socketPath) => {
+        const out: Record<string, unknown> = {}
+        for (const servername of ['a..b', 'with space']) {
+          out[servername] = await get(client(lib, 'https://localhost', { socketPath, connect: { rejectUnauthorized: false, servername } }))
+          out[`${servername} verified`] = await get(client(lib, 'https://localhost', { socketPath, connect: { ca: certs.ca, servername } }))
+        }
+        return out
+      },
+      [UNDICI, UNDICI7],
+    )
   })
 })

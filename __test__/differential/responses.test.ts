@@ -9,7 +9,19 @@ import tls from 'node:tls'
 import { once } from 'node:events'
 import { Writable } from 'node:stream'
 import { afterEach, beforeAll, describe, expect, test } from 'vitest'
-import { cleanup, collect, hasIPv6Loopback, netServer, okResponse, onCleanup, pairs, rawServer, runNode, sleep, holdsWithin } from '../support/helpers'
+import {
+  cleanup,
+  collect,
+  hasIPv6Loopback,
+  netServer,
+  okResponse,
+  onCleanup,
+  pairs,
+  rawServer,
+  runNode,
+  sleep,
+  holdsWithin,
+} from '../support/helpers'
 import { client, describeError, same, undici, saetta, type Lib, outcome } from '../support/differential'
 import { repoRoot } from '../support/target'
 import { makeCerts, type Certs } from '../support/certs'
@@ -89,7 +101,10 @@ describe('Keep-Alive: timeout= hints', () => {
       expect({ name, connections: o.connections }).toEqual({ name, connections: t.connections })
       expect({ name, closed: o.closedAfter !== null }).toEqual({ name, closed: t.closedAfter !== null })
       if (t.closedAfter !== null && o.closedAfter !== null) {
-        expect({ name, late: Math.abs(o.closedAfter - t.closedAfter) > 400, ours: o.closedAfter, theirs: t.closedAfter }).toMatchObject({ name, late: false })
+        expect({ name, late: Math.abs(o.closedAfter - t.closedAfter) > 400, ours: o.closedAfter, theirs: t.closedAfter }).toMatchObject({
+          name,
+          late: false,
+        })
       }
     })
   }, 30_000)
@@ -105,8 +120,14 @@ describe('a body cut by EOF', () => {
     ['chunked, in the trailers', 'HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nx-t: 1\r\n'],
     ['chunked with connection: close, before any chunk', 'HTTP/1.1 200 OK\r\nconnection: close\r\ntransfer-encoding: chunked\r\n\r\n'],
     ['chunked with connection: close, mid-chunk', 'HTTP/1.1 200 OK\r\nconnection: close\r\ntransfer-encoding: chunked\r\n\r\n5\r\nab'],
-    ['chunked with connection: close, between chunks', 'HTTP/1.1 200 OK\r\nconnection: close\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n'],
-    ['chunked with connection: close, in the trailers', 'HTTP/1.1 200 OK\r\nconnection: close\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nx-t: 1\r\n'],
+    [
+      'chunked with connection: close, between chunks',
+      'HTTP/1.1 200 OK\r\nconnection: close\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n',
+    ],
+    [
+      'chunked with connection: close, in the trailers',
+      'HTTP/1.1 200 OK\r\nconnection: close\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nx-t: 1\r\n',
+    ],
     ['chunked over HTTP/1.0', 'HTTP/1.0 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n'],
     ['content-length', 'HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nab'],
     ['content-length with connection: close', 'HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 10\r\n\r\nab'],
@@ -119,7 +140,11 @@ describe('a body cut by EOF', () => {
       () => netServer((socket) => socket.once('data', () => socket.end(wire))),
       async (lib, origin) => ({
         dispatch: await dispatched(lib, origin),
-        request: await outcome(client(lib, origin).request({ path: '/', method: 'GET' }).then((r) => r.body.text())),
+        request: await outcome(
+          client(lib, origin)
+            .request({ path: '/', method: 'GET' })
+            .then((r) => r.body.text()),
+        ),
       }),
     )
   })
@@ -256,7 +281,7 @@ describe('extra CRLF between responses', () => {
     await same(
       async () =>
         (srv = await rawServer((req, socket) => {
-          socket.write(okResponse(req.path) + '\r\n')
+          socket.write(`${okResponse(req.path)}\r\n`)
           setTimeout(() => socket.write('\r\n\r\n\n'), 30)
         })),
       async (lib, origin) => {
@@ -277,7 +302,9 @@ describe('extra CRLF between responses', () => {
       async () => (srv = await rawServer((req, socket) => socket.write(`\r\n${okResponse(req.path)}\r\n\r\n`))),
       async (lib, origin) => {
         const c = client(lib, origin, { pipelining: 3 })
-        const bodies = await Promise.all(['/1', '/2', '/3', '/4'].map(async (p) => (await c.request({ path: p, method: 'GET' })).body.text()))
+        const bodies = await Promise.all(
+          ['/1', '/2', '/3', '/4'].map(async (p) => (await c.request({ path: p, method: 'GET' })).body.text()),
+        )
         return { bodies, connections: srv.requests.map((r) => r.connection) }
       },
     )
@@ -290,7 +317,13 @@ describe('1xx before the response', () => {
       () =>
         rawServer((_req, socket) => {
           socket.write('HTTP/1.1 102 Processing\r\ncontent-length: 5\r\n\r\n')
-          setTimeout(() => socket.write('HTTP/1.1 103 Early Hints\r\nlink: </a>\r\ntransfer-encoding: chunked\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 4\r\n\r\nbody'), 20)
+          setTimeout(
+            () =>
+              socket.write(
+                'HTTP/1.1 103 Early Hints\r\nlink: </a>\r\ntransfer-encoding: chunked\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 4\r\n\r\nbody',
+              ),
+            20,
+          )
         }),
       async (lib, origin) => {
         const infos: unknown[] = []
@@ -302,11 +335,20 @@ describe('1xx before the response', () => {
 
   test('100 Continue: the spec delivers it to onInfo (undici 7 fails the request with "bad response")', async () => {
     const run = async (lib: Lib) => {
-      const srv = await rawServer((_req, socket) => socket.write('HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 4\r\n\r\nbody'))
+      const srv = await rawServer((_req, socket) =>
+        socket.write('HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 4\r\n\r\nbody'),
+      )
       const infos: unknown[] = []
-      return outcome(client(lib, srv.origin).request({ path: '/', method: 'GET', onInfo: (i) => infos.push(i.statusCode) }).then(async (r) => [infos, r.statusCode, await r.body.text()]))
+      return outcome(
+        client(lib, srv.origin)
+          .request({ path: '/', method: 'GET', onInfo: (i) => infos.push(i.statusCode) })
+          .then(async (r) => [infos, r.statusCode, await r.body.text()]),
+      )
     }
-    expect(await run(undici)).toEqual({ ok: false, error: { class: 'SocketError', name: 'SocketError', code: 'SOCKET', message: 'bad response' } })
+    expect(await run(undici)).toEqual({
+      ok: false,
+      error: { class: 'SocketError', name: 'SocketError', code: 'SOCKET', message: 'bad response' },
+    })
     expect(await run(saetta)).toEqual({ ok: true, value: [[100], 200, 'body'] })
   })
 })
@@ -333,7 +375,11 @@ describe('an invalid content-length (with connection: close)', () => {
       () => netServer((socket) => socket.once('data', () => socket.end(`HTTP/1.1 200 OK\r\n${header}connection: close\r\n\r\nok`))),
       async (lib, origin) => ({
         dispatch: await dispatched(lib, origin),
-        request: await outcome(client(lib, origin).request({ path: '/', method: 'GET' }).then((r) => r.body.text())),
+        request: await outcome(
+          client(lib, origin)
+            .request({ path: '/', method: 'GET' })
+            .then((r) => r.body.text()),
+        ),
       }),
     )
   })
@@ -378,7 +424,12 @@ describe('malformed responses: the error undici reports, message included', () =
   test.each(wires)('%j', async (wire) => {
     await same(
       () => netServer((socket) => socket.once('data', () => socket.end(wire))),
-      async (lib, origin) => outcome(client(lib, origin).request({ path: '/', method: 'GET' }).then((r) => r.body.text())),
+      async (lib, origin) =>
+        outcome(
+          client(lib, origin)
+            .request({ path: '/', method: 'GET' })
+            .then((r) => r.body.text()),
+        ),
     )
   })
 })
@@ -408,7 +459,11 @@ describe('maxResponseSize reached mid-body', () => {
       async (lib, origin) => {
         const res = await outcome(client(lib, origin, { maxResponseSize: 50 }).request({ path: '/', method: 'GET' }))
         const body = res.ok ? await outcome((res.value as { body: { text(): Promise<string> } }).body.text()) : null
-        return { dispatch: await dispatched(lib, origin, { maxResponseSize: 50 }), status: res.ok ? (res.value as { statusCode: number }).statusCode : res.error, body }
+        return {
+          dispatch: await dispatched(lib, origin, { maxResponseSize: 50 }),
+          status: res.ok ? (res.value as { statusCode: number }).statusCode : res.error,
+          body,
+        }
       },
     )
   })
@@ -432,7 +487,13 @@ describe('maxHeaderSize', () => {
   const sized = (total: number, trailing = '') => 'v'.repeat(total - 18 - trailing.length) + trailing
 
   test('the limit counts names and values, as undici does', async () => {
-    const sizes: Array<[number, string]> = [[99, ''], [100, ''], [99, '  '], [100, '\t '], [60, '']]
+    const sizes: Array<[number, string]> = [
+      [99, ''],
+      [100, ''],
+      [99, '  '],
+      [100, '\t '],
+      [60, ''],
+    ]
     await same(
       () => rawServer((req, socket) => socket.write(head(sized(...sizes[Number(req.path.slice(1))])))),
       async (lib, origin) => {
@@ -561,7 +622,12 @@ describe('SocketError.socket', () => {
     await same(
       () => netServer((socket) => socket.once('data', () => socket.resetAndDestroy())),
       async (lib, origin) => {
-        const err = await client(lib, origin).request({ path: '/', method: 'GET' }).then(() => null, (e: NodeJS.ErrnoException & { socket?: unknown }) => e)
+        const err = await client(lib, origin)
+          .request({ path: '/', method: 'GET' })
+          .then(
+            () => null,
+            (e: NodeJS.ErrnoException & { socket?: unknown }) => e,
+          )
         return { ...describeError(err), socket: err?.socket }
       },
     )

@@ -27,7 +27,8 @@ describe('onResponseStarted behind an interceptor', () => {
     'a pass-through interceptor': () => ((dispatch: Dispatch) => (opts: object, handler: object) => dispatch(opts, handler)) as never,
     // DecoratorHandler has no onResponseStarted: behind it, nothing hears it.
     'an interceptor wrapping in a DecoratorHandler': (lib) =>
-      ((dispatch: Dispatch) => (opts: object, handler: object) => dispatch(opts, new (class extends lib.DecoratorHandler {})(handler as never))) as never,
+      ((dispatch: Dispatch) => (opts: object, handler: object) =>
+        dispatch(opts, new (class extends lib.DecoratorHandler {})(handler as never))) as never,
     'the dns interceptor (an IP origin: the handler as it is)': (lib) => lib.interceptors.dns(),
     'the dump interceptor': (lib) => lib.interceptors.dump(),
   }
@@ -51,23 +52,27 @@ describe('onResponseStarted behind an interceptor', () => {
   }
   for (const [handlerName, handler] of Object.entries(handlers)) {
     test(`${handlerName}: the callbacks it hears, on a Client and an Agent, without and with each interceptor`, async () => {
-      await same(hello, async (lib, origin) => {
-        const out: Record<string, string[]> = {}
-        for (const kind of ['Client', 'Agent'] as const) {
-          const dispatchers: Record<string, (d: InstanceType<Lib['Client']>) => { dispatch: Dispatch }> = {
-            'no interceptor': (d) => d as never,
+      await same(
+        hello,
+        async (lib, origin) => {
+          const out: Record<string, string[]> = {}
+          for (const kind of ['Client', 'Agent'] as const) {
+            const dispatchers: Record<string, (d: InstanceType<Lib['Client']>) => { dispatch: Dispatch }> = {
+              'no interceptor': (d) => d as never,
+            }
+            for (const [name, make] of Object.entries(interceptors)) dispatchers[name] = (d) => d.compose(make(lib)) as never
+            for (const [name, wrapIn] of Object.entries(dispatchers)) {
+              const d = (kind === 'Client' ? client(lib, origin) : new lib.Agent()) as InstanceType<Lib['Client']>
+              if (kind === 'Agent') onCleanup(() => d.destroy())
+              const calls: string[] = []
+              await new Promise<void>((resolve) => wrapIn(d).dispatch({ origin, path: '/', method: 'GET' }, handler(calls, resolve)))
+              out[`${kind}, ${name}`] = calls
+            }
           }
-          for (const [name, make] of Object.entries(interceptors)) dispatchers[name] = (d) => d.compose(make(lib)) as never
-          for (const [name, wrapIn] of Object.entries(dispatchers)) {
-            const d = (kind === 'Client' ? client(lib, origin) : new lib.Agent()) as InstanceType<Lib['Client']>
-            if (kind === 'Agent') onCleanup(() => d.destroy())
-            const calls: string[] = []
-            await new Promise<void>((resolve) => wrapIn(d).dispatch({ origin, path: '/', method: 'GET' }, handler(calls, resolve)))
-            out[`${kind}, ${name}`] = calls
-          }
-        }
-        return out
-      }, [UNDICI, UNDICI7])
+          return out
+        },
+        [UNDICI, UNDICI7],
+      )
     })
   }
 })
@@ -104,53 +109,66 @@ describe('a response body given an encoding', () => {
 
   for (const at of [10, 11]) {
     test(`setEncoding() then text(), json(), bytes(), arrayBuffer(), blob(), for await: read at once, and once a first chunk (ending inside a character, at ${at}) is buffered`, async () => {
-      await same(split(at), async (lib, origin) => {
-        const c = client(lib, origin)
-        const out: unknown[] = []
-        for (const encoding of encodings) {
-          for (const how of reads) {
-            for (const buffered of [false, true]) {
-              const { body } = await c.request({ path: '/', method: 'GET' })
-              body.setEncoding(encoding)
-              if (buffered) {
-                // The first chunk sits in the body (its split character in the decoder) before the read.
-                await waitFor(() => body.readableLength > 0, 5000, 'a first chunk')
-                release()
-                out.push([encoding, how, 'buffered', await outcome(read(body, how))])
-              } else {
-                const result = outcome(read(body, how))
-                release()
-                out.push([encoding, how, await result])
+      await same(
+        split(at),
+        async (lib, origin) => {
+          const c = client(lib, origin)
+          const out: unknown[] = []
+          for (const encoding of encodings) {
+            for (const how of reads) {
+              for (const buffered of [false, true]) {
+                const { body } = await c.request({ path: '/', method: 'GET' })
+                body.setEncoding(encoding)
+                if (buffered) {
+                  // The first chunk sits in the body (its split character in the decoder) before the read.
+                  await waitFor(() => body.readableLength > 0, 5000, 'a first chunk')
+                  release()
+                  out.push([encoding, how, 'buffered', await outcome(read(body, how))])
+                } else {
+                  const result = outcome(read(body, how))
+                  release()
+                  out.push([encoding, how, await result])
+                }
               }
             }
           }
-        }
-        return out
-      }, [UNDICI, UNDICI7])
+          return out
+        },
+        [UNDICI, UNDICI7],
+      )
     })
   }
 
   test('an unknown encoding: ignored by a request body, refused by a pipeline body (a plain Readable in undici)', async () => {
-    await same(hello, async (lib, origin) => {
-      const c = client(lib, origin)
-      const { body } = await c.request({ path: '/', method: 'GET' })
-      const request = outcome(Promise.resolve().then(() => body.setEncoding('bogus' as BufferEncoding) === body))
-      const out: unknown[] = [await request, body.readableEncoding, await body.text()]
-      const duplex = c.pipeline({ path: '/', method: 'GET' }, ({ body }) => {
-        try {
-          body.setEncoding('bogus' as BufferEncoding)
-          out.push('set')
-        } catch (err) {
-          out.push(describeError(err))
-        }
-        body.setEncoding('hex')
-        return body
-      })
-      const chunks: unknown[] = []
-      await new Promise<void>((resolve) => duplex.on('data', (c) => chunks.push(c)).on('end', resolve).end())
-      out.push(chunks.map((c) => typeof c).join(), chunks.join(''))
-      return out
-    }, [UNDICI, UNDICI7])
+    await same(
+      hello,
+      async (lib, origin) => {
+        const c = client(lib, origin)
+        const { body } = await c.request({ path: '/', method: 'GET' })
+        const request = outcome(Promise.resolve().then(() => body.setEncoding('bogus' as BufferEncoding) === body))
+        const out: unknown[] = [await request, body.readableEncoding, await body.text()]
+        const duplex = c.pipeline({ path: '/', method: 'GET' }, ({ body }) => {
+          try {
+            body.setEncoding('bogus' as BufferEncoding)
+            out.push('set')
+          } catch (err) {
+            out.push(describeError(err))
+          }
+          body.setEncoding('hex')
+          return body
+        })
+        const chunks: unknown[] = []
+        await new Promise<void>((resolve) =>
+          duplex
+            .on('data', (c) => chunks.push(c))
+            .on('end', resolve)
+            .end(),
+        )
+        out.push(chunks.map((c) => typeof c).join(), chunks.join(''))
+        return out
+      },
+      [UNDICI, UNDICI7],
+    )
   })
 })
 
@@ -238,23 +256,27 @@ describe('pipeline(): the stream its handler returns', () => {
   }
   for (const [name, [path, handler]] of Object.entries(scenarios)) {
     test(`${name}: how the pipeline ends`, async () => {
-      await same(server, async (lib, origin) => {
-        const c = client(lib, origin)
-        const events: string[] = []
-        let got = ''
-        const duplex: Duplex = c.pipeline({ path, method: 'POST' }, ({ body }) => handler(body, () => duplex, events))
-        duplex.on('end', () => events.push('end')).on('error', (err) => events.push(`error ${err.message}`))
-        const sink = new Writable({
-          write(chunk, _enc, callback) {
-            got += String(chunk)
-            callback()
-          },
-        })
-        const err = await new Promise<Error | null | undefined>((resolve) => streamPipeline(Readable.from(['x']), duplex, sink, resolve))
-        // What may still come after the pipeline's end (a late error).
-        await new Promise((resolve) => setTimeout(resolve, 50))
-        return { err: err ? describeError(err) : null, got, events }
-      }, [UNDICI, UNDICI7])
+      await same(
+        server,
+        async (lib, origin) => {
+          const c = client(lib, origin)
+          const events: string[] = []
+          let got = ''
+          const duplex: Duplex = c.pipeline({ path, method: 'POST' }, ({ body }) => handler(body, () => duplex, events))
+          duplex.on('end', () => events.push('end')).on('error', (err) => events.push(`error ${err.message}`))
+          const sink = new Writable({
+            write(chunk, _enc, callback) {
+              got += String(chunk)
+              callback()
+            },
+          })
+          const err = await new Promise<Error | null | undefined>((resolve) => streamPipeline(Readable.from(['x']), duplex, sink, resolve))
+          // What may still come after the pipeline's end (a late error).
+          await new Promise((resolve) => setTimeout(resolve, 50))
+          return { err: err ? describeError(err) : null, got, events }
+        },
+        [UNDICI, UNDICI7],
+      )
     })
   }
 })
@@ -296,56 +318,62 @@ describe("an abort signal's listener once the request is done", () => {
 
   for (const [signalName, make] of Object.entries(signals)) {
     test(`${signalName}: request(), stream(), pipeline(), upgrade(), connect(), answered and failed`, async () => {
-      await same(server, async (lib, origin) => {
-        const c = client(lib, origin)
-        const out: Record<string, unknown[]> = {}
-        for (const path of ['/', '/fail']) {
-          const counts = (out[`request ${path}`] = [] as unknown[])
-          let s = make()
-          try {
-            const { body } = await c.request({ path, method: 'GET', signal: s.signal as AbortSignal })
-            counts.push(s.count())
-            const closed = once(body, 'close')
-            await body.text()
-            counts.push('read', s.count())
-            await closed
-            counts.push('closed', s.count())
-          } catch (err) {
-            counts.push(describeError(err).class, s.count())
-          }
-
-          const streamed = (out[`stream ${path}`] = [] as unknown[])
-          s = make()
-          const result = await outcome(c.stream({ path, method: 'GET', signal: s.signal as AbortSignal }, () => sink()))
-          streamed.push(result.ok, s.count())
-          await turn()
-          streamed.push(s.count())
-
-          const piped = (out[`pipeline ${path}`] = [] as unknown[])
-          s = make()
-          const duplex = c.pipeline({ path, method: 'POST', signal: s.signal as AbortSignal }, ({ body }) => body)
-          const err = await new Promise<Error | null | undefined>((resolve) => streamPipeline(Readable.from(['x']), duplex, sink(), resolve))
-          piped.push(err ? describeError(err).class : 'ok', s.count())
-          await turn()
-          piped.push(s.count())
-
-          for (const api of ['upgrade', 'connect'] as const) {
-            const tunnelled = (out[`${api} ${path}`] = [] as unknown[])
-            s = make()
+      await same(
+        server,
+        async (lib, origin) => {
+          const c = client(lib, origin)
+          const out: Record<string, unknown[]> = {}
+          for (const path of ['/', '/fail']) {
+            const counts = (out[`request ${path}`] = [] as unknown[])
+            let s = make()
             try {
-              const { socket } = await c[api]({ path, signal: s.signal as AbortSignal })
-              tunnelled.push(s.count())
-              const closed = once(socket, 'close')
-              socket.destroy()
+              const { body } = await c.request({ path, method: 'GET', signal: s.signal as AbortSignal })
+              counts.push(s.count())
+              const closed = once(body, 'close')
+              await body.text()
+              counts.push('read', s.count())
               await closed
-              tunnelled.push('closed', s.count())
+              counts.push('closed', s.count())
             } catch (err) {
-              tunnelled.push(describeError(err).class, s.count())
+              counts.push(describeError(err).class, s.count())
+            }
+
+            const streamed = (out[`stream ${path}`] = [] as unknown[])
+            s = make()
+            const result = await outcome(c.stream({ path, method: 'GET', signal: s.signal as AbortSignal }, () => sink()))
+            streamed.push(result.ok, s.count())
+            await turn()
+            streamed.push(s.count())
+
+            const piped = (out[`pipeline ${path}`] = [] as unknown[])
+            s = make()
+            const duplex = c.pipeline({ path, method: 'POST', signal: s.signal as AbortSignal }, ({ body }) => body)
+            const err = await new Promise<Error | null | undefined>((resolve) =>
+              streamPipeline(Readable.from(['x']), duplex, sink(), resolve),
+            )
+            piped.push(err ? describeError(err).class : 'ok', s.count())
+            await turn()
+            piped.push(s.count())
+
+            for (const api of ['upgrade', 'connect'] as const) {
+              const tunnelled = (out[`${api} ${path}`] = [] as unknown[])
+              s = make()
+              try {
+                const { socket } = await c[api]({ path, signal: s.signal as AbortSignal })
+                tunnelled.push(s.count())
+                const closed = once(socket, 'close')
+                socket.destroy()
+                await closed
+                tunnelled.push('closed', s.count())
+              } catch (err) {
+                tunnelled.push(describeError(err).class, s.count())
+              }
             }
           }
-        }
-        return out
-      }, [UNDICI, UNDICI7])
+          return out
+        },
+        [UNDICI, UNDICI7],
+      )
     })
   }
 })
@@ -378,19 +406,25 @@ describe('stream(): its destination', () => {
   }
   for (const [name, make] of Object.entries(destinations)) {
     test(`${name}: destroyed at the end or not`, async () => {
-      await same(hello, async (lib, origin) => {
-        const c = client(lib, origin)
-        const events: string[] = []
-        let dest!: Writable
-        const result = await outcome(c.stream({ path: '/', method: 'GET' }, () => {
-            dest = make(events)
-            dest.on('error', (err) => events.push(`error ${err.message}`))
-            return dest
-          }))
-        const atEnd = dest.destroyed
-        await turn()
-        return { ok: result.ok, atEnd, destroyed: dest.destroyed, closed: dest.closed ?? null, events }
-      }, [UNDICI, UNDICI7])
+      await same(
+        hello,
+        async (lib, origin) => {
+          const c = client(lib, origin)
+          const events: string[] = []
+          let dest!: Writable
+          const result = await outcome(
+            c.stream({ path: '/', method: 'GET' }, () => {
+              dest = make(events)
+              dest.on('error', (err) => events.push(`error ${err.message}`))
+              return dest
+            }),
+          )
+          const atEnd = dest.destroyed
+          await turn()
+          return { ok: result.ok, atEnd, destroyed: dest.destroyed, closed: dest.closed ?? null, events }
+        },
+        [UNDICI, UNDICI7],
+      )
     })
   }
 
@@ -405,51 +439,61 @@ describe('stream(): its destination', () => {
     })
 
   test('an old-style destination full when the factory returns it (no writableNeedDrain, its state says needDrain): written to after its drain', async () => {
-    await same(twoChunks, async (lib, origin) => {
-      const c = client(lib, origin)
-      const writes: string[] = []
-      let release: (() => void) | undefined
-      const done = outcome(c.stream({ path: '/', method: 'GET' }, () => {
-          const dest = new legacy.Writable({
-            highWaterMark: 1,
-            write: (chunk: Buffer, _e: unknown, callback: () => void) => (String(chunk) === 'full' ? (release = callback) : callback()),
-          })
-          dest.write('full')
-          const write = dest.write.bind(dest)
-          dest.write = ((chunk: Buffer) => (writes.push(String(chunk)), write(chunk))) as typeof dest.write
-          return dest
-        }))
-      await waitFor(() => release !== undefined, 5000, 'the factory call')
-      sendRest()
-      // Time enough for a client that does not wait to write what came.
-      await sleep(60)
-      const before = [...writes]
-      release!()
-      // (How the body is cut into chunks is each one's own.)
-      return { before, result: (await done).ok, written: writes.join('') }
-    }, [UNDICI, UNDICI7])
+    await same(
+      twoChunks,
+      async (lib, origin) => {
+        const c = client(lib, origin)
+        const writes: string[] = []
+        let release: (() => void) | undefined
+        const done = outcome(
+          c.stream({ path: '/', method: 'GET' }, () => {
+            const dest = new legacy.Writable({
+              highWaterMark: 1,
+              write: (chunk: Buffer, _e: unknown, callback: () => void) => (String(chunk) === 'full' ? (release = callback) : callback()),
+            })
+            dest.write('full')
+            const write = dest.write.bind(dest)
+            dest.write = ((chunk: Buffer) => (writes.push(String(chunk)), write(chunk))) as typeof dest.write
+            return dest
+          }),
+        )
+        await waitFor(() => release !== undefined, 5000, 'the factory call')
+        sendRest()
+        // Time enough for a client that does not wait to write what came.
+        await sleep(60)
+        const before = [...writes]
+        release!()
+        // (How the body is cut into chunks is each one's own.)
+        return { before, result: (await done).ok, written: writes.join('') }
+      },
+      [UNDICI, UNDICI7],
+    )
   })
 
   test('a legacy Stream whose write() returns false (no writable state at all): each chunk after a drain', async () => {
-    await same(twoChunks, async (lib, origin) => {
-      const c = client(lib, origin)
-      const writes: string[] = []
-      const dest = Object.assign(new Stream(), {
-        writable: true,
-        write: (chunk: Buffer) => (writes.push(String(chunk)), false),
-        end: () => (writes.push('end'), setImmediate(() => dest.emit('finish'))),
-      })
-      const done = outcome(c.stream({ path: '/', method: 'GET' }, () => dest as unknown as Writable))
-      await waitFor(() => writes.length > 0, 5000, 'a first write')
-      sendRest()
-      await sleep(60)
-      const before = [...writes]
-      dest.emit('drain')
-      await waitFor(() => writes.length > 1, 5000, 'a write after the drain')
-      const afterDrain = [...writes]
-      dest.emit('drain')
-      return { before, afterDrain, result: (await done).ok, writes }
-    }, [UNDICI, UNDICI7])
+    await same(
+      twoChunks,
+      async (lib, origin) => {
+        const c = client(lib, origin)
+        const writes: string[] = []
+        const dest = Object.assign(new Stream(), {
+          writable: true,
+          write: (chunk: Buffer) => (writes.push(String(chunk)), false),
+          end: () => (writes.push('end'), setImmediate(() => dest.emit('finish'))),
+        })
+        const done = outcome(c.stream({ path: '/', method: 'GET' }, () => dest as unknown as Writable))
+        await waitFor(() => writes.length > 0, 5000, 'a first write')
+        sendRest()
+        await sleep(60)
+        const before = [...writes]
+        dest.emit('drain')
+        await waitFor(() => writes.length > 1, 5000, 'a write after the drain')
+        const afterDrain = [...writes]
+        dest.emit('drain')
+        return { before, afterDrain, result: (await done).ok, writes }
+      },
+      [UNDICI, UNDICI7],
+    )
   })
 })
 
@@ -461,24 +505,24 @@ describe('upgrade(): a 101 that does not switch protocols', () => {
   const heads: Record<string, string> = {
     'both headers': U + C,
     'no Upgrade': C,
-    'neither': '',
+    neither: '',
     'no Connection': U,
-    'an empty Upgrade': 'Upgrade:   \r\n' + C,
-    'Upgrade: ,': 'Upgrade: ,\r\n' + C,
-    'an empty Upgrade, then one': 'Upgrade:\r\nUpgrade: x\r\n' + C,
-    'Connection: close': U + 'Connection: close\r\n',
-    'Connection: keep-alive, upgrade': U + 'Connection: keep-alive, upgrade\r\n',
-    'Connection: upgrade , close': U + 'Connection: upgrade , close\r\n',
-    'Connection: ,,UPGRADE': U + 'Connection: ,,UPGRADE\r\n',
-    'Connection: upgradeX': U + 'Connection: upgradeX\r\n',
-    'Connection: upgrade x': U + 'Connection: upgrade x\r\n',
-    'Connection: keep-alive upgrade': U + 'Connection: keep-alive upgrade\r\n',
-    'Connection: x upgrade, y': U + 'Connection: x upgrade, y\r\n',
-    'Connection: keep-alive x, upgrade': U + 'Connection: keep-alive x, upgrade\r\n',
-    'Connection: "upgrade"': U + 'Connection: "upgrade"\r\n',
-    'Connection: upgrade;x': U + 'Connection: upgrade;x\r\n',
-    'two Connection headers, the second with upgrade': U + 'Connection: close\r\nConnection: upgrade\r\n',
-    'Proxy-Connection: upgrade': U + 'Proxy-Connection: upgrade\r\n',
+    'an empty Upgrade': `Upgrade:   \r\n${C}`,
+    'Upgrade: ,': `Upgrade: ,\r\n${C}`,
+    'an empty Upgrade, then one': `Upgrade:\r\nUpgrade: x\r\n${C}`,
+    'Connection: close': `${U}Connection: close\r\n`,
+    'Connection: keep-alive, upgrade': `${U}Connection: keep-alive, upgrade\r\n`,
+    'Connection: upgrade , close': `${U}Connection: upgrade , close\r\n`,
+    'Connection: ,,UPGRADE': `${U}Connection: ,,UPGRADE\r\n`,
+    'Connection: upgradeX': `${U}Connection: upgradeX\r\n`,
+    'Connection: upgrade x': `${U}Connection: upgrade x\r\n`,
+    'Connection: keep-alive upgrade': `${U}Connection: keep-alive upgrade\r\n`,
+    'Connection: x upgrade, y': `${U}Connection: x upgrade, y\r\n`,
+    'Connection: keep-alive x, upgrade': `${U}Connection: keep-alive x, upgrade\r\n`,
+    'Connection: "upgrade"': `${U}Connection: "upgrade"\r\n`,
+    'Connection: upgrade;x': `${U}Connection: upgrade;x\r\n`,
+    'two Connection headers, the second with upgrade': `${U}Connection: close\r\nConnection: upgrade\r\n`,
+    'Proxy-Connection: upgrade': `${U}Proxy-Connection: upgrade\r\n`,
   }
   /** Answers an upgrade with the 101 of `path`'s head (and a byte after it), anything else with 200. */
   const server = () =>
@@ -493,60 +537,74 @@ describe('upgrade(): a 101 that does not switch protocols', () => {
 
   for (const kind of ['Client', 'Pool'] as const) {
     test(`${kind}: which heads upgrade(), and what follows on the dispatcher`, async () => {
-      await same(server, async (lib, origin) => {
-        const d = new lib[kind](origin)
-        onCleanup(() => d.destroy())
-        const out: Record<string, unknown> = {}
-        for (const name of Object.keys(heads)) {
-          const result = await outcome(d.upgrade({ path: `/${encodeURIComponent(name)}`, protocol: 'x' }).then(({ headers, socket }) => {
-              socket.destroy()
-              return headers
-            }))
-          const next = await outcome(d.request({ path: '/after', method: 'GET' }).then(async (r) => [r.statusCode, await r.body.text()]))
-          out[name] = [result, next]
-        }
-        return out
-      }, [UNDICI, UNDICI7])
+      await same(
+        server,
+        async (lib, origin) => {
+          const d = new lib[kind](origin)
+          onCleanup(() => d.destroy())
+          const out: Record<string, unknown> = {}
+          for (const name of Object.keys(heads)) {
+            const result = await outcome(
+              d.upgrade({ path: `/${encodeURIComponent(name)}`, protocol: 'x' }).then(({ headers, socket }) => {
+                socket.destroy()
+                return headers
+              }),
+            )
+            const next = await outcome(d.request({ path: '/after', method: 'GET' }).then(async (r) => [r.statusCode, await r.body.text()]))
+            out[name] = [result, next]
+          }
+          return out
+        },
+        [UNDICI, UNDICI7],
+      )
     })
   }
 
   test('the top-level upgrade() (an Agent)', async () => {
-    await same(server, async (lib, origin) => {
-      const agent = new lib.Agent()
-      onCleanup(() => agent.destroy())
-      const prev = lib.getGlobalDispatcher()
-      lib.setGlobalDispatcher(agent)
-      try {
-        return await Promise.all(
-          ['no Upgrade', 'both headers'].map((name) =>
-            outcome(lib.upgrade(`${origin}/${encodeURIComponent(name)}`, { protocol: 'x' }).then(({ socket }) => void socket.destroy())),
-          ),
-        )
-      } finally {
-        lib.setGlobalDispatcher(prev)
-      }
-    }, [UNDICI, UNDICI7])
+    await same(
+      server,
+      async (lib, origin) => {
+        const agent = new lib.Agent()
+        onCleanup(() => agent.destroy())
+        const prev = lib.getGlobalDispatcher()
+        lib.setGlobalDispatcher(agent)
+        try {
+          return await Promise.all(
+            ['no Upgrade', 'both headers'].map((name) =>
+              outcome(lib.upgrade(`${origin}/${encodeURIComponent(name)}`, { protocol: 'x' }).then(({ socket }) => void socket.destroy())),
+            ),
+          )
+        } finally {
+          lib.setGlobalDispatcher(prev)
+        }
+      },
+      [UNDICI, UNDICI7],
+    )
   })
 
   test('a handler dispatched with upgrade: onResponseStarted before onUpgrade', async () => {
-    await same(server, async (lib, origin) => {
-      const c = client(lib, origin)
-      const calls: string[] = []
-      await new Promise<void>((resolve) =>
-        c.dispatch({ path: `/${encodeURIComponent('both headers')}`, method: 'GET', upgrade: 'x' }, {
-          onRequestStart: () => calls.push('start'),
-          onResponseStarted: () => calls.push('started'),
-          onResponseStart: () => calls.push('headers'),
-          onRequestUpgrade: (_c: unknown, status: number, _h: unknown, socket: Duplex) => {
-            calls.push(`upgrade ${status}`)
-            socket.destroy()
-            resolve()
-          },
-          onResponseError: (_c: unknown, err: Error) => (calls.push(`error ${err.message}`), resolve()),
-        } as never),
-      )
-      return calls
-    }, [UNDICI, UNDICI7])
+    await same(
+      server,
+      async (lib, origin) => {
+        const c = client(lib, origin)
+        const calls: string[] = []
+        await new Promise<void>((resolve) =>
+          c.dispatch({ path: `/${encodeURIComponent('both headers')}`, method: 'GET', upgrade: 'x' }, {
+            onRequestStart: () => calls.push('start'),
+            onResponseStarted: () => calls.push('started'),
+            onResponseStart: () => calls.push('headers'),
+            onRequestUpgrade: (_c: unknown, status: number, _h: unknown, socket: Duplex) => {
+              calls.push(`upgrade ${status}`)
+              socket.destroy()
+              resolve()
+            },
+            onResponseError: (_c: unknown, err: Error) => (calls.push(`error ${err.message}`), resolve()),
+          } as never),
+        )
+        return calls
+      },
+      [UNDICI, UNDICI7],
+    )
   })
 })
 
@@ -590,33 +648,45 @@ describe('WebSocket: what a custom dispatcher is handed', () => {
   }
   for (const [name, headers] of Object.entries(cases)) {
     test(`headers as ${name}: the dispatch options (an object of headers) and what the server gets`, async () => {
-      await same(server, async (lib, origin) => {
-        const seen: Array<Record<string, unknown>> = []
-        class Recording extends lib.Agent {
-          override dispatch(opts: Parameters<InstanceType<Lib['Agent']>['dispatch']>[0], handler: Parameters<InstanceType<Lib['Agent']>['dispatch']>[1]): boolean {
-            seen.push(opts as unknown as Record<string, unknown>)
-            return super.dispatch(opts, handler)
+      await same(
+        server,
+        async (lib, origin) => {
+          const seen: Array<Record<string, unknown>> = []
+          class Recording extends lib.Agent {
+            override dispatch(
+              opts: Parameters<InstanceType<Lib['Agent']>['dispatch']>[0],
+              handler: Parameters<InstanceType<Lib['Agent']>['dispatch']>[1],
+            ): boolean {
+              seen.push(opts as unknown as Record<string, unknown>)
+              return super.dispatch(opts, handler)
+            }
           }
-        }
-        const dispatcher = new Recording()
-        onCleanup(() => dispatcher.destroy())
-        const ws = new lib.WebSocket(`${origin}/p?q=1`, { headers, dispatcher, protocols: ['p1'] } as never)
-        const message = await new Promise<string>((resolve, reject) => {
-          ws.onmessage = (event) => resolve(String(event.data))
-          ws.onerror = () => reject(new Error('no message'))
-        })
-        ws.close()
-        const opts = seen[0]
-        const given = opts.headers as Record<string, string>
-        return {
-          message,
-          keys: Object.keys(opts),
-          // (String keys: saetta's own handshake key is a symbol.)
-          options: { ...Object.fromEntries(Object.entries(opts)), origin: typeof opts.origin, headers: undefined },
-          headers: { array: Array.isArray(given), prototype: Object.getPrototypeOf(given) === Object.prototype, own: Object.getOwnPropertyNames(given), values: stable(given) },
-          received: handshakes[0].filter((_v, i, all) => !/^(host|sec-websocket-key)$/i.test(all[i - (i % 2)])),
-        }
-      }, [UNDICI, UNDICI7])
+          const dispatcher = new Recording()
+          onCleanup(() => dispatcher.destroy())
+          const ws = new lib.WebSocket(`${origin}/p?q=1`, { headers, dispatcher, protocols: ['p1'] } as never)
+          const message = await new Promise<string>((resolve, reject) => {
+            ws.onmessage = (event) => resolve(String(event.data))
+            ws.onerror = () => reject(new Error('no message'))
+          })
+          ws.close()
+          const opts = seen[0]
+          const given = opts.headers as Record<string, string>
+          return {
+            message,
+            keys: Object.keys(opts),
+            // (String keys: saetta's own handshake key is a symbol.)
+            options: { ...Object.fromEntries(Object.entries(opts)), origin: typeof opts.origin, headers: undefined },
+            headers: {
+              array: Array.isArray(given),
+              prototype: Object.getPrototypeOf(given) === Object.prototype,
+              own: Object.getOwnPropertyNames(given),
+              values: stable(given),
+            },
+            received: handshakes[0].filter((_v, i, all) => !/^(host|sec-websocket-key)$/i.test(all[i - (i % 2)])),
+          }
+        },
+        [UNDICI, UNDICI7],
+      )
     })
   }
 })
@@ -626,7 +696,9 @@ describe("the top-level functions on a dispatcher that is not the library's own"
   // it bundles in the global slot (importing node:http does): it takes controller-style handlers only.
   const server = async () => {
     const srv = await httpServer((req, res) => res.end(`${req.method} ${req.url}`))
-    srv.server.on('upgrade', (_req, socket) => socket.end('HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: probe\r\n\r\n'))
+    srv.server.on('upgrade', (_req, socket) =>
+      socket.end('HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: probe\r\n\r\n'),
+    )
     srv.server.on('connect', (_req, socket) => socket.end('HTTP/1.1 200 Connection Established\r\n\r\n'))
     return srv
   }
@@ -675,7 +747,9 @@ describe("an upgraded socket, as a net.Socket's user handles it", () => {
   // The server answers the upgrade and ends its side at once.
   const ending = async () => {
     const srv = await httpServer((_req, res) => res.end())
-    srv.server.on('upgrade', (_req, socket) => socket.end('HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: probe\r\n\r\n'))
+    srv.server.on('upgrade', (_req, socket) =>
+      socket.end('HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: probe\r\n\r\n'),
+    )
     return srv
   }
   test("one nobody reads closes when the server ends (its 'close' says it did not fail); the socket calls chain", async () => {

@@ -4,7 +4,7 @@
 // node:https servers with certificates made for the run.
 import https from 'node:https'
 import tls from 'node:tls'
-import net from 'node:net'
+import type net from 'node:net'
 import fs from 'node:fs'
 import path from 'node:path'
 import { execFileSync } from 'node:child_process'
@@ -38,8 +38,43 @@ beforeAll(() => {
   certs = makeCerts()
   const dir = certs.dir
   const openssl = (args: string[]): void => void execFileSync('openssl', args, { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] })
-  openssl(['req', '-x509', '-newkey', 'rsa', '-pkeyopt', 'rsa_keygen_bits:1024', '-sha1', '-nodes', '-keyout', 'weak.key', '-out', 'weak.pem', '-days', '2', '-subj', '/CN=localhost', '-addext', 'subjectAltName=DNS:localhost'])
-  openssl(['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', 'cn.key', '-out', 'cn.pem', '-days', '2', '-subj', '/CN=localhost'])
+  openssl([
+    'req',
+    '-x509',
+    '-newkey',
+    'rsa',
+    '-pkeyopt',
+    'rsa_keygen_bits:1024',
+    '-sha1',
+    '-nodes',
+    '-keyout',
+    'weak.key',
+    '-out',
+    'weak.pem',
+    '-days',
+    '2',
+    '-subj',
+    '/CN=localhost',
+    '-addext',
+    'subjectAltName=DNS:localhost',
+  ])
+  openssl([
+    'req',
+    '-x509',
+    '-newkey',
+    'ec',
+    '-pkeyopt',
+    'ec_paramgen_curve:prime256v1',
+    '-nodes',
+    '-keyout',
+    'cn.key',
+    '-out',
+    'cn.pem',
+    '-days',
+    '2',
+    '-subj',
+    '/CN=localhost',
+  ])
   openssl(['pkey', '-in', 'server.key', '-aes256', '-passout', 'pass:secret', '-out', 'enc.key'])
   openssl(['pkcs12', '-export', '-in', 'client.pem', '-inkey', 'client.key', '-passout', 'pass:pw', '-out', 'client.pfx'])
   const read = (f: string): Buffer => fs.readFileSync(path.join(dir, f))
@@ -86,7 +121,7 @@ async function get(c: ReturnType<typeof client>): Promise<unknown> {
   return outcome(c.request({ path: '/x', method: 'GET' }).then((r) => r.body.text()))
 }
 
-describe('what only the server reveals: Node\'s TLS takes over where rustls cannot', () => {
+describe("what only the server reveals: Node's TLS takes over where rustls cannot", () => {
   test('a 1024-bit RSA certificate signed with SHA-1: accepted with rejectUnauthorized: false, or trusted through ca; refused otherwise', async () => {
     await same(
       // SECLEVEL=0: Node 24's OpenSSL refuses to serve a 1024-bit key at its default level.
@@ -100,7 +135,7 @@ describe('what only the server reveals: Node\'s TLS takes over where rustls cann
     )
   })
 
-  test('a development certificate (openssl req -x509, CA:TRUE) trusted through ca, by the engine\'s own TLS', async () => {
+  test("a development certificate (openssl req -x509, CA:TRUE) trusted through ca, by the engine's own TLS", async () => {
     const failed: number[] = []
     await same(
       () => tlsServer({ cert: certs.selfCert, key: certs.selfKey }),
@@ -126,7 +161,7 @@ describe('what only the server reveals: Node\'s TLS takes over where rustls cann
     )
   })
 
-  test('a server that only speaks TLS 1.0: refused with Node\'s error by default, connected when the options allow it', async () => {
+  test("a server that only speaks TLS 1.0: refused with Node's error by default, connected when the options allow it", async () => {
     const legacy = { minVersion: 'TLSv1', maxVersion: 'TLSv1', ciphers: 'DEFAULT@SECLEVEL=0' } as const
     await same(
       () => tlsServer(legacy),
@@ -137,7 +172,7 @@ describe('what only the server reveals: Node\'s TLS takes over where rustls cann
     )
   })
 
-  test('a server with only a CBC cipher suite (none of rustls\'): connected as Node connects, by Node\'s TLS from then on', async () => {
+  test("a server with only a CBC cipher suite (none of rustls'): connected as Node connects, by Node's TLS from then on", async () => {
     const failed: number[] = []
     await same(
       () => tlsServer({ maxVersion: 'TLSv1.2', ciphers: 'ECDHE-ECDSA-AES128-SHA256' }),
@@ -146,7 +181,8 @@ describe('what only the server reveals: Node\'s TLS takes over where rustls cann
         const c = client(lib, origin, { connect: { ca: certs.ca } })
         // Each on a new connection.
         const texts = []
-        for (let i = 0; i < 3; i++) texts.push(await outcome(c.request({ path: '/x', method: 'GET', reset: true }).then((r) => r.body.text())))
+        for (let i = 0; i < 3; i++)
+          texts.push(await outcome(c.request({ path: '/x', method: 'GET', reset: true }).then((r) => r.body.text())))
         failed.push(seen.failed)
         return { texts, ciphers: seen.secure.map((s) => s.cipher) }
       },
@@ -156,7 +192,7 @@ describe('what only the server reveals: Node\'s TLS takes over where rustls cann
   })
 })
 
-describe('options only Node\'s TLS has', () => {
+describe("options only Node's TLS has", () => {
   test('the tls option, merged under connect, as undici merges it', async () => {
     await same(
       () => tlsServer({ cert: certs.selfCert, key: certs.selfKey }),
@@ -199,7 +235,10 @@ describe('options only Node\'s TLS has', () => {
         const refused = Object.assign(new Error('not the server I expected'), { code: 'EPIN' })
         const refuse = await client(lib, origin, { connect: { ca: certs.ca, checkServerIdentity: () => refused } })
           .request({ path: '/', method: 'GET' })
-          .then(() => 'ok', (err) => [err === refused, describeError(err)])
+          .then(
+            () => 'ok',
+            (err) => [err === refused, describeError(err)],
+          )
         return { accept, calls, refuse }
       },
     )
@@ -234,20 +273,27 @@ describe('options only Node\'s TLS has', () => {
   })
 })
 
-describe('certificate failures: Node\'s codes and messages', () => {
+describe("certificate failures: Node's codes and messages", () => {
   test.each([
     ['a self-signed certificate', () => ({ cert: certs.selfCert, key: certs.selfKey }), {}],
     ['an unknown issuer', () => ({}), {}],
     ['an issuer other than the one trusted', () => ({}), { ca: 'other' }],
     ['a name the certificate does not have', () => ({}), { ca: 'ca', servername: 'example.com' }],
-    ['a self-signed certificate under another name', () => ({ cert: certs.selfCert, key: certs.selfKey }), { ca: 'self', servername: 'example.com' }],
+    [
+      'a self-signed certificate under another name',
+      () => ({ cert: certs.selfCert, key: certs.selfKey }),
+      { ca: 'self', servername: 'example.com' },
+    ],
     ['the CA sent along in the chain', () => ({ cert: Buffer.concat([certs.serverCert, certs.ca]) }), {}],
   ])('%s', async (_name, server, opts: { ca?: string; servername?: string }) => {
     const ca = { ca: certs.ca, other: certs.otherCa, self: certs.selfCert }
     await same(
       () => tlsServer(server()),
       async (lib, origin) => {
-        const connect = { ...(opts.ca ? { ca: ca[opts.ca as keyof typeof ca] } : {}), ...(opts.servername ? { servername: opts.servername } : {}) }
+        const connect = {
+          ...(opts.ca ? { ca: ca[opts.ca as keyof typeof ca] } : {}),
+          ...(opts.servername ? { servername: opts.servername } : {}),
+        }
         const c = client(lib, origin, { connect })
         const events: unknown[] = []
         c.on('connectionError', (_o, _t, err) => events.push(describeError(err)))
@@ -267,24 +313,36 @@ describe('certificate failures: Node\'s codes and messages', () => {
         return { origin: `https://127.0.0.1:${srv.port}` }
       },
       async (lib, origin) => {
-        const err = await client(lib, origin).request({ path: '/', method: 'GET' }).then(() => null, (e) => e)
+        const err = await client(lib, origin)
+          .request({ path: '/', method: 'GET' })
+          .then(
+            () => null,
+            (e) => e,
+          )
         return { code: err.code, reason: /wrong version number/.test(err.message) }
       },
     )
   })
 })
 
-test('saetta reads connect options it cannot apply itself as a reason to use Node\'s TLS, not as an error', () => {
+test("saetta reads connect options it cannot apply itself as a reason to use Node's TLS, not as an error", () => {
   // Node's own forms of key and cert, which the engine's TLS does not take.
   expect(() => new saetta.Client('https://localhost:1', { connect: { key: [{ pem: 'x', passphrase: 'y' }] } as never })).not.toThrow()
-  expect(() => new saetta.Client('https://localhost:1', { connect: { ca: 'not a certificate' } })).toThrow(saetta.errors.InvalidArgumentError)
+  expect(() => new saetta.Client('https://localhost:1', { connect: { ca: 'not a certificate' } })).toThrow(
+    saetta.errors.InvalidArgumentError,
+  )
 })
 
-test('NODE_TLS_REJECT_UNAUTHORIZED=0: a self-signed server is accepted unless the options verify, with Node\'s warning once', async () => {
+test("NODE_TLS_REJECT_UNAUTHORIZED=0: a self-signed server is accepted unless the options verify, with Node's warning once", async () => {
   const ends: unknown[] = []
   for (const lib of ['undici', 'saetta']) {
     const r = await run(process.execPath, [path.join(repoRoot, '__test__', 'fixtures', 'tls-env.cjs'), lib], {
-      env: { ...process.env, NODE_TLS_REJECT_UNAUTHORIZED: '0', CERT: path.join(certs.dir, 'self.pem'), KEY: path.join(certs.dir, 'self.key') },
+      env: {
+        ...process.env,
+        NODE_TLS_REJECT_UNAUTHORIZED: '0',
+        CERT: path.join(certs.dir, 'self.pem'),
+        KEY: path.join(certs.dir, 'self.key'),
+      },
     })
     expect(r.code, r.stderr).toBe(0)
     ends.push(JSON.parse(r.stdout))
@@ -334,10 +392,16 @@ describe('pipelining over TLS', () => {
   }
 
   /** COUNT concurrent GETs on one Client: how many bodies came whole, and each failure. */
-  async function burst(lib: typeof saetta, origin: string, options: Record<string, unknown>): Promise<{ whole: number; failures: Array<Record<string, unknown>> }> {
+  async function burst(
+    lib: typeof saetta,
+    origin: string,
+    options: Record<string, unknown>,
+  ): Promise<{ whole: number; failures: Array<Record<string, unknown>> }> {
     const c = client(lib, origin, { pipelining: 10, allowH2: false, ...options })
     const results = await Promise.all(
-      Array.from({ length: COUNT }, () => outcome(c.request({ path: '/', method: 'GET' }).then(async (r) => (await r.body.arrayBuffer()).byteLength))),
+      Array.from({ length: COUNT }, () =>
+        outcome(c.request({ path: '/', method: 'GET' }).then(async (r) => (await r.body.arrayBuffer()).byteLength)),
+      ),
     )
     return {
       whole: results.filter((r) => r.ok && r.value === BODY.length).length,
@@ -361,7 +425,7 @@ describe('pipelining over TLS', () => {
     expect(servers[1].deepest).toBeGreaterThan(1)
   }, 60_000)
 
-  test('500 GETs of 64 KiB, pipelining 10, through nghttpx\'s TLS frontend (HTTP/1.1): every one answered, as on undici', async (ctx) => {
+  test("500 GETs of 64 KiB, pipelining 10, through nghttpx's TLS frontend (HTTP/1.1): every one answered, as on undici", async (ctx) => {
     skipUnlessCI(nghttpxMissing(), ctx)
     const r = await same(
       async () => {

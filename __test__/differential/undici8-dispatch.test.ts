@@ -142,7 +142,10 @@ describe('h2Options', () => {
     ['the flat option', { maxConcurrentStreams: 0 }],
     ['the flat option, allowH2 false', { allowH2: false, maxConcurrentStreams: 0 }],
     ['allowH2 not a boolean', { allowH2: 'yes' }],
-    ['valid', { h2Options: { maxConcurrentStreams: 10, connectionWindowSize: 1 << 20, pingInterval: 0, settings: { initialWindowSize: 65535 } } }],
+    [
+      'valid',
+      { h2Options: { maxConcurrentStreams: 10, connectionWindowSize: 1 << 20, pingInterval: 0, settings: { initialWindowSize: 65535 } } },
+    ],
   ]
   test.each(cases)('%s: as undici 8 judges it', (_name, options) => {
     const judge = (lib: Lib): unknown => describeError(attempt(() => new lib.Client('http://localhost:1', options as never).destroy()))
@@ -196,7 +199,9 @@ describe('h2Options', () => {
       h2Options: { maxConcurrentStreams: 2 },
     } as never)
     onCleanup(() => client.destroy())
-    const bodies = await Promise.all(Array.from({ length: 6 }, () => client.request({ path: '/', method: 'GET' }).then((r) => r.body.text())))
+    const bodies = await Promise.all(
+      Array.from({ length: 6 }, () => client.request({ path: '/', method: 'GET' }).then((r) => r.body.text())),
+    )
     expect(bodies).toEqual(Array(6).fill('ok'))
     expect(max).toBe(2)
   })
@@ -226,7 +231,10 @@ describe('handler callbacks', () => {
         }
         console.log(JSON.stringify(out))
       })()`
-    const [theirs, ours] = await Promise.all([runNode(code(path.join(repoRoot, 'node_modules', 'undici'))), runNode(code(path.join(repoRoot, 'dist', 'index.js')))])
+    const [theirs, ours] = await Promise.all([
+      runNode(code(path.join(repoRoot, 'node_modules', 'undici'))),
+      runNode(code(path.join(repoRoot, 'dist', 'index.js'))),
+    ])
     expect(theirs.stdout).toContain('invalid onRequestStart method')
     expect([ours.stderr, ours.stdout]).toEqual([theirs.stderr, theirs.stdout])
   })
@@ -256,34 +264,39 @@ describe('handler callbacks', () => {
       const client = new lib.Client(srv.origin)
       onCleanup(() => client.destroy())
       const log: Log = []
-      await new Promise<void>((resolve) => client.dispatch({ path: '/', method: 'POST', body: body() as never }, controllerHandler(log, resolve) as never))
+      await new Promise<void>((resolve) =>
+        client.dispatch({ path: '/', method: 'POST', body: body() as never }, controllerHandler(log, resolve) as never),
+      )
       return log
     }
     expect(await run(saetta)).toEqual(await run(undici))
   })
 
-  test.each(bodies)('a first-API handler gets onBodySent(Buffer) and onRequestSent() for %s, as undici 7 (undici 8 refuses the handler)', async (_name, body) => {
-    const run = async (lib: Lib): Promise<Log> => {
-      const srv = await echo()
-      const client = new lib.Client(srv.origin)
-      onCleanup(() => client.destroy())
-      const log: Log = []
-      await new Promise<void>((resolve) =>
-        client.dispatch({ path: '/', method: 'POST', body: body() as never }, {
-          onConnect: () => log.push('connect'),
-          onBodySent: (chunk: unknown) => log.push(['bodySent', Buffer.isBuffer(chunk), String(chunk)]),
-          onRequestSent: () => log.push('requestSent'),
-          onHeaders: (status: number) => (log.push(['headers', status]), true),
-          onData: () => true,
-          onComplete: () => (log.push('complete'), resolve()),
-          onError: (err: Error) => (log.push(['error', err.message]), resolve()),
-        } as never),
-      )
-      return log
-    }
-    expect(await run(saetta)).toEqual(await run(undici7 as unknown as Lib))
-    expect(await run(saetta7)).toEqual(await run(undici7 as unknown as Lib))
-  })
+  test.each(bodies)(
+    'a first-API handler gets onBodySent(Buffer) and onRequestSent() for %s, as undici 7 (undici 8 refuses the handler)',
+    async (_name, body) => {
+      const run = async (lib: Lib): Promise<Log> => {
+        const srv = await echo()
+        const client = new lib.Client(srv.origin)
+        onCleanup(() => client.destroy())
+        const log: Log = []
+        await new Promise<void>((resolve) =>
+          client.dispatch({ path: '/', method: 'POST', body: body() as never }, {
+            onConnect: () => log.push('connect'),
+            onBodySent: (chunk: unknown) => log.push(['bodySent', Buffer.isBuffer(chunk), String(chunk)]),
+            onRequestSent: () => log.push('requestSent'),
+            onHeaders: (status: number) => (log.push(['headers', status]), true),
+            onData: () => true,
+            onComplete: () => (log.push('complete'), resolve()),
+            onError: (err: Error) => (log.push(['error', err.message]), resolve()),
+          } as never),
+        )
+        return log
+      }
+      expect(await run(saetta)).toEqual(await run(undici7 as unknown as Lib))
+      expect(await run(saetta7)).toEqual(await run(undici7 as unknown as Lib))
+    },
+  )
 
   test('what onBodySent throws fails the request, as undici 8', async () => {
     const run = async (lib: Lib): Promise<Log> => {
@@ -315,7 +328,10 @@ describe('Blob bodies', () => {
   })
   const bodies: Array<[string, () => unknown]> = [
     ['a Blob-like object', fake],
-    ['a Blob-like object with arrayBuffer() only', () => ({ [Symbol.toStringTag]: 'File', size: 2, type: '', arrayBuffer: () => new Blob(['ab']).arrayBuffer() })],
+    [
+      'a Blob-like object with arrayBuffer() only',
+      () => ({ [Symbol.toStringTag]: 'File', size: 2, type: '', arrayBuffer: () => new Blob(['ab']).arrayBuffer() }),
+    ],
     ['a Blob', () => new Blob(['xyz'], { type: 'text/y' })],
     ['a File', () => new File(['f'], 'f.txt')],
   ]
@@ -337,35 +353,38 @@ describe('Blob bodies', () => {
 })
 
 describe('opts.dispatcher', () => {
-  test.each(['request', 'stream', 'dispatch'] as const)('%s on a dispatcher refuses it (undici 8), saetta/undici7 ignores it (undici 7)', async (method) => {
-    const outcome = async (lib: Lib): Promise<unknown> => {
-      const srv = await echo()
-      const client = new lib.Client(srv.origin)
-      onCleanup(() => client.destroy())
-      const opts = { path: '/', method: 'GET', dispatcher: client }
-      try {
-        if (method === 'request') return await (await client.request(opts)).body.text()
-        if (method === 'stream') {
-          const chunks: Buffer[] = []
-          await client.stream(opts, () => new Writable({ write: (c, _e, cb) => (chunks.push(c), cb()) }))
-          return Buffer.concat(chunks).toString()
+  test.each(['request', 'stream', 'dispatch'] as const)(
+    '%s on a dispatcher refuses it (undici 8), saetta/undici7 ignores it (undici 7)',
+    async (method) => {
+      const outcome = async (lib: Lib): Promise<unknown> => {
+        const srv = await echo()
+        const client = new lib.Client(srv.origin)
+        onCleanup(() => client.destroy())
+        const opts = { path: '/', method: 'GET', dispatcher: client }
+        try {
+          if (method === 'request') return await (await client.request(opts)).body.text()
+          if (method === 'stream') {
+            const chunks: Buffer[] = []
+            await client.stream(opts, () => new Writable({ write: (c, _e, cb) => (chunks.push(c), cb()) }))
+            return Buffer.concat(chunks).toString()
+          }
+          return await new Promise((resolve) => {
+            const returned = client.dispatch(opts, {
+              onRequestStart() {},
+              onResponseStart() {},
+              onResponseData() {},
+              onResponseEnd: () => resolve(['end', returned]),
+              onResponseError: (_c: unknown, err: Error) => queueMicrotask(() => resolve([describeError(err), returned])),
+            } as never)
+          })
+        } catch (err) {
+          return describeError(err)
         }
-        return await new Promise((resolve) => {
-          const returned = client.dispatch(opts, {
-            onRequestStart() {},
-            onResponseStart() {},
-            onResponseData() {},
-            onResponseEnd: () => resolve(['end', returned]),
-            onResponseError: (_c: unknown, err: Error) => queueMicrotask(() => resolve([describeError(err), returned])),
-          } as never)
-        })
-      } catch (err) {
-        return describeError(err)
       }
-    }
-    expect(await outcome(saetta)).toEqual(await outcome(undici))
-    expect(await outcome(saetta7)).toEqual(await outcome(undici7 as unknown as Lib))
-  })
+      expect(await outcome(saetta)).toEqual(await outcome(undici))
+      expect(await outcome(saetta7)).toEqual(await outcome(undici7 as unknown as Lib))
+    },
+  )
 
   test('the top-level functions take it', async () => {
     const srv = await echo()
@@ -380,7 +399,10 @@ describe('opts.dispatcher', () => {
 
 describe('entries', () => {
   // (An ES module namespace of a CommonJS module also names `module.exports` on Node 23+.)
-  const keys = (o: object): string[] => Object.keys(o).filter((k) => !['default', 'BodyReadable', 'module.exports'].includes(k)).sort()
+  const keys = (o: object): string[] =>
+    Object.keys(o)
+      .filter((k) => !['default', 'BodyReadable', 'module.exports'].includes(k))
+      .sort()
   test('saetta exports what undici 8 exports; saetta/undici7 what undici 7.30 exports', () => {
     expect(keys(saetta)).toEqual(keys(undici))
     expect(keys(saetta.errors)).toEqual(keys(undici.errors))
@@ -393,9 +415,17 @@ describe('entries', () => {
     const make = (lib: Lib): unknown[] => {
       const e = lib.errors as unknown as Record<string, new (...a: unknown[]) => Error>
       const cause = new Error('cause')
-      return [new e.MaxRedirectsError(), new e.ProxyConnectionError(cause), new e.ProxyConnectionError(cause, 'custom'), new e.WebAssemblyNotSupportedError()].map(
-        (err) => ({ ...describeError(err), own: Object.keys(err), cause: (err as { cause?: unknown }).cause === cause, undiciError: err instanceof lib.errors.UndiciError }),
-      )
+      return [
+        new e.MaxRedirectsError(),
+        new e.ProxyConnectionError(cause),
+        new e.ProxyConnectionError(cause, 'custom'),
+        new e.WebAssemblyNotSupportedError(),
+      ].map((err) => ({
+        ...describeError(err),
+        own: Object.keys(err),
+        cause: (err as { cause?: unknown }).cause === cause,
+        undiciError: err instanceof lib.errors.UndiciError,
+      }))
     }
     expect(make(saetta)).toEqual(make(undici))
   })

@@ -27,7 +27,11 @@ function received(): string[] {
  * them after the expression that failed, which is each library's own.
  */
 function lenient<T>(record: T): T {
-  return JSON.parse(JSON.stringify(record, (_k, v) => (v?.class === 'TypeError' && / is not a function$/.test(v.message) ? { ...v, message: 'not a function' } : v)))
+  return JSON.parse(
+    JSON.stringify(record, (_k, v) =>
+      v?.class === 'TypeError' && / is not a function$/.test(v.message) ? { ...v, message: 'not a function' } : v,
+    ),
+  )
 }
 
 /** request(): the error it fails with, or what the server received. */
@@ -162,8 +166,21 @@ describe('headers', () => {
     // content-length
     ['content-length in two cases (object)', () => ({ 'content-length': '0', 'Content-Length': '0' })],
     ['content-length twice (flat array)', () => ['content-length', '0', 'CONTENT-LENGTH', '0']],
-    ['content-length twice (pairs)', () => [['content-length', '0'], ['Content-length', '0']]],
-    ['content-length twice (Map)', () => new Map([['Content-Length', '0'], ['content-length', '0']])],
+    [
+      'content-length twice (pairs)',
+      () => [
+        ['content-length', '0'],
+        ['Content-length', '0'],
+      ],
+    ],
+    [
+      'content-length twice (Map)',
+      () =>
+        new Map([
+          ['Content-Length', '0'],
+          ['content-length', '0'],
+        ]),
+    ],
     ['content-length as an array', () => ({ 'content-length': ['0', '0'] })],
     ['content-length as an array of one', () => ({ 'content-length': ['0'] })],
     ['content-length empty', () => ({ 'content-length': '' })],
@@ -174,9 +191,30 @@ describe('headers', () => {
     // iterables
     ['a Set of strings', () => new Set(['x-a', '1'])],
     ['an iterable of triples', () => [['x-a', '1', '2']][Symbol.iterator]()],
-    ['a generator of pairs', () => (function* () { yield ['x-a', '1']; yield ['x-b', ['2', '3']] })()],
-    ['a generator of non-pairs', () => (function* () { yield 'ab' })()],
-    ['an object with its own iterator', () => ({ 'x-ignored': '1', *[Symbol.iterator]() { yield ['x-a', 'own'] } })],
+    [
+      'a generator of pairs',
+      () =>
+        (function* () {
+          yield ['x-a', '1']
+          yield ['x-b', ['2', '3']]
+        })(),
+    ],
+    [
+      'a generator of non-pairs',
+      () =>
+        (function* () {
+          yield 'ab'
+        })(),
+    ],
+    [
+      'an object with its own iterator',
+      () => ({
+        'x-ignored': '1',
+        *[Symbol.iterator]() {
+          yield ['x-a', 'own']
+        },
+      }),
+    ],
     ['a Headers object', () => new Headers({ 'x-a': '1', 'x-b': '2' })],
     ['a Map with array values', () => new Map<string, unknown>([['x-a', ['1', '2']]])],
     ['an object without prototype', () => Object.assign(Object.create(null), { 'x-a': '1' })],
@@ -223,7 +261,12 @@ describe('headers', () => {
     await same(raw, async (lib, origin) => {
       const c = client(lib, origin)
       const out = []
-      for (const headers of [{ 'content-length': '5' }, { 'Content-Length': '3' }, ['content-length', '5', 'content-type', 'text/x'], { 'content-type': ['a', 'b'] }]) {
+      for (const headers of [
+        { 'content-length': '5' },
+        { 'Content-Length': '3' },
+        ['content-length', '5', 'content-type', 'text/x'],
+        { 'content-type': ['a', 'b'] },
+      ]) {
         out.push(await viaRequest(c, { method: 'POST', body: 'hello', headers }))
       }
       return out
@@ -280,7 +323,10 @@ describe('signal', () => {
       const streamed = await outcome(c.stream(base, () => new PassThrough()).then(() => 'done'))
       const piped = await new Promise((resolve) => {
         const duplex = c.pipeline(base, ({ body }) => body)
-        duplex.on('error', (err) => resolve(describeError(err))).on('data', () => {}).on('end', () => resolve('ended'))
+        duplex
+          .on('error', (err) => resolve(describeError(err)))
+          .on('data', () => {})
+          .on('end', () => resolve('ended'))
         duplex.end()
       })
       const upgraded = await outcome(c.upgrade({ path: '/', signal: signal() } as never).then(() => 'upgraded'))
@@ -325,7 +371,9 @@ describe('dispatch handlers', () => {
 
   // Legacy handlers: as undici 7 (see sameAs7Refused).
   test.each(cases)('a handler %s', async (_name, drop, extra, opts) => {
-    await sameAs7Refused(async (lib, origin) => lenient(await viaDispatch(client(lib, origin), { path: '/', method: 'GET', ...opts }, without(drop, extra))))
+    await sameAs7Refused(async (lib, origin) =>
+      lenient(await viaDispatch(client(lib, origin), { path: '/', method: 'GET', ...opts }, without(drop, extra))),
+    )
   })
 
   test('handlers and options that are not objects', async () => {
@@ -431,7 +479,10 @@ describe('through Pool, BalancedPool and Agent', () => {
             out.push([kind, options, 'constructor', describeError(err)])
             continue
           }
-          const requests = [await outcome(d.request({ origin, path: '/', method: 'GET' })), await outcome(d.request({ origin, path: '/', method: 'GET' }))]
+          const requests = [
+            await outcome(d.request({ origin, path: '/', method: 'GET' })),
+            await outcome(d.request({ origin, path: '/', method: 'GET' })),
+          ]
           out.push([kind, options, requests.map((r) => (r.ok ? 'ok' : r.error))])
           await d.close()
         }
@@ -444,7 +495,14 @@ describe('through Pool, BalancedPool and Agent', () => {
     await same(raw, async (lib, origin) => {
       const out: unknown[] = []
       for (const kind of ['Pool', 'RoundRobinPool', 'BalancedPool'] as const) {
-        const cases = [{ maxCachedSessions: -1 }, { maxCachedSessions: '2' }, { connect: 5 }, { connect: { maxCachedSessions: -1 } }, { maxCachedSessions: -1, connect: { maxCachedSessions: 3 } }, { maxCachedSessions: -1, connect: () => {} }]
+        const cases = [
+          { maxCachedSessions: -1 },
+          { maxCachedSessions: '2' },
+          { connect: 5 },
+          { connect: { maxCachedSessions: -1 } },
+          { maxCachedSessions: -1, connect: { maxCachedSessions: 3 } },
+          { maxCachedSessions: -1, connect: () => {} },
+        ]
         for (const options of cases) {
           try {
             const d = kind === 'BalancedPool' ? new lib.BalancedPool([origin], options as never) : new lib[kind](origin, options as never)
@@ -637,7 +695,9 @@ describe('origins', () => {
       const out = []
       for (const options of [null, 'x', 5, true]) {
         for (const kind of ['Client', 'Pool'] as const) {
-          const r = (await construct(lib, kind, () => `http://127.0.0.1:${server.port}`, options as object)) as { threw?: Record<string, unknown> }
+          const r = (await construct(lib, kind, () => `http://127.0.0.1:${server.port}`, options as object)) as {
+            threw?: Record<string, unknown>
+          }
           // V8 words a failed destructuring after the expression: each library's own.
           if (r.threw) r.threw.message = String(r.threw.message).replace(/ of '.*' as/, ' of … as')
           out.push([kind, options, r])
@@ -697,7 +757,7 @@ describe('paths and queries', () => {
     ['a bigint', { n: 10n }],
     ['a function and a symbol', { f: () => 1, s: Symbol('s') }],
     ['special characters', { 'k y': "a b&c=d/e?f#g+h~i'j!k*l(m)n%o\u00e9\u{1f600}" }],
-    ['special characters in keys', { 'a&b=c': '1', 'é': '2' }],
+    ['special characters in keys', { 'a&b=c': '1', é: '2' }],
     ['an empty object', {}],
     ['an empty key and value', { '': '' }],
     ['a lone surrogate', { a: '\ud800' }],
@@ -731,7 +791,12 @@ describe('paths and queries', () => {
       const c = client(lib, origin)
       await c.stream({ path: '/s', method: 'GET', query: { a: [1, 2] } }, () => new PassThrough().resume())
       await new Promise((resolve, reject) =>
-        c.pipeline({ path: '/pl', method: 'GET', query: { b: 'x y' } }, ({ body }) => body).on('error', reject).on('end', resolve).resume().end(),
+        c
+          .pipeline({ path: '/pl', method: 'GET', query: { b: 'x y' } }, ({ body }) => body)
+          .on('error', reject)
+          .on('end', resolve)
+          .resume()
+          .end(),
       )
       return server.requests.map((r) => r.path)
     })

@@ -25,28 +25,54 @@ describe('getCookies', () => {
     ['  =x;;', 'empty names'],
     ['__proto__=1; constructor=2', 'names Object.prototype has'],
   ])('%j (%s)', async (cookie) => {
-    const out = await same(null, returned((lib) => {
-      const got = lib.getCookies(new lib.Headers(cookie ? { cookie } : {}))
-      return [Object.getPrototypeOf(got), { ...got }]
-    })) as { value: [unknown, Record<string, string>] }
+    const out = (await same(
+      null,
+      returned((lib) => {
+        const got = lib.getCookies(new lib.Headers(cookie ? { cookie } : {}))
+        return [Object.getPrototypeOf(got), { ...got }]
+      }),
+    )) as { value: [unknown, Record<string, string>] }
     // A record without a prototype (names like __proto__ are plain keys).
     expect(out.value[0]).toBe(null)
   })
 
   test('bad arguments: none, not a Headers', async () => {
-    await same(null, returned((lib) => call(lib.getCookies)))
-    await same(null, returned((lib) => lib.getCookies({ get: () => 'a=1' } as never)))
+    await same(
+      null,
+      returned((lib) => call(lib.getCookies)),
+    )
+    await same(
+      null,
+      returned((lib) => lib.getCookies({ get: () => 'a=1' } as never)),
+    )
   })
 
   test("Node's global Headers are accepted too", async () => {
-    await same(null, returned((lib) => ({ ...lib.getCookies(new globalThis.Headers({ cookie: 'k=v' }) as never) })))
+    await same(
+      null,
+      returned((lib) => ({ ...lib.getCookies(new globalThis.Headers({ cookie: 'k=v' }) as never) })),
+    )
   })
 })
 
 describe('setCookie and deleteCookie', () => {
   test.each<[string, Record<string, unknown>]>([
     ['name and value', { name: 'a', value: 'b' }],
-    ['every attribute', { name: 'a', value: 'b', expires: new Date(Date.UTC(2030, 0, 2, 3, 4, 5)), maxAge: 3.7, domain: 'example.com', path: '/p', secure: true, httpOnly: 1, sameSite: 'Lax', unparsed: ['k = v=w'.replace(' v', 'v'), 'x=y'] }],
+    [
+      'every attribute',
+      {
+        name: 'a',
+        value: 'b',
+        expires: new Date(Date.UTC(2030, 0, 2, 3, 4, 5)),
+        maxAge: 3.7,
+        domain: 'example.com',
+        path: '/p',
+        secure: true,
+        httpOnly: 1,
+        sameSite: 'Lax',
+        unparsed: ['k = v=w'.replace(' v', 'v'), 'x=y'],
+      },
+    ],
     ['a quoted value', { name: 'a', value: '"b"' }],
     ['expires as a number', { name: 'a', value: 'b', expires: 0 }],
     ['expires negative', { name: 'a', value: 'b', expires: -1 }],
@@ -92,10 +118,22 @@ describe('setCookie and deleteCookie', () => {
   })
 
   test('setCookie and deleteCookie argument checks', async () => {
-    await same(null, returned((lib) => call(lib.setCookie, new lib.Headers())))
-    await same(null, returned((lib) => call(lib.setCookie, {}, { name: 'a', value: 'b' })))
-    await same(null, returned((lib) => call(lib.deleteCookie, new lib.Headers())))
-    await same(null, returned((lib) => call(lib.deleteCookie, {}, 'a')))
+    await same(
+      null,
+      returned((lib) => call(lib.setCookie, new lib.Headers())),
+    )
+    await same(
+      null,
+      returned((lib) => call(lib.setCookie, {}, { name: 'a', value: 'b' })),
+    )
+    await same(
+      null,
+      returned((lib) => call(lib.deleteCookie, new lib.Headers())),
+    )
+    await same(
+      null,
+      returned((lib) => call(lib.deleteCookie, {}, 'a')),
+    )
     await same(null, returned(written((lib, h) => lib.deleteCookie(h, 'n', 5 as never))))
   })
 
@@ -108,7 +146,9 @@ describe('setCookie and deleteCookie', () => {
 
 describe('getSetCookies and parseCookie', () => {
   test.each([
-    ['a=b; Expires=Wed, 21 Oct 2015 07:28:00 GMT; Max-Age=-1; Max-Age=10; Domain=.Ex.COM; Path=x; Secure; HttpOnly; SameSite=lax; Foo=Bar; Baz'],
+    [
+      'a=b; Expires=Wed, 21 Oct 2015 07:28:00 GMT; Max-Age=-1; Max-Age=10; Domain=.Ex.COM; Path=x; Secure; HttpOnly; SameSite=lax; Foo=Bar; Baz',
+    ],
     ['noeq'],
     ['x=\u0001'],
     ['tab=\there'],
@@ -124,24 +164,55 @@ describe('getSetCookies and parseCookie', () => {
     ['a=b; unknown = with spaces ; n'],
     ['\u00a0a\u00a0=\u00a0b\u00a0'],
   ])('%j', async (line) => {
-    await same(null, returned((lib) => lib.parseCookie(line)))
-    await same(null, returned((lib) => lib.getSetCookies(new lib.Headers([['set-cookie', line], ['set-cookie', 'second=2; Secure']]))))
+    await same(
+      null,
+      returned((lib) => lib.parseCookie(line)),
+    )
+    await same(
+      null,
+      returned((lib) =>
+        lib.getSetCookies(
+          new lib.Headers([
+            ['set-cookie', line],
+            ['set-cookie', 'second=2; Secure'],
+          ]),
+        ),
+      ),
+    )
   })
 
   test('parseCookie converts its argument to a string; a symbol is refused', async () => {
-    await same(null, returned((lib) => call(lib.parseCookie)))
-    await same(null, returned((lib) => lib.parseCookie(1 as never)))
-    await same(null, returned((lib) => lib.parseCookie(Symbol('s') as never)))
-    await same(null, returned((lib) => call(lib.getSetCookies)))
-    await same(null, returned((lib) => lib.getSetCookies({} as never)))
+    await same(
+      null,
+      returned((lib) => call(lib.parseCookie)),
+    )
+    await same(
+      null,
+      returned((lib) => lib.parseCookie(1 as never)),
+    )
+    await same(
+      null,
+      returned((lib) => lib.parseCookie(Symbol('s') as never)),
+    )
+    await same(
+      null,
+      returned((lib) => call(lib.getSetCookies)),
+    )
+    await same(
+      null,
+      returned((lib) => lib.getSetCookies({} as never)),
+    )
   })
 
   test('what setCookie writes, getSetCookies reads back', async () => {
-    await same(null, returned((lib) => {
-      const h = new lib.Headers()
-      lib.setCookie(h, { name: 'a', value: 'b', maxAge: 5, path: '/x', sameSite: 'Strict', httpOnly: true })
-      return lib.getSetCookies(h)
-    }))
+    await same(
+      null,
+      returned((lib) => {
+        const h = new lib.Headers()
+        lib.setCookie(h, { name: 'a', value: 'b', maxAge: 5, path: '/x', sameSite: 'Strict', httpOnly: true })
+        return lib.getSetCookies(h)
+      }),
+    )
   })
 })
 
@@ -172,50 +243,107 @@ describe('parseMIMEType and serializeAMimeType', () => {
     'multipart/form-data; boundary=----x',
     'text/plain;a=b c',
   ])('%j', async (input) => {
-    await same(null, returned((lib) => {
-      const parsed = lib.parseMIMEType(input)
-      if (parsed === 'failure') return 'failure'
-      return { type: parsed.type, subtype: parsed.subtype, essence: parsed.essence, parameters: [...parsed.parameters], serialized: lib.serializeAMimeType(parsed) }
-    }))
+    await same(
+      null,
+      returned((lib) => {
+        const parsed = lib.parseMIMEType(input)
+        if (parsed === 'failure') return 'failure'
+        return {
+          type: parsed.type,
+          subtype: parsed.subtype,
+          essence: parsed.essence,
+          parameters: [...parsed.parameters],
+          serialized: lib.serializeAMimeType(parsed),
+        }
+      }),
+    )
   })
 
   test('what is not a string or a record fails alike', async () => {
-    await same(null, returned((lib) => lib.parseMIMEType(undefined as never)))
-    await same(null, returned((lib) => lib.parseMIMEType(5 as never)))
-    await same(null, returned((lib) => lib.serializeAMimeType('failure' as never)))
-    await same(null, returned((lib) => lib.serializeAMimeType({} as never)))
+    await same(
+      null,
+      returned((lib) => lib.parseMIMEType(undefined as never)),
+    )
+    await same(
+      null,
+      returned((lib) => lib.parseMIMEType(5 as never)),
+    )
+    await same(
+      null,
+      returned((lib) => lib.serializeAMimeType('failure' as never)),
+    )
+    await same(
+      null,
+      returned((lib) => lib.serializeAMimeType({} as never)),
+    )
   })
 
   test('serialising a record made by hand quotes what is not a token, and escapes', async () => {
-    await same(null, returned((lib) =>
-      lib.serializeAMimeType({ type: 'a', subtype: 'b', essence: 'a/b', parameters: new Map([['p', ''], ['q', 'x y'], ['r', 'a"b\\c'], ['s', 'tok']]) })))
+    await same(
+      null,
+      returned((lib) =>
+        lib.serializeAMimeType({
+          type: 'a',
+          subtype: 'b',
+          essence: 'a/b',
+          parameters: new Map([
+            ['p', ''],
+            ['q', 'x y'],
+            ['r', 'a"b\\c'],
+            ['s', 'tok'],
+          ]),
+        }),
+      ),
+    )
   })
 })
 
 describe('util', () => {
   test('parseHeaders: names lower-cased, repeats collected, Buffers and arrays, into a given object', async () => {
-    await same(null, returned((lib) => lib.util.parseHeaders([Buffer.from('Content-Type'), Buffer.from('text/plain'), 'X-A', '1', 'x-a', Buffer.from('2'), 'X-A', '3'])))
-    await same(null, returned((lib) => lib.util.parseHeaders(['set-cookie', ['a=1', Buffer.from('b=2')], 'Set-Cookie', 'c=3'])))
-    await same(null, returned((lib) => lib.util.parseHeaders(['x', ['a', 'b'], 'y', '1', 'y', ['p', 'q']])))
-    await same(null, returned((lib) => {
-      const obj = lib.util.parseHeaders(['__proto__', 'p', 'constructor', 'c', 'toString', 't'])
-      return [Object.keys(obj), obj.__proto__, obj.constructor, obj.toString, Object.getPrototypeOf(obj) === Object.prototype]
-    }))
-    await same(null, returned((lib) => {
-      const seen: string[] = []
-      const target = new Proxy({} as Record<string, string | string[]>, {
-        set(t, k, v) {
-          seen.push(String(k))
-          t[k as string] = v
-          return true
-        },
-      })
-      const out = lib.util.parseHeaders(['A', '1', 'b', Buffer.from('\xe9', 'latin1')], target)
-      return [seen, { ...out }, out === target]
-    }))
+    await same(
+      null,
+      returned((lib) =>
+        lib.util.parseHeaders([Buffer.from('Content-Type'), Buffer.from('text/plain'), 'X-A', '1', 'x-a', Buffer.from('2'), 'X-A', '3']),
+      ),
+    )
+    await same(
+      null,
+      returned((lib) => lib.util.parseHeaders(['set-cookie', ['a=1', Buffer.from('b=2')], 'Set-Cookie', 'c=3'])),
+    )
+    await same(
+      null,
+      returned((lib) => lib.util.parseHeaders(['x', ['a', 'b'], 'y', '1', 'y', ['p', 'q']])),
+    )
+    await same(
+      null,
+      returned((lib) => {
+        const obj = lib.util.parseHeaders(['__proto__', 'p', 'constructor', 'c', 'toString', 't'])
+        return [Object.keys(obj), obj.__proto__, obj.constructor, obj.toString, Object.getPrototypeOf(obj) === Object.prototype]
+      }),
+    )
+    await same(
+      null,
+      returned((lib) => {
+        const seen: string[] = []
+        const target = new Proxy({} as Record<string, string | string[]>, {
+          set(t, k, v) {
+            seen.push(String(k))
+            t[k as string] = v
+            return true
+          },
+        })
+        const out = lib.util.parseHeaders(['A', '1', 'b', Buffer.from('\xe9', 'latin1')], target)
+        return [seen, { ...out }, out === target]
+      }),
+    )
   })
 
   test('headerNameToString: strings and Buffers, lower-cased', async () => {
-    await same(null, returned((lib) => ['Content-Type', Buffer.from('X-Custom-Ünï', 'latin1'), 'already', 'ÀB'].map((n) => lib.util.headerNameToString(n))))
+    await same(
+      null,
+      returned((lib) =>
+        ['Content-Type', Buffer.from('X-Custom-Ünï', 'latin1'), 'already', 'ÀB'].map((n) => lib.util.headerNameToString(n)),
+      ),
+    )
   })
 })

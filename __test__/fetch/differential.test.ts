@@ -88,12 +88,15 @@ describe('fetch: requests and responses', () => {
     ['an ArrayBuffer', () => new Uint8Array([1, 2, 3]).buffer],
     ['URLSearchParams', () => new URLSearchParams({ a: '1', b: 'x y' })],
     ['a Blob', () => new Blob(['blob'], { type: 'text/x-blob' })],
-    ['FormData', (lib: Lib) => {
-      const f = new lib.FormData()
-      f.append('field', 'value')
-      f.append('file', new Blob(['content'], { type: 'text/plain' }), 'a.txt')
-      return f
-    }],
+    [
+      'FormData',
+      (lib: Lib) => {
+        const f = new lib.FormData()
+        f.append('field', 'value')
+        f.append('file', new Blob(['content'], { type: 'text/plain' }), 'a.txt')
+        return f
+      },
+    ],
   ])('POST with %s body: the same framing, content type and bytes on the wire', async (_name, body) => {
     await same(mirror, async (lib, origin) => {
       const res = await lib.fetch(`${origin}/post`, { method: 'POST', body: body(lib) as string, dispatcher: agent(lib) })
@@ -134,7 +137,12 @@ describe('fetch: requests and responses', () => {
     await same(server, async (lib, origin) => {
       const d = agent(lib)
       const out = []
-      for (const [path, method] of [['/h', 'HEAD'], ['/204', 'GET'], ['/304', 'GET'], ['/gz', 'GET']]) {
+      for (const [path, method] of [
+        ['/h', 'HEAD'],
+        ['/204', 'GET'],
+        ['/304', 'GET'],
+        ['/gz', 'GET'],
+      ]) {
         const res = await lib.fetch(`${origin}${path}`, { method, dispatcher: d })
         out.push({ ...(await describeResponse(res, origin)), nullBody: res.body === null })
       }
@@ -148,7 +156,10 @@ describe('fetch: requests and responses', () => {
       const req = new lib.Request(`${origin}/r`, { method: 'POST', body: 'from request', headers: { 'x-custom': 'req' } })
       const a = await lib.fetch(req, { dispatcher: d })
       const again = await failure(lib.fetch(req, { dispatcher: d }))
-      const b = await lib.fetch(new lib.Request(`${origin}/r2`, { headers: { 'x-custom': 'req' } }), { headers: { 'x-custom': 'init' }, dispatcher: d })
+      const b = await lib.fetch(new lib.Request(`${origin}/r2`, { headers: { 'x-custom': 'req' } }), {
+        headers: { 'x-custom': 'init' },
+        dispatcher: d,
+      })
       return [await describeResponse(a, origin), again, req.bodyUsed, await describeResponse(b, origin)]
     })
   })
@@ -186,7 +197,9 @@ describe('fetch: requests and responses', () => {
       }
       const aborted = await failure(lib.fetch(new lib.Request(`${origin}/r`, { signal: AbortSignal.abort(), dispatcher: d } as never)))
       const inInit = await (await lib.fetch(`${origin}/r`, { referrer: `${origin}/init`, dispatcher: d })).json()
-      const both = await (await lib.fetch(new lib.Request(`${origin}/r`, { referrer: `${origin}/req` }), { referrer: `${origin}/init`, dispatcher: d })).json()
+      const both = await (
+        await lib.fetch(new lib.Request(`${origin}/r`, { referrer: `${origin}/req` }), { referrer: `${origin}/init`, dispatcher: d })
+      ).json()
       return [out, aborted, inInit, both]
     }
   }
@@ -238,7 +251,11 @@ describe('fetch: large bodies, cookies, timeouts', () => {
   test('Set-Cookie headers of a fetched response: getSetCookie and the cookie helpers read them alike', async () => {
     const server = () =>
       httpServer((_req, res) => {
-        res.setHeader('set-cookie', ['a=1; Path=/; HttpOnly', 'b=2; Max-Age=60; SameSite=Strict; Secure', 'c=3; Expires=Wed, 21 Oct 2015 07:28:00 GMT; Domain=.Example.com'])
+        res.setHeader('set-cookie', [
+          'a=1; Path=/; HttpOnly',
+          'b=2; Max-Age=60; SameSite=Strict; Secure',
+          'c=3; Expires=Wed, 21 Oct 2015 07:28:00 GMT; Domain=.Example.com',
+        ])
         res.end('ok')
       })
     await same(server, async (lib, origin) => {
@@ -393,12 +410,14 @@ describe('fetch: what users do wrong', () => {
     })
   })
 
-
   // The head and the malformed bytes arrive in one read: saetta has the whole story in one
   // batch. Node's fetch (saetta's is Node's), told of the error before it has taken the head in,
   // would leave the body hanging: the error reaches the handler after the head, as in undici.
-  test('a malformed body right behind the head: the body read fails, with the parser error as cause, also on Node\'s own fetch', async () => {
-    const server = () => netServer((socket) => socket.once('data', () => socket.end('HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\nZZZ\r\n')))
+  test("a malformed body right behind the head: the body read fails, with the parser error as cause, also on Node's own fetch", async () => {
+    const server = () =>
+      netServer((socket) =>
+        socket.once('data', () => socket.end('HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\nZZZ\r\n')),
+      )
     await same(server, async (lib, origin) => {
       const out: unknown[] = []
       for (const f of [lib.fetch, globalThis.fetch as unknown as Lib['fetch']]) {
@@ -417,7 +436,11 @@ describe('fetch: what users do wrong', () => {
       }
       class Failing extends lib.Dispatcher {
         dispatch(_opts: unknown, handler: { onError?: (e: Error) => void; onResponseError?: (c: unknown, e: Error) => void }): boolean {
-          queueMicrotask(() => (handler.onError ? handler.onError(new Error('failed by handler')) : handler.onResponseError?.(null, new Error('failed by handler'))))
+          queueMicrotask(() =>
+            handler.onError
+              ? handler.onError(new Error('failed by handler'))
+              : handler.onResponseError?.(null, new Error('failed by handler')),
+          )
           return true
         }
       }
@@ -471,10 +494,17 @@ describe('fetch on a MockAgent', () => {
       const pool = agent.get('http://example.test')
       const seen: unknown[] = []
       pool.intercept({ path: '/text', method: 'POST', body: 'hello' }).reply(200, 'by value')
-      pool.intercept({ path: '/form', method: 'POST', body: (b: unknown) => (seen.push(typeof b, String(b)), true) }).reply(201, 'by function')
+      pool
+        .intercept({ path: '/form', method: 'POST', body: (b: unknown) => (seen.push(typeof b, String(b)), true) })
+        .reply(201, 'by function')
       pool.intercept({ path: '/json', method: 'GET' }).reply(200, { a: 1 }, { headers: { 'content-type': 'application/json' } })
       const out: unknown[] = [seen]
-      for (const [path, init] of [['/text', { method: 'POST', body: 'hello' }], ['/form', { method: 'POST', body: new URLSearchParams('x=1') }], ['/json', {}], ['/none', {}]] as const) {
+      for (const [path, init] of [
+        ['/text', { method: 'POST', body: 'hello' }],
+        ['/form', { method: 'POST', body: new URLSearchParams('x=1') }],
+        ['/json', {}],
+        ['/none', {}],
+      ] as const) {
         try {
           const res = await lib.fetch(`http://example.test${path}`, { ...init, dispatcher: agent } as never)
           out.push([path, res.status, await res.text(), res.headers.get('content-type')])
@@ -489,17 +519,24 @@ describe('fetch on a MockAgent', () => {
   })
 })
 
-describe("fetch and the chunks others hold", () => {
+describe('fetch and the chunks others hold', () => {
   test("an interceptor's or a diagnostics subscriber's chunks stay whole after the body is read (fetch's transfers take only chunks no one else holds)", async () => {
     const body = Buffer.alloc(300_000, 'abcdefgh')
     const srv = await httpServer((_req, res) => res.end(body))
     const run = async (lib: Lib): Promise<unknown> => {
       const held: Buffer[] = []
-      const keeping = (dispatch: (opts: unknown, handler: Record<string, (...a: unknown[]) => unknown>) => boolean) =>
+      const keeping =
+        (dispatch: (opts: unknown, handler: Record<string, (...a: unknown[]) => unknown>) => boolean) =>
         (opts: unknown, handler: Record<string, (...a: unknown[]) => unknown>) =>
-          dispatch(opts, new Proxy(handler, {
-            get: (target, key) => key === 'onResponseData' ? (c: unknown, chunk: Buffer) => (held.push(chunk), target.onResponseData(c, chunk)) : Reflect.get(target, key),
-          }))
+          dispatch(
+            opts,
+            new Proxy(handler, {
+              get: (target, key) =>
+                key === 'onResponseData'
+                  ? (c: unknown, chunk: Buffer) => (held.push(chunk), target.onResponseData(c, chunk))
+                  : Reflect.get(target, key),
+            }),
+          )
       const agent = new lib.Agent()
       onCleanup(() => agent.close())
       const composed = agent.compose(keeping as never)

@@ -84,7 +84,11 @@ function watch(lib: Lib, url: string, origins: Record<string, string>, options: 
       // undici's MessageEvent is its own class, not the global one: read it by shape.
       if ('data' in ev) {
         const m = ev as MessageEvent
-        Object.assign(entry, { data: typeof m.data === 'string' ? neutral(m.data) : m.data, lastEventId: m.lastEventId, origin: neutral(m.origin) })
+        Object.assign(entry, {
+          data: typeof m.data === 'string' ? neutral(m.data) : m.data,
+          lastEventId: m.lastEventId,
+          origin: neutral(m.origin),
+        })
       }
       log.push(entry)
       if (options.until?.(log, es)) {
@@ -120,7 +124,12 @@ async function differential<T>(make: () => Promise<SseServer>, scenario: (lib: L
 }
 
 /** The events of one scenario, with the requests the server saw (the headers that matter). */
-async function run(lib: Lib, srv: SseServer, path: string, options: WatchOptions = {}): Promise<{ events: Observed[]; requests: unknown[] }> {
+async function run(
+  lib: Lib,
+  srv: SseServer,
+  path: string,
+  options: WatchOptions = {},
+): Promise<{ events: Observed[]; requests: unknown[] }> {
   const init = options.init ?? { dispatcher: agent(lib) }
   const events = await watch(lib, `${srv.origin}${path}`, { [srv.origin]: 'ORIGIN' }, { ...options, init }).done
   const requests = srv.requests.map((r) => ({ url: r.url, lastEventId: r.headers['last-event-id'] ?? null }))
@@ -153,11 +162,21 @@ describe.each(libs)('EventSource (%s)', (_name, lib) => {
 
   test('named events reach their listeners, not onmessage', async () => {
     const srv = await sse((_req, res) => stream(res, 'event: ping\ndata: p\n\nevent:\ndata: m\n\nevent: end\ndata: e\n\n'))
-    const w = watch(lib, srv.origin, {}, { init: { dispatcher: agent(lib) }, types: ['ping', 'end'], until: (log) => log.at(-1)?.type === 'end' })
+    const w = watch(
+      lib,
+      srv.origin,
+      {},
+      { init: { dispatcher: agent(lib) }, types: ['ping', 'end'], until: (log) => log.at(-1)?.type === 'end' },
+    )
     const onmessage: string[] = []
     w.es.onmessage = (ev) => void onmessage.push(ev.data)
     const log = await w.done
-    expect(log.map((e) => [e.type, e.data])).toEqual([['open', undefined], ['ping', 'p'], ['message', 'm'], ['end', 'e']])
+    expect(log.map((e) => [e.type, e.data])).toEqual([
+      ['open', undefined],
+      ['ping', 'p'],
+      ['message', 'm'],
+      ['end', 'e'],
+    ])
     expect(onmessage).toEqual(['m'])
   })
 
@@ -185,7 +204,8 @@ describe.each(libs)('EventSource (%s)', (_name, lib) => {
       if (n === 0) stream(res, 'id: 41\ndata: first\n\n', true)
       else stream(res, 'id: 42\ndata: second\n\n')
     })
-    const log = await watch(lib, srv.origin, {}, { init: { node: { dispatcher: agent(lib), reconnectionTime: 10 } }, until: messages(2) }).done
+    const log = await watch(lib, srv.origin, {}, { init: { node: { dispatcher: agent(lib), reconnectionTime: 10 } }, until: messages(2) })
+      .done
     expect(log.map((e) => [e.type, e.readyState, e.data, e.lastEventId])).toEqual([
       ['open', 1, undefined, undefined],
       ['message', 1, 'first', '41'],
@@ -220,7 +240,12 @@ describe.each(libs)('EventSource (%s)', (_name, lib) => {
 
   test('close() stops reconnecting, from the error listener and while waiting', async () => {
     const srv = await sse((_req, res) => stream(res, 'data: a\n\n', true))
-    const log = await watch(lib, srv.origin, {}, { init: { node: { dispatcher: agent(lib), reconnectionTime: 10 } }, until: (l) => l.at(-1)?.type === 'error', grace: 100 }).done
+    const log = await watch(
+      lib,
+      srv.origin,
+      {},
+      { init: { node: { dispatcher: agent(lib), reconnectionTime: 10 } }, until: (l) => l.at(-1)?.type === 'error', grace: 100 },
+    ).done
     expect(log.map((e) => e.type)).toEqual(['open', 'message', 'error'])
     expect(srv.requests).toHaveLength(1)
 
@@ -248,7 +273,12 @@ describe.each(libs)('EventSource (%s)', (_name, lib) => {
         res.writeHead(status, headers)
         res.end(status === 204 ? undefined : 'data: x\n\n')
       })
-      const log = await watch(lib, srv.origin, {}, { init: { node: { dispatcher: agent(lib), reconnectionTime: 10 } }, until: closedAfterError, grace: 80 }).done
+      const log = await watch(
+        lib,
+        srv.origin,
+        {},
+        { init: { node: { dispatcher: agent(lib), reconnectionTime: 10 } }, until: closedAfterError, grace: 80 },
+      ).done
       expect([status, headers, log]).toEqual([status, headers, [{ type: 'error', readyState: 2 }]])
       expect(srv.requests).toHaveLength(1)
     }
@@ -272,7 +302,8 @@ describe.each(libs)('EventSource (%s)', (_name, lib) => {
         stream(res, 'data: again\n\nid: 9\ndata: cut', true) // ends cleanly, mid-event
       } else stream(res, 'data: last\n\n')
     })
-    const log = await watch(lib, srv.origin, {}, { init: { node: { dispatcher: agent(lib), reconnectionTime: 10 } }, until: messages(3) }).done
+    const log = await watch(lib, srv.origin, {}, { init: { node: { dispatcher: agent(lib), reconnectionTime: 10 } }, until: messages(3) })
+      .done
     expect(log.map((e) => [e.type, e.data, e.lastEventId])).toEqual([
       ['open', undefined, undefined],
       ['message', 'whole', ''],
@@ -311,7 +342,8 @@ describe.each(libs)('EventSource (%s)', (_name, lib) => {
         setTimeout(() => res.end(Buffer.concat([bom, Buffer.from('data: ignored\n\ndata: b\n\n')])), 20)
       } else stream(res, Buffer.concat([bom, bom, Buffer.from('data: x\n\ndata: c\n\n')]))
     })
-    const log = await watch(lib, srv.origin, {}, { init: { node: { dispatcher: agent(lib), reconnectionTime: 10 } }, until: messages(3) }).done
+    const log = await watch(lib, srv.origin, {}, { init: { node: { dispatcher: agent(lib), reconnectionTime: 10 } }, until: messages(3) })
+      .done
     // "\uFEFFdata" is no field name: that line is ignored.
     expect(log.filter((e) => e.type === 'message').map((e) => e.data)).toEqual(['a', 'b', 'c'])
   })
@@ -323,7 +355,12 @@ describe.each(libs)('EventSource (%s)', (_name, lib) => {
         res.end()
       } else stream(res, `data: ${n}\n\n`, true)
     })
-    const log = await watch(lib, `${local.origin}/start`, {}, { init: { node: { dispatcher: agent(lib), reconnectionTime: 10 } }, until: messages(2) }).done
+    const log = await watch(
+      lib,
+      `${local.origin}/start`,
+      {},
+      { init: { node: { dispatcher: agent(lib), reconnectionTime: 10 } }, until: messages(2) },
+    ).done
     expect(log.filter((e) => e.type === 'message').map((e) => [e.data, e.origin])).toEqual([
       ['1', local.origin],
       ['2', local.origin],
@@ -346,7 +383,10 @@ describe.each(libs)('EventSource (%s)', (_name, lib) => {
 describe('EventSource: the dispatcher (saetta)', () => {
   class Counting extends saettaTyped.Agent {
     count = 0
-    override dispatch(options: Parameters<saettaTyped.Agent['dispatch']>[0], handler: Parameters<saettaTyped.Agent['dispatch']>[1]): boolean {
+    override dispatch(
+      options: Parameters<saettaTyped.Agent['dispatch']>[0],
+      handler: Parameters<saettaTyped.Agent['dispatch']>[1],
+    ): boolean {
       this.count++
       return super.dispatch(options, handler)
     }
@@ -360,13 +400,26 @@ describe('EventSource: the dispatcher (saetta)', () => {
   test('dispatcher and node.dispatcher carry every request (node.dispatcher first); the default is the global one', async () => {
     const srv = await sse((_req, res) => stream(res, 'data: a\n\n', true))
     const given = counting()
-    const log = await watch(saetta, srv.origin, {}, { init: { dispatcher: given as never, node: { reconnectionTime: 10 } }, until: (l) => l.filter((e) => e.type === 'message').length === 2 }).done
+    const log = await watch(
+      saetta,
+      srv.origin,
+      {},
+      {
+        init: { dispatcher: given as never, node: { reconnectionTime: 10 } },
+        until: (l) => l.filter((e) => e.type === 'message').length === 2,
+      },
+    ).done
     expect(log.filter((e) => e.type === 'message')).toHaveLength(2)
     expect(given.count).toBe(2)
 
     const deprecated = counting()
     const preferred = counting()
-    await watch(saetta, srv.origin, {}, { init: { dispatcher: deprecated as never, node: { dispatcher: preferred as never } }, until: messages(1) }).done
+    await watch(
+      saetta,
+      srv.origin,
+      {},
+      { init: { dispatcher: deprecated as never, node: { dispatcher: preferred as never } }, until: messages(1) },
+    ).done
     expect([deprecated.count, preferred.count]).toEqual([0, 1])
 
     const previous = saettaTyped.getGlobalDispatcher()
@@ -380,7 +433,12 @@ describe('EventSource: the dispatcher (saetta)', () => {
   test('a network error (connection refused): an error (CONNECTING) and a reconnection each time, through the dispatcher', async () => {
     const given = counting()
     const url = `http://127.0.0.1:${await closedPort()}/`
-    const log = await watch(saetta, url, {}, { init: { node: { dispatcher: given as never, reconnectionTime: 5 } }, until: (l) => l.length === 3, grace: 50 }).done
+    const log = await watch(
+      saetta,
+      url,
+      {},
+      { init: { node: { dispatcher: given as never, reconnectionTime: 5 } }, until: (l) => l.length === 3, grace: 50 },
+    ).done
     expect(log).toEqual([
       { type: 'error', readyState: 0 },
       { type: 'error', readyState: 0 },
@@ -479,7 +537,12 @@ describe('EventSource: undici and saetta observe the same events', () => {
         await holdsWithin(() => w.log.length > 0, 1000)
         await sleep(30)
         const early = [...w.log]
-        const afterOpen = await watch(lib, srv.origin, {}, { init: { dispatcher: agent(lib) }, until: (l) => l.length === 1 && l[0].type === 'open', grace: 100 }).done
+        const afterOpen = await watch(
+          lib,
+          srv.origin,
+          {},
+          { init: { dispatcher: agent(lib) }, until: (l) => l.length === 1 && l[0].type === 'open', grace: 100 },
+        ).done
         const sync = new lib.EventSource(srv.origin, { dispatcher: agent(lib) })
         const syncLog: string[] = []
         sync.onerror = () => void syncLog.push(`error ${sync.readyState}`)
@@ -495,10 +558,20 @@ describe('EventSource: undici and saetta observe the same events', () => {
     await differential(
       () => sse((_req, res, n) => stream(res, n === 0 ? 'id: 5\ndata: a\n\n' : 'data: b\n\n', n === 0)),
       async (lib, srv) => {
-        await watch(lib, `${srv.origin}/h?q=1#frag`, {}, { init: { dispatcher: agent(lib), node: { reconnectionTime: 10 } }, until: messages(2) }).done
+        await watch(
+          lib,
+          `${srv.origin}/h?q=1#frag`,
+          {},
+          { init: { dispatcher: agent(lib), node: { reconnectionTime: 10 } }, until: messages(2) },
+        ).done
         // Compared as sets: saetta's fetch sends its default user-agent among the caller's headers,
         // so the order of the lines differs from undici's.
-        return srv.requests.map((r) => ({ url: r.url, headers: Object.entries(r.headers).filter(([k]) => k !== 'host').sort() }))
+        return srv.requests.map((r) => ({
+          url: r.url,
+          headers: Object.entries(r.headers)
+            .filter(([k]) => k !== 'host')
+            .sort(),
+        }))
       },
     )
   })
@@ -521,18 +594,21 @@ describe('EventSource: undici and saetta observe the same events', () => {
     })
   })
 
-  test.each(['Agent', 'Pool', 'Client'] as const)('maxEventSize from the dispatcher (%s option eventSource): an event over it fails the connection', async (kind) => {
-    await differential(
-      () => sse((_req, res) => stream(res, 'data: short\n\ndata: 0123456789abcdef0\n\ndata: never\n\n')),
-      async (lib, srv) => {
-        const options = { eventSource: { maxEventSize: 16 } }
-        const dispatcher = kind === 'Agent' ? new lib.Agent(options) : new lib[kind](srv.origin, options)
-        expect(dispatcher.eventSourceOptions).toEqual({ maxEventSize: 16 })
-        onCleanup(() => dispatcher.close())
-        return run(lib, srv, '/', { init: { dispatcher: dispatcher as never }, until: closedAfterError, grace: 60 })
-      },
-    )
-  })
+  test.each(['Agent', 'Pool', 'Client'] as const)(
+    'maxEventSize from the dispatcher (%s option eventSource): an event over it fails the connection',
+    async (kind) => {
+      await differential(
+        () => sse((_req, res) => stream(res, 'data: short\n\ndata: 0123456789abcdef0\n\ndata: never\n\n')),
+        async (lib, srv) => {
+          const options = { eventSource: { maxEventSize: 16 } }
+          const dispatcher = kind === 'Agent' ? new lib.Agent(options) : new lib[kind](srv.origin, options)
+          expect(dispatcher.eventSourceOptions).toEqual({ maxEventSize: 16 })
+          onCleanup(() => dispatcher.close())
+          return run(lib, srv, '/', { init: { dispatcher: dispatcher as never }, until: closedAfterError, grace: 60 })
+        },
+      )
+    },
+  )
 
   test('webSocketOptions and eventSourceOptions: the defaults, and what each dispatcher takes (undici 8: every dispatcher, MockAgent through its agent)', async () => {
     const seen = (lib: Lib) => {

@@ -21,12 +21,14 @@ const entries = [
   { name: 'saetta/undici7 (undici 7)', ours: 'dist/undici7.js', theirs: 'undici7', slot: '1' },
 ]
 
-test.each(entries)('$name: by default fetch runs on the global dispatcher, which loading the library fills with its Agent', async ({ ours: entry, theirs: reference, slot: n }) => {
-  // In a fresh process each: reading Node's web classes loads Node's bundled undici, which fills an
-  // empty slot with its own Agent; after loading saetta, as after loading undici, the library's
-  // Agent must be there, for its fetch and for Node's global fetch alike.
-  const server = await httpServer((req, res) => res.end(`saw ${req.url}`))
-  const code = (lib: string) => `
+test.each(entries)(
+  '$name: by default fetch runs on the global dispatcher, which loading the library fills with its Agent',
+  async ({ ours: entry, theirs: reference, slot: n }) => {
+    // In a fresh process each: reading Node's web classes loads Node's bundled undici, which fills an
+    // empty slot with its own Agent; after loading saetta, as after loading undici, the library's
+    // Agent must be there, for its fetch and for Node's global fetch alike.
+    const server = await httpServer((req, res) => res.end(`saw ${req.url}`))
+    const code = (lib: string) => `
     const slot = Symbol.for('undici.globalDispatcher.${n}')
     const empty = globalThis[slot] === undefined
     const lib = require(${JSON.stringify(lib)})
@@ -38,17 +40,23 @@ test.each(entries)('$name: by default fetch runs on the global dispatcher, which
       console.log(JSON.stringify([empty, filled instanceof lib.Agent, lib.getGlobalDispatcher() === filled, globalThis[slot] === filled, legacy.constructor.name, ours, node]))
       await filled.close()
     })()`
-  const [theirs, ours] = await Promise.all([runNode(code(path.join(repoRoot, 'node_modules', reference))), runNode(code(path.join(repoRoot, entry)))])
-  expect(theirs.stderr).toBe('')
-  expect(ours.stderr).toBe('')
-  expect(JSON.parse(ours.stdout)).toEqual([true, true, true, true, n === '2' ? 'Dispatcher1Wrapper' : 'Agent', 'saw /lib', 'saw /node'])
-  expect(ours.stdout).toBe(theirs.stdout)
-})
+    const [theirs, ours] = await Promise.all([
+      runNode(code(path.join(repoRoot, 'node_modules', reference))),
+      runNode(code(path.join(repoRoot, entry))),
+    ])
+    expect(theirs.stderr).toBe('')
+    expect(ours.stderr).toBe('')
+    expect(JSON.parse(ours.stdout)).toEqual([true, true, true, true, n === '2' ? 'Dispatcher1Wrapper' : 'Agent', 'saw /lib', 'saw /node'])
+    expect(ours.stdout).toBe(theirs.stdout)
+  },
+)
 
-test.each(entries)("$name: setGlobalDispatcher fills both of undici's slots: Node's own fetch runs on it, whichever slot its bundled undici reads", async ({ ours: entry, theirs: reference, slot: n }) => {
-  // `.1` is what undici up to 7 reads (Node 22 and 24's fetch), `.2` undici 8's (Node 26's).
-  const server = await httpServer((req, res) => res.end(`saw ${req.url}`))
-  const code = (lib: string) => `
+test.each(entries)(
+  "$name: setGlobalDispatcher fills both of undici's slots: Node's own fetch runs on it, whichever slot its bundled undici reads",
+  async ({ ours: entry, theirs: reference, slot: n }) => {
+    // `.1` is what undici up to 7 reads (Node 22 and 24's fetch), `.2` undici 8's (Node 26's).
+    const server = await httpServer((req, res) => res.end(`saw ${req.url}`))
+    const code = (lib: string) => `
     const lib = require(${JSON.stringify(lib)})
     let seen = 0
     const agent = new lib.Agent().compose((dispatch) => (opts, handler) => (seen++, dispatch(opts, handler)))
@@ -60,11 +68,15 @@ test.each(entries)("$name: setGlobalDispatcher fills both of undici's slots: Nod
       console.log(JSON.stringify([seen, text, ownText, slots, lib.getGlobalDispatcher() === agent]))
       await agent.close()
     })()`
-  const [theirs, ours] = await Promise.all([runNode(code(path.join(repoRoot, 'node_modules', reference))), runNode(code(path.join(repoRoot, entry)))])
-  expect(ours.stderr).toBe('')
-  expect(JSON.parse(ours.stdout)).toEqual([2, 'saw /node', 'saw /lib', [n === '1', true], true])
-  expect(ours.stdout).toBe(theirs.stdout)
-})
+    const [theirs, ours] = await Promise.all([
+      runNode(code(path.join(repoRoot, 'node_modules', reference))),
+      runNode(code(path.join(repoRoot, entry))),
+    ])
+    expect(ours.stderr).toBe('')
+    expect(JSON.parse(ours.stdout)).toEqual([2, 'saw /node', 'saw /lib', [n === '1', true], true])
+    expect(ours.stdout).toBe(theirs.stdout)
+  },
+)
 
 /** Runs `scenario` on undici, then on saetta; the two results must be equal. */
 async function same<T>(scenario: (lib: Undici) => Promise<T> | T): Promise<T> {
@@ -105,7 +117,16 @@ describe('setGlobalOrigin and getGlobalOrigin', () => {
       const fromUrl = lib.getGlobalOrigin()?.href.replace(server.origin, 'ORIGIN')
       lib.setGlobalOrigin(undefined)
       const relative = await settle(() => new lib.Request('/abs'))
-      return [before, origin instanceof URL, origin?.href.replace(server.origin, 'ORIGIN'), await res.text(), request, fromUrl, lib.getGlobalOrigin(), relative]
+      return [
+        before,
+        origin instanceof URL,
+        origin?.href.replace(server.origin, 'ORIGIN'),
+        await res.text(),
+        request,
+        fromUrl,
+        lib.getGlobalOrigin(),
+        relative,
+      ]
     })
   })
 
@@ -140,7 +161,14 @@ describe('caches', () => {
   const seen = async (res: Response | undefined): Promise<unknown> =>
     res === undefined
       ? undefined
-      : { status: res.status, statusText: res.statusText, type: res.type, url: res.url.replace(/:\d+/, ':PORT'), headers: [...(res.headers as unknown as Iterable<[string, string]>)], body: await res.text() }
+      : {
+          status: res.status,
+          statusText: res.statusText,
+          type: res.type,
+          url: res.url.replace(/:\d+/, ':PORT'),
+          headers: [...(res.headers as unknown as Iterable<[string, string]>)],
+          body: await res.text(),
+        }
 
   let n = 0
   const fresh = (lib: Undici) => `${lib === saetta ? 's' : 'u'}-${++n}`
@@ -169,7 +197,10 @@ describe('caches', () => {
   test('put and match: fresh Responses each time, URL fragments ignored, ignoreSearch, ignoreMethod, Vary', async () => {
     await same(async (lib) => {
       const cache = await lib.caches.open(fresh(lib))
-      await cache.put(new lib.Request('http://x.test/p?q=1#f', { headers: { 'x-v': 'one' } }), new lib.Response('body', { status: 201, statusText: 'Made', headers: { vary: 'X-V', 'x-h': '1' } }))
+      await cache.put(
+        new lib.Request('http://x.test/p?q=1#f', { headers: { 'x-v': 'one' } }),
+        new lib.Response('body', { status: 201, statusText: 'Made', headers: { vary: 'X-V', 'x-h': '1' } }),
+      )
       await cache.put('http://x.test/plain', new lib.Response(null, { status: 204 }))
       const m1 = await cache.match('http://x.test/p?q=1')
       const m2 = await cache.match('http://x.test/p?q=1')
@@ -197,7 +228,10 @@ describe('caches', () => {
     await same(async (lib) => {
       const cache = await lib.caches.open(fresh(lib))
       const controller = new AbortController()
-      await cache.put(new lib.Request('http://x.test/k', { signal: controller.signal, referrer: 'http://x.test/from', headers: { 'x-a': '1' } }), new lib.Response('k'))
+      await cache.put(
+        new lib.Request('http://x.test/k', { signal: controller.signal, referrer: 'http://x.test/from', headers: { 'x-a': '1' } }),
+        new lib.Response('k'),
+      )
       controller.abort()
       const [key] = await cache.keys()
       return [key.signal.aborted, key.referrer, key.headers.get('x-a'), key.method, key.url, await seen(await cache.match(key))]
@@ -218,7 +252,13 @@ describe('caches', () => {
         () => key.headers.set('b', '2'),
         () => key.clone().headers.append('b', '2'),
       ]
-      return [await Promise.all(tries.map(settle)), res.headers.get('a'), res.headers instanceof lib.Headers, await res.clone().text(), await res.text()]
+      return [
+        await Promise.all(tries.map(settle)),
+        res.headers.get('a'),
+        res.headers instanceof lib.Headers,
+        await res.clone().text(),
+        await res.text(),
+      ]
     })
   })
 
@@ -330,7 +370,9 @@ describe('caches', () => {
       })),
     )
     const failed = await settle(() => cache.addAll([`${o}/four`, `${o}/404`]))
-    expect(failed).toEqual({ error: ['TypeError', 'TypeError', 'Cache.addAll: Received an invalid status code or the request failed.', undefined, undefined] })
+    expect(failed).toEqual({
+      error: ['TypeError', 'TypeError', 'Cache.addAll: Received an invalid status code or the request failed.', undefined, undefined],
+    })
     const dup = await settle(() => cache.addAll([`${o}/dup`, `${o}/dup`]))
     expect(dup).toEqual({ error: ['DOMException', 'InvalidStateError', '???', 11, undefined] })
     expect((await cache.keys()).map((r) => new URL(r.url).pathname)).toEqual(['/one', '/two', '/three'])
@@ -342,8 +384,23 @@ describe('exports', () => {
   test("every name of undici's fetch surface, of the same kind", async () => {
     const undici = await loadUndici()
     const names = [
-      'fetch', 'Headers', 'Request', 'Response', 'FormData', 'setGlobalOrigin', 'getGlobalOrigin', 'getCookies', 'getSetCookies',
-      'setCookie', 'deleteCookie', 'parseCookie', 'parseMIMEType', 'serializeAMimeType', 'caches', 'install', 'util',
+      'fetch',
+      'Headers',
+      'Request',
+      'Response',
+      'FormData',
+      'setGlobalOrigin',
+      'getGlobalOrigin',
+      'getCookies',
+      'getSetCookies',
+      'setCookie',
+      'deleteCookie',
+      'parseCookie',
+      'parseMIMEType',
+      'serializeAMimeType',
+      'caches',
+      'install',
+      'util',
     ] as const
     for (const name of names) {
       expect(Object.keys(saettaModule), name).toContain(name)

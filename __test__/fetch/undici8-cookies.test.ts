@@ -6,7 +6,9 @@ import { describeError, saetta, undici, type Lib } from '../support/differential
 import { getSetCookiesUndici7, parseCookieUndici7 } from '../../ts/fetch/cookies.ts'
 
 const asData = (value: unknown): unknown =>
-  JSON.parse(JSON.stringify(value, (_k, v: unknown) => (v instanceof Date ? { date: Number.isNaN(v.getTime()) ? 'invalid' : v.toISOString() } : v)))
+  JSON.parse(
+    JSON.stringify(value, (_k, v: unknown) => (v instanceof Date ? { date: Number.isNaN(v.getTime()) ? 'invalid' : v.toISOString() } : v)),
+  )
 
 function run(fn: () => unknown): unknown {
   try {
@@ -74,8 +76,14 @@ describe('Set-Cookie parsing', () => {
   })
 
   test('undici 7.30 (the undici7 entry): an Invalid Date, and only digits for Max-Age', () => {
-    const theirs = [run(() => undici7.getSetCookies(new undici7.Headers(lines.map((l) => ['set-cookie', l]) as never))), lines.map((l) => run(() => undici7.parseCookie(l)))]
-    const ours = [run(() => getSetCookiesUndici7(new saetta.Headers(lines.map((l) => ['set-cookie', l]) as never) as never)), lines.map((l) => run(() => parseCookieUndici7(l)))]
+    const theirs = [
+      run(() => undici7.getSetCookies(new undici7.Headers(lines.map((l) => ['set-cookie', l]) as never))),
+      lines.map((l) => run(() => undici7.parseCookie(l))),
+    ]
+    const ours = [
+      run(() => getSetCookiesUndici7(new saetta.Headers(lines.map((l) => ['set-cookie', l]) as never) as never)),
+      lines.map((l) => run(() => parseCookieUndici7(l))),
+    ]
     expect(ours).toEqual(theirs)
   })
 })

@@ -63,7 +63,10 @@ async function observe(make: () => ES, until: (log: unknown[], es: ES) => boolea
 }
 
 const closed = (_log: unknown[], es: ES) => es.readyState === 2
-const count = (n: number, type = 'message') => (log: unknown[]) => log.filter((e) => (e as string[])[0] === type).length >= n
+const count =
+  (n: number, type = 'message') =>
+  (log: unknown[]) =>
+    log.filter((e) => (e as string[])[0] === type).length >= n
 
 async function same8<T>(scenario: (lib: Lib) => Promise<T>): Promise<T> {
   const theirs = await scenario(undici)
@@ -101,7 +104,10 @@ describe('maxEventSize', () => {
           const dispatcher = make()
           if (dispatcher instanceof lib.MockAgent) dispatcher.enableNetConnect()
           onCleanup(() => dispatcher.close())
-          const log = await observe(() => new lib.EventSource(`${srv.origin}/`, { dispatcher } as never), (log, es) => closed(log, es) || count(1)(log))
+          const log = await observe(
+            () => new lib.EventSource(`${srv.origin}/`, { dispatcher } as never),
+            (log, es) => closed(log, es) || count(1)(log),
+          )
           out.push([limit, log.map((e) => (Array.isArray(e) && typeof e[2] === 'string' && e[2].length > 20 ? [e[0], e[2].length] : e))])
         }
       }
@@ -124,7 +130,10 @@ describe('Last-Event-ID on reconnection', () => {
   test('undici 8: the ID as UTF-8 bytes; none for an ID that is not a header value, nor after an empty ID', async () => {
     const record = await same8(async (lib) => {
       const srv = await server()
-      const log = await observe(() => new lib.EventSource(`${srv.origin}/`, { node: { reconnectionTime: 5 } } as never), count(ids.length + 2))
+      const log = await observe(
+        () => new lib.EventSource(`${srv.origin}/`, { node: { reconnectionTime: 5 } } as never),
+        count(ids.length + 2),
+      )
       return { log, requests: srv.requests }
     })
     expect(record.requests[2].lastEventId).toBe(Buffer.from('caf\u00e9').toString('hex'))

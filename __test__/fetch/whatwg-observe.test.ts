@@ -57,7 +57,12 @@ async function record(run: () => Promise<unknown>): Promise<unknown[]> {
       }
       if (typeof msg.headers === 'string') out.headers = sortedLines(stable(msg.headers))
       const response = msg.response as { statusCode: number; statusText: string; headers: Buffer[] } | undefined
-      if (response) out.response = { statusCode: response.statusCode, statusText: response.statusText, headers: response.headers.map((h) => String(h)).filter((h) => !/^\w{3}, \d\d/.test(h)) }
+      if (response)
+        out.response = {
+          statusCode: response.statusCode,
+          statusText: response.statusText,
+          headers: response.headers.map((h) => String(h)).filter((h) => !/^\w{3}, \d\d/.test(h)),
+        }
       if (msg.trailers) out.trailers = (msg.trailers as Buffer[]).map(String)
       if (msg.error) out.error = describeFailure(msg.error)
       seen.push(out)
@@ -75,7 +80,10 @@ async function record(run: () => Promise<unknown>): Promise<unknown[]> {
 }
 
 /** Runs `scenario` on undici 8's fetch, then on saetta's, each alone and against its own server: the messages must match. */
-async function sameMessages<S extends { origin: string }>(server: () => Promise<S>, scenario: (f: Impl, origin: string, srv: S) => Promise<unknown>): Promise<unknown[]> {
+async function sameMessages<S extends { origin: string }>(
+  server: () => Promise<S>,
+  scenario: (f: Impl, origin: string, srv: S) => Promise<unknown>,
+): Promise<unknown[]> {
   const run = async (f: Impl): Promise<unknown[]> => {
     const srv = await server()
     return JSON.parse(stable(JSON.stringify(await record(() => scenario(f, srv.origin, srv)))))
@@ -102,8 +110,16 @@ const app = () =>
 
 describe("fetch's diagnostics channels", () => {
   test('a GET with headers: create, sendHeaders, headers, trailers; the request as fetch makes it', async () => {
-    const seen = await sameMessages(app, async (f, origin) => (await f.fetch(`${origin}/get?q=1`, f.init({ headers: { 'x-custom': 'v' } }))).text())
-    expect(seen.map((m) => (m as { channel?: string }).channel)).toEqual(['request:create', 'client:sendHeaders', 'request:headers', 'request:trailers', undefined])
+    const seen = await sameMessages(app, async (f, origin) =>
+      (await f.fetch(`${origin}/get?q=1`, f.init({ headers: { 'x-custom': 'v' } }))).text(),
+    )
+    expect(seen.map((m) => (m as { channel?: string }).channel)).toEqual([
+      'request:create',
+      'client:sendHeaders',
+      'request:headers',
+      'request:trailers',
+      undefined,
+    ])
   })
 
   test('a POST with a string body and with a streamed one; a 404', async () => {
@@ -129,7 +145,10 @@ describe("fetch's diagnostics channels", () => {
   })
 
   test('a refused connection: create, then error with the connect error', async () => {
-    await sameMessages(async () => ({ origin: `http://127.0.0.1:${await closedPort()}` }), async (f, origin) => f.fetch(`${origin}/refused`, f.init()).catch((e: Error) => e.message))
+    await sameMessages(
+      async () => ({ origin: `http://127.0.0.1:${await closedPort()}` }),
+      async (f, origin) => f.fetch(`${origin}/refused`, f.init()).catch((e: Error) => e.message),
+    )
   })
 
   test('aborted while the body is read: error with the abort reason', async () => {
@@ -176,7 +195,10 @@ async function debugLines(flag: string, lib: string, origin: string, script: str
 function asSpecified(lines: string[]): string[] {
   const out: string[] = []
   for (const line of lines) {
-    const fixed = line.replace(/(\d+\.\d+\.\d+\.\d+:\d+):\d+ /, '$1 ').replace(/ using (https?:)undefined/, ' using $1h1').replace(/(:\d+)\/\//, '$1/')
+    const fixed = line
+      .replace(/(\d+\.\d+\.\d+\.\d+:\d+):\d+ /, '$1 ')
+      .replace(/ using (https?:)undefined/, ' using $1h1')
+      .replace(/(:\d+)\/\//, '$1/')
     if (out[out.length - 1] !== fixed) out.push(fixed)
   }
   return out
@@ -251,4 +273,3 @@ describe('NODE_DEBUG for a fetch', () => {
     }
   })
 })
-

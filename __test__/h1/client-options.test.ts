@@ -70,18 +70,14 @@ describe('strictContentLength', () => {
   test('true (default): a body not matching its content-length header is refused', async () => {
     const srv = await rawServer((req, socket) => socket.write(okResponse('ok')))
     const client = newClient(srv.origin)
-    const err = await rejection(
-      client.request({ path: '/', method: 'POST', headers: { 'content-length': '2' }, body: 'abcd' }),
-    )
+    const err = await rejection(client.request({ path: '/', method: 'POST', headers: { 'content-length': '2' }, body: 'abcd' }))
     expect(err).toBeInstanceOf(errors.RequestContentLengthMismatchError)
   })
 
   test('false: the request goes through, framed by the real body length (as undici)', async () => {
     const srv = await rawServer((req, socket) => socket.write(okResponse('ok')))
     const client = newClient(srv.origin, { strictContentLength: false })
-    expect(
-      await text(client.request({ path: '/', method: 'POST', headers: { 'content-length': '2' }, body: 'abcd' })),
-    ).toBe('ok')
+    expect(await text(client.request({ path: '/', method: 'POST', headers: { 'content-length': '2' }, body: 'abcd' }))).toBe('ok')
     const req = srv.requests[0]
     expect(req.body.toString()).toBe('abcd')
     const lengthLines = req.head.split('\r\n').filter((l) => /^content-length:/i.test(l))

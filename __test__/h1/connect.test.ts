@@ -117,10 +117,13 @@ describe('connect failures and events', () => {
     const srv = http.createServer((req, res) => res.end('now up'))
     srv.listen(port, '127.0.0.1')
     await once(srv, 'listening')
-    onCleanup(() => new Promise<void>((resolve) => {
-      srv.close(() => resolve())
-      srv.closeAllConnections()
-    }))
+    onCleanup(
+      () =>
+        new Promise<void>((resolve) => {
+          srv.close(() => resolve())
+          srv.closeAllConnections()
+        }),
+    )
     const res = await client.request({ path: '/', method: 'GET' })
     expect(await res.body.text()).toBe('now up')
   })

@@ -4,7 +4,7 @@
 import { EventEmitter } from 'node:events'
 import { Readable } from 'node:stream'
 import { afterEach, describe, expect, test } from 'vitest'
-import { Client, code, errors, isUndici } from '../support/target'
+import { type Client, code, errors, isUndici } from '../support/target'
 import {
   cleanup,
   collect,
@@ -51,12 +51,10 @@ describe('query', () => {
     await send(client, {
       path: '/p',
       method: 'GET',
-      query: { a: 'b c', 'k&=': 'v/?#', arr: ['1', '2'], n: 1, 'é': 'ü' },
+      query: { a: 'b c', 'k&=': 'v/?#', arr: ['1', '2'], n: 1, é: 'ü' },
     })
     expect(srv.requests[0].path).toBe('/p?a=b%20c&k%26%3D=v%2F%3F%23&arr=1&arr=2&n=1&%C3%A9=%C3%BC')
-    expect(srv.requests[0].head.split('\r\n')[0]).toBe(
-      'GET /p?a=b%20c&k%26%3D=v%2F%3F%23&arr=1&arr=2&n=1&%C3%A9=%C3%BC HTTP/1.1',
-    )
+    expect(srv.requests[0].head.split('\r\n')[0]).toBe('GET /p?a=b%20c&k%26%3D=v%2F%3F%23&arr=1&arr=2&n=1&%C3%A9=%C3%BC HTTP/1.1')
   })
 
   test('query: null and an empty object leave the path alone', async () => {
@@ -491,9 +489,7 @@ describe('RequestOptions', () => {
     const srv = await okServer()
     const client = newClient(srv.origin)
     const res = await client.request({ path: '/', method: 'GET' })
-    expect(Object.keys(res).sort()).toEqual(
-      ['body', 'context', 'headers', 'opaque', 'statusCode', 'statusText', 'trailers'].sort(),
-    )
+    expect(Object.keys(res).sort()).toEqual(['body', 'context', 'headers', 'opaque', 'statusCode', 'statusText', 'trailers'].sort())
     expect(res.statusText).toBe('OK')
     expect(res.trailers).toEqual({})
     await res.body.text()

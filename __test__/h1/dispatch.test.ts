@@ -1,18 +1,7 @@
 // dispatch(options, handler): callback order, raw headers and trailers, 1xx, backpressure, errors.
 import { afterEach, describe, expect, test } from 'vitest'
 import { errors } from '../support/target'
-import {
-  cleanup,
-  closedPort,
-  collect,
-  httpServer,
-  newClient,
-  pairs,
-  rawServer,
-  sleep,
-  waitFor,
-  withTimeout,
-} from '../support/helpers'
+import { cleanup, closedPort, collect, httpServer, newClient, pairs, rawServer, sleep, waitFor, withTimeout } from '../support/helpers'
 
 afterEach(cleanup)
 

@@ -148,9 +148,7 @@ describe('errors in real scenarios', () => {
   test('RequestContentLengthMismatchError: content-length larger than a string body; nothing sent', async () => {
     const srv = await rawServer(() => {})
     const client = newClient(srv.origin)
-    const err = await rejection(
-      client.request({ path: '/', method: 'POST', headers: { 'content-length': '10' }, body: 'abc' }),
-    )
+    const err = await rejection(client.request({ path: '/', method: 'POST', headers: { 'content-length': '10' }, body: 'abc' }))
     expect(err).toBeInstanceOf(errors.RequestContentLengthMismatchError)
     expect(err.code).toBe(code('REQ_CONTENT_LENGTH_MISMATCH'))
     await new Promise((r) => setTimeout(r, 50))
@@ -194,9 +192,7 @@ describe('errors in real scenarios', () => {
   })
 
   test('HeadersOverflowError when the response head exceeds maxHeaderSize', async () => {
-    const srv = await rawServer((req, socket) =>
-      socket.write(`HTTP/1.1 200 OK\r\nX-Big: ${'b'.repeat(4000)}\r\nContent-Length: 0\r\n\r\n`),
-    )
+    const srv = await rawServer((req, socket) => socket.write(`HTTP/1.1 200 OK\r\nX-Big: ${'b'.repeat(4000)}\r\nContent-Length: 0\r\n\r\n`))
     const client = newClient(srv.origin, { maxHeaderSize: 1024 })
     const err = await requestError(client, { path: '/', method: 'GET' })
     expect(err).toBeInstanceOf(errors.HeadersOverflowError)
@@ -206,9 +202,7 @@ describe('errors in real scenarios', () => {
   test('NotSupportedError for a user-supplied expect header; nothing sent', async () => {
     const srv = await rawServer(() => {})
     const client = newClient(srv.origin)
-    const err = await rejection(
-      client.request({ path: '/', method: 'POST', headers: { expect: '100-continue' }, body: 'x' }),
-    )
+    const err = await rejection(client.request({ path: '/', method: 'POST', headers: { expect: '100-continue' }, body: 'x' }))
     expect(err).toBeInstanceOf(errors.NotSupportedError)
     expect(err.code).toBe(code('NOT_SUPPORTED'))
     expect(err.message).toBe('expect header not supported')

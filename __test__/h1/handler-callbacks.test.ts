@@ -123,7 +123,7 @@ describe('legacy DispatchHandler', () => {
     expect(r.body()).toBe('after resume')
   })
 
-  test('abort(err) from onConnect\'s callback mid-body fails the request with that error', async () => {
+  test("abort(err) from onConnect's callback mid-body fails the request with that error", async () => {
     const srv = await rawServer((req, socket) => socket.write('HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\nabc'))
     const client = newClient(srv.origin)
     const r = record()
@@ -296,10 +296,7 @@ describe('retries of pipelined requests', () => {
     const a = record()
     const s = record()
     client.dispatch({ path: '/a', method: 'GET', blocking: false }, a.handler)
-    client.dispatch(
-      { path: '/s', method: 'PUT', idempotent: true, blocking: false, body: Readable.from(['str', 'eam']) },
-      s.handler,
-    )
+    client.dispatch({ path: '/s', method: 'PUT', idempotent: true, blocking: false, body: Readable.from(['str', 'eam']) }, s.handler)
     await withTimeout(Promise.all([a.done, s.done]), 5000, 'all')
     expect(a.error).toBeInstanceOf(errors.SocketError)
     // nothing of /s reached the first connection; it went whole on the second
@@ -314,8 +311,7 @@ describe('controller-style handlers (undici 7)', () => {
   test('onRequestStart, onResponseStart, onResponseData, onResponseEnd with parsed headers and trailers', async () => {
     const srv = await rawServer((req, socket) => {
       socket.write(
-        'HTTP/1.1 200 Fine\r\nX-Multi: 1\r\nX-Multi: 2\r\nTransfer-Encoding: chunked\r\n\r\n' +
-          '3\r\nabc\r\n0\r\nX-Trail: t\r\n\r\n',
+        'HTTP/1.1 200 Fine\r\nX-Multi: 1\r\nX-Multi: 2\r\nTransfer-Encoding: chunked\r\n\r\n' + '3\r\nabc\r\n0\r\nX-Trail: t\r\n\r\n',
       )
     })
     const client = newClient(srv.origin)
@@ -345,15 +341,14 @@ describe('controller-style handlers (undici 7)', () => {
     })
     await withTimeout(done, 5000, 'dispatch')
     expect(calls[0].slice(0, 4)).toEqual(['start', 'function', 'function', 'function'])
-    expect(calls[1]).toEqual([
-      'response',
-      true,
-      200,
-      { 'x-multi': ['1', '2'], 'transfer-encoding': 'chunked' },
-      'Fine',
-    ])
+    expect(calls[1]).toEqual(['response', true, 200, { 'x-multi': ['1', '2'], 'transfer-encoding': 'chunked' }, 'Fine'])
     expect(calls.slice(2, -1).map((c) => c[0])).toEqual(calls.slice(2, -1).map(() => 'data'))
-    expect(calls.slice(2, -1).map((c) => c[2]).join('')).toBe('abc')
+    expect(
+      calls
+        .slice(2, -1)
+        .map((c) => c[2])
+        .join(''),
+    ).toBe('abc')
     expect(calls.at(-1)).toEqual(['end', { 'x-trail': 't' }])
     expect(controllerAtStart.aborted).toBe(false)
     expect(controllerAtStart.paused).toBe(false)

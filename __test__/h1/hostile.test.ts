@@ -83,10 +83,12 @@ describe('requests pipelined beside a broken response', () => {
     })
     const client = newClient(srv.origin, { pipelining: 3 })
     const results = await withTimeout(
-      Promise.allSettled(['/a', '/b', '/c'].map(async (path) => {
-        const res = await client.request({ path, method: 'GET' })
-        return res.body.text()
-      })),
+      Promise.allSettled(
+        ['/a', '/b', '/c'].map(async (path) => {
+          const res = await client.request({ path, method: 'GET' })
+          return res.body.text()
+        }),
+      ),
       5000,
       'pipelined requests',
     )

@@ -136,17 +136,22 @@ describe('pipelining', () => {
     const body = (i: number) => String.fromCharCode(33 + (i % 90)).repeat(1000) + String(i)
     const g = await gatedServer()
     const client = newClient(g.srv.origin, { pipelining: n })
-    const ps = Array.from({ length: n }, (_, i) =>
-      new Promise<Buffer[]>((resolve, reject) => {
-        const chunks: Buffer[] = []
-        client.dispatch({ path: `/${i}`, method: 'GET', blocking: false }, {
-          onConnect() {},
-          onHeaders: () => true,
-          onData: (chunk: Buffer) => chunks.push(chunk) > 0,
-          onComplete: () => resolve(chunks),
-          onError: reject,
-        })
-      }),
+    const ps = Array.from(
+      { length: n },
+      (_, i) =>
+        new Promise<Buffer[]>((resolve, reject) => {
+          const chunks: Buffer[] = []
+          client.dispatch(
+            { path: `/${i}`, method: 'GET', blocking: false },
+            {
+              onConnect() {},
+              onHeaders: () => true,
+              onData: (chunk: Buffer) => chunks.push(chunk) > 0,
+              onComplete: () => resolve(chunks),
+              onError: reject,
+            },
+          )
+        }),
     )
     await g.srv.waitForRequests(n, 5000)
     const socket = g.held[0].socket
@@ -222,12 +227,7 @@ describe('pipelining', () => {
     g.answerNext()
     await g.srv.waitForRequests(4, 3000)
     g.answerNext()
-    expect(await withTimeout(Promise.all(ps), 5000, 'responses')).toEqual([
-      'body of /1',
-      'body of /2',
-      'body of /3',
-      'body of /4',
-    ])
+    expect(await withTimeout(Promise.all(ps), 5000, 'responses')).toEqual(['body of /1', 'body of /2', 'body of /3', 'body of /4'])
   })
 
   test('default pipelining (1): one request at a time on one connection', async () => {
@@ -265,9 +265,7 @@ describe('pipelining', () => {
   test('non-idempotent POSTs are not pipelined', async () => {
     const g = await gatedServer()
     const client = newClient(g.srv.origin, { pipelining: 3 })
-    const ps = ['/p1', '/p2'].map((path) =>
-      text(client.request({ path, method: 'POST', body: `data ${path}`, blocking: false })),
-    )
+    const ps = ['/p1', '/p2'].map((path) => text(client.request({ path, method: 'POST', body: `data ${path}`, blocking: false })))
     await g.srv.waitForRequests(1, 3000)
     await sleep(300)
     expect(g.srv.requests).toHaveLength(1)
@@ -296,9 +294,7 @@ describe('pipelining', () => {
   test('a POST marked idempotent is pipelined', async () => {
     const g = await gatedServer()
     const client = newClient(g.srv.origin, { pipelining: 3 })
-    const ps = ['/i1', '/i2'].map((path) =>
-      text(client.request({ path, method: 'POST', body: 'same', idempotent: true, blocking: false })),
-    )
+    const ps = ['/i1', '/i2'].map((path) => text(client.request({ path, method: 'POST', body: 'same', idempotent: true, blocking: false })))
     await g.srv.waitForRequests(2, 3000)
     g.answerNext()
     g.answerNext()
@@ -356,7 +352,7 @@ describe('pipelining', () => {
     let chain = Promise.resolve()
     const srv = await rawServer((req, socket) => {
       const n = Number(req.path.slice(1))
-      const body = `${req.path}:` + 'x'.repeat((n * 7919) % 5000)
+      const body = `${req.path}:${'x'.repeat((n * 7919) % 5000)}`
       // answers stay in request order, with small varying delays
       chain = chain.then(() => sleep(n % 3)).then(() => void socket.write(okResponse(body)))
     })
@@ -368,7 +364,7 @@ describe('pipelining', () => {
       'responses',
     )
     results.forEach((body, i) => {
-      expect(body).toBe(`/${i}:` + 'x'.repeat((i * 7919) % 5000))
+      expect(body).toBe(`/${i}:${'x'.repeat((i * 7919) % 5000)}`)
     })
   })
 })

@@ -304,7 +304,11 @@ describe('process lifetime', () => {
     `
     const r = await runNode(script, { args: ['--expose-gc'], timeout: 15_000 })
     expect(r.stderr).toBe('')
-    expect(r.stdout.trim().split('\n')).toEqual(['while connected: collected=false', 'disconnect socket idle timeout', 'after: collected=true'])
+    expect(r.stdout.trim().split('\n')).toEqual([
+      'while connected: collected=false',
+      'disconnect socket idle timeout',
+      'after: collected=true',
+    ])
     expect(srv.connections).toBe(1)
     expect(srv.closedConnections).toBe(1)
   })
@@ -319,10 +323,11 @@ describe.skipIf(isUndici)('package entry', () => {
     )
     expect(cjs.stderr).toBe('')
     expect(cjs.stdout.trim()).toBe('function object function')
-    const esm = await runNode(
-      `const s = await import('saetta'); console.log(typeof s.Client, typeof s.errors)`,
-      { cwd: repoRoot, timeout: 10_000, input: 'module' },
-    )
+    const esm = await runNode(`const s = await import('saetta'); console.log(typeof s.Client, typeof s.errors)`, {
+      cwd: repoRoot,
+      timeout: 10_000,
+      input: 'module',
+    })
     expect(esm.stderr).toBe('')
     expect(esm.stdout.trim()).toBe('function object')
   })

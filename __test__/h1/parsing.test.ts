@@ -162,13 +162,13 @@ const CASES: HostileCase[] = [
   },
   {
     name: 'head larger than the default maxHeaderSize (16 KiB)',
-    wire: 'HTTP/1.1 200 OK\r\nX-Big: ' + 'a'.repeat(17 * 1024) + '\r\nContent-Length: 2\r\n\r\nhi',
+    wire: `HTTP/1.1 200 OK\r\nX-Big: ${'a'.repeat(17 * 1024)}\r\nContent-Length: 2\r\n\r\nhi`,
     undici: { cls: 'HeadersOverflowError' },
     saetta: 'overflow',
   },
   {
     name: 'thousands of small headers beyond 16 KiB',
-    wire: 'HTTP/1.1 200 OK\r\n' + Array.from({ length: 3000 }, (_, i) => `h${i}: v\r\n`).join('') + 'Content-Length: 2\r\n\r\nhi',
+    wire: `HTTP/1.1 200 OK\r\n${Array.from({ length: 3000 }, (_, i) => `h${i}: v\r\n`).join('')}Content-Length: 2\r\n\r\nhi`,
     undici: { cls: 'HeadersOverflowError' },
     saetta: 'overflow',
   },

@@ -34,11 +34,7 @@ function collector() {
 
 /** stream.pipeline(...streams) as a promise of its error (null on success). */
 function runPipeline(...streams: Array<NodeJS.ReadableStream | NodeJS.WritableStream | Duplex>): Promise<any> {
-  return withTimeout(
-    new Promise((resolve) => (pipeline as any)(...streams, (err: any) => resolve(err ?? null))),
-    5000,
-    'stream.pipeline',
-  )
+  return withTimeout(new Promise((resolve) => (pipeline as any)(...streams, (err: any) => resolve(err ?? null))), 5000, 'stream.pipeline')
 }
 
 describe('pipeline()', () => {
@@ -202,11 +198,7 @@ describe('pipeline()', () => {
     const errored = new Promise<any>((resolve) => duplex.on('error', resolve))
     const closed = new Promise<void>((resolve) => duplex.on('close', () => resolve()))
     duplex.end()
-    const first = await withTimeout(
-      new Promise<Buffer>((resolve) => duplex.once('data', resolve)),
-      5000,
-      'first chunk',
-    )
+    const first = await withTimeout(new Promise<Buffer>((resolve) => duplex.once('data', resolve)), 5000, 'first chunk')
     expect(String(first)).toBe('partial')
     duplex.destroy()
     const err = await withTimeout(errored, 5000, 'duplex error')
@@ -243,7 +235,11 @@ describe('pipeline()', () => {
         cb()
       },
     })
-    const err = await runPipeline(Readable.from(pieces), client.pipeline({ path: '/', method: 'POST' }, ({ body }) => body), out)
+    const err = await runPipeline(
+      Readable.from(pieces),
+      client.pipeline({ path: '/', method: 'POST' }, ({ body }) => body),
+      out,
+    )
     expect(err).toBeNull()
     expect(received).toBe(64 * 16 * 1024)
     expect(srv.seen[0].body.length).toBe(64 * 16 * 1024)
@@ -255,11 +251,7 @@ test.skipIf(isUndici)('a handler returning no Readable fails the Duplex with Inv
   const srv = await httpServer((_req, res) => res.end('x'))
   const client = newClient(srv.origin)
   const duplex = client.pipeline({ path: '/', method: 'GET' }, () => null as unknown as Readable)
-  const err = await withTimeout(
-    new Promise<any>((resolve) => duplex.on('error', resolve).resume().end()),
-    3000,
-    'pipeline error',
-  )
+  const err = await withTimeout(new Promise<any>((resolve) => duplex.on('error', resolve).resume().end()), 3000, 'pipeline error')
   expect(err).toBeInstanceOf(errors.InvalidReturnValueError)
   expect(err.code).toBe(code('INVALID_RETURN_VALUE'))
   // The client goes on.

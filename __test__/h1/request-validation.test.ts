@@ -90,7 +90,14 @@ describe('request() refuses bad input before sending anything', () => {
     expect(() => {
       p = client.request(opts as any)
     }).not.toThrow()
-    const err: any = await withTimeout(p!.then(() => null, (e) => e), 5000, 'request')
+    const err: any = await withTimeout(
+      p!.then(
+        () => null,
+        (e) => e,
+      ),
+      5000,
+      'request',
+    )
     expect(err).toBeInstanceOf(errors[error])
     expect(err.name).toBe(error)
     expect(err.code).toBe(code(CODES[error]))

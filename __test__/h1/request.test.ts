@@ -185,9 +185,7 @@ describe('request headers', () => {
   test('a custom host header is sent as given, once', async () => {
     const srv = await echoServer()
     const client = newClient(srv.origin)
-    const echo = (await (
-      await client.request({ path: '/', method: 'GET', headers: { host: 'example.test:1234' } })
-    ).body.json()) as Echo
+    const echo = (await (await client.request({ path: '/', method: 'GET', headers: { host: 'example.test:1234' } })).body.json()) as Echo
     expect(echo.headers.host).toBe('example.test:1234')
     expect(echo.rawHeaders.filter((h, i) => i % 2 === 0 && h.toLowerCase() === 'host')).toHaveLength(1)
   })
@@ -220,9 +218,7 @@ describe('request headers', () => {
   test('header values are sent unmodified', async () => {
     const srv = await echoServer()
     const client = newClient(srv.origin)
-    const echo = (await (
-      await client.request({ path: '/', method: 'GET', headers: { 'x-spaces': 'a  b\tc' } })
-    ).body.json()) as Echo
+    const echo = (await (await client.request({ path: '/', method: 'GET', headers: { 'x-spaces': 'a  b\tc' } })).body.json()) as Echo
     expect(echo.headers['x-spaces']).toBe('a  b\tc')
   })
 })
@@ -530,20 +526,23 @@ describe('response framing', () => {
     expect(await next.body.text()).toBe('next')
   })
 
-  test.each([204, 304])('%i with a non-zero content-length fails as a length mismatch; the next request gets a new connection', async (status) => {
-    const srv = await rawServer((req, socket) => {
-      if (req.path === '/empty') socket.write(`HTTP/1.1 ${status} Whatever\r\nContent-Length: 7\r\n\r\n`)
-      else socket.write('HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nnext')
-    })
-    const client = newClient(srv.origin)
-    // As undici 7: the (absent) body is compared with the content-length.
-    const err: any = await requestError(client, { path: '/empty', method: 'GET' })
-    expect(err).toBeInstanceOf(errors.ResponseContentLengthMismatchError)
-    expect(err.code).toBe(code('RES_CONTENT_LENGTH_MISMATCH'))
-    const next = await client.request({ path: '/next', method: 'GET' })
-    expect(await next.body.text()).toBe('next')
-    expect(srv.connections).toBe(2)
-  })
+  test.each([204, 304])(
+    '%i with a non-zero content-length fails as a length mismatch; the next request gets a new connection',
+    async (status) => {
+      const srv = await rawServer((req, socket) => {
+        if (req.path === '/empty') socket.write(`HTTP/1.1 ${status} Whatever\r\nContent-Length: 7\r\n\r\n`)
+        else socket.write('HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nnext')
+      })
+      const client = newClient(srv.origin)
+      // As undici 7: the (absent) body is compared with the content-length.
+      const err: any = await requestError(client, { path: '/empty', method: 'GET' })
+      expect(err).toBeInstanceOf(errors.ResponseContentLengthMismatchError)
+      expect(err.code).toBe(code('RES_CONTENT_LENGTH_MISMATCH'))
+      const next = await client.request({ path: '/next', method: 'GET' })
+      expect(await next.body.text()).toBe('next')
+      expect(srv.connections).toBe(2)
+    },
+  )
 
   test.each([204, 304])('%i without content-length: empty body, connection reused', async (status) => {
     const srv = await rawServer((req, socket) => {
@@ -655,7 +654,14 @@ describe('aborting', () => {
     const p = client.request({ path: '/', method: 'GET', signal: ac.signal })
     await srv.waitForRequests(1, 3000)
     ac.abort()
-    const err: any = await withTimeout(p.then(() => null, (e) => e), 5000, 'abort')
+    const err: any = await withTimeout(
+      p.then(
+        () => null,
+        (e) => e,
+      ),
+      5000,
+      'abort',
+    )
     expect(err).not.toBeNull()
     expect(err.name).toBe('AbortError')
     // spec: RequestAbortedError; undici 7 rejects with signal.reason (a DOMException) instead
@@ -677,7 +683,14 @@ describe('aborting', () => {
     const p = client.request({ path: '/hang', method: 'GET', signal: ac.signal })
     await srv.waitForRequests(2, 3000)
     ac.abort()
-    const err: any = await withTimeout(p.then(() => null, (e) => e), 5000, 'abort')
+    const err: any = await withTimeout(
+      p.then(
+        () => null,
+        (e) => e,
+      ),
+      5000,
+      'abort',
+    )
     expect(err?.name).toBe('AbortError')
     // Its bytes are on the wire: as undici, the connection goes rather than carry a stale answer.
     await waitFor(() => srv.closedConnections === 1, 3000)
@@ -692,7 +705,14 @@ describe('aborting', () => {
     const p = client.request({ path: '/', method: 'GET', signal: ee })
     await srv.waitForRequests(1, 3000)
     ee.emit('abort')
-    const err: any = await withTimeout(p.then(() => null, (e) => e), 5000, 'abort')
+    const err: any = await withTimeout(
+      p.then(
+        () => null,
+        (e) => e,
+      ),
+      5000,
+      'abort',
+    )
     expect(err).toBeInstanceOf(errors.RequestAbortedError)
     expect(err.code).toBe(code('ABORTED'))
   })
@@ -703,7 +723,10 @@ describe('aborting', () => {
     const ac = new AbortController()
     ac.abort()
     const err: any = await withTimeout(
-      client.request({ path: '/', method: 'GET', signal: ac.signal }).then(() => null, (e) => e),
+      client.request({ path: '/', method: 'GET', signal: ac.signal }).then(
+        () => null,
+        (e) => e,
+      ),
       5000,
       'abort',
     )
@@ -720,7 +743,10 @@ describe('aborting', () => {
     })
     const client = newClient(srv.origin)
     const res = await client.request({ path: '/', method: 'GET' })
-    const reading = res.body.text().then(() => null, (e) => e)
+    const reading = res.body.text().then(
+      () => null,
+      (e) => e,
+    )
     res.body.destroy()
     const err: any = await withTimeout(reading, 5000, 'body')
     expect(err).toBeInstanceOf(errors.RequestAbortedError)

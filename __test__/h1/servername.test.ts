@@ -25,9 +25,38 @@ beforeAll(() => {
   const dir = certs.dir
   const openssl = (args: string[]): void => void execFileSync('openssl', args, { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] })
   for (const name of ['localhost', 'example.test', 'default.test']) {
-    openssl(['req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${name}`])
+    openssl([
+      'req',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-keyout',
+      `${name}.key`,
+      '-out',
+      `${name}.csr`,
+      '-subj',
+      `/CN=${name}`,
+    ])
     fs.writeFileSync(path.join(dir, `${name}.ext`), `subjectAltName=DNS:${name}\n`)
-    openssl(['x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', `${name}.pem`, '-days', '2', '-extfile', `${name}.ext`])
+    openssl([
+      'x509',
+      '-req',
+      '-in',
+      `${name}.csr`,
+      '-CA',
+      'ca.pem',
+      '-CAkey',
+      'ca.key',
+      '-CAcreateserial',
+      '-out',
+      `${name}.pem`,
+      '-days',
+      '2',
+      '-extfile',
+      `${name}.ext`,
+    ])
     named[name] = { cert: fs.readFileSync(path.join(dir, `${name}.pem`)), key: fs.readFileSync(path.join(dir, `${name}.key`)) }
   }
 })
@@ -165,12 +194,11 @@ describe('a request servername (differential, node:https with certificates that 
       const agent = new lib.Agent({ connect: { ca: certs.ca } })
       onCleanup(() => pool.destroy())
       onCleanup(() => agent.destroy())
-      const out = [
-        await get(pool as never, { servername: 'localhost' }),
-        await get(pool as never, { servername: 'example.test' }),
-      ]
+      const out = [await get(pool as never, { servername: 'localhost' }), await get(pool as never, { servername: 'example.test' })]
       const viaAgent = (o: Opts): Promise<unknown> =>
-        outcome(agent.request({ origin: srv.origin, path: '/', method: 'GET', ...o } as never).then((r) => r.body.text())).then((r) => (r.ok ? r.value : { error: r.error }))
+        outcome(agent.request({ origin: srv.origin, path: '/', method: 'GET', ...o } as never).then((r) => r.body.text())).then((r) =>
+          r.ok ? r.value : { error: r.error },
+        )
       out.push(await viaAgent({ servername: 'localhost' }))
       out.push(await viaAgent({ servername: 'example.test' }))
       expect(out.map((b) => String(b).split('#')[0])).toEqual(['localhost', 'example.test', 'localhost', 'example.test'])
@@ -260,7 +288,9 @@ describe('a request servername (differential, node:https with certificates that 
       return log
     })
     expect(rec[0]).toEqual(['connectionError', expect.objectContaining({ class: 'TypeError', code: 'ERR_INVALID_ARG_TYPE' })])
-    expect(rec[1]).toEqual({ error: expect.objectContaining({ message: 'The "name" argument must be of type string. Received type number (123)' }) })
+    expect(rec[1]).toEqual({
+      error: expect.objectContaining({ message: 'The "name" argument must be of type string. Received type number (123)' }),
+    })
   })
 
   test('a bad body with a servername fails within dispatch(), whether the request starts at once or waits its turn', async () => {
@@ -269,7 +299,13 @@ describe('a request servername (differential, node:https with certificates that 
       // dispatch() gives the error to onError before it returns.
       const thrown = (): unknown => {
         let seen: unknown = 'no error yet'
-        const handler = { onConnect() {}, onHeaders() {}, onData() {}, onComplete() {}, onError: (err: unknown) => (seen = describeError(err)) }
+        const handler = {
+          onConnect() {},
+          onHeaders() {},
+          onData() {},
+          onComplete() {},
+          onError: (err: unknown) => (seen = describeError(err)),
+        }
         c.dispatch({ path: '/', method: 'POST', body: 42 as never, servername: 'example.test' } as never, handler as never)
         return seen
       }
@@ -296,13 +332,15 @@ describe('a request servername (differential, node:https with certificates that 
     expect(rec).toEqual(['localhost#1', 'localhost#1'])
   })
 
-  test("the dns interceptor on an Agent reaches https://localhost through its address", async () => {
+  test('the dns interceptor on an Agent reaches https://localhost through its address', async () => {
     const rec = await sameTls(async (lib, srv) => {
       const agent = new lib.Agent({ connect: { ca: certs.ca } }).compose(lib.interceptors.dns({ dualStack: false, affinity: 4 }))
       onCleanup(() => agent.destroy())
       const out: unknown[] = []
       for (let i = 0; i < 2; i++) {
-        const r = await outcome(agent.request({ origin: `https://localhost:${srv.port}`, path: '/', method: 'GET' }).then((res) => res.body.text()))
+        const r = await outcome(
+          agent.request({ origin: `https://localhost:${srv.port}`, path: '/', method: 'GET' }).then((res) => res.body.text()),
+        )
         out.push(r.ok ? r.value : { error: r.error })
       }
       // (undici's Pool may open a second connection for the second request: only names compare.)

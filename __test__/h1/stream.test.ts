@@ -76,7 +76,11 @@ describe('stream()', () => {
     })
     const client = newClient(srv.origin)
     const w = sink()
-    const data = await withTimeout(client.stream({ path: '/', method: 'GET' }, () => w), 5000, 'stream')
+    const data = await withTimeout(
+      client.stream({ path: '/', method: 'GET' }, () => w),
+      5000,
+      'stream',
+    )
     expect(w.text()).toBe('body')
     expect(data.trailers).toEqual({ 'x-sum': '42', 'x-other': 'two words' })
   })
@@ -87,9 +91,13 @@ describe('stream()', () => {
     const w = sink()
     const got = await withTimeout(
       new Promise<{ ret: unknown; err: unknown; data: any }>((resolve) => {
-        const ret = client.stream({ path: '/', method: 'GET', opaque: 5 }, () => w, (err, data) => {
-          resolve({ ret, err, data })
-        })
+        const ret = client.stream(
+          { path: '/', method: 'GET', opaque: 5 },
+          () => w,
+          (err, data) => {
+            resolve({ ret, err, data })
+          },
+        )
       }),
       5000,
       'stream callback',
@@ -106,7 +114,11 @@ describe('stream()', () => {
     const client = newClient(srv.origin)
     const err = await withTimeout(
       new Promise<any>((resolve) => {
-        client.stream({ path: '/', method: 'GET' }, () => sink(), (e) => resolve(e))
+        client.stream(
+          { path: '/', method: 'GET' },
+          () => sink(),
+          (e) => resolve(e),
+        )
       }),
       5000,
       'stream callback',
@@ -163,7 +175,7 @@ describe('stream()', () => {
   test('a Writable destroyed with an error mid-body fails the request with it; the client goes on', async () => {
     let n = 0
     const srv = await rawServer((req, socket) => {
-      if (n++ === 0) socket.write('HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n' + 'x'.repeat(1000))
+      if (n++ === 0) socket.write(`HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n${'x'.repeat(1000)}`)
       else socket.write('HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nnext')
     })
     const client = newClient(srv.origin)
@@ -177,14 +189,18 @@ describe('stream()', () => {
     const err = await rejection(client.stream({ path: '/', method: 'GET' }, () => w))
     expect(err).toBe(broken)
     const w2 = sink()
-    await withTimeout(client.stream({ path: '/', method: 'GET' }, () => w2), 5000, 'next stream')
+    await withTimeout(
+      client.stream({ path: '/', method: 'GET' }, () => w2),
+      5000,
+      'next stream',
+    )
     expect(w2.text()).toBe('next')
   })
 
   test('a Writable destroyed without an error mid-body also fails the request', async () => {
     let n = 0
     const srv = await rawServer((req, socket) => {
-      if (n++ === 0) socket.write('HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n' + 'x'.repeat(1000))
+      if (n++ === 0) socket.write(`HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n${'x'.repeat(1000)}`)
       else socket.write('HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nnext')
     })
     const client = newClient(srv.origin)
@@ -199,7 +215,11 @@ describe('stream()', () => {
     expect(err).toBeInstanceOf(Error)
     expect(err.code).toBe('ERR_STREAM_PREMATURE_CLOSE')
     const w2 = sink()
-    await withTimeout(client.stream({ path: '/', method: 'GET' }, () => w2), 5000, 'next stream')
+    await withTimeout(
+      client.stream({ path: '/', method: 'GET' }, () => w2),
+      5000,
+      'next stream',
+    )
     expect(w2.text()).toBe('next')
   })
 
@@ -220,7 +240,11 @@ describe('stream()', () => {
         setTimeout(cb, 1)
       },
     })
-    await withTimeout(client.stream({ path: '/', method: 'GET' }, () => w), 15_000, 'slow stream')
+    await withTimeout(
+      client.stream({ path: '/', method: 'GET' }, () => w),
+      15_000,
+      'slow stream',
+    )
     expect(bytes).toBe(total)
     expect(writes).toBeGreaterThan(1)
     // Writes stop while the Writable is full: its buffer never holds more than a few chunks,
@@ -260,7 +284,11 @@ describe('stream()', () => {
     const pt = new PassThrough()
     let text = ''
     pt.on('data', (d) => (text += d))
-    await withTimeout(client.stream({ path: '/', method: 'GET' }, () => pt), 5000, 'stream')
+    await withTimeout(
+      client.stream({ path: '/', method: 'GET' }, () => pt),
+      5000,
+      'stream',
+    )
     expect(text).toBe('part0;part1;part2;part3;part4;')
   })
 })

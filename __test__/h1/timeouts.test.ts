@@ -2,16 +2,7 @@
 import { afterEach, describe, expect, test } from 'vitest'
 import { skipUnlessCI } from '../support/environment'
 import { code, errors } from '../support/target'
-import {
-  cleanup,
-  collect,
-  hangingPort,
-  newClient,
-  okResponse,
-  rawServer,
-  requestError,
-  withTimeout,
-} from '../support/helpers'
+import { cleanup, collect, hangingPort, newClient, okResponse, rawServer, requestError, withTimeout } from '../support/helpers'
 
 afterEach(cleanup)
 
@@ -54,9 +45,7 @@ describe('headersTimeout', () => {
   test('per-request headersTimeout overrides the client option', async () => {
     const srv = await server(() => {})
     const client = newClient(srv.origin, { headersTimeout: 60_000 })
-    const [err, ms] = await timed(
-      withTimeout(requestError(client, { path: '/', method: 'GET', headersTimeout: 200 }), 5000, 'request'),
-    )
+    const [err, ms] = await timed(withTimeout(requestError(client, { path: '/', method: 'GET', headersTimeout: 200 }), 5000, 'request'))
     expect(err).toBeInstanceOf(errors.HeadersTimeoutError)
     expect(ms).toBeLessThan(3000)
   })
@@ -103,7 +92,12 @@ describe('bodyTimeout', () => {
     const client = newClient(srv.origin, { bodyTimeout: 300 })
     const res = await client.request({ path: '/', method: 'GET' })
     expect(res.statusCode).toBe(200)
-    const [err, ms] = await timed(res.body.text().then(() => null, (e) => e))
+    const [err, ms] = await timed(
+      res.body.text().then(
+        () => null,
+        (e) => e,
+      ),
+    )
     expect(err).toBeInstanceOf(errors.BodyTimeoutError)
     expect(err.name).toBe('BodyTimeoutError')
     expect(err.code).toBe(code('BODY_TIMEOUT'))
@@ -115,11 +109,7 @@ describe('bodyTimeout', () => {
   test('chunked body that stalls', async () => {
     const srv = await server((s) => s.write('HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n'))
     const client = newClient(srv.origin)
-    const err = await withTimeout(
-      requestError(client, { path: '/', method: 'GET', bodyTimeout: 250 }),
-      5000,
-      'request',
-    )
+    const err = await withTimeout(requestError(client, { path: '/', method: 'GET', bodyTimeout: 250 }), 5000, 'request')
     expect(err).toBeInstanceOf(errors.BodyTimeoutError)
   })
 

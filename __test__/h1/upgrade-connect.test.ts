@@ -189,9 +189,7 @@ describe('upgrade()', () => {
   })
 
   test('the client makes normal requests after an upgrade; the upgraded connection no longer counts', async () => {
-    const srv = await tunnelServer((h) =>
-      h.headers.upgrade ? SWITCH : 'HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nnormal',
-    )
+    const srv = await tunnelServer((h) => (h.headers.upgrade ? SWITCH : 'HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nnormal'))
     const client = newClient(srv.origin)
     const { socket } = await withTimeout(client.upgrade({ path: '/up' }), 5000, 'upgrade')
     const res = await withTimeout(client.request({ path: '/plain', method: 'GET' }), 5000, 'request after upgrade')
@@ -222,8 +220,8 @@ describe('upgrade()', () => {
 describe('upgrade(): the peer ends the tunnel', () => {
   // As undici's socket (a net.Socket, not half-open): when the server ends its side, the
   // client's side ends too and the socket closes. undici's WebSocket waits for that close.
-  test('the socket ends its own side and closes, as undici\'s', async () => {
-    const server = () => netServer((socket) => socket.once('data', () => socket.end(SWITCH + 'bye')))
+  test("the socket ends its own side and closes, as undici's", async () => {
+    const server = () => netServer((socket) => socket.once('data', () => socket.end(`${SWITCH}bye`)))
     await same(server, async (lib, origin) => {
       const c = diffClient(lib, origin)
       const { socket } = await c.upgrade({ path: '/', protocol: 'foo' })

@@ -50,7 +50,7 @@ async function optionsOutcome(lib: Lib, kind: Kind, origin: string, options: Rec
   return r.ok ? 'ok' : r.error
 }
 
-describe('HTTP/2 options: undici\'s checks and messages', () => {
+describe("HTTP/2 options: undici's checks and messages", () => {
   const cases: Array<[string, Record<string, unknown>]> = [
     ['allowH2 "yes"', { allowH2: 'yes' }],
     ['allowH2 1', { allowH2: 1 }],
@@ -83,9 +83,30 @@ describe('HTTP/2 options: undici\'s checks and messages', () => {
       const out = []
       for (const options of [
         { allowH2: true, useH2c: true, maxConcurrentStreams: 1, initialWindowSize: 1, connectionWindowSize: 1, pingInterval: 0 },
-        { allowH2: true, useH2c: true, maxConcurrentStreams: 1000, initialWindowSize: 2 ** 20, connectionWindowSize: 2 ** 24, pingInterval: 10 },
-        { allowH2: null, useH2c: true, maxConcurrentStreams: null, initialWindowSize: null, connectionWindowSize: null, pingInterval: null },
-        { allowH2: undefined, useH2c: true, maxConcurrentStreams: undefined, initialWindowSize: undefined, connectionWindowSize: undefined, pingInterval: undefined },
+        {
+          allowH2: true,
+          useH2c: true,
+          maxConcurrentStreams: 1000,
+          initialWindowSize: 2 ** 20,
+          connectionWindowSize: 2 ** 24,
+          pingInterval: 10,
+        },
+        {
+          allowH2: null,
+          useH2c: true,
+          maxConcurrentStreams: null,
+          initialWindowSize: null,
+          connectionWindowSize: null,
+          pingInterval: null,
+        },
+        {
+          allowH2: undefined,
+          useH2c: true,
+          maxConcurrentStreams: undefined,
+          initialWindowSize: undefined,
+          connectionWindowSize: undefined,
+          pingInterval: undefined,
+        },
       ]) {
         out.push(await optionsOutcome(lib, 'Client', origin, options))
       }
@@ -206,7 +227,12 @@ describe('what connections tell', () => {
             for (const opts of [
               { path: '/a?q=1', method: 'GET', headers: { 'X-A': '1', cookie: 'a=1' } },
               // (A host header names the server, and undici's TLS reconnects to check it: h2c only.)
-              { path: '/b', method: 'POST', body: 'abc', headers: ['x-b', '1', 'x-b', '2', 'Cookie', 'c=2', 'cookie', 'd=3', ...(mode === 'h2c' ? ['host', 'example.com'] : [])] },
+              {
+                path: '/b',
+                method: 'POST',
+                body: 'abc',
+                headers: ['x-b', '1', 'x-b', '2', 'Cookie', 'c=2', 'cookie', 'd=3', ...(mode === 'h2c' ? ['host', 'example.com'] : [])],
+              },
               { path: '/c', method: 'PUT', body: Buffer.from('xy'), expectContinue: true },
               { path: '/d', method: 'POST' },
               { path: '/e', method: 'PATCH', body: Buffer.alloc(0), headers: { 'content-length': '0' } },

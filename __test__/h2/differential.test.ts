@@ -9,7 +9,7 @@ import https from 'node:https'
 import net from 'node:net'
 import tls from 'node:tls'
 import crypto from 'node:crypto'
-import { Readable, Writable, PassThrough, pipeline as pipe } from 'node:stream'
+import { Readable, Writable, pipeline as pipe } from 'node:stream'
 import { once } from 'node:events'
 import { afterEach, describe, expect, test } from 'vitest'
 import { cleanup, onCleanup, sleep, waitFor, pairs } from '../support/helpers'
@@ -17,7 +17,21 @@ import { describeError, undici, saetta, type Lib, outcome } from '../support/dif
 import * as undici7Module from 'undici7'
 import * as saetta7Module from '../../ts/undici7.ts'
 import { isUndici } from '../support/target'
-import { CODE, goawayFrame, h2App, h2Certs, h2Client, h2Headers, h2Options, h2Server, MODES, rawH2Server, StreamGauge, type H2Server, type Mode } from '../support/h2'
+import {
+  CODE,
+  goawayFrame,
+  h2App,
+  h2Certs,
+  h2Client,
+  h2Headers,
+  h2Options,
+  h2Server,
+  MODES,
+  rawH2Server,
+  StreamGauge,
+  type H2Server,
+  type Mode,
+} from '../support/h2'
 
 afterEach(cleanup)
 
@@ -34,7 +48,12 @@ const undici7 = undici7Module as unknown as Lib
 const saetta7 = saetta7Module as unknown as Lib
 
 /** sameH2 with the libraries given: `reference`, and saetta's entry that follows it. */
-async function sameH2With<T>(reference: Lib, mine: Lib, make: () => Promise<H2Server>, scenario: (lib: Lib, origin: string, srv: H2Server) => Promise<T>): Promise<T> {
+async function sameH2With<T>(
+  reference: Lib,
+  mine: Lib,
+  make: () => Promise<H2Server>,
+  scenario: (lib: Lib, origin: string, srv: H2Server) => Promise<T>,
+): Promise<T> {
   const run = async (lib: Lib): Promise<T> => {
     const srv = await make()
     return scenario(lib, srv.origin, srv)
@@ -90,28 +109,35 @@ function requestHeaders(h: http2.IncomingHttpHeaders): Record<string, unknown> {
 function echoH2(mode: Mode, settings?: http2.Settings): Promise<H2Server> {
   return h2Server(
     (stream, headers) => {
-      readAll(stream).then((body) => {
-        if (stream.destroyed) return
-        const path = String(headers[':path'])
-        const status = /^\/status\/(\d+)/.exec(path)
-        const echoed: Echoed = {
-          method: String(headers[':method']),
-          path,
-          scheme: String(headers[':scheme']),
-          authority: typeof headers[':authority'] === 'string',
-          headers: requestHeaders(headers),
-          length: body.length,
-          body: body.length > 256 ? sha(body) : body.toString('latin1'),
-        }
-        stream.respond({ ':status': status ? Number(status[1]) : 200, 'content-type': 'application/json', 'x-path': path })
-        stream.end(JSON.stringify(echoed))
-      }, () => {})
+      readAll(stream).then(
+        (body) => {
+          if (stream.destroyed) return
+          const path = String(headers[':path'])
+          const status = /^\/status\/(\d+)/.exec(path)
+          const echoed: Echoed = {
+            method: String(headers[':method']),
+            path,
+            scheme: String(headers[':scheme']),
+            authority: typeof headers[':authority'] === 'string',
+            headers: requestHeaders(headers),
+            length: body.length,
+            body: body.length > 256 ? sha(body) : body.toString('latin1'),
+          }
+          stream.respond({ ':status': status ? Number(status[1]) : 200, 'content-type': 'application/json', 'x-path': path })
+          stream.end(JSON.stringify(echoed))
+        },
+        () => {},
+      )
     },
     { mode, settings },
   )
 }
 
-async function json(lib: Lib, c: InstanceType<Lib['Client']>, opts: Parameters<InstanceType<Lib['Client']>['request']>[0]): Promise<unknown> {
+async function json(
+  lib: Lib,
+  c: InstanceType<Lib['Client']>,
+  opts: Parameters<InstanceType<Lib['Client']>['request']>[0],
+): Promise<unknown> {
   const res = await c.request(opts)
   return { statusCode: res.statusCode, body: await res.body.json() }
 }
@@ -132,7 +158,13 @@ describe.each(MODES)('over %s', (mode) => {
         const out = []
         for (const path of ['/a', '/b?c=1', '/a']) {
           const res = await c.request({ path, method: 'GET' })
-          out.push({ statusCode: res.statusCode, statusText: (res as { statusText?: string }).statusText, headers: h2Headers(res.headers), text: await res.body.text(), trailers: res.trailers })
+          out.push({
+            statusCode: res.statusCode,
+            statusText: (res as { statusText?: string }).statusText,
+            headers: h2Headers(res.headers),
+            text: await res.body.text(),
+            trailers: res.trailers,
+          })
         }
         const head = await c.request({ path: '/h', method: 'HEAD' })
         out.push({ statusCode: head.statusCode, text: await head.body.text() })
@@ -153,18 +185,28 @@ describe.each(MODES)('over %s', (mode) => {
           ['DataView', () => new DataView(new Uint8Array([104, 105, 33]).buffer)],
           ['Readable', () => Readable.from([Buffer.from('re'), Buffer.from('adable')])],
           ['iterable', () => [Buffer.from('it'), Buffer.from('erable')]],
-          ['async iterable', () => (async function* () { yield Buffer.from('as'); yield Buffer.from('ync') })()],
+          [
+            'async iterable',
+            () =>
+              (async function* () {
+                yield Buffer.from('as')
+                yield Buffer.from('ync')
+              })(),
+          ],
           ['Blob', () => new Blob(['a blob'])],
           ['empty string', () => ''],
           ['null', () => null],
         ]
         const out = []
         for (const method of ['POST', 'PUT']) {
-          for (const [name, body] of bodies) out.push([method, name, await json(lib, c, { path: `/${name.replace(/ /g, '-')}`, method, body: body() as string })])
+          for (const [name, body] of bodies)
+            out.push([method, name, await json(lib, c, { path: `/${name.replace(/ /g, '-')}`, method, body: body() as string })])
         }
         // A content-length given with a known body, and a stream's given length.
         out.push(await json(lib, c, { path: '/len', method: 'POST', body: 'abc', headers: { 'content-length': '3' } }))
-        out.push(await json(lib, c, { path: '/len', method: 'PATCH', body: Readable.from(['ab', 'c']), headers: { 'content-length': '3' } }))
+        out.push(
+          await json(lib, c, { path: '/len', method: 'PATCH', body: Readable.from(['ab', 'c']), headers: { 'content-length': '3' } }),
+        )
         return out
       },
     )
@@ -205,7 +247,13 @@ describe.each(MODES)('over %s', (mode) => {
       () => echoH2(mode),
       async (lib, origin) => {
         const out = []
-        for (const headers of [{ 'proxy-connection': 'keep-alive' }, { 'HTTP2-Settings': 'AAMAAABkAAQAAP__' }, { te: 'gzip' }, { te: 'Trailers' }, { te: 'trailers' }]) {
+        for (const headers of [
+          { 'proxy-connection': 'keep-alive' },
+          { 'HTTP2-Settings': 'AAMAAABkAAQAAP__' },
+          { te: 'gzip' },
+          { te: 'Trailers' },
+          { te: 'trailers' },
+        ]) {
           // (undici closes the session with the request: a client each.)
           const c = h2Client(lib, origin)
           try {
@@ -254,15 +302,18 @@ describe.each(MODES)('over %s', (mode) => {
         const c = h2Client(lib, origin)
         const chunks: Buffer[] = []
         let head: unknown
-        const data = await c.stream({ path: '/s', method: 'POST', body: 'streamed', opaque: { o: 1 } }, ({ statusCode, headers, opaque }) => {
-          head = { statusCode, headers: h2Headers(headers), opaque }
-          return new Writable({
-            write(chunk, _e, cb) {
-              chunks.push(chunk)
-              cb()
-            },
-          })
-        })
+        const data = await c.stream(
+          { path: '/s', method: 'POST', body: 'streamed', opaque: { o: 1 } },
+          ({ statusCode, headers, opaque }) => {
+            head = { statusCode, headers: h2Headers(headers), opaque }
+            return new Writable({
+              write(chunk, _e, cb) {
+                chunks.push(chunk)
+                cb()
+              },
+            })
+          },
+        )
         return { head, body: JSON.parse(Buffer.concat(chunks).toString()), opaque: data.opaque }
       },
     )
@@ -307,44 +358,42 @@ describe.each(MODES)('over %s', (mode) => {
         const c = h2Client(lib, origin)
         const legacy: unknown[] = []
         await new Promise<void>((resolve) =>
-          c.dispatch(
-            { path: '/legacy', method: 'POST', body: 'x' },
-            {
-              onConnect: () => legacy.push('connect'),
-              onHeaders: (status: number, headers: Buffer[], _r: () => void, text: string) => (legacy.push(['headers', status, typeof text, pairs(headers).some(([n]) => n === 'x-path')]), true),
-              onData: (d: Buffer) => (legacy.push(['data', d.length > 0]), true),
-              onComplete: (t: unknown) => {
-                legacy.push(['complete', pairs(t as Buffer[])])
-                resolve()
-              },
-              onError: (e: Error) => {
-                legacy.push(['error', describeError(e)])
-                resolve()
-              },
-            } as never,
-          ),
+          c.dispatch({ path: '/legacy', method: 'POST', body: 'x' }, {
+            onConnect: () => legacy.push('connect'),
+            onHeaders: (status: number, headers: Buffer[], _r: () => void, text: string) => (
+              legacy.push(['headers', status, typeof text, pairs(headers).some(([n]) => n === 'x-path')]), true
+            ),
+            onData: (d: Buffer) => (legacy.push(['data', d.length > 0]), true),
+            onComplete: (t: unknown) => {
+              legacy.push(['complete', pairs(t as Buffer[])])
+              resolve()
+            },
+            onError: (e: Error) => {
+              legacy.push(['error', describeError(e)])
+              resolve()
+            },
+          } as never),
         )
         const modern: unknown[] = []
         await new Promise<void>((resolve) =>
-          c.dispatch(
-            { path: '/modern', method: 'GET' },
-            {
-              onRequestStart: () => modern.push('start'),
-              onResponseStart: (_c: unknown, status: number, headers: Record<string, unknown>) => modern.push(['response', status, headers['x-path']]),
-              onResponseData: (_c: unknown, d: Buffer) => modern.push(['data', d.length > 0]),
-              onResponseEnd: () => {
-                modern.push('end')
-                resolve()
-              },
-              onResponseError: (_c: unknown, e: Error) => {
-                modern.push(['error', describeError(e)])
-                resolve()
-              },
-            } as never,
-          ),
+          c.dispatch({ path: '/modern', method: 'GET' }, {
+            onRequestStart: () => modern.push('start'),
+            onResponseStart: (_c: unknown, status: number, headers: Record<string, unknown>) =>
+              modern.push(['response', status, headers['x-path']]),
+            onResponseData: (_c: unknown, d: Buffer) => modern.push(['data', d.length > 0]),
+            onResponseEnd: () => {
+              modern.push('end')
+              resolve()
+            },
+            onResponseError: (_c: unknown, e: Error) => {
+              modern.push(['error', describeError(e)])
+              resolve()
+            },
+          } as never),
         )
         // Data may come in one chunk or several: only whether it came.
-        const squash = (l: unknown[]) => l.filter((e, i) => !(Array.isArray(e) && e[0] === 'data' && JSON.stringify(l[i - 1]) === JSON.stringify(e)))
+        const squash = (l: unknown[]) =>
+          l.filter((e, i) => !(Array.isArray(e) && e[0] === 'data' && JSON.stringify(l[i - 1]) === JSON.stringify(e)))
         return { legacy: squash(legacy), modern: squash(modern) }
       },
     )
@@ -411,7 +460,12 @@ describe.each(MODES)('over %s', (mode) => {
         await Promise.all(Array.from({ length: n }, () => c.request({ path: '/', method: 'GET' }).then((r) => r.body.text())))
         return gauge.max
       }
-      return { byDefault: await most({}, 6), pipelining3: await most({ pipelining: 3 }, 12), streams4: await most({ pipelining: 2, maxConcurrentStreams: 4 }, 12), sessions: srv.sessions }
+      return {
+        byDefault: await most({}, 6),
+        pipelining3: await most({ pipelining: 3 }, 12),
+        streams4: await most({ pipelining: 2, maxConcurrentStreams: 4 }, 12),
+        sessions: srv.sessions,
+      }
     }
     const eight = await sameH2(make, scenario)
     const seven = await sameH2With(undici7, saetta7, make, scenario)
@@ -432,11 +486,14 @@ describe.each(MODES)('over %s', (mode) => {
             // Reads nothing until told to.
             stream.pause()
             reading = () => {
-              readAll(stream).then((b) => {
-                received = b
-                stream.respond({ ':status': 200 })
-                stream.end(`${b.length}`)
-              }, () => {})
+              readAll(stream).then(
+                (b) => {
+                  received = b
+                  stream.respond({ ':status': 200 })
+                  stream.end(`${b.length}`)
+                },
+                () => {},
+              )
               stream.resume()
             }
           },
@@ -561,7 +618,8 @@ describe.each(MODES)('over %s', (mode) => {
             stream.on('close', () => {
               if (!stream.headersSent) reset.push(path)
             })
-            if (path === '/slow') return void setTimeout(() => !stream.destroyed && (stream.respond({ ':status': 200 }), stream.end('late')), 1000)
+            if (path === '/slow')
+              return void setTimeout(() => !stream.destroyed && (stream.respond({ ':status': 200 }), stream.end('late')), 1000)
             setTimeout(() => !stream.destroyed && (stream.respond({ ':status': 200 }), stream.end(path)), 100)
           },
           { mode },
@@ -734,7 +792,9 @@ describe('ALPN and transports', () => {
   test('allowH2 against a server that speaks only HTTP/1.1: HTTP/1.1', async () => {
     await sameH2(
       async () => {
-        const server = https.createServer({ cert: h2Certs().serverCert, key: h2Certs().serverKey }, (req, res) => res.end(`${req.httpVersion} ${req.url}`))
+        const server = https.createServer({ cert: h2Certs().serverCert, key: h2Certs().serverKey }, (req, res) =>
+          res.end(`${req.httpVersion} ${req.url}`),
+        )
         server.listen(0, '127.0.0.1')
         await once(server, 'listening')
         onCleanup(() => new Promise((r) => (server.closeAllConnections(), server.close(r))))
@@ -870,7 +930,11 @@ describe('ALPN and transports', () => {
         // (Where undici 8 holds them back: in the Pool's queue, all but the first.)
         const stats = agent ? null : { ...(d as InstanceType<Lib['Pool']>).stats }
         const bodies = await Promise.all(all)
-        out[name] = { versions: [...new Set(bodies)], sessions: srv.sessions - before, ...(Object.keys(extra).length === 0 ? { stats } : {}) }
+        out[name] = {
+          versions: [...new Set(bodies)],
+          sessions: srv.sessions - before,
+          ...(Object.keys(extra).length === 0 ? { stats } : {}),
+        }
         await d.close()
       }
       return out
@@ -897,7 +961,9 @@ describe('ALPN and transports', () => {
       async (lib, origin, srv) => {
         const c = new lib.H2CClient(origin)
         onCleanup(() => c.destroy())
-        const r = await Promise.all([1, 2, 3].map((i) => c.request({ path: `/h2c${i}`, method: 'POST', body: `b${i}` }).then((x) => x.body.json())))
+        const r = await Promise.all(
+          [1, 2, 3].map((i) => c.request({ path: `/h2c${i}`, method: 'POST', body: `b${i}` }).then((x) => x.body.json())),
+        )
         return { r, versions: srv.versions, sessions: srv.sessions, pipelining: c.pipelining }
       },
     )
@@ -925,10 +991,13 @@ describe('what undici 7 did otherwise over HTTP/2: saetta as undici 8', () => {
         const s = await c.stream({ path: '/', method: 'GET' }, () => new Writable({ write: (_c, _e, cb) => cb() }))
         expect(h2Headers(s.trailers)).toEqual({ 'x-t': 'done', 'x-u': 'also' })
         const trailers = await new Promise<unknown>((resolve) =>
-          c.dispatch(
-            { path: '/', method: 'GET' },
-            { onConnect() {}, onHeaders: () => true, onData: () => true, onComplete: resolve, onError: resolve } as never,
-          ),
+          c.dispatch({ path: '/', method: 'GET' }, {
+            onConnect() {},
+            onHeaders: () => true,
+            onData: () => true,
+            onComplete: resolve,
+            onError: resolve,
+          } as never),
         )
         expect(Array.isArray(trailers)).toBe(true)
         expect(pairs(trailers as Buffer[])).toEqual([
@@ -954,7 +1023,11 @@ describe('what undici 7 did otherwise over HTTP/2: saetta as undici 8', () => {
         ),
       async (lib, origin) => {
         const infos: unknown[] = []
-        const res = await h2Client(lib, origin).request({ path: '/', method: 'GET', onInfo: (i: { statusCode: number; headers: Record<string, unknown> }) => infos.push({ ...i, headers: h2Headers(i.headers) }) } as never)
+        const res = await h2Client(lib, origin).request({
+          path: '/',
+          method: 'GET',
+          onInfo: (i: { statusCode: number; headers: Record<string, unknown> }) => infos.push({ ...i, headers: h2Headers(i.headers) }),
+        } as never)
         expect(await res.body.text()).toBe('final')
         expect(infos).toEqual([{ statusCode: 103, headers: { link: '</style.css>; rel=preload' } }])
       },
@@ -1015,7 +1088,7 @@ describe('what undici 7 did otherwise over HTTP/2: saetta as undici 8', () => {
 })
 
 describe('where saetta behaves otherwise (the spec decides)', () => {
-  test('an aborted signal fails the request with RequestAbortedError (undici 7 and 8: the signal\'s reason, a DOMException)', async () => {
+  test("an aborted signal fails the request with RequestAbortedError (undici 7 and 8: the signal's reason, a DOMException)", async () => {
     await ours(
       () => h2Server(() => {}, { mode: 'h2c' }),
       async (lib, origin) => {
@@ -1028,7 +1101,7 @@ describe('where saetta behaves otherwise (the spec decides)', () => {
     )
   })
 
-  test('GOAWAY: disconnect with the spec\'s error; streams above the last id are retried whatever their method (as undici 8)', async () => {
+  test("GOAWAY: disconnect with the spec's error; streams above the last id are retried whatever their method (as undici 8)", async () => {
     // undici 7.29+: SocketError `HTTP/2: "GOAWAY" frame received with code 0`, every stream
     // failed, `disconnect` twice and a `connectionError`. undici 8 does as saetta here but words
     // the error `... frame received with code 0` (the core's words: crates/core/src/h2).

@@ -25,7 +25,8 @@ async function sameWith<S, T>(reference: Lib, mine: Lib, make: () => Promise<S>,
   return ours
 }
 
-const same = <S, T>(make: () => Promise<S>, scenario: (lib: Lib, srv: S) => Promise<T>): Promise<T> => sameWith(undici, saetta, make, scenario)
+const same = <S, T>(make: () => Promise<S>, scenario: (lib: Lib, srv: S) => Promise<T>): Promise<T> =>
+  sameWith(undici, saetta, make, scenario)
 
 function answer(stream: http2.ServerHttp2Stream, text: string): void {
   if (stream.destroyed || stream.closed) return
@@ -51,7 +52,14 @@ describe.each(MODES)('over %s', (mode: Mode) => {
         const range = headers.range
         if (range !== undefined) {
           if (!path.includes('/ranged')) return void stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR)
-          stream.respond({ ':status': 206, etag: '"e1"', 'content-range': 'bytes 4-7/8', 'content-length': '4', 'x-range': String(range), 'x-if-match': String(headers['if-match']) })
+          stream.respond({
+            ':status': 206,
+            etag: '"e1"',
+            'content-range': 'bytes 4-7/8',
+            'content-length': '4',
+            'x-range': String(range),
+            'x-if-match': String(headers['if-match']),
+          })
           return void stream.end('rest')
         }
         stream.respond({ ':status': 200, etag: '"e1"', 'accept-ranges': 'bytes', 'content-length': '8' })
@@ -65,7 +73,9 @@ describe.each(MODES)('over %s', (mode: Mode) => {
     const scenario = async (lib: Lib, srv: H2Server) => {
       const c = h2Client(lib, srv.origin, { bodyTimeout: 150 })
       const viaRequest = await text(c, { path: '/stall/request' })
-      const viaStream = await outcome(c.stream({ path: '/stall/stream', method: 'GET' }, () => new Writable({ write: (_c, _e, cb) => cb() })))
+      const viaStream = await outcome(
+        c.stream({ path: '/stall/stream', method: 'GET' }, () => new Writable({ write: (_c, _e, cb) => cb() })),
+      )
       const events: string[] = []
       const viaDispatch = await new Promise<unknown>((resolve) => {
         c.dispatch({ path: '/stall/dispatch', method: 'GET' }, {
@@ -98,10 +108,12 @@ describe.each(MODES)('over %s', (mode: Mode) => {
     const make = (): Promise<H2Server> => h2Server((stream) => answer(stream, big.toString()), { mode })
     const scenario = async (lib: Lib, srv: H2Server) => {
       const c = h2Client(lib, srv.origin, { bodyTimeout: 100 })
-      const paused = await outcome(c.request({ path: '/', method: 'GET' }).then(async (r) => {
+      const paused = await outcome(
+        c.request({ path: '/', method: 'GET' }).then(async (r) => {
           await new Promise((resolve) => setTimeout(resolve, 400))
           return (await r.body.text()).length
-        }))
+        }),
+      )
       const viaController = await new Promise<unknown>((resolve) => {
         let got = 0
         c.dispatch({ path: '/', method: 'GET' }, {
@@ -126,7 +138,7 @@ describe.each(MODES)('over %s', (mode: Mode) => {
     await same(make, scenario)
   })
 
-  test('bodyTimeout per request (0: none) over the Client\'s, and counted between chunks, not over the whole body', async () => {
+  test("bodyTimeout per request (0: none) over the Client's, and counted between chunks, not over the whole body", async () => {
     const make = (): Promise<H2Server> =>
       h2Server(
         (stream, headers) => {
@@ -168,8 +180,14 @@ describe.each(MODES)('over %s', (mode: Mode) => {
       const c = h2Client(lib, srv.origin, { bodyTimeout: 150 })
       const composed = c.compose(lib.interceptors.retry({ minTimeout: 10, maxRetries: 2 }))
       const byDefault = await text(composed, { path: '/stall/default' })
-      const listed = await text(c.compose(lib.interceptors.retry({ minTimeout: 10, maxRetries: 2, errorCodes: ['UND_ERR_BODY_TIMEOUT'] })), { path: '/stall/listed' })
-      const ranged = await text(c.compose(lib.interceptors.retry({ minTimeout: 10, maxRetries: 2, errorCodes: ['UND_ERR_BODY_TIMEOUT'] })), { path: '/stall/ranged' })
+      const listed = await text(
+        c.compose(lib.interceptors.retry({ minTimeout: 10, maxRetries: 2, errorCodes: ['UND_ERR_BODY_TIMEOUT'] })),
+        { path: '/stall/listed' },
+      )
+      const ranged = await text(
+        c.compose(lib.interceptors.retry({ minTimeout: 10, maxRetries: 2, errorCodes: ['UND_ERR_BODY_TIMEOUT'] })),
+        { path: '/stall/ranged' },
+      )
       const agent = new lib.RetryAgent(c as never, { minTimeout: 10, maxRetries: 1 })
       const viaAgent = await text(agent as never, { path: '/stall/agent' })
       const agentListed = new lib.RetryAgent(c as never, { minTimeout: 10, maxRetries: 1, errorCodes: ['UND_ERR_BODY_TIMEOUT'] })
@@ -194,7 +212,9 @@ describe.each(MODES)('GOAWAY over %s', (mode: Mode) => {
       const gone: Error[] = []
       c.on('disconnect', (_o: URL, _t: unknown, err: Error) => gone.push(err))
       const paths = Array.from({ length: 12 }, (_, i) => `/r${i}`)
-      const results = await Promise.all(paths.map((path, i) => text(c, { path, method: i % 3 === 2 ? 'POST' : 'GET', body: i % 3 === 2 ? `body ${i}` : undefined })))
+      const results = await Promise.all(
+        paths.map((path, i) => text(c, { path, method: i % 3 === 2 ? 'POST' : 'GET', body: i % 3 === 2 ? `body ${i}` : undefined })),
+      )
       await waitFor(() => gone.length > 0, 2000)
       return { results, sessions: srv.sessions, disconnects: gone.map(kind) }
     }
@@ -249,7 +269,14 @@ describe.each(MODES)('GOAWAY over %s', (mode: Mode) => {
       const first = text(c, { path: '/first' })
       await waitFor(() => later.length > 0, 2000)
       const after = await text(c, { path: '/after' })
-      return { first: await first, atGoaway: await later[0], after, sessions: srv.sessions, disconnects: gone.map(kind), messages: gone.map((e) => e.message) }
+      return {
+        first: await first,
+        atGoaway: await later[0],
+        after,
+        sessions: srv.sessions,
+        disconnects: gone.map(kind),
+        messages: gone.map((e) => e.message),
+      }
     }
     const record = await same(make, async (lib, srv) => {
       const r = await scenario(lib, srv)
@@ -257,7 +284,12 @@ describe.each(MODES)('GOAWAY over %s', (mode: Mode) => {
       expect(r.messages).toEqual([lib === saetta ? 'HTTP/2: "GOAWAY" frame received' : 'HTTP/2: "GOAWAY" frame received with code 0'])
       return { ...r, messages: undefined }
     })
-    expect(record).toMatchObject({ first: { ok: true, value: '/first on 1' }, atGoaway: { ok: true, value: '/at-goaway on 2' }, after: { ok: true, value: '/after on 2' }, sessions: 2 })
+    expect(record).toMatchObject({
+      first: { ok: true, value: '/first on 1' },
+      atGoaway: { ok: true, value: '/at-goaway on 2' },
+      after: { ok: true, value: '/after on 2' },
+      sessions: 2,
+    })
   })
 })
 
@@ -360,7 +392,12 @@ describe('a session that takes no stream', () => {
     // A new session: saetta sends its first stream before the server's SETTINGS, as on the
     // first; undici 8 keeps the limit of the session it dropped and sends none. saetta reports
     // each dropped session (disconnect, with the error); undici 8 does not (docs/differences.md).
-    const error = { class: 'HeadersTimeoutError', name: 'HeadersTimeoutError', code: 'HEADERS_TIMEOUT', message: 'HTTP/2: server did not accept a new stream within 200' }
+    const error = {
+      class: 'HeadersTimeoutError',
+      name: 'HeadersTimeoutError',
+      code: 'HEADERS_TIMEOUT',
+      message: 'HTTP/2: server did not accept a new stream within 200',
+    }
     if (!isUndici) {
       expect(seen.get(saetta)).toEqual({ first: { ok: true, value: '1 on 2' }, streams: [[1], [1]], disconnects: [error, error] })
       expect(seen.get(undici)).toMatchObject({ first: { ok: false, error }, streams: [[1], []] })
@@ -377,7 +414,12 @@ describe('streams refused, reset, forbidden, on a dead session, aborted', () => 
       const c = h2Client(lib, srv.origin, { pipelining: 100 })
       // One after another: nothing else is in flight when the forbidden one fails.
       const sequential = []
-      for (const [path, headers] of [['/a', {}], ['/bad', { 'proxy-connection': 'keep-alive' }], ['/b', {}]] as const) sequential.push(await text(c, { path, headers }))
+      for (const [path, headers] of [
+        ['/a', {}],
+        ['/bad', { 'proxy-connection': 'keep-alive' }],
+        ['/b', {}],
+      ] as const)
+        sequential.push(await text(c, { path, headers }))
       // Dispatched together, in one job: queued behind the forbidden one.
       const paths = ['/bad-te', '/c', '/d', '/e']
       const burst = await Promise.all(paths.map((path) => text(c, { path, headers: path === '/bad-te' ? { te: 'gzip' } : {} })))
@@ -425,7 +467,14 @@ describe('streams refused, reset, forbidden, on a dead session, aborted', () => 
         ['GET', `/${ENHANCE_YOUR_CALM}/1`, undefined],
         ['GET', `/${NO_ERROR}/1`, undefined],
       ]
-      const bodyOf = (b: unknown) => (b === 'stream' ? Readable.from(['a stream']) : b === 'iterable' ? (async function* () { yield 'an iterable' })() : b)
+      const bodyOf = (b: unknown) =>
+        b === 'stream'
+          ? Readable.from(['a stream'])
+          : b === 'iterable'
+            ? (async function* () {
+                yield 'an iterable'
+              })()
+            : b
       // A Readable body refused while still piped may fail its pipe first (`Premature close`),
       // as a matter of timing, in undici as in saetta: of those, only that they failed.
       const call = async ([method, path, body]: [string, string, unknown], suffix: string) => {
@@ -445,43 +494,49 @@ describe('streams refused, reset, forbidden, on a dead session, aborted', () => 
   // saetta has read the end with the answer and sends them on a fresh session; undici 8's
   // node:http2 session has not yet, so it opens their streams on it and fails them with
   // `SocketError: other side closed` (docs/differences.md). Each library's outcome is checked.
-  test.each(['end', 'destroy'] as const)('a session the server closed (%s) under requests about to open their streams: they go on a fresh session', async (how) => {
-    for (const lib of isUndici ? [undici] : [undici, saetta]) {
-      const srv = await rawH2Server({
-        onStream: (conn, stream) => {
-          conn.respond(stream, 200)
-          conn.data(stream, `on ${conn.id}`)
-          if (conn.id === 1) conn.socket[how]()
-        },
-      })
-      const c = h2Client(lib, srv.origin, { pipelining: 100 })
-      const gone: unknown[] = []
-      c.on('disconnect', (_o: URL, _t: unknown, err: Error) => gone.push(kind(err)))
-      const next = await new Promise<Array<Promise<unknown>>>((resolve) => {
-        c.dispatch({ path: '/first', method: 'GET' }, {
-          onRequestStart() {},
-          onResponseStart() {},
-          onResponseData() {},
-          onResponseEnd() {
-            resolve([text(c, { path: '/second' }), text(c, { path: '/third', method: 'POST', body: 'x' })])
+  test.each(['end', 'destroy'] as const)(
+    'a session the server closed (%s) under requests about to open their streams: they go on a fresh session',
+    async (how) => {
+      for (const lib of isUndici ? [undici] : [undici, saetta]) {
+        const srv = await rawH2Server({
+          onStream: (conn, stream) => {
+            conn.respond(stream, 200)
+            conn.data(stream, `on ${conn.id}`)
+            if (conn.id === 1) conn.socket[how]()
           },
-          onResponseError(_ctl: unknown, err: Error) {
-            resolve([Promise.resolve(describeError(err))])
-          },
-        } as never)
-      })
-      const results = await Promise.all(next)
-      await waitFor(() => gone.length > 0, 2000)
-      if (lib === saetta) {
-        expect(results).toEqual([{ ok: true, value: 'on 2' }, { ok: true, value: 'on 2' }])
-        expect(srv.connections.map((conn) => conn.streams.length)).toEqual([1, 2])
-      } else {
-        // Whether undici 8 fails them or not is a matter of when node:http2 reads the end.
-        for (const r of results) expect(r).toMatchObject(r.ok ? { value: 'on 2' } : { error: { class: 'SocketError', code: 'SOCKET' } })
+        })
+        const c = h2Client(lib, srv.origin, { pipelining: 100 })
+        const gone: unknown[] = []
+        c.on('disconnect', (_o: URL, _t: unknown, err: Error) => gone.push(kind(err)))
+        const next = await new Promise<Array<Promise<unknown>>>((resolve) => {
+          c.dispatch({ path: '/first', method: 'GET' }, {
+            onRequestStart() {},
+            onResponseStart() {},
+            onResponseData() {},
+            onResponseEnd() {
+              resolve([text(c, { path: '/second' }), text(c, { path: '/third', method: 'POST', body: 'x' })])
+            },
+            onResponseError(_ctl: unknown, err: Error) {
+              resolve([Promise.resolve(describeError(err))])
+            },
+          } as never)
+        })
+        const results = await Promise.all(next)
+        await waitFor(() => gone.length > 0, 2000)
+        if (lib === saetta) {
+          expect(results).toEqual([
+            { ok: true, value: 'on 2' },
+            { ok: true, value: 'on 2' },
+          ])
+          expect(srv.connections.map((conn) => conn.streams.length)).toEqual([1, 2])
+        } else {
+          // Whether undici 8 fails them or not is a matter of when node:http2 reads the end.
+          for (const r of results) expect(r).toMatchObject(r.ok ? { value: 'on 2' } : { error: { class: 'SocketError', code: 'SOCKET' } })
+        }
+        expect(gone).toHaveLength(1)
       }
-      expect(gone).toHaveLength(1)
-    }
-  })
+    },
+  )
 
   const holding = () =>
     h2Server(
@@ -504,7 +559,11 @@ describe('streams refused, reset, forbidden, on a dead session, aborted', () => 
     // The client opens at most maxConcurrentStreams (100 by default, undici's as saetta's) at
     // once; the rest wait in it, and the signal aborts them there.
     const open = Math.min(60 + parts, 100)
-    await waitFor(() => srv.streams === open, 5000, () => `${open} streams at the server (${srv.streams} so far)`)
+    await waitFor(
+      () => srv.streams === open,
+      5000,
+      () => `${open} streams at the server (${srv.streams} so far)`,
+    )
     await new Promise((resolve) => setTimeout(resolve, 50))
     ac.abort()
     // By name: undici fails them with the signal's reason (a DOMException), saetta with the

@@ -7,7 +7,19 @@ import { afterEach, describe, expect, test } from 'vitest'
 import { cleanup, onCleanup, waitFor } from '../support/helpers'
 import { describeError, undici, saetta, type Lib, outcome } from '../support/differential'
 import { isUndici } from '../support/target'
-import { CODE, FLAG, FRAME, SETTING, frame, goawayFrame, hpack, rawH2Server, rstFrame, type RawH2Options, type RawH2Server } from '../support/h2'
+import {
+  CODE,
+  FLAG,
+  FRAME,
+  SETTING,
+  frame,
+  goawayFrame,
+  hpack,
+  rawH2Server,
+  rstFrame,
+  type RawH2Options,
+  type RawH2Server,
+} from '../support/h2'
 
 afterEach(cleanup)
 
@@ -51,7 +63,8 @@ describe('a malformed frame', () => {
   const malformed = (fields: Array<[string, string]>): RawH2Options => ({
     onStream: (conn, stream) => {
       if (conn.id === 1 && conn.streams.length === 1) return
-      if (conn.id === 1 && conn.streams.length === 2) conn.send(frame(FRAME.HEADERS, FLAG.END_HEADERS | FLAG.END_STREAM, conn.streams[0], hpack(fields)))
+      if (conn.id === 1 && conn.streams.length === 2)
+        conn.send(frame(FRAME.HEADERS, FLAG.END_HEADERS | FLAG.END_STREAM, conn.streams[0], hpack(fields)))
       answer(conn, stream)
     },
   })
@@ -65,12 +78,32 @@ describe('a malformed frame', () => {
 
   test('a malformed response head fails its stream; the other stream completes, the connection stays', async () => {
     // A connection-specific field, which HTTP/2 forbids.
-    await both(malformed([[':status', '200'], ['connection', 'keep-alive']]), badThenGood)
+    await both(
+      malformed([
+        [':status', '200'],
+        ['connection', 'keep-alive'],
+      ]),
+      badThenGood,
+    )
   })
 
   test('an upper-case field name fails the connection (the h2 crate; undici 7: only its stream)', async () => {
-    const record = await ours(malformed([[':status', '200'], ['X-Bad', 'v']]), badThenGood)
-    const session = { ok: false, error: { class: 'Error', name: 'Error', code: 'ERR_HTTP2_SESSION_ERROR', message: 'Session closed with error code NGHTTP2_PROTOCOL_ERROR' } }
+    const record = await ours(
+      malformed([
+        [':status', '200'],
+        ['X-Bad', 'v'],
+      ]),
+      badThenGood,
+    )
+    const session = {
+      ok: false,
+      error: {
+        class: 'Error',
+        name: 'Error',
+        code: 'ERR_HTTP2_SESSION_ERROR',
+        message: 'Session closed with error code NGHTTP2_PROTOCOL_ERROR',
+      },
+    }
     expect(record).toEqual({ bad: session, good: session, after: { ok: true, value: 'ok 1' }, connections: 2 })
   })
 
@@ -108,7 +141,10 @@ describe('a huge header block', () => {
         onStream: (conn, stream) => {
           if (conn.streams.length > 1) return answer(conn, stream)
           // 128 KiB of one field, in 16 KiB frames.
-          const block = hpack([[':status', '200'], ['x-huge', 'h'.repeat(128 * 1024)]])
+          const block = hpack([
+            [':status', '200'],
+            ['x-huge', 'h'.repeat(128 * 1024)],
+          ])
           const size = 16 * 1024
           for (let at = 0; at < block.length; at += size) {
             const last = at + size >= block.length
@@ -185,7 +221,9 @@ describe('GOAWAY in the middle of a response', () => {
     expect(record.body).toBe('first half, second half')
     expect(record.next).toEqual({ ok: true, value: 'ok 1' })
     expect(record.connections).toBe(2)
-    expect(record.disconnect).toEqual([{ class: 'InformationalError', name: 'InformationalError', code: 'INFO', message: 'HTTP/2: "GOAWAY" frame received' }])
+    expect(record.disconnect).toEqual([
+      { class: 'InformationalError', name: 'InformationalError', code: 'INFO', message: 'HTTP/2: "GOAWAY" frame received' },
+    ])
   })
 
   test('GOAWAY with an error and the connection closed halfway: the cut stream fails, the next request reconnects', async () => {
@@ -243,7 +281,11 @@ describe('RST_STREAM on every stream', () => {
       },
     )
     expect(record.connections).toBe(1)
-    for (const r of record.results) expect(r).toMatchObject({ ok: false, error: { code: 'ERR_HTTP2_STREAM_ERROR', message: 'Stream closed with error code NGHTTP2_CANCEL' } })
+    for (const r of record.results)
+      expect(r).toMatchObject({
+        ok: false,
+        error: { code: 'ERR_HTTP2_STREAM_ERROR', message: 'Stream closed with error code NGHTTP2_CANCEL' },
+      })
   })
 
   test('REFUSED_STREAM on every stream: retried a bounded number of times, then a typed error', async () => {

@@ -83,7 +83,13 @@ describe.skipIf(skipUnlessCI(missing)).each(['h2c', 'tls'] as const)('nghttpx ov
         ['POST', 'a string'],
         ['PUT', Buffer.from('a buffer')],
         ['POST', Readable.from(['stre', 'amed'])],
-        ['PATCH', (async function* () { yield 'it'; yield 'erable' })()],
+        [
+          'PATCH',
+          (async function* () {
+            yield 'it'
+            yield 'erable'
+          })(),
+        ],
       ] as const) {
         const res = await c.request({ path: `/${method.toLowerCase()}`, method, body: body as string })
         out.push({ status: res.statusCode, headers: h2Headers(res.headers), body: await res.body.json() })
@@ -96,7 +102,10 @@ describe.skipIf(skipUnlessCI(missing)).each(['h2c', 'tls'] as const)('nghttpx ov
     await both(mode, async (lib, origin) => {
       const c = h2(lib, origin)
       const chunks: Buffer[] = []
-      await c.stream({ path: '/stream', method: 'POST', body: 'to stream' }, () => new Writable({ write: (chunk, _e, cb) => (chunks.push(chunk), cb()) }))
+      await c.stream(
+        { path: '/stream', method: 'POST', body: 'to stream' },
+        () => new Writable({ write: (chunk, _e, cb) => (chunks.push(chunk), cb()) }),
+      )
       const piped: Buffer[] = []
       await new Promise<void>((resolve, reject) =>
         pipe(
@@ -129,7 +138,9 @@ describe.skipIf(skipUnlessCI(missing)).each(['h2c', 'tls'] as const)('nghttpx ov
       let connects = 0
       c.on('connect', () => connects++)
       const paths = Array.from({ length: 100 }, (_, i) => `/c${i}`)
-      const res = await Promise.all(paths.map((path) => c.request({ path, method: 'GET' }).then((r) => r.body.json() as Promise<{ url: string; via: string }>)))
+      const res = await Promise.all(
+        paths.map((path) => c.request({ path, method: 'GET' }).then((r) => r.body.json() as Promise<{ url: string; via: string }>)),
+      )
       return { ok: res.every((r, i) => r.url === paths[i] && r.via === res[0].via), via: res[0].via, connects }
     })
   })
@@ -138,7 +149,9 @@ describe.skipIf(skipUnlessCI(missing)).each(['h2c', 'tls'] as const)('nghttpx ov
     await both(mode, async (lib, origin) => {
       const c = h2(lib, origin)
       const up = Buffer.alloc(3 * 1024 * 1024, 9)
-      const sent = await (await c.request({ path: '/upload', method: 'POST', body: Readable.from([up.subarray(0, 1e6), up.subarray(1e6)]) })).body.json()
+      const sent = await (
+        await c.request({ path: '/upload', method: 'POST', body: Readable.from([up.subarray(0, 1e6), up.subarray(1e6)]) })
+      ).body.json()
       const res = await c.request({ path: `/big/${4 * 1024 * 1024}`, method: 'GET' })
       await sleep(200)
       const chunks: Buffer[] = []

@@ -17,7 +17,18 @@ import { skipUnlessCI } from '../support/environment'
 import { cleanup, closer, httpServer, onCleanup, readBody, waitFor } from '../support/helpers'
 import { describeError, saetta, undici, type Lib, outcome } from '../support/differential'
 import { isUndici } from '../support/target'
-import { MODES, h2Certs, h2Client, h2Server, nghttpx, nghttpxMissing, sessionNumbers, type H2Server, type Mode, type Nghttpx } from '../support/h2'
+import {
+  MODES,
+  h2Certs,
+  h2Client,
+  h2Server,
+  nghttpx,
+  nghttpxMissing,
+  sessionNumbers,
+  type H2Server,
+  type Mode,
+  type Nghttpx,
+} from '../support/h2'
 
 afterEach(cleanup)
 
@@ -204,7 +215,7 @@ describe.each(MODES)('node:http2 over %s', (mode) => {
     expect(record.disconnects).toEqual([{ class: 'InformationalError', code: 'INFO' }])
   })
 
-  test('GOAWAY: a streamed body above the last id fails with the GOAWAY\'s typed error (it cannot be sent again)', async () => {
+  test("GOAWAY: a streamed body above the last id fails with the GOAWAY's typed error (it cannot be sent again)", async () => {
     const messages = new Map<Lib, unknown>()
     const record = await both(async (lib) => {
       const numberOf = sessionNumbers()
@@ -229,7 +240,12 @@ describe.each(MODES)('node:http2 over %s', (mode) => {
       const streamed = await call(c, 'POST', '/streamed', 'stream:a streamed body')
       const after = await call(c, 'POST', '/after', 'stream:sent later')
       if (!streamed.ok) messages.set(lib, streamed.error.message)
-      return { first: await first, streamed: streamed.ok ? streamed : { ok: false, error: { class: streamed.error.class, code: streamed.error.code } }, after, sessions: srv.sessions }
+      return {
+        first: await first,
+        streamed: streamed.ok ? streamed : { ok: false, error: { class: streamed.error.class, code: streamed.error.code } },
+        after,
+        sessions: srv.sessions,
+      }
     })
     expect(record).toEqual({
       first: { ok: true, value: '/first  on 1' },
@@ -314,7 +330,11 @@ describe.each(MODES)('node:http2 over %s', (mode) => {
     })
     expect(record).toEqual({
       first: { ok: true, value: '/first' },
-      idle: { disconnects: [{ class: 'InformationalError', name: 'InformationalError', code: 'INFO', message: 'socket idle timeout' }], serverClosed: 1, open: 0 },
+      idle: {
+        disconnects: [{ class: 'InformationalError', name: 'InformationalError', code: 'INFO', message: 'socket idle timeout' }],
+        serverClosed: 1,
+        open: 0,
+      },
       second: { ok: true, value: '/second' },
       sessions: 2,
       connects: 2,
@@ -396,7 +416,9 @@ describe.skipIf(skipUnlessCI(missing)).each(MODES)('nghttpx over %s', (mode) => 
       const c = h2Client(lib, frontend(px, mode), { pipelining: 100, maxConcurrentStreams: 4 })
       const gone = disconnects(c)
       const connected = connects(c)
-      const results = await Promise.all(paths.map((p, i) => call(c, i % 3 === 1 ? 'POST' : 'GET', p, i % 3 === 1 ? `body ${i}` : undefined)))
+      const results = await Promise.all(
+        paths.map((p, i) => call(c, i % 3 === 1 ? 'POST' : 'GET', p, i % 3 === 1 ? `body ${i}` : undefined)),
+      )
       return {
         results,
         processed: Object.fromEntries(b.seen),
@@ -405,7 +427,9 @@ describe.skipIf(skipUnlessCI(missing)).each(MODES)('nghttpx over %s', (mode) => 
         goaway: gone.length >= 1 && gone.every((e) => kind(e).code === 'INFO'),
       }
     })
-    expect(record.results).toEqual(paths.map((p, i) => ({ ok: true, value: `${i % 3 === 1 ? 'POST' : 'GET'} ${p} ${i % 3 === 1 ? `body ${i}` : ''} via 2 nghttpx` })))
+    expect(record.results).toEqual(
+      paths.map((p, i) => ({ ok: true, value: `${i % 3 === 1 ? 'POST' : 'GET'} ${p} ${i % 3 === 1 ? `body ${i}` : ''} via 2 nghttpx` })),
+    )
     expect(record.processed).toEqual(Object.fromEntries(paths.map((p) => [p, 1])))
     expect(record.reconnected).toBe(true)
     expect(record.goaway).toBe(true)
@@ -461,7 +485,10 @@ describe.skipIf(skipUnlessCI(missing)).each(MODES)('nghttpx over %s', (mode) => 
     })
     expect(record).toEqual({
       first: { ok: true, value: 'GET /first  via 2 nghttpx' },
-      idle: { disconnects: [{ class: 'InformationalError', name: 'InformationalError', code: 'INFO', message: 'socket idle timeout' }], ended: 1 },
+      idle: {
+        disconnects: [{ class: 'InformationalError', name: 'InformationalError', code: 'INFO', message: 'socket idle timeout' }],
+        ended: 1,
+      },
       second: { ok: true, value: 'GET /second  via 2 nghttpx' },
       connections: 2,
       connects: 2,
@@ -473,7 +500,15 @@ describe.skipIf(skipUnlessCI(missing)).each(MODES)('nghttpx over %s', (mode) => 
       const b = await countingBackend()
       const px = await nghttpx(b.srv.origin, ['--frontend-http2-max-concurrent-streams=4'])
       const c = h2Client(lib, frontend(px, mode), { pipelining: 100 })
-      return dieAndCount(lib, c, 4, 6, () => 1, (n) => `/hold/${n}`, () => waitFor(() => b.open === 4, 5000).then(() => px.kill()))
+      return dieAndCount(
+        lib,
+        c,
+        4,
+        6,
+        () => 1,
+        (n) => `/hold/${n}`,
+        () => waitFor(() => b.open === 4, 5000).then(() => px.kill()),
+      )
     })
     expectDied(record, 6, false)
   })
@@ -510,7 +545,15 @@ const REFUSALS: Array<[string, string, string | undefined]> = [
 ]
 
 function expectRefusals(out: Record<string, unknown>): void {
-  const refused = { ok: false, error: { class: 'Error', name: 'Error', code: 'ERR_HTTP2_STREAM_ERROR', message: 'Stream closed with error code NGHTTP2_REFUSED_STREAM' } }
+  const refused = {
+    ok: false,
+    error: {
+      class: 'Error',
+      name: 'Error',
+      code: 'ERR_HTTP2_STREAM_ERROR',
+      message: 'Stream closed with error code NGHTTP2_REFUSED_STREAM',
+    },
+  }
   expect(out).toEqual({
     'GET /refuse1': { ok: true, value: 'GET /refuse1  #2' },
     'GET /refuse2': refused,
@@ -547,7 +590,15 @@ const queuedOutcomes = new Map<Lib, Outcome[]>()
  * Dispatches `inFlight + queued` requests (every third a POST), `kill` once they are sent,
  * waits for each to settle, destroys the client and counts how often each settled.
  */
-async function dieAndCount(lib: Lib, c: Client, inFlight: number, queued: number, sessions: () => number, path = (n: number) => `/r${n}`, kill?: () => Promise<void>): Promise<Died> {
+async function dieAndCount(
+  lib: Lib,
+  c: Client,
+  inFlight: number,
+  queued: number,
+  sessions: () => number,
+  path = (n: number) => `/r${n}`,
+  kill?: () => Promise<void>,
+): Promise<Died> {
   const count = inFlight + queued
   const settlements = Array.from({ length: count }, () => 0)
   const outcomes: Outcome[] = Array.from({ length: count }, () => 'complete' as const)
@@ -586,7 +637,12 @@ async function dieAndCount(lib: Lib, c: Client, inFlight: number, queued: number
   const queuedNow = outcomes.slice(inFlight)
   queuedOutcomes.set(lib, queuedNow)
   const failed = (o: Outcome) => o !== 'complete' && o.class === 'Error' && (o.code === 'ECONNREFUSED' || o.code === 'ECONNRESET')
-  return { settlements, inFlightFailed: outcomes.slice(0, inFlight).every(typed), queuedFailed: queuedNow.every(failed), sessions: sessions() }
+  return {
+    settlements,
+    inFlightFailed: outcomes.slice(0, inFlight).every(typed),
+    queuedFailed: queuedNow.every(failed),
+    sessions: sessions(),
+  }
 }
 
 /**
@@ -599,5 +655,6 @@ function expectDied(record: Died, queued: number, refused: boolean): void {
   expect(record.inFlightFailed).toBe(true)
   expect(record.queuedFailed).toBe(true)
   expect(record.sessions).toBe(1)
-  if (refused && !isUndici) expect(queuedOutcomes.get(saetta)).toEqual(Array.from({ length: queued }, () => ({ class: 'Error', code: 'ECONNREFUSED' })))
+  if (refused && !isUndici)
+    expect(queuedOutcomes.get(saetta)).toEqual(Array.from({ length: queued }, () => ({ class: 'Error', code: 'ECONNREFUSED' })))
 }

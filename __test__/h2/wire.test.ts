@@ -2,7 +2,7 @@
 // CONNECT), what a server sees of a request's pseudo-headers, and how a stream the server ends
 // or resets before its response, or that times out, fails. Each scenario runs on undici and on
 // saetta, each against its own fresh server, and the records must be equal.
-import http2 from 'node:http2'
+import type http2 from 'node:http2'
 import { Readable } from 'node:stream'
 import { once } from 'node:events'
 import { afterEach, describe, expect, test } from 'vitest'
@@ -11,7 +11,21 @@ import { undici, saetta, type Lib, outcome } from '../support/differential'
 import * as undici7Module from 'undici7'
 import * as saetta7Module from '../../ts/undici7.ts'
 import { isUndici } from '../support/target'
-import { CODE, FLAG, FRAME, h2Client, h2Headers, h2Server, MODES, rawH2Server, rstFrame, type H2Server, type Mode, type RawH2Connection, type RawH2Server } from '../support/h2'
+import {
+  CODE,
+  FLAG,
+  FRAME,
+  h2Client,
+  h2Headers,
+  h2Server,
+  MODES,
+  rawH2Server,
+  rstFrame,
+  type H2Server,
+  type Mode,
+  type RawH2Connection,
+  type RawH2Server,
+} from '../support/h2'
 
 afterEach(cleanup)
 
@@ -28,7 +42,8 @@ async function sameWith<S, T>(reference: Lib, mine: Lib, make: () => Promise<S>,
   return ours
 }
 
-const same = <S, T>(make: () => Promise<S>, scenario: (lib: Lib, srv: S) => Promise<T>): Promise<T> => sameWith(undici, saetta, make, scenario)
+const same = <S, T>(make: () => Promise<S>, scenario: (lib: Lib, srv: S) => Promise<T>): Promise<T> =>
+  sameWith(undici, saetta, make, scenario)
 
 /** SETTINGS_ENABLE_CONNECT_PROTOCOL (RFC 8441 §3). */
 const ENABLE_CONNECT_PROTOCOL = 8
@@ -86,14 +101,25 @@ describe.each(MODES)('WebSocket over HTTP/2 (extended CONNECT, RFC 8441) over %s
       () => wsServer(mode, true),
       async (lib, srv) => {
         const c = h2Client(lib, srv.origin)
-        const data = await c.upgrade({ path: '/chat?room=1', protocol: 'websocket', headers: { 'sec-websocket-version': '13', 'x-one': '1' } })
+        const data = await c.upgrade({
+          path: '/chat?room=1',
+          protocol: 'websocket',
+          headers: { 'sec-websocket-version': '13', 'x-one': '1' },
+        })
         const { socket } = data
         socket.write('hello')
         const [echoed] = await once(socket, 'data')
         socket.end()
         await once(socket, 'end')
         const after = await (await c.request({ path: '/after', method: 'GET' })).body.text()
-        return { keys: Object.keys(data).sort(), headers: h2Headers(data.headers), echoed: String(echoed), after, heads: srv.heads, sessions: srv.sessions }
+        return {
+          keys: Object.keys(data).sort(),
+          headers: h2Headers(data.headers),
+          echoed: String(echoed),
+          after,
+          heads: srv.heads,
+          sessions: srv.sessions,
+        }
       },
     )
   })
@@ -121,7 +147,13 @@ describe.each(MODES)('WebSocket over HTTP/2 (extended CONNECT, RFC 8441) over %s
         const [body] = await once(conn.socket, 'data')
         conn.socket.destroy()
         const after = await (await c.request({ path: '/after', method: 'GET' })).body.text()
-        return { forbidden, created, connect: { statusCode: conn.statusCode, headers: h2Headers(conn.headers), body: String(body) }, after, sessions: srv.sessions }
+        return {
+          forbidden,
+          created,
+          connect: { statusCode: conn.statusCode, headers: h2Headers(conn.headers), body: String(body) },
+          after,
+          sessions: srv.sessions,
+        }
       },
     )
   })
@@ -225,18 +257,21 @@ describe('a stream the server resets before its response', () => {
     await sameWith(undici7, saetta7, () => planned(plan), scenario)
   })
 
-  test.each([CODE.NO_ERROR, CODE.CANCEL, CODE.INTERNAL_ERROR, CODE.REFUSED_STREAM])('an extended CONNECT (upgrade) and a CONNECT (connect) reset with code %i', async (rst) => {
-    await same(
-      () => planned({ rst, at: 'head' }),
-      async (lib, srv) => {
-        const c = new lib.Client(srv.origin, { allowH2: true, useH2c: true } as never)
-        onCleanup(() => (c.destroyed ? undefined : c.destroy()))
-        const ws = await outcome(c.upgrade({ path: '/', protocol: 'websocket' }))
-        const connect = await outcome(c.connect({ path: '/' }))
-        return { ws, connect, streams: srv.connections.map((conn) => conn.streams.length) }
-      },
-    )
-  })
+  test.each([CODE.NO_ERROR, CODE.CANCEL, CODE.INTERNAL_ERROR, CODE.REFUSED_STREAM])(
+    'an extended CONNECT (upgrade) and a CONNECT (connect) reset with code %i',
+    async (rst) => {
+      await same(
+        () => planned({ rst, at: 'head' }),
+        async (lib, srv) => {
+          const c = new lib.Client(srv.origin, { allowH2: true, useH2c: true } as never)
+          onCleanup(() => (c.destroyed ? undefined : c.destroy()))
+          const ws = await outcome(c.upgrade({ path: '/', protocol: 'websocket' }))
+          const connect = await outcome(c.connect({ path: '/' }))
+          return { ws, connect, streams: srv.connections.map((conn) => conn.streams.length) }
+        },
+      )
+    },
+  )
 
   test('an extended CONNECT (upgrade) and a CONNECT (connect) unanswered within headersTimeout: `stream timeout after N`', async () => {
     await same(
@@ -244,7 +279,10 @@ describe('a stream the server resets before its response', () => {
       async (lib, srv) => {
         const c = new lib.Client(srv.origin, { allowH2: true, useH2c: true, headersTimeout: 150 } as never)
         onCleanup(() => (c.destroyed ? undefined : c.destroy()))
-        const [ws, connect] = await Promise.all([outcome(c.upgrade({ path: '/', protocol: 'websocket' })), outcome(c.connect({ path: '/' }))])
+        const [ws, connect] = await Promise.all([
+          outcome(c.upgrade({ path: '/', protocol: 'websocket' })),
+          outcome(c.connect({ path: '/' })),
+        ])
         return { ws, connect, streams: srv.connections.map((conn) => conn.streams.length) }
       },
     )

@@ -11,7 +11,20 @@ import { skipUnlessCI } from '../support/environment'
 import { cleanup, onCleanup, sleep, waitFor } from '../support/helpers'
 import { describeError, saetta, undici, type Lib, type Client } from '../support/differential'
 import { isUndici } from '../support/target'
-import { advertise, aioquicMissing, blackHole, deadUdpPort, h3Certs, h3Origin, overH3, pattern, tcpServer, versions, type H3Origin, type TcpServer } from '../support/h3'
+import {
+  advertise,
+  aioquicMissing,
+  blackHole,
+  deadUdpPort,
+  h3Certs,
+  h3Origin,
+  overH3,
+  pattern,
+  tcpServer,
+  versions,
+  type H3Origin,
+  type TcpServer,
+} from '../support/h3'
 
 afterEach(cleanup)
 
@@ -72,7 +85,11 @@ interface Run {
 async function three<T>(scenario: (r: Run) => Promise<T>, { withUndici = true } = {}): Promise<T> {
   const seen = versions()
   const records = new Map<Kind, T>()
-  const kinds = [['undici h2', undici], ['saetta h2', saetta], ['saetta h3', saetta]] as const
+  const kinds = [
+    ['undici h2', undici],
+    ['saetta h2', saetta],
+    ['saetta h3', saetta],
+  ] as const
   for (const [kind, lib] of kinds.filter(([k]) => withUndici || k !== 'undici h2')) {
     seen.length = 0
     const options = kind === 'saetta h3' ? H3() : H2()
@@ -148,10 +165,18 @@ describe.skipIf(isUndici || skipUnlessCI(missing))('HTTP/3', () => {
         c.on('connect', () => connects++)
         const out = []
         for (const [method, body] of BODIES) {
-          const res = await c.request({ path: r.path(`/echo/${method.toLowerCase()}`), method, body: (typeof body === 'function' ? body() : body) as string })
+          const res = await c.request({
+            path: r.path(`/echo/${method.toLowerCase()}`),
+            method,
+            body: (typeof body === 'function' ? body() : body) as string,
+          })
           out.push({ status: res.statusCode, headers: echoed(res.headers), body: await res.body.text() })
         }
-        const res = await c.request({ path: r.path('/echo/query?a=1&b=%20two'), method: 'DELETE', headers: { 'x-multi': ['a', 'b'], 'x-one': 'v', 'user-agent': 'h3 test' } })
+        const res = await c.request({
+          path: r.path('/echo/query?a=1&b=%20two'),
+          method: 'DELETE',
+          headers: { 'x-multi': ['a', 'b'], 'x-one': 'v', 'user-agent': 'h3 test' },
+        })
         out.push({ status: res.statusCode, headers: echoed(res.headers), body: await res.body.text() })
         return { out, connects }
       })
@@ -161,10 +186,13 @@ describe.skipIf(isUndici || skipUnlessCI(missing))('HTTP/3', () => {
       await three(async (r) => {
         const c = r.client()
         const chunks: Buffer[] = []
-        const streamed = await c.stream({ path: r.path('/echo/stream'), method: 'POST', body: 'to stream', opaque: 'op' }, ({ statusCode, headers, opaque }) => {
-          chunks.push(Buffer.from(`${statusCode} ${(headers as Record<string, string>)['x-method']} ${opaque}|`))
-          return new Writable({ write: (chunk, _e, cb) => (chunks.push(chunk), cb()) })
-        })
+        const streamed = await c.stream(
+          { path: r.path('/echo/stream'), method: 'POST', body: 'to stream', opaque: 'op' },
+          ({ statusCode, headers, opaque }) => {
+            chunks.push(Buffer.from(`${statusCode} ${(headers as Record<string, string>)['x-method']} ${opaque}|`))
+            return new Writable({ write: (chunk, _e, cb) => (chunks.push(chunk), cb()) })
+          },
+        )
         const piped: Buffer[] = []
         await new Promise<void>((resolve, reject) =>
           pipe(
@@ -219,7 +247,9 @@ describe.skipIf(isUndici || skipUnlessCI(missing))('HTTP/3', () => {
     test('compose(): redirect, retry and dump interceptors', async () => {
       await three(async (r) => {
         const { redirect, retry, dump } = r.lib.interceptors
-        const c = r.client().compose(redirect({ maxRedirections: 2 }), retry({ minTimeout: 10, maxTimeout: 50, maxRetries: 2 }), dump({ maxSize: MiB }))
+        const c = r
+          .client()
+          .compose(redirect({ maxRedirections: 2 }), retry({ minTimeout: 10, maxTimeout: 50, maxRetries: 2 }), dump({ maxSize: MiB }))
         const redirected = await c.request({ path: r.path('/redirect'), method: 'GET' })
         const retried = await c.request({ path: r.path('/flaky'), method: 'GET' })
         const dumped = await c.request({ path: r.path('/bytes/5000'), method: 'GET' })
@@ -266,7 +296,10 @@ describe.skipIf(isUndici || skipUnlessCI(missing))('HTTP/3', () => {
         const res = await c.request({ path: r.path('/slow-body/3000'), method: 'GET' })
         const bodyTimeout = await res.body.text().then(() => 'read', errorOf)
         const small = r.client({ maxResponseSize: 1000 })
-        const tooBig = await small.request({ path: r.path('/bytes/100000'), method: 'GET' }).then((res) => res.body.text()).then(() => 'read', errorOf)
+        const tooBig = await small
+          .request({ path: r.path('/bytes/100000'), method: 'GET' })
+          .then((res) => res.body.text())
+          .then(() => 'read', errorOf)
         const fits = await (await small.request({ path: r.path('/bytes/1000'), method: 'GET' })).body.text()
         const after = await (await c.request({ path: r.path('/echo/after'), method: 'POST', body: 'still here' })).body.text()
         return { first, headersTimeout, bodyTimeout, tooBig, fits: fits.length, after, connects }
@@ -282,7 +315,9 @@ describe.skipIf(isUndici || skipUnlessCI(missing))('HTTP/3', () => {
           let connects = 0
           c.on('connect', () => connects++)
           await (await c.request({ path: r.path('/echo/first'), method: 'GET' })).body.text()
-          const before = await c.request({ path: r.path('/echo/aborted-before'), method: 'GET', signal: AbortSignal.abort() }).then(() => 'answered', errorOf)
+          const before = await c
+            .request({ path: r.path('/echo/aborted-before'), method: 'GET', signal: AbortSignal.abort() })
+            .then(() => 'answered', errorOf)
           const ac = new AbortController()
           const res = await c.request({ path: r.path('/slow-body/3000'), method: 'GET', signal: ac.signal })
           const it = res.body[Symbol.asyncIterator]()
@@ -306,7 +341,9 @@ describe.skipIf(isUndici || skipUnlessCI(missing))('HTTP/3', () => {
         const c = r.client({ pipelining: 10 })
         await (await c.request({ path: r.path('/echo/warm'), method: 'GET' })).body.text()
         const inFlight = ['/slow-headers/200', '/slow-body/200', '/echo/in-flight'].map((p) =>
-          c.request({ path: r.path(p), method: 'GET' }).then(async (res) => ({ status: res.statusCode, body: await res.body.text() }), errorOf),
+          c
+            .request({ path: r.path(p), method: 'GET' })
+            .then(async (res) => ({ status: res.statusCode, body: await res.body.text() }), errorOf),
         )
         await sleep(50)
         const closing = c.close()
@@ -353,7 +390,11 @@ describe.skipIf(isUndici || skipUnlessCI(missing))('HTTP/3', () => {
     test('upgrade(): over TCP where the origin speaks HTTP/3, so as over HTTP/2', async () => {
       const seen = versions()
       const outcomes: Record<string, unknown> = {}
-      for (const [kind, lib, options] of [['undici h2', undici, H2()], ['saetta h2', saetta, H2()], ['saetta h3', saetta, H3()]] as const) {
+      for (const [kind, lib, options] of [
+        ['undici h2', undici, H2()],
+        ['saetta h2', saetta, H2()],
+        ['saetta h3', saetta, H3()],
+      ] as const) {
         const c = new lib.Client(o.origin, options as never)
         onCleanup(() => (c.destroyed ? undefined : c.destroy()))
         await (await c.request({ path: unique('/echo/warm'), method: 'GET' })).body.text()
@@ -382,7 +423,8 @@ describe.skipIf(isUndici || skipUnlessCI(missing))('HTTP/3', () => {
         await waitFor(() => arrived().includes(r.path('/slow-headers/3000')), 5000)
         const closed = await c.request({ path: r.path('/close'), method: 'GET' }).then(() => 'answered', errorOf)
         const later = []
-        for (let i = 0; i < 3; i++) later.push(await (await c.request({ path: r.path(`/echo/later-${i}`), method: 'GET' })).body.text().then((t) => t, errorOf))
+        for (let i = 0; i < 3; i++)
+          later.push(await (await c.request({ path: r.path(`/echo/later-${i}`), method: 'GET' })).body.text().then((t) => t, errorOf))
         const seen = r.kind === 'saetta h3' ? o.h3Requests().map((s) => s.path) : o.tcp.requests.map((s) => s.path)
         const mine = (p: string): number => seen.filter((s) => s === r.path(p)).length
         return {
@@ -395,7 +437,8 @@ describe.skipIf(isUndici || skipUnlessCI(missing))('HTTP/3', () => {
         }
       })
       expect(record.counts).toEqual([1, 1, 1, 1])
-      for (const failed of [record.reading, record.waiting, record.closed]) expect(failed).toEqual({ class: 'SocketError', name: 'SocketError', code: 'SOCKET' })
+      for (const failed of [record.reading, record.waiting, record.closed])
+        expect(failed).toEqual({ class: 'SocketError', name: 'SocketError', code: 'SOCKET' })
       expect(record.elsewhere).toBe('late')
     })
   })
@@ -405,7 +448,11 @@ describe.skipIf(isUndici || skipUnlessCI(missing))('HTTP/3', () => {
       const seen = versions()
       const c = h3Client()
       const up = crypto.randomBytes(5 * MiB)
-      const echoedUp = await c.request({ path: unique('/echo/upload'), method: 'POST', body: Readable.from([up.subarray(0, MiB), up.subarray(MiB, 3 * MiB), up.subarray(3 * MiB)]) })
+      const echoedUp = await c.request({
+        path: unique('/echo/upload'),
+        method: 'POST',
+        body: Readable.from([up.subarray(0, MiB), up.subarray(MiB, 3 * MiB), up.subarray(3 * MiB)]),
+      })
       expect(overH3(echoedUp.headers)).toBe(true)
       expect(sha(Buffer.from(await echoedUp.body.arrayBuffer()))).toBe(sha(up))
       const buffered = await c.request({ path: unique('/echo/upload'), method: 'PUT', body: up })
@@ -428,7 +475,9 @@ describe.skipIf(isUndici || skipUnlessCI(missing))('HTTP/3', () => {
       onCleanup(() => pool.destroy())
       await (await pool.request({ path: unique('/echo/warm'), method: 'GET' })).body.text()
       const paths = Array.from({ length: 100 }, (_, i) => unique(`/echo/pool-${i}`))
-      const got = await Promise.all(paths.map((path) => pool.request({ path, method: 'GET' }).then((r) => (overH3(r.headers) ? r.headers['x-path'] : 'not h3'))))
+      const got = await Promise.all(
+        paths.map((path) => pool.request({ path, method: 'GET' }).then((r) => (overH3(r.headers) ? r.headers['x-path'] : 'not h3'))),
+      )
       expect(got).toEqual(paths)
       expect(seen).toEqual(['h3'])
       for (const p of paths) expect(o.h3Requests().filter((s) => s.path === p)).toHaveLength(1)
@@ -440,7 +489,13 @@ describe.skipIf(isUndici || skipUnlessCI(missing))('HTTP/3', () => {
       onCleanup(() => agent.destroy())
       await (await agent.request({ origin: o.origin, path: unique('/echo/warm'), method: 'GET' })).body.text()
       const paths = Array.from({ length: 100 }, (_, i) => unique(`/echo/agent-${i}`))
-      const got = await Promise.all(paths.map((path) => agent.request({ origin: o.origin, path, method: 'POST', body: path }).then(async (r) => (overH3(r.headers) ? r.body.text() : 'not h3'))))
+      const got = await Promise.all(
+        paths.map((path) =>
+          agent
+            .request({ origin: o.origin, path, method: 'POST', body: path })
+            .then(async (r) => (overH3(r.headers) ? r.body.text() : 'not h3')),
+        ),
+      )
       expect(got).toEqual(paths)
       expect(seen).toEqual(['h3'])
     })
@@ -451,7 +506,10 @@ describe.skipIf(isUndici || skipUnlessCI(missing))('HTTP/3', () => {
       const c = h3Client()
       const res = await c
         .request({ path: unique('/bytes/100'), method: 'HEAD' })
-        .then(async (r) => ({ status: r.statusCode, h3: overH3(r.headers), length: r.headers['content-length'], body: await r.body.text() }), errorOf)
+        .then(
+          async (r) => ({ status: r.statusCode, h3: overH3(r.headers), length: r.headers['content-length'], body: await r.body.text() }),
+          errorOf,
+        )
       expect(res).toEqual({ status: 200, h3: true, length: '100', body: '' })
       expect(await (await c.request({ path: unique('/echo/after-head'), method: 'POST', body: 'next' })).body.text()).toBe('next')
     })
@@ -477,7 +535,9 @@ describe.skipIf(isUndici || skipUnlessCI(missing))('HTTP/3', () => {
       await new Promise((resolve) => c.once('disconnect', resolve))
       const [get, post] = await Promise.all([
         c.request({ path: unique('/echo/early'), method: 'GET' }).then(async (r) => ({ h3: overH3(r.headers), body: await r.body.text() })),
-        c.request({ path: unique('/echo/late'), method: 'POST', body: 'not early' }).then(async (r) => ({ h3: overH3(r.headers), body: await r.body.text() })),
+        c
+          .request({ path: unique('/echo/late'), method: 'POST', body: 'not early' })
+          .then(async (r) => ({ h3: overH3(r.headers), body: await r.body.text() })),
       ])
       expect({ get, post }).toEqual({ get: { h3: true, body: '' }, post: { h3: true, body: 'not early' } })
       expect(seen).toEqual(['h3', 'h3'])
@@ -485,7 +545,9 @@ describe.skipIf(isUndici || skipUnlessCI(missing))('HTTP/3', () => {
 
     test('the HTTP/3 options are booleans, checked as allowH2 is', () => {
       for (const key of ['allowH3', 'preferH3', 'h3ZeroRtt']) {
-        expect(() => new saetta.Client(o.origin, { [key]: 'yes' } as never)).toThrow(new saetta.errors.InvalidArgumentError(`${key} must be a valid boolean value`))
+        expect(() => new saetta.Client(o.origin, { [key]: 'yes' } as never)).toThrow(
+          new saetta.errors.InvalidArgumentError(`${key} must be a valid boolean value`),
+        )
       }
     })
   })
@@ -526,7 +588,9 @@ describe.skipIf(isUndici || skipUnlessCI(missing))('HTTP/3', () => {
       }
       expect(seen).toEqual(['h2', 'h3'])
       await waitFor(() => disconnects.length > 0, 3000)
-      expect(disconnects).toEqual([{ class: 'InformationalError', name: 'InformationalError', code: 'INFO', message: 'the origin speaks HTTP/3' }])
+      expect(disconnects).toEqual([
+        { class: 'InformationalError', name: 'InformationalError', code: 'INFO', message: 'the origin speaks HTTP/3' },
+      ])
       expect(o.h3Requests().filter((s) => paths.includes(s.path))).toHaveLength(2)
       expect(srv.requests.filter((s) => paths.includes(s.path))).toHaveLength(0)
     })
@@ -540,7 +604,9 @@ describe.skipIf(isUndici || skipUnlessCI(missing))('HTTP/3', () => {
       expect(overH3(first.headers)).toBe(false)
       await first.body.text()
       const paths = Array.from({ length: 50 }, (_, i) => unique(`/echo/pool-alt-${i}`))
-      const got = await Promise.all(paths.map((path) => pool.request({ path, method: 'GET' }).then((r) => (overH3(r.headers) ? r.headers['x-path'] : 'not h3'))))
+      const got = await Promise.all(
+        paths.map((path) => pool.request({ path, method: 'GET' }).then((r) => (overH3(r.headers) ? r.headers['x-path'] : 'not h3'))),
+      )
       expect(got).toEqual(paths)
       expect(seen).toEqual(['h2', 'h3'])
     })
@@ -606,8 +672,14 @@ describe.skipIf(isUndici || skipUnlessCI(missing))('HTTP/3', () => {
       }
       const more = Array.from({ length: 10 }, (_, i) => unique(`/echo/${name}-c${i}`))
       paths.push(...more)
-      expect(await Promise.all(more.map((path) => c.request({ path, method: 'POST', body: path }).then((r) => r.body.text())))).toEqual(more)
-      for (const p of paths) expect(srv.requests.filter((s) => s.path === p), p).toHaveLength(1)
+      expect(await Promise.all(more.map((path) => c.request({ path, method: 'POST', body: path }).then((r) => r.body.text())))).toEqual(
+        more,
+      )
+      for (const p of paths)
+        expect(
+          srv.requests.filter((s) => s.path === p),
+          p,
+        ).toHaveLength(1)
       expect(srv.requests.filter((s) => s.path.startsWith(`/echo/${name}-`))).toHaveLength(paths.length)
     }
 
@@ -659,7 +731,10 @@ describe.skipIf(isUndici || skipUnlessCI(missing))('HTTP/3', () => {
         const c = altClient(srv.origin, { pipelining: 10 })
         await allOnce(c, srv, name)
         expect(peer.datagrams, name).toBeGreaterThan(0)
-        expect(seen.every((v) => v === 'h2'), name).toBe(true)
+        expect(
+          seen.every((v) => v === 'h2'),
+          name,
+        ).toBe(true)
       }
     })
 
@@ -761,7 +836,10 @@ describe.skipIf(isUndici || skipUnlessCI(missing))('HTTP/3', () => {
       const c = altClient(o.origin, {
         preferH3: true,
         connect: (opts: { hostname: string; port: string }, cb: (err: Error | null, socket: unknown) => void) => {
-          const s = tls.connect({ host: '127.0.0.1', port: Number(opts.port), servername: 'localhost', ca: o.ca, ALPNProtocols: ['http/1.1'] }, () => cb(null, s))
+          const s = tls.connect(
+            { host: '127.0.0.1', port: Number(opts.port), servername: 'localhost', ca: o.ca, ALPNProtocols: ['http/1.1'] },
+            () => cb(null, s),
+          )
           s.on('error', (e) => cb(e, null))
         },
       })

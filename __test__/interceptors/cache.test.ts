@@ -1,7 +1,7 @@
 // The cache interceptor and cacheStores, differential: the same requests through undici's Agent
 // with undici's cache interceptor and saetta's with saetta's must get the same statuses,
 // headers and bodies, with the origin seeing the same requests (conditional ones included).
-import http from 'node:http'
+import type http from 'node:http'
 import { Writable } from 'node:stream'
 import { afterEach, describe, expect, test } from 'vitest'
 import { cleanup, httpServer, onCleanup, sleep } from '../support/helpers'
@@ -22,7 +22,14 @@ interface Seen {
 async function origin(handler: Handler) {
   const seen: Seen[] = []
   const srv = await httpServer((req, res) => {
-    seen.push({ method: req.method!, url: req.url!, conditional: { 'if-none-match': req.headers['if-none-match'], 'if-modified-since': req.headers['if-modified-since'] ? 'set' : undefined } })
+    seen.push({
+      method: req.method!,
+      url: req.url!,
+      conditional: {
+        'if-none-match': req.headers['if-none-match'],
+        'if-modified-since': req.headers['if-modified-since'] ? 'set' : undefined,
+      },
+    })
     handler(req, res, seen.length)
   })
   return Object.assign(srv, { seen })
@@ -90,7 +97,8 @@ describe('cache interceptor', () => {
         const shared = d()
         const priv = d({ type: 'private' })
         const out = []
-        for (const path of ['/no-store', '/private', '/plain']) out.push(await fetchOne(shared, base, path), await fetchOne(shared, base, path))
+        for (const path of ['/no-store', '/private', '/plain'])
+          out.push(await fetchOne(shared, base, path), await fetchOne(shared, base, path))
         out.push(await fetchOne(priv, base, '/private'), await fetchOne(priv, base, '/private'))
         return out
       },
@@ -206,7 +214,12 @@ describe('cache interceptor', () => {
         const other = d({ origins: ['http://example.invalid'] })
         const out = [await fetchOne(c, base, '/a'), await fetchOne(c, base, '/b'), await fetchOne(c, base, '/a', { method: 'HEAD' })]
         out.push(await fetchOne(c, base, '/a', { method: 'POST', body: 'x' }))
-        out.push(await fetchOne(c, base, '/a'), await fetchOne(c, base, '/b'), await fetchOne(other, base, '/a'), await fetchOne(other, base, '/a'))
+        out.push(
+          await fetchOne(c, base, '/a'),
+          await fetchOne(c, base, '/b'),
+          await fetchOne(other, base, '/a'),
+          await fetchOne(other, base, '/a'),
+        )
         return out
       },
     )
@@ -267,7 +280,13 @@ describe('cache interceptor', () => {
           throw new TypeError('store broke')
         }
         const throwing = d({ store: { get: boom, createWriteStream: boom, delete: boom } as never })
-        const rejecting = d({ store: { get: () => Promise.reject(new TypeError('store rejected')), createWriteStream: () => undefined, delete: () => {} } as never })
+        const rejecting = d({
+          store: {
+            get: () => Promise.reject(new TypeError('store rejected')),
+            createWriteStream: () => undefined,
+            delete: () => {},
+          } as never,
+        })
         const failingWrites = d({
           store: {
             get: () => undefined,
@@ -280,7 +299,12 @@ describe('cache interceptor', () => {
             delete: () => {},
           } as never,
         })
-        return [await outcome(fetchOne(throwing, base).then((r) => ('error' in r ? r : { ok: r }))), await fetchOne(rejecting, base), await fetchOne(failingWrites, base), await fetchOne(failingWrites, base)]
+        return [
+          await outcome(fetchOne(throwing, base).then((r) => ('error' in r ? r : { ok: r }))),
+          await fetchOne(rejecting, base),
+          await fetchOne(failingWrites, base),
+          await fetchOne(failingWrites, base),
+        ]
       },
     )
   })
@@ -304,9 +328,13 @@ describe('cache interceptor', () => {
       async (lib, _d, base) => {
         const a = new lib.Agent()
         onCleanup(() => a.destroy())
-        const c = a.compose(lib.interceptors.redirect({ maxRedirections: 3 }), lib.interceptors.cache({ store: new lib.cacheStores.MemoryCacheStore() }))
+        const c = a.compose(
+          lib.interceptors.redirect({ maxRedirections: 3 }),
+          lib.interceptors.cache({ store: new lib.cacheStores.MemoryCacheStore() }),
+        )
         const out = []
-        for (const path of ['/temp', '/temp', '/perm', '/perm', '/private-hop', '/private-hop', '/fresh-0', '/fresh-0']) out.push(await fetchOne(c as D, base, path))
+        for (const path of ['/temp', '/temp', '/perm', '/perm', '/private-hop', '/private-hop', '/fresh-0', '/fresh-0'])
+          out.push(await fetchOne(c as D, base, path))
         return out
       },
     )
@@ -343,7 +371,16 @@ describe('cache interceptor', () => {
       (_req, res, n) => res.end(`origin ${n}`),
       async (_lib, d, base) => {
         const now = Date.now()
-        const result = (body: unknown) => ({ statusCode: 201, statusMessage: 'Created', headers: { 'x-from': 'store' }, body, cacheControlDirectives: {}, cachedAt: now, staleAt: now + 60_000, deleteAt: now + 120_000 })
+        const result = (body: unknown) => ({
+          statusCode: 201,
+          statusMessage: 'Created',
+          headers: { 'x-from': 'store' },
+          body,
+          cacheControlDirectives: {},
+          cachedAt: now,
+          staleAt: now + 60_000,
+          deleteAt: now + 120_000,
+        })
         const bodies: Record<string, () => unknown> = {
           '/stream': () => Readable.from([Buffer.from('str'), Buffer.from('eam')]),
           '/buffer': () => Buffer.from('buffer'),
@@ -351,7 +388,8 @@ describe('cache interceptor', () => {
           '/async': () => Readable.from([Buffer.from('a'), Buffer.from('sync')]),
         }
         const store = {
-          get: (key: { path: string }) => (key.path === '/async' ? Promise.resolve(result(bodies[key.path]())) : bodies[key.path] ? result(bodies[key.path]()) : undefined),
+          get: (key: { path: string }) =>
+            key.path === '/async' ? Promise.resolve(result(bodies[key.path]())) : bodies[key.path] ? result(bodies[key.path]()) : undefined,
           createWriteStream: () => undefined,
           delete: () => {},
         }
@@ -395,13 +433,22 @@ describe('cache interceptor', () => {
 })
 
 const key = { origin: 'http://a', method: 'GET', path: '/', headers: {} }
-const value = (n = 0) => ({ statusCode: 200, statusMessage: 'OK', headers: { n: String(n) }, cachedAt: Date.now(), staleAt: Date.now() + 60_000, deleteAt: Date.now() + 120_000 })
+const value = (n = 0) => ({
+  statusCode: 200,
+  statusMessage: 'OK',
+  headers: { n: String(n) },
+  cachedAt: Date.now(),
+  staleAt: Date.now() + 60_000,
+  deleteAt: Date.now() + 120_000,
+})
 
 /** Writes a body into the store and waits for it to be kept. */
 async function put(store: { createWriteStream(k: object, v: object): Writable | undefined }, k: object, v: object, body: string) {
   const w = store.createWriteStream(k, v)!
   await new Promise<void>((resolve) => {
-    w.on('close', resolve).on('finish', resolve).on('error', () => resolve())
+    w.on('close', resolve)
+      .on('finish', resolve)
+      .on('error', () => resolve())
     w.end(body)
   })
 }
@@ -436,7 +483,10 @@ describe('cacheStores', () => {
         out.push(await bodyOf(store.get(key) as never), store.get({ ...key, path: '/big' }) ?? 'none')
         await put(store, { ...key, path: '/2' }, value(3), 'two')
         await put(store, { ...key, path: '/3' }, value(4), 'three')
-        out.push(events, [key.path, '/2', '/3'].map((p) => (store.get({ ...key, path: p }) ? 'kept' : 'dropped')))
+        out.push(
+          events,
+          [key.path, '/2', '/3'].map((p) => (store.get({ ...key, path: p }) ? 'kept' : 'dropped')),
+        )
         store.delete({ ...key, path: '/3' })
         out.push(store.get({ ...key, path: '/3' }) ?? 'deleted', (store as unknown as { size: number }).size)
         for (const badKey of [null, { origin: 1 }, 'x']) {

@@ -186,25 +186,22 @@ describe('compose()', () => {
     let dispatched = ''
     await withTimeout(
       new Promise<void>((resolve, reject) => {
-        composed.dispatch(
-          { path: '/d', method: 'GET' },
-          {
-            onConnect() {},
-            onHeaders() {
-              return true
-            },
-            onData(chunk: Buffer) {
-              dispatched += chunk
-              return true
-            },
-            onComplete() {
-              resolve()
-            },
-            onError(err: Error) {
-              reject(err)
-            },
-          } as any,
-        )
+        composed.dispatch({ path: '/d', method: 'GET' }, {
+          onConnect() {},
+          onHeaders() {
+            return true
+          },
+          onData(chunk: Buffer) {
+            dispatched += chunk
+            return true
+          },
+          onComplete() {
+            resolve()
+          },
+          onError(err: Error) {
+            reject(err)
+          },
+        } as any)
       }),
       5000,
       'dispatch',

@@ -5,7 +5,7 @@ import crypto from 'node:crypto'
 import { Writable } from 'node:stream'
 import zlib from 'node:zlib'
 import { afterEach, beforeEach, describe, expect, test, vi } from 'vitest'
-import { cleanup, httpServer, onCleanup, sleep, type HttpServer } from '../support/helpers'
+import { cleanup, httpServer, onCleanup, type HttpServer } from '../support/helpers'
 import { client, describeError, saetta, same, stableHeaders, stableObject, type Lib, outcome } from '../support/differential'
 
 afterEach(cleanup)
@@ -37,10 +37,19 @@ const ROUTES: Record<string, () => Route> = {
   '/upper': () => ({ headers: [['Content-Encoding', 'GZIP']], body: gzip(TEXT) }),
   // Applied in order: gzip first, then br; decoded br first.
   '/gzip-br': () => ({ headers: [['content-encoding', 'gzip, br']], body: br(gzip(TEXT)) }),
-  '/lines': () => ({ headers: [['content-encoding', 'deflate'], ['content-encoding', 'gzip']], body: gzip(deflate(TEXT)) }),
+  '/lines': () => ({
+    headers: [
+      ['content-encoding', 'deflate'],
+      ['content-encoding', 'gzip'],
+    ],
+    body: gzip(deflate(TEXT)),
+  }),
   '/spaces': () => ({ headers: [['content-encoding', ' gzip ,, ']], body: gzip(TEXT) }),
   '/six': () => ({ headers: [['content-encoding', 'gzip,gzip,gzip,gzip,gzip,gzip']], body: TEXT }),
-  '/five': () => ({ headers: [['content-encoding', 'gzip,gzip,gzip,gzip,gzip']], body: Array.from({ length: 5 }).reduce<Buffer>((b) => gzip(b), TEXT) }),
+  '/five': () => ({
+    headers: [['content-encoding', 'gzip,gzip,gzip,gzip,gzip']],
+    body: Array.from({ length: 5 }).reduce<Buffer>((b) => gzip(b), TEXT),
+  }),
   '/unknown': () => ({ headers: [['content-encoding', 'gzip, snappy']], body: gzip(TEXT) }),
   '/identity': () => ({ headers: [['content-encoding', 'identity']], body: TEXT }),
   '/zstd': () => ({ headers: [['content-encoding', 'zstd']], body: hasZstd ? zstd(TEXT) : Buffer.from('not zstd here') }),
@@ -56,8 +65,18 @@ const ROUTES: Record<string, () => Route> = {
   '/bomb2': () => ({ headers: [['content-encoding', 'gzip, gzip']], body: gzip(BOMB) }),
   // The inner stage's output (stored, uncompressible) is a little larger than the final one.
   '/stored': () => ({ headers: [['content-encoding', 'gzip, gzip']], body: gzip(zlib.gzipSync(RANDOM, { level: 0 })) }),
-  '/slow': () => ({ headers: [['content-encoding', 'gzip']], body: gzip(crypto.randomBytes(256 * 1024)), pieces: { size: 16 * 1024, ms: 20 } }),
-  '/trailers': () => ({ headers: [['content-encoding', 'gzip'], ['trailer', 'x-sum']], body: gzip(TEXT) }),
+  '/slow': () => ({
+    headers: [['content-encoding', 'gzip']],
+    body: gzip(crypto.randomBytes(256 * 1024)),
+    pieces: { size: 16 * 1024, ms: 20 },
+  }),
+  '/trailers': () => ({
+    headers: [
+      ['content-encoding', 'gzip'],
+      ['trailer', 'x-sum'],
+    ],
+    body: gzip(TEXT),
+  }),
 }
 
 /** A server answering ROUTES; the trailers route sends its body chunked with a trailer. */
@@ -114,12 +133,20 @@ function composed(lib: Lib, origin: string, options?: Parameters<Lib['intercepto
 }
 
 /** request() through the interceptor: status, headers, body digest, or the error. */
-async function viaRequest(lib: Lib, origin: string, path: string, options?: Parameters<Lib['interceptors']['decompress']>[0], method = 'GET') {
-  return outcome((async () => {
+async function viaRequest(
+  lib: Lib,
+  origin: string,
+  path: string,
+  options?: Parameters<Lib['interceptors']['decompress']>[0],
+  method = 'GET',
+) {
+  return outcome(
+    (async () => {
       const res = await composed(lib, origin, options).request({ path, method: method as 'GET' })
       const body = Buffer.from(await res.body.arrayBuffer())
       return { status: res.statusCode, headers: stableObject(res.headers), body: digest(body), trailers: res.trailers }
-    })())
+    })(),
+  )
 }
 
 for (const layer of [false, true]) {
@@ -131,21 +158,26 @@ for (const layer of [false, true]) {
 }
 
 function differentialRoutes(): void {
-  test.each(Object.keys(ROUTES).filter((p) => !p.startsWith('/bomb') && p !== '/slow' && p !== '/stored'))('%s: the same status, headers, bytes or error', async (path) => {
-    // Known difference: the core (crates/core/src/decode.rs) still inflates `compress` as
-    // undici 7 did; undici 8 leaves it encoded, as saetta's JS path does (the layered run).
-    if (path === '/compress' && !layered) return
-    const rec = await same(server, (lib, origin) => viaRequest(lib, origin, path))
-    if (['/gzip', '/br', '/deflate', '/gzip-br', '/lines', '/upper', '/five'].includes(path)) {
-      expect(rec).toMatchObject({ ok: true, value: { body: digest(TEXT) } })
-      expect(Object.keys((rec as { value: { headers: object } }).value.headers)).not.toContain('content-encoding')
-    }
-    if (path === '/zstd' && hasZstd) expect(rec).toMatchObject({ ok: true, value: { body: digest(TEXT) } })
-    if (path === '/six') expect(rec).toMatchObject({ ok: false, error: { message: 'too many content-encodings in response: 6, maximum allowed is 5' } })
-    if (path === '/truncated') expect(rec).toMatchObject({ ok: false, error: { code: 'Z_BUF_ERROR', message: 'unexpected end of file' } })
-    if (path === '/lie') expect(rec).toMatchObject({ ok: false, error: { code: 'Z_DATA_ERROR' } })
-    if (path === '/unknown') expect(rec).toMatchObject({ ok: true, value: { headers: { 'content-encoding': 'gzip, snappy' }, body: digest(gzip(TEXT)) } })
-  })
+  test.each(Object.keys(ROUTES).filter((p) => !p.startsWith('/bomb') && p !== '/slow' && p !== '/stored'))(
+    '%s: the same status, headers, bytes or error',
+    async (path) => {
+      // Known difference: the core (crates/core/src/decode.rs) still inflates `compress` as
+      // undici 7 did; undici 8 leaves it encoded, as saetta's JS path does (the layered run).
+      if (path === '/compress' && !layered) return
+      const rec = await same(server, (lib, origin) => viaRequest(lib, origin, path))
+      if (['/gzip', '/br', '/deflate', '/gzip-br', '/lines', '/upper', '/five'].includes(path)) {
+        expect(rec).toMatchObject({ ok: true, value: { body: digest(TEXT) } })
+        expect(Object.keys((rec as { value: { headers: object } }).value.headers)).not.toContain('content-encoding')
+      }
+      if (path === '/zstd' && hasZstd) expect(rec).toMatchObject({ ok: true, value: { body: digest(TEXT) } })
+      if (path === '/six')
+        expect(rec).toMatchObject({ ok: false, error: { message: 'too many content-encodings in response: 6, maximum allowed is 5' } })
+      if (path === '/truncated') expect(rec).toMatchObject({ ok: false, error: { code: 'Z_BUF_ERROR', message: 'unexpected end of file' } })
+      if (path === '/lie') expect(rec).toMatchObject({ ok: false, error: { code: 'Z_DATA_ERROR' } })
+      if (path === '/unknown')
+        expect(rec).toMatchObject({ ok: true, value: { headers: { 'content-encoding': 'gzip, snappy' }, body: digest(gzip(TEXT)) } })
+    },
+  )
 }
 
 describe('decompress: request()', () => {
@@ -180,7 +212,8 @@ describe('decompress: request()', () => {
         return r.ok ? r : { ...r, error: { ...r.error, message: String(r.error.message).replace(/\(\d+\) exceeded/, '(N) exceeded') } }
       })
       if (path === '/stored') expect(rec.ok).toBe(maxSize > RANDOM.length + 100)
-      else if (maxSize < 1024 * 1024) expect(rec).toMatchObject({ ok: false, error: { class: 'ResponseExceededMaxSizeError', code: 'RES_EXCEEDED_MAX_SIZE' } })
+      else if (maxSize < 1024 * 1024)
+        expect(rec).toMatchObject({ ok: false, error: { class: 'ResponseExceededMaxSizeError', code: 'RES_EXCEEDED_MAX_SIZE' } })
       else expect(rec).toMatchObject({ ok: true, value: { body: digest(Buffer.alloc(4 * 1024 * 1024)) } })
     }
   })
@@ -254,21 +287,33 @@ describe('decompress: stream() and dispatch', () => {
   test('stream(): the same head and decoded bytes', async () => {
     for (const path of ['/gzip', '/gzip-br', '/truncated', '/unknown']) {
       await same(server, (lib, origin) =>
-        outcome(new Promise<object>((resolve, reject) => {
+        outcome(
+          new Promise<object>((resolve, reject) => {
             const chunks: Buffer[] = []
             let head: object = {}
-            composed(lib, origin)
-              .stream({ path, method: 'GET' }, ({ statusCode, headers }) => {
+            composed(lib, origin).stream(
+              { path, method: 'GET' },
+              ({ statusCode, headers }) => {
                 head = { statusCode, headers: stableObject(headers) }
                 return new Writable({ write: (c: Buffer, _e, cb) => (chunks.push(c), cb()) })
-              }, (err) => (err ? reject(err) : resolve({ ...head, body: digest(Buffer.concat(chunks)) })))
-          })),
+              },
+              (err) => (err ? reject(err) : resolve({ ...head, body: digest(Buffer.concat(chunks)) })),
+            )
+          }),
+        ),
       )
     }
   })
 
   /** Runs a dispatch and records its callbacks, consecutive data merged into one byte count. */
-  function recordDispatch(lib: Lib, origin: string, path: string, style: 'legacy' | 'controller', pauseMs = 0, options?: object): Promise<unknown[]> {
+  function recordDispatch(
+    lib: Lib,
+    origin: string,
+    path: string,
+    style: 'legacy' | 'controller',
+    pauseMs = 0,
+    options?: object,
+  ): Promise<unknown[]> {
     return new Promise((resolve) => {
       const log: unknown[] = []
       const data = (n: number) => {
@@ -293,7 +338,11 @@ describe('decompress: stream() and dispatch', () => {
             }
           : {
               onRequestStart: () => log.push(['start']),
-              onResponseStart: (ctl: { pause(): void; resume(): void; rawHeaders?: Buffer[] | null }, status: number, headers: Record<string, unknown>) => {
+              onResponseStart: (
+                ctl: { pause(): void; resume(): void; rawHeaders?: Buffer[] | null },
+                status: number,
+                headers: Record<string, unknown>,
+              ) => {
                 log.push(['response', status, stableObject(headers), stableHeaders(ctl.rawHeaders)])
                 if (pauseMs) {
                   ctl.pause()
@@ -354,7 +403,8 @@ describe('decompress: backpressure and abort', () => {
           super.onResponseData(ctl, chunk)
         }
       }
-      const counter = (dispatch: (opts: object, handler: object) => boolean) => (opts: object, handler: object) => dispatch(opts, new Counting(handler))
+      const counter = (dispatch: (opts: object, handler: object) => boolean) => (opts: object, handler: object) =>
+        dispatch(opts, new Counting(handler))
       const c = client(lib, origin).compose(counter as never, lib.interceptors.decompress())
       let received = 0
       let whilePaused = 0
@@ -394,12 +444,14 @@ describe('decompress: backpressure and abort', () => {
       const ac = new AbortController()
       const res = await c.request({ path: '/slow', method: 'GET', signal: ac.signal })
       let got = 0
-      const read = outcome((async () => {
+      const read = outcome(
+        (async () => {
           for await (const chunk of res.body) {
             got += (chunk as Buffer).length
             if (got > 0) ac.abort()
           }
-        })())
+        })(),
+      )
       // The spec decides the class (RequestAbortedError; undici gives the signal's reason): both are AbortError.
       const out = await read
       if (!out.ok) out.error = { name: out.error.name }
@@ -409,26 +461,28 @@ describe('decompress: backpressure and abort', () => {
   })
 
   test('a controller abort mid-body: onResponseError with the reason, once', async () => {
-    await same(server, (lib, origin) =>
-      new Promise((resolve) => {
-        const log: unknown[] = []
-        composed(lib, origin).dispatch({ origin, path: '/slow', method: 'GET' }, {
-          onRequestStart() {},
-          onResponseStart() {},
-          onResponseData(ctl: { abort(e: Error): void; aborted: boolean }) {
-            if (log.length === 0) {
-              log.push('data')
-              ctl.abort(new Error('enough'))
-              log.push(['aborted', ctl.aborted])
-            }
-          },
-          onResponseEnd: () => log.push('end'),
-          onResponseError: (_c: unknown, err: Error) => {
-            log.push(['error', describeError(err)])
-            setTimeout(() => resolve(log), 100)
-          },
-        } as never)
-      }),
+    await same(
+      server,
+      (lib, origin) =>
+        new Promise((resolve) => {
+          const log: unknown[] = []
+          composed(lib, origin).dispatch({ origin, path: '/slow', method: 'GET' }, {
+            onRequestStart() {},
+            onResponseStart() {},
+            onResponseData(ctl: { abort(e: Error): void; aborted: boolean }) {
+              if (log.length === 0) {
+                log.push('data')
+                ctl.abort(new Error('enough'))
+                log.push(['aborted', ctl.aborted])
+              }
+            },
+            onResponseEnd: () => log.push('end'),
+            onResponseError: (_c: unknown, err: Error) => {
+              log.push(['error', describeError(err)])
+              setTimeout(() => resolve(log), 100)
+            },
+          } as never)
+        }),
     )
   })
   test.each([
@@ -436,44 +490,51 @@ describe('decompress: backpressure and abort', () => {
     ['while paused, after the dispatcher has read the whole body', 'late'],
     ['in onResponseData, the compressed body all in and still decoding', 'data'],
   ] as const)('a controller abort %s: onResponseError with the reason, nothing after', async (_name, when) => {
-    await same(server, (lib, origin) =>
-      new Promise((resolve) => {
-        const log: unknown[] = []
-        const done = () => setTimeout(() => resolve(log), 100)
-        composed(lib, origin).dispatch({ origin, path: '/gzip', method: 'GET' }, {
-          onRequestStart() {},
-          onResponseStart(ctl: { abort(e: Error): void; pause(): void }) {
-            log.push('response')
-            if (when === 'start') return ctl.abort(new Error('not wanted'))
-            if (when !== 'late') return
-            ctl.pause()
-            setTimeout(() => ctl.abort(new Error('too late')), 100)
-          },
-          onResponseData: (ctl: { abort(e: Error): void }) => {
-            log.push('data')
-            if (when === 'data') ctl.abort(new Error('seen enough'))
-          },
-          onResponseEnd: () => (log.push('end'), done()),
-          onResponseError: (_c: unknown, err: Error) => (log.push(['error', describeError(err)]), done()),
-        } as never)
-      }),
+    await same(
+      server,
+      (lib, origin) =>
+        new Promise((resolve) => {
+          const log: unknown[] = []
+          const done = () => setTimeout(() => resolve(log), 100)
+          composed(lib, origin).dispatch({ origin, path: '/gzip', method: 'GET' }, {
+            onRequestStart() {},
+            onResponseStart(ctl: { abort(e: Error): void; pause(): void }) {
+              log.push('response')
+              if (when === 'start') return ctl.abort(new Error('not wanted'))
+              if (when !== 'late') return
+              ctl.pause()
+              setTimeout(() => ctl.abort(new Error('too late')), 100)
+            },
+            onResponseData: (ctl: { abort(e: Error): void }) => {
+              log.push('data')
+              if (when === 'data') ctl.abort(new Error('seen enough'))
+            },
+            onResponseEnd: () => (log.push('end'), done()),
+            onResponseError: (_c: unknown, err: Error) => (log.push(['error', describeError(err)]), done()),
+          } as never)
+        }),
     )
   })
 })
 
 describe('decompress: fetch', () => {
-  test.each(['/gzip', '/gzip-br', '/unknown', '/lie', '/404', '/plain'])('fetch %s through a composed Agent: the same response', async (path) => {
-    await same(server, async (lib, origin) => {
-      const dispatcher = new lib.Agent().compose(lib.interceptors.decompress())
-      onCleanup(() => (dispatcher as unknown as { close(): Promise<void> }).close())
-      return outcome((async () => {
-          const res = await lib.fetch(`${origin}${path}`, { dispatcher })
-          const body = Buffer.from(await res.arrayBuffer())
-          const headers = stableObject(Object.fromEntries(res.headers))
-          return { status: res.status, headers, body: digest(body) }
-        })())
-    })
-  })
+  test.each(['/gzip', '/gzip-br', '/unknown', '/lie', '/404', '/plain'])(
+    'fetch %s through a composed Agent: the same response',
+    async (path) => {
+      await same(server, async (lib, origin) => {
+        const dispatcher = new lib.Agent().compose(lib.interceptors.decompress())
+        onCleanup(() => (dispatcher as unknown as { close(): Promise<void> }).close())
+        return outcome(
+          (async () => {
+            const res = await lib.fetch(`${origin}${path}`, { dispatcher })
+            const body = Buffer.from(await res.arrayBuffer())
+            const headers = stableObject(Object.fromEntries(res.headers))
+            return { status: res.status, headers, body: digest(body) }
+          })(),
+        )
+      })
+    },
+  )
 })
 
 describe('decompress: cost', () => {
@@ -496,8 +557,24 @@ describe('decompress: cost', () => {
   // what each socket read decodes to, in chunks of at most 64 KiB; its JS path (decompress not
   // right on the dispatcher, or zstd) sizes node:zlib's chunks by the body.
   test.each([
-    ['right on the dispatcher (the core decodes)', false, [['/large', 64 * 1024], ['/small', 64 * 1024], ['/small?chunked', 64 * 1024]]],
-    ['with another interceptor between (decoded in JS)', true, [['/large', 64 * 1024], ['/small', 16 * 1024], ['/small?chunked', 16 * 1024]]],
+    [
+      'right on the dispatcher (the core decodes)',
+      false,
+      [
+        ['/large', 64 * 1024],
+        ['/small', 64 * 1024],
+        ['/small?chunked', 64 * 1024],
+      ],
+    ],
+    [
+      'with another interceptor between (decoded in JS)',
+      true,
+      [
+        ['/large', 64 * 1024],
+        ['/small', 16 * 1024],
+        ['/small?chunked', 16 * 1024],
+      ],
+    ],
   ] as const)('%s: the largest decoded chunk of a large and a small body', async (_name, layer, expected) => {
     layered = layer
     onCleanup(() => void (layered = false))

@@ -145,7 +145,16 @@ describe('deduplicate interceptor', () => {
   })
 
   test('bad options: undici TypeErrors', async () => {
-    const cases: unknown[] = [null, 1, { methods: 'GET' }, { methods: ['POST'] }, { skipHeaderNames: 'x' }, { excludeHeaderNames: 1 }, { maxBufferSize: 0 }, { maxBufferSize: Infinity }]
+    const cases: unknown[] = [
+      null,
+      1,
+      { methods: 'GET' },
+      { methods: ['POST'] },
+      { skipHeaderNames: 'x' },
+      { excludeHeaderNames: 1 },
+      { maxBufferSize: 0 },
+      { maxBufferSize: Infinity },
+    ]
     await same(
       async () => ({ origin: '' }),
       async (lib) =>

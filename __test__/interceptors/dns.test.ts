@@ -35,7 +35,10 @@ async function dualServer(v6: boolean) {
   return { origin: `http://localhost:${port}`, port }
 }
 
-async function get(d: { request: (o: object) => Promise<{ statusCode: number; body: { text(): Promise<string> } }> }, origin: string): Promise<string> {
+async function get(
+  d: { request: (o: object) => Promise<{ statusCode: number; body: { text(): Promise<string> } }> },
+  origin: string,
+): Promise<string> {
   const r = await d.request({ origin, path: '/', method: 'GET' })
   return (await r.body.text()).replace(/:\d+$/, ':PORT')
 }
@@ -45,7 +48,12 @@ function lookupOf(records: DnsRecord[]) {
   let calls = 0
   const lookup = (_origin: URL, _opts: object, cb: (err: Error | null, addrs: DnsRecord[]) => void) => {
     calls++
-    setImmediate(() => cb(null, records.map((r) => ({ ...r }))))
+    setImmediate(() =>
+      cb(
+        null,
+        records.map((r) => ({ ...r })),
+      ),
+    )
   }
   return { lookup, calls: () => calls }
 }
@@ -132,8 +140,14 @@ describe('dns interceptor', () => {
           // between its lookup and its pick, as on a loaded machine.
           maxTTL: 60_000,
           lookup: ((o: URL, opts: Record<string, unknown>, cb: (err: null, a: DnsRecord[]) => void) => {
-            given.push([o.hostname, Object.fromEntries(Object.entries(opts).map(([k, v]) => [k, typeof v === 'function' ? 'function' : v]))])
-            cb(null, both.map((r) => ({ ...r })))
+            given.push([
+              o.hostname,
+              Object.fromEntries(Object.entries(opts).map(([k, v]) => [k, typeof v === 'function' ? 'function' : v])),
+            ])
+            cb(
+              null,
+              both.map((r) => ({ ...r })),
+            )
           }) as never,
         })
         const r = await d.request({ origin, path: '/', method: 'GET', dns: { affinity: 6 } } as never)
@@ -174,7 +188,8 @@ describe('dns interceptor', () => {
       () => dualServer(false),
       async (lib, origin) => {
         const failing = agent(lib, {
-          lookup: ((_o: URL, _opts: object, cb: (err: Error) => void) => cb(Object.assign(new Error('lookup failed'), { code: 'ESERVFAIL' }))) as never,
+          lookup: ((_o: URL, _opts: object, cb: (err: Error) => void) =>
+            cb(Object.assign(new Error('lookup failed'), { code: 'ESERVFAIL' }))) as never,
         })
         const empty = agent(lib, { lookup: ((_o: URL, _opts: object, cb: (err: null, a: never[]) => void) => cb(null, [])) as never })
         return [describeError(await get(failing as never, origin).catch((e: unknown) => e)), await outcome(get(empty as never, origin))]
@@ -192,7 +207,9 @@ describe('dns interceptor', () => {
         const out = [
           await get(d as never, origin),
           await get(d as never, `http://127.0.0.1:${port}`),
-          await outcome(get(d as never, `http://saetta-test.invalid:${port}`)).then((r) => (r.ok ? r : (r.error as { code?: string }).code)),
+          await outcome(get(d as never, `http://saetta-test.invalid:${port}`)).then((r) =>
+            r.ok ? r : (r.error as { code?: string }).code,
+          ),
         ]
         return { out, calls: l.calls() }
       },

@@ -20,7 +20,15 @@ async function redirects() {
       return void res.writeHead(Number(m[1]), { location: target.startsWith('http') ? target : `/${target}` }).end('redirect body')
     }
     res.setHeader('content-type', 'application/json')
-    res.end(JSON.stringify({ method: req.method, url: req.url, body: body.toString(), auth: req.headers.authorization ?? null, ct: req.headers['content-type'] ?? null }))
+    res.end(
+      JSON.stringify({
+        method: req.method,
+        url: req.url,
+        body: body.toString(),
+        auth: req.headers.authorization ?? null,
+        ct: req.headers['content-type'] ?? null,
+      }),
+    )
   })
 }
 
@@ -45,7 +53,13 @@ describe('redirect', () => {
     const srv = await redirects()
     const d = agent(interceptors.redirect({ maxRedirections: 2 }))
     const via = async (status: number) => {
-      const res = await d.request({ origin: srv.origin, path: `/to/${status}/final`, method: 'POST', body: 'payload', headers: { 'content-type': 'text/plain' } })
+      const res = await d.request({
+        origin: srv.origin,
+        path: `/to/${status}/final`,
+        method: 'POST',
+        body: 'payload',
+        headers: { 'content-type': 'text/plain' },
+      })
       return res.body.json() as Promise<{ method: string; body: string; ct: string | null }>
     }
     expect(await via(301)).toMatchObject({ method: 'GET', body: '' })
@@ -61,7 +75,12 @@ describe('redirect', () => {
     const d = agent(interceptors.redirect({ maxRedirections: 2 }))
     const same = await d.request({ origin: a.origin, path: '/to/302/final', method: 'GET', headers: { authorization: 'secret' } })
     expect(await same.body.json()).toMatchObject({ auth: 'secret' })
-    const cross = await d.request({ origin: a.origin, path: `/to/302/${encodeURIComponent(`${b.origin}/final`)}`, method: 'GET', headers: { authorization: 'secret' } })
+    const cross = await d.request({
+      origin: a.origin,
+      path: `/to/302/${encodeURIComponent(`${b.origin}/final`)}`,
+      method: 'GET',
+      headers: { authorization: 'secret' },
+    })
     expect(await cross.body.json()).toMatchObject({ url: '/final', auth: null })
   })
 
@@ -105,7 +124,7 @@ describe('redirect', () => {
 })
 
 describe('dump', () => {
-  test("the body is read and discarded; the caller gets the status, the headers and an empty body", async () => {
+  test('the body is read and discarded; the caller gets the status, the headers and an empty body', async () => {
     const srv = await httpServer((_req, res) => res.end('x'.repeat(1000)))
     const d = agent(interceptors.dump())
     const res = await d.request({ origin: srv.origin, path: '/', method: 'GET' })

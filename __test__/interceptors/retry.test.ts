@@ -30,11 +30,16 @@ async function scripted(...answers: Array<(req: IncomingMessage, res: ServerResp
   return Object.assign(srv, { seen })
 }
 
-const status = (code: number, headers: Record<string, string> = {}) => (_req: IncomingMessage, res: ServerResponse) => {
-  res.writeHead(code, headers)
-  res.end(`status ${code}`)
-}
-const ok = (body = 'fine') => (_req: IncomingMessage, res: ServerResponse) => res.end(body)
+const status =
+  (code: number, headers: Record<string, string> = {}) =>
+  (_req: IncomingMessage, res: ServerResponse) => {
+    res.writeHead(code, headers)
+    res.end(`status ${code}`)
+  }
+const ok =
+  (body = 'fine') =>
+  (_req: IncomingMessage, res: ServerResponse) =>
+    res.end(body)
 
 describe('retry interceptor', () => {
   test('a retryable status is retried until it succeeds; the caller sees only the success', async () => {
@@ -181,7 +186,11 @@ describe('retry interceptor', () => {
       },
       (req, res) => {
         const start = Number(/^bytes=(\d+)-/.exec(req.headers.range ?? '')?.[1])
-        res.writeHead(206, { 'content-range': `bytes ${start}-${big.length - 1}/${big.length}`, 'content-length': String(big.length - start), etag: '"v1"' })
+        res.writeHead(206, {
+          'content-range': `bytes ${start}-${big.length - 1}/${big.length}`,
+          'content-length': String(big.length - start),
+          etag: '"v1"',
+        })
         res.end(big.subarray(start))
       },
     )

@@ -108,7 +108,14 @@ describe('stripHeadersOnRedirect, stripHeadersOnCrossOriginRedirect', () => {
     await same8(async (lib) => {
       const a = await redirects()
       const b = await redirects()
-      const d = agent(lib, lib.interceptors.redirect({ maxRedirections: 3, stripHeadersOnRedirect: ['x-SECRET'], stripHeadersOnCrossOriginRedirect: ['X-Cross'] }))
+      const d = agent(
+        lib,
+        lib.interceptors.redirect({
+          maxRedirections: 3,
+          stripHeadersOnRedirect: ['x-SECRET'],
+          stripHeadersOnCrossOriginRedirect: ['X-Cross'],
+        }),
+      )
       const to = (origin: string) => `/to/302/${encodeURIComponent(`${origin}/final`)}`
       const out: unknown[] = []
       // Same origin: only the every-hop list applies.
@@ -116,11 +123,54 @@ describe('stripHeadersOnRedirect, stripHeadersOnCrossOriginRedirect', () => {
       // Across origins: both lists, and the credentials.
       out.push(await responseOutcome(d.request({ origin: a.origin, path: to(b.origin), method: 'GET', headers } as never)))
       // The request's own lists win; empty lists strip nothing of their own.
-      out.push(await responseOutcome(d.request({ origin: a.origin, path: to(b.origin), method: 'GET', headers, stripHeadersOnRedirect: [], stripHeadersOnCrossOriginRedirect: ['x-keep'] } as never)))
-      out.push(await responseOutcome(d.request({ origin: a.origin, path: to(a.origin), method: 'GET', headers, stripHeadersOnRedirect: ['X-KEEP', 'x-absent'] } as never)))
+      out.push(
+        await responseOutcome(
+          d.request({
+            origin: a.origin,
+            path: to(b.origin),
+            method: 'GET',
+            headers,
+            stripHeadersOnRedirect: [],
+            stripHeadersOnCrossOriginRedirect: ['x-keep'],
+          } as never),
+        ),
+      )
+      out.push(
+        await responseOutcome(
+          d.request({
+            origin: a.origin,
+            path: to(a.origin),
+            method: 'GET',
+            headers,
+            stripHeadersOnRedirect: ['X-KEEP', 'x-absent'],
+          } as never),
+        ),
+      )
       // Headers as a flat list and as pairs.
-      out.push(await responseOutcome(d.request({ origin: a.origin, path: to(b.origin), method: 'GET', headers: ['X-Secret', 's', 'x-cross', 'c', 'x-keep', 'k'] } as never)))
-      out.push(await responseOutcome(d.request({ origin: a.origin, path: to(b.origin), method: 'GET', headers: [['X-Secret', 's'], ['x-cross', 'c'], ['x-keep', 'k']] } as never)))
+      out.push(
+        await responseOutcome(
+          d.request({
+            origin: a.origin,
+            path: to(b.origin),
+            method: 'GET',
+            headers: ['X-Secret', 's', 'x-cross', 'c', 'x-keep', 'k'],
+          } as never),
+        ),
+      )
+      out.push(
+        await responseOutcome(
+          d.request({
+            origin: a.origin,
+            path: to(b.origin),
+            method: 'GET',
+            headers: [
+              ['X-Secret', 's'],
+              ['x-cross', 'c'],
+              ['x-keep', 'k'],
+            ],
+          } as never),
+        ),
+      )
       // Not redirected: nothing is stripped.
       out.push(await responseOutcome(d.request({ origin: a.origin, path: '/final', method: 'GET', headers } as never)))
       return out.map((o) => JSON.stringify(o).replaceAll(a.origin, 'A').replaceAll(b.origin, 'B'))
@@ -145,9 +195,15 @@ describe('stripHeadersOnRedirect, stripHeadersOnCrossOriginRedirect', () => {
         const viaInterceptor = agent(lib, lib.interceptors.redirect({ maxRedirections: 1, ...options } as never))
         out.push(await responseOutcome(viaInterceptor.request({ origin: srv.origin, path: '/to/302/final', method: 'GET' } as never)))
         const perRequest = agent(lib, lib.interceptors.redirect({ maxRedirections: 1 }))
-        out.push(await responseOutcome(perRequest.request({ origin: srv.origin, path: '/to/302/final', method: 'GET', ...options } as never)))
+        out.push(
+          await responseOutcome(perRequest.request({ origin: srv.origin, path: '/to/302/final', method: 'GET', ...options } as never)),
+        )
         const off = agent(lib, lib.interceptors.redirect({ ...options } as never))
-        out.push(await responseOutcome(off.request({ origin: srv.origin, path: '/final', method: 'GET', maxRedirections: 0, ...options } as never)))
+        out.push(
+          await responseOutcome(
+            off.request({ origin: srv.origin, path: '/final', method: 'GET', maxRedirections: 0, ...options } as never),
+          ),
+        )
       }
       return JSON.stringify(out).replaceAll(srv.origin, 'O')
     })
@@ -157,11 +213,18 @@ describe('stripHeadersOnRedirect, stripHeadersOnCrossOriginRedirect', () => {
     await same7(async (lib, mark) => {
       const a = await redirects()
       const b = await redirects()
-      const d = agent(lib, lib.interceptors.redirect(mark({ maxRedirections: 3, stripHeadersOnRedirect: ['x-secret'], stripHeadersOnCrossOriginRedirect: 'not checked' } as never)))
+      const d = agent(
+        lib,
+        lib.interceptors.redirect(
+          mark({ maxRedirections: 3, stripHeadersOnRedirect: ['x-secret'], stripHeadersOnCrossOriginRedirect: 'not checked' } as never),
+        ),
+      )
       const to = (origin: string) => `/to/302/${encodeURIComponent(`${origin}/final`)}`
       const out = [
         await responseOutcome(d.request({ origin: a.origin, path: to(a.origin), method: 'GET', headers } as never)),
-        await responseOutcome(d.request({ origin: a.origin, path: to(b.origin), method: 'GET', headers, throwOnMaxRedirect: 'yes' } as never)),
+        await responseOutcome(
+          d.request({ origin: a.origin, path: to(b.origin), method: 'GET', headers, throwOnMaxRedirect: 'yes' } as never),
+        ),
       ]
       return JSON.stringify(out).replaceAll(a.origin, 'A').replaceAll(b.origin, 'B')
     })
@@ -177,12 +240,29 @@ describe('throwOnMaxRedirect', () => {
       out.push(await responseOutcome(viaInterceptor.request({ origin: srv.origin, path: '/to/302/to/302/to/302/final', method: 'GET' })))
       out.push(await responseOutcome(viaInterceptor.request({ origin: srv.origin, path: '/to/302/to/302/final', method: 'GET' })))
       // A request's false wins over the interceptor's true.
-      out.push(await responseOutcome(viaInterceptor.request({ origin: srv.origin, path: '/to/302/to/302/to/302/final', method: 'GET', throwOnMaxRedirect: false } as never)))
+      out.push(
+        await responseOutcome(
+          viaInterceptor.request({
+            origin: srv.origin,
+            path: '/to/302/to/302/to/302/final',
+            method: 'GET',
+            throwOnMaxRedirect: false,
+          } as never),
+        ),
+      )
       const perRequest = agent(lib, lib.interceptors.redirect({ maxRedirections: 1 }))
-      out.push(await responseOutcome(perRequest.request({ origin: srv.origin, path: '/to/301/to/301/final', method: 'GET', throwOnMaxRedirect: true } as never)))
+      out.push(
+        await responseOutcome(
+          perRequest.request({ origin: srv.origin, path: '/to/301/to/301/final', method: 'GET', throwOnMaxRedirect: true } as never),
+        ),
+      )
       out.push(await responseOutcome(perRequest.request({ origin: srv.origin, path: '/to/301/to/301/final', method: 'GET' } as never)))
       // A 3xx without a Location is an answer, not a redirect.
-      out.push(await responseOutcome(perRequest.request({ origin: srv.origin, path: '/to/301/to/304/', method: 'GET', throwOnMaxRedirect: true } as never)))
+      out.push(
+        await responseOutcome(
+          perRequest.request({ origin: srv.origin, path: '/to/301/to/304/', method: 'GET', throwOnMaxRedirect: true } as never),
+        ),
+      )
       let err: unknown
       try {
         await viaInterceptor.request({ origin: srv.origin, path: '/to/302/to/302/to/302/final', method: 'GET' })
@@ -200,7 +280,9 @@ describe('throwOnMaxRedirect', () => {
       const srv = await redirects()
       const d = agent(lib, lib.interceptors.redirect(mark({ maxRedirections: 1 })))
       return [
-        await responseOutcome(d.request({ origin: srv.origin, path: '/to/302/to/302/final', method: 'GET', throwOnMaxRedirect: true } as never)),
+        await responseOutcome(
+          d.request({ origin: srv.origin, path: '/to/302/to/302/final', method: 'GET', throwOnMaxRedirect: true } as never),
+        ),
         await responseOutcome(d.request({ origin: srv.origin, path: '/to/302/to/302/final', method: 'GET' } as never)),
       ]
     })
@@ -220,21 +302,24 @@ describe('RedirectHandler', () => {
       const go = (path: string, extra: object) =>
         new Promise((resolve) => {
           const chunks: Buffer[] = []
-          dispatch({ origin: srv.origin, path, method: 'POST', body: 'x', headers: { 'content-type': 'text/plain' }, ...extra } as never, {
-            onRequestStart() {},
-            onResponseStart(_c: unknown, status: number) {
-              chunks.push(Buffer.from(`${status} `))
-            },
-            onResponseData(_c: unknown, chunk: Buffer) {
-              chunks.push(chunk)
-            },
-            onResponseEnd() {
-              resolve(Buffer.concat(chunks).toString())
-            },
-            onResponseError(_c: unknown, err: Error) {
-              resolve(describeError(err))
-            },
-          } as never)
+          dispatch(
+            { origin: srv.origin, path, method: 'POST', body: 'x', headers: { 'content-type': 'text/plain' }, ...extra } as never,
+            {
+              onRequestStart() {},
+              onResponseStart(_c: unknown, status: number) {
+                chunks.push(Buffer.from(`${status} `))
+              },
+              onResponseData(_c: unknown, chunk: Buffer) {
+                chunks.push(chunk)
+              },
+              onResponseEnd() {
+                resolve(Buffer.concat(chunks).toString())
+              },
+              onResponseError(_c: unknown, err: Error) {
+                resolve(describeError(err))
+              },
+            } as never,
+          )
         })
       return [
         await go('/to/302/to/302/final', { throwOnMaxRedirect: true }),
@@ -303,7 +388,12 @@ describe('RedirectHandler', () => {
         try {
           const h = new lib.RedirectHandler(noop as never, max, { ...base, ...opts } as never, {} as never)
           const props = h as unknown as { maxRedirections: number; location: string | null; history: URL[]; opts: Record<string, unknown> }
-          out.push({ maxRedirections: props.maxRedirections, location: props.location, history: props.history, strip: 'stripHeadersOnRedirect' in props.opts })
+          out.push({
+            maxRedirections: props.maxRedirections,
+            location: props.location,
+            history: props.history,
+            strip: 'stripHeadersOnRedirect' in props.opts,
+          })
         } catch (err) {
           out.push(describeError(err))
         }

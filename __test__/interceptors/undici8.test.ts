@@ -32,7 +32,11 @@ const path = (status: number, type: string, body: string, repeat = 1) =>
 // The spec turns saetta's responseError on with a request's throwOnError (undici's Request refuses it).
 const asking = (lib: AnyLib) => (lib === (saetta as AnyLib) ? { throwOnError: true } : {})
 
-async function responseOutcome(lib: AnyLib, d: { request(o: object): Promise<{ statusCode: number; body: { text(): Promise<string> } }> }, p: string) {
+async function responseOutcome(
+  lib: AnyLib,
+  d: { request(o: object): Promise<{ statusCode: number; body: { text(): Promise<string> } }> },
+  p: string,
+) {
   try {
     const res = await d.request({ path: p, method: 'GET', ...asking(lib) })
     return { statusCode: res.statusCode, text: await res.body.text() }
@@ -59,7 +63,22 @@ describe('responseError maxSize', () => {
   test('checked when the interceptor is made: the same error for each wrong value', async () => {
     await same8(async (lib) => {
       const out: unknown[] = []
-      for (const options of [{ maxSize: -1 }, { maxSize: 1.5 }, { maxSize: '10' }, { maxSize: NaN }, { maxSize: Infinity }, { maxSize: 2 ** 53 }, { maxSize: null }, null, 5, 'x', {}, { maxSize: 0 }, { maxSize: undefined }, { throwOnError: false }]) {
+      for (const options of [
+        { maxSize: -1 },
+        { maxSize: 1.5 },
+        { maxSize: '10' },
+        { maxSize: NaN },
+        { maxSize: Infinity },
+        { maxSize: 2 ** 53 },
+        { maxSize: null },
+        null,
+        5,
+        'x',
+        {},
+        { maxSize: 0 },
+        { maxSize: undefined },
+        { throwOnError: false },
+      ]) {
         try {
           lib.interceptors.responseError(options as never)
           out.push('made')
@@ -153,7 +172,12 @@ describe('decompress (undici 8)', () => {
     try {
       const res = await d.request({ path: '/', method: method as 'GET' })
       const body = Buffer.from(await res.body.arrayBuffer())
-      return { statusCode: res.statusCode, encoding: res.headers['content-encoding'], length: res.headers['content-length'], bytes: body.length }
+      return {
+        statusCode: res.statusCode,
+        encoding: res.headers['content-encoding'],
+        length: res.headers['content-length'],
+        bytes: body.length,
+      }
     } catch (err) {
       return { error: describeError(err) }
     }
@@ -195,7 +219,14 @@ describe('decompress (undici 8)', () => {
 
 describe('cache stores (undici 8)', () => {
   const key = { origin: 'http://a', method: 'GET', path: '/', headers: {} }
-  const value = (n: number) => ({ statusCode: 200, statusMessage: 'OK', headers: { n: String(n) }, cachedAt: Date.now(), staleAt: Date.now() + 60_000, deleteAt: Date.now() + 120_000 })
+  const value = (n: number) => ({
+    statusCode: 200,
+    statusMessage: 'OK',
+    headers: { n: String(n) },
+    cachedAt: Date.now(),
+    staleAt: Date.now() + 60_000,
+    deleteAt: Date.now() + 120_000,
+  })
   const put = (store: { createWriteStream(k: object, v: object): NodeJS.WritableStream | undefined }, k: object, v: object, body: string) =>
     new Promise<void>((resolve) => {
       const w = store.createWriteStream(k, v)!
@@ -249,10 +280,18 @@ describe('cache stores (undici 8)', () => {
 })
 
 describe('interceptor kinds (undici 8)', () => {
-  test('redirect, cache and deduplicate are tagged for compose(); the undici7 entry\'s are not', async () => {
+  test("redirect, cache and deduplicate are tagged for compose(); the undici7 entry's are not", async () => {
     const { kInterceptorKind } = await import('../../ts/interceptors/kind.ts')
     const s = saetta.interceptors
-    expect([s.redirect(), s.cache(), s.deduplicate(), s.retry(), s.dump()].map((i) => (i as unknown as Record<symbol, unknown>)[kInterceptorKind])).toEqual(['redirect', 'cache', 'deduplicate', undefined, undefined])
-    expect([s.redirect({ [kUndici7]: true } as never), s.cache({ [kUndici7]: true } as never)].map((i) => (i as unknown as Record<symbol, unknown>)[kInterceptorKind])).toEqual([undefined, undefined])
+    expect(
+      [s.redirect(), s.cache(), s.deduplicate(), s.retry(), s.dump()].map(
+        (i) => (i as unknown as Record<symbol, unknown>)[kInterceptorKind],
+      ),
+    ).toEqual(['redirect', 'cache', 'deduplicate', undefined, undefined])
+    expect(
+      [s.redirect({ [kUndici7]: true } as never), s.cache({ [kUndici7]: true } as never)].map(
+        (i) => (i as unknown as Record<symbol, unknown>)[kInterceptorKind],
+      ),
+    ).toEqual([undefined, undefined])
   })
 })

@@ -22,7 +22,10 @@ describe('reply', () => {
   ])('data as %s: the same status, headers, body and trailers', async (_name, data) => {
     await same(null, async (lib) => {
       const agent = mockAgent(lib)
-      agent.get(ORIGIN).intercept({ path: '/r' }).reply(201, data as string, { headers: { 'x-a': 'b', 'x-list': ['1', '2'] }, trailers: { 'x-t': 'v' } })
+      agent
+        .get(ORIGIN)
+        .intercept({ path: '/r' })
+        .reply(201, data as string, { headers: { 'x-a': 'b', 'x-list': ['1', '2'] }, trailers: { 'x-t': 'v' } })
       return fetchVia(lib, agent, `${ORIGIN}/r`)
     })
   })
@@ -74,7 +77,11 @@ describe('reply', () => {
       const cb = agent.get(ORIGIN).intercept({ path: '/e' })
       cb.reply(() => ({ statusCode: 200, data: 'late' }))
       cb.defaultReplyHeaders({ 'x-late': 'read when the request comes' })
-      return [await fetchVia(lib, agent, `${ORIGIN}/d`), await fetchVia(lib, agent, `${ORIGIN}/d`), await fetchVia(lib, agent, `${ORIGIN}/e`)]
+      return [
+        await fetchVia(lib, agent, `${ORIGIN}/d`),
+        await fetchVia(lib, agent, `${ORIGIN}/d`),
+        await fetchVia(lib, agent, `${ORIGIN}/e`),
+      ]
     })
   })
 
@@ -143,13 +150,31 @@ describe('matching', () => {
       const agent = mockAgent(lib)
       agent.disableNetConnect()
       const pool = agent.get(ORIGIN)
-      pool.intercept({ path: /^\/re\/\d+$/, method: /^(GET|HEAD)$/ }).reply(200, 're').persist()
-      pool.intercept({ path: (p) => p.startsWith('/fn'), method: (m) => m === 'PATCH' }).reply(200, 'fn').persist()
+      pool
+        .intercept({ path: /^\/re\/\d+$/, method: /^(GET|HEAD)$/ })
+        .reply(200, 're')
+        .persist()
+      pool
+        .intercept({ path: (p) => p.startsWith('/fn'), method: (m) => m === 'PATCH' })
+        .reply(200, 'fn')
+        .persist()
       pool.intercept({ path: '/body', method: 'POST', body: 'exact' }).reply(200, 'exact').persist()
-      pool.intercept({ path: '/body', method: 'POST', body: /^json:/ }).reply(200, 're-body').persist()
-      pool.intercept({ path: '/body', method: 'POST', body: (b) => b.length > 10 }).reply(200, 'long').persist()
-      pool.intercept({ path: '/h', headers: { 'x-key': 'k', 'x-re': /^v\d$/, 'x-fn': (v: string) => v === 'yes' } }).reply(200, 'headers').persist()
-      pool.intercept({ path: '/hf', headers: (h) => h['x-all'] === 'in' }).reply(200, 'header fn').persist()
+      pool
+        .intercept({ path: '/body', method: 'POST', body: /^json:/ })
+        .reply(200, 're-body')
+        .persist()
+      pool
+        .intercept({ path: '/body', method: 'POST', body: (b) => b.length > 10 })
+        .reply(200, 'long')
+        .persist()
+      pool
+        .intercept({ path: '/h', headers: { 'x-key': 'k', 'x-re': /^v\d$/, 'x-fn': (v: string) => v === 'yes' } })
+        .reply(200, 'headers')
+        .persist()
+      pool
+        .intercept({ path: '/hf', headers: (h) => h['x-all'] === 'in' })
+        .reply(200, 'header fn')
+        .persist()
       const cases: Array<[string, Record<string, unknown>]> = [
         ['/re/12', {}],
         ['/re/12', { method: 'HEAD' }],
@@ -179,7 +204,10 @@ describe('matching', () => {
       agent.disableNetConnect()
       const pool = agent.get(ORIGIN)
       pool.intercept({ path: '/q?b=2&a=1' }).reply(200, 'path query').persist()
-      pool.intercept({ path: '/o', query: { x: 'y', n: 1 } }).reply(200, 'option query').persist()
+      pool
+        .intercept({ path: '/o', query: { x: 'y', n: 1 } })
+        .reply(200, 'option query')
+        .persist()
       pool.intercept({ path: '/frag#part' }).reply(200, 'no fragment').persist()
       return [
         await fetchVia(lib, agent, `${ORIGIN}/q?a=1&b=2`),
@@ -207,9 +235,19 @@ describe('matching', () => {
       const agent = mockAgent(lib)
       agent.disableNetConnect()
       agent.get('HTTP://Upper.Test').intercept({ path: '/' }).reply(200, 'upper')
-      agent.get(new URL('http://url.test:8080/ignored') as never).intercept({ path: '/' }).reply(200, 'url')
-      agent.get(/\.re\.test$/).intercept({ path: '/' }).reply(200, 'regexp').times(2)
-      agent.get((o: string) => o.includes('fn.test')).intercept({ path: '/' }).reply(200, 'fn')
+      agent
+        .get(new URL('http://url.test:8080/ignored') as never)
+        .intercept({ path: '/' })
+        .reply(200, 'url')
+      agent
+        .get(/\.re\.test$/)
+        .intercept({ path: '/' })
+        .reply(200, 'regexp')
+        .times(2)
+      agent
+        .get((o: string) => o.includes('fn.test'))
+        .intercept({ path: '/' })
+        .reply(200, 'fn')
       return [
         await fetchVia(lib, agent, 'http://upper.test/'),
         await fetchVia(lib, agent, 'http://url.test:8080/'),
@@ -339,7 +377,11 @@ describe('what a user gets wrong', () => {
       pool.intercept({ path: '/throws' }).reply(() => {
         throw new RangeError('from the callback')
       })
-      return [await fetchVia(lib, agent, `${ORIGIN}/none`), await fetchVia(lib, agent, `${ORIGIN}/nostatus`), await fetchVia(lib, agent, `${ORIGIN}/throws`)]
+      return [
+        await fetchVia(lib, agent, `${ORIGIN}/none`),
+        await fetchVia(lib, agent, `${ORIGIN}/nostatus`),
+        await fetchVia(lib, agent, `${ORIGIN}/throws`),
+      ]
     })
   })
 
@@ -455,7 +497,11 @@ describe('the agent', () => {
     await same(null, async (lib) => {
       const agent = mockAgent(lib, { acceptNonStandardSearchParameters: true })
       agent.disableNetConnect()
-      agent.get(ORIGIN).intercept({ path: '/s', query: { a: ['1', '2'], b: 'x' } }).reply(200, 'lenient').persist()
+      agent
+        .get(ORIGIN)
+        .intercept({ path: '/s', query: { a: ['1', '2'], b: 'x' } })
+        .reply(200, 'lenient')
+        .persist()
       return [await fetchVia(lib, agent, `${ORIGIN}/s?a[]=1&a[]=2&b=x`), await fetchVia(lib, agent, `${ORIGIN}/s?a=1,2&b=x`)]
     })
   })

@@ -162,7 +162,14 @@ describe('call history', () => {
 
   test('a log made directly from dispatch options, and its URL error', async () => {
     await same(null, (lib) => {
-      const log = new lib.MockCallHistoryLog({ origin: 'http://h.test:81', path: '/p', method: 'GET', query: { a: '1' }, body: 'b', headers: { x: 'y' } })
+      const log = new lib.MockCallHistoryLog({
+        origin: 'http://h.test:81',
+        path: '/p',
+        method: 'GET',
+        query: { a: '1' },
+        body: 'b',
+        headers: { x: 'y' },
+      })
       return { log: fields(log), bad: thrown(() => new lib.MockCallHistoryLog({ path: '/p', method: 'GET' })) }
     })
   })

@@ -13,7 +13,12 @@ afterEach(cleanup)
 const ORIGIN = 'http://mock.test'
 
 /** A response as data, without the headers that change from run to run. */
-async function viaNetwork(lib: Lib, agent: InstanceType<Lib['Dispatcher']>, url: string, opts: Record<string, unknown> = {}): Promise<Record<string, unknown>> {
+async function viaNetwork(
+  lib: Lib,
+  agent: InstanceType<Lib['Dispatcher']>,
+  url: string,
+  opts: Record<string, unknown> = {},
+): Promise<Record<string, unknown>> {
   const res = await fetchVia(lib, agent, url, opts)
   return 'headers' in res ? { ...res, headers: stableObject(res.headers as Record<string, unknown>) } : res
 }
@@ -23,7 +28,10 @@ describe('net connect', () => {
     await same(echo, async (lib, origin) => {
       const agent = mockAgent(lib)
       agent.get(origin).intercept({ path: '/mocked' }).reply(200, 'from the mock')
-      return [await viaNetwork(lib, agent, `${origin}/mocked`), await viaNetwork(lib, agent, `${origin}/real?x=1`, { method: 'POST', body: 'abc' })]
+      return [
+        await viaNetwork(lib, agent, `${origin}/mocked`),
+        await viaNetwork(lib, agent, `${origin}/real?x=1`, { method: 'POST', body: 'abc' }),
+      ]
     })
   })
 
@@ -48,7 +56,10 @@ describe('net connect', () => {
       agent.disableNetConnect()
       const refused = await viaNetwork(lib, agent, `${origin}/a`)
       agent.enableNetConnect()
-      return { refused: (refused.error as { message: string }).message.replace(origin, 'ORIGIN'), allowed: await viaNetwork(lib, agent, `${origin}/a`) }
+      return {
+        refused: (refused.error as { message: string }).message.replace(origin, 'ORIGIN'),
+        allowed: await viaNetwork(lib, agent, `${origin}/a`),
+      }
     })
   })
 
@@ -77,7 +88,10 @@ describe('the APIs over a MockAgent', () => {
   test('dispatch() with a legacy handler: the same callbacks with the same arguments', async () => {
     await same(null, async (lib) => {
       const agent = mockAgent(lib)
-      agent.get(ORIGIN).intercept({ path: '/d' }).reply(200, 'body', { headers: { 'x-h': ['1', '2'] }, trailers: { 'x-t': 'v' } })
+      agent
+        .get(ORIGIN)
+        .intercept({ path: '/d' })
+        .reply(200, 'body', { headers: { 'x-h': ['1', '2'] }, trailers: { 'x-t': 'v' } })
       const events: unknown[] = []
       const text = (raw: Buffer[] | string[] | null) => (raw ?? []).map(String)
       await new Promise<void>((resolve) => {
@@ -101,20 +115,21 @@ describe('the APIs over a MockAgent', () => {
     await same(null, async (lib) => {
       const agent = mockAgent(lib)
       agent.disableNetConnect()
-      agent.get(ORIGIN).intercept({ path: '/d', method: 'POST' }).reply(201, { j: 1 }, { headers: { 'x-h': 'v' }, trailers: { 'x-t': 'v' } })
+      agent
+        .get(ORIGIN)
+        .intercept({ path: '/d', method: 'POST' })
+        .reply(201, { j: 1 }, { headers: { 'x-h': 'v' }, trailers: { 'x-t': 'v' } })
       const run = (path: string) =>
         new Promise<unknown[]>((resolve) => {
           const events: unknown[] = []
-          agent.dispatch(
-            { origin: ORIGIN, path, method: 'POST', body: 'b' },
-            {
-              onRequestStart: (controller: unknown, context: unknown) => events.push(['start', typeof controller, context ?? null]),
-              onResponseStart: (_c: unknown, status: number, headers: unknown, message: string) => events.push(['response', status, headers, message]),
-              onResponseData: (_c: unknown, chunk: Buffer) => events.push(['data', chunk.toString()]),
-              onResponseEnd: (_c: unknown, trailers: unknown) => (events.push(['end', trailers]), resolve(events)),
-              onResponseError: (_c: unknown, err: Error) => (events.push(['error', err.name, err.message]), resolve(events)),
-            } as never,
-          )
+          agent.dispatch({ origin: ORIGIN, path, method: 'POST', body: 'b' }, {
+            onRequestStart: (controller: unknown, context: unknown) => events.push(['start', typeof controller, context ?? null]),
+            onResponseStart: (_c: unknown, status: number, headers: unknown, message: string) =>
+              events.push(['response', status, headers, message]),
+            onResponseData: (_c: unknown, chunk: Buffer) => events.push(['data', chunk.toString()]),
+            onResponseEnd: (_c: unknown, trailers: unknown) => (events.push(['end', trailers]), resolve(events)),
+            onResponseError: (_c: unknown, err: Error) => (events.push(['error', err.name, err.message]), resolve(events)),
+          } as never)
         })
       return [await run('/d'), await run('/other')]
     })

@@ -44,7 +44,10 @@ function snapshotAgent(lib: Lib, options: SnapshotOptions): InstanceType<Lib['Sn
 
 /** A snapshot file without what changes from run to run (timestamps, connection headers). */
 function readSnapshots(p: string): unknown {
-  const data = JSON.parse(fs.readFileSync(p, 'utf8')) as Array<{ hash: string; snapshot: { timestamp?: string; responses: Array<{ headers: Record<string, string> }> } }>
+  const data = JSON.parse(fs.readFileSync(p, 'utf8')) as Array<{
+    hash: string
+    snapshot: { timestamp?: string; responses: Array<{ headers: Record<string, string> }> }
+  }>
   return data.map(({ hash, snapshot }) => ({
     hash,
     snapshot: {
@@ -79,7 +82,12 @@ describe('record', () => {
       const recorded = agent.getRecorder().size()
       const mode = agent.getMode()
       await agent.close()
-      return { out: out.map((r) => ({ ...r, text: String(r.text).replace(/#\d+$/, '#n'), headers: { ...(r.headers as object), 'x-hit': 'n' } })), recorded, mode, file: readSnapshots(p) }
+      return {
+        out: out.map((r) => ({ ...r, text: String(r.text).replace(/#\d+$/, '#n'), headers: { ...(r.headers as object), 'x-hit': 'n' } })),
+        recorded,
+        mode,
+        file: readSnapshots(p),
+      }
     })
     expect(srv.hits()).toBe(2)
     expect(readSnapshots(paths.saetta)).toEqual(readSnapshots(paths.undici))
@@ -102,7 +110,12 @@ describe('record', () => {
       await agent.loadSnapshots()
       return strip(await fetchVia(lib, agent, `${srv.origin}/x?b=2&a=1`, { method: 'PUT', body: 'same', headers: { 'x-one': '1' } }))
     }
-    const results = [await play(saetta, recorded.undici), await play(undici, recorded.saetta), await play(saetta, recorded.saetta), await play(undici, recorded.undici)]
+    const results = [
+      await play(saetta, recorded.undici),
+      await play(undici, recorded.saetta),
+      await play(saetta, recorded.saetta),
+      await play(undici, recorded.undici),
+    ]
     for (const r of results) expect(r).toMatchObject({ statusCode: 200, text: expect.stringMatching(/^PUT \/x\?b=2&a=1 same #\d$/) })
     expect(results[0]).toEqual(results[3])
     expect(results[1]).toEqual(results[2])
@@ -125,7 +138,11 @@ test('record (saetta only): a network error fails the request, and nothing is re
 
 describe('playback and update', () => {
   /** Records `requests` with undici's agent into a new file (the fixture both libraries play). */
-  async function recordFixture(srv: HttpServer, requests: Array<[string, Record<string, unknown>?]>, options: SnapshotOptions = {}): Promise<string> {
+  async function recordFixture(
+    srv: HttpServer,
+    requests: Array<[string, Record<string, unknown>?]>,
+    options: SnapshotOptions = {},
+  ): Promise<string> {
     const undici = await import('undici')
     const p = file('fixture')
     const agent = new undici.SnapshotAgent({ ...options, mode: 'record', snapshotPath: p })
@@ -163,7 +180,8 @@ describe('playback and update', () => {
     const agent = snapshotAgent(lib, { mode: 'playback', snapshotPath: p, ...options })
     await agent.loadSnapshots()
     const opts = { origin, path: '/d', method: 'GET' as const }
-    const text = (raw: Buffer[] | string[] | null) => (raw ?? []).map(String).filter((v) => !/^(connection|keep-alive|timeout=\d+)$/i.test(v))
+    const text = (raw: Buffer[] | string[] | null) =>
+      (raw ?? []).map(String).filter((v) => !/^(connection|keep-alive|timeout=\d+)$/i.test(v))
     return new Promise<unknown[]>((resolve) => {
       const events: unknown[] = []
       agent.dispatch(
@@ -171,7 +189,9 @@ describe('playback and update', () => {
         style === 'legacy'
           ? ({
               onConnect: (_abort: unknown, context: unknown) => events.push(['connect', context ?? null]),
-              onHeaders: (status: number, headers: Buffer[], _resume: unknown, statusText?: string) => (events.push(['headers', status, text(headers), statusText ?? null]), true),
+              onHeaders: (status: number, headers: Buffer[], _resume: unknown, statusText?: string) => (
+                events.push(['headers', status, text(headers), statusText ?? null]), true
+              ),
               onData: (chunk: Buffer) => (events.push(['data', chunk.toString()]), true),
               onComplete: (trailers: Buffer[] | null) => (events.push(['complete', text(trailers)]), resolve(events)),
               onError: (err: Error) => (events.push(['error', err.message]), resolve(events)),
@@ -233,8 +253,14 @@ describe('playback and update', () => {
       const again = strip(await fetchVia(lib, agent, `${srv.origin}/new`))
       const network = srv.hits() - before
       await agent.close()
-      const urls = (readSnapshots(p) as Array<{ snapshot: { request: { url: string } } }>).map((s) => s.snapshot.request.url.replace(srv.origin, ''))
-      const fix = (r: Record<string, unknown>) => ({ ...r, text: String(r.text).replace(/#\d+$/, '#n'), headers: { ...(r.headers as object), 'x-hit': 'n' } })
+      const urls = (readSnapshots(p) as Array<{ snapshot: { request: { url: string } } }>).map((s) =>
+        s.snapshot.request.url.replace(srv.origin, ''),
+      )
+      const fix = (r: Record<string, unknown>) => ({
+        ...r,
+        text: String(r.text).replace(/#\d+$/, '#n'),
+        headers: { ...(r.headers as object), 'x-hit': 'n' },
+      })
       return { known: fix(known), afterKnown, fresh: fix(fresh), again: fix(again), network, urls }
     })
   })
@@ -266,7 +292,12 @@ describe('playback and update', () => {
     const srv = await server()
     const fixture = await recordFixture(srv, [['/kept'], ['/skipped']], { shouldRecord: (o: { path: string }) => o.path !== '/skipped' })
     await same(null, async (lib) => {
-      const agent = snapshotAgent(lib, { mode: 'playback', snapshotPath: fixture, excludeUrls: ['/LIVE', /\/re-live$/], shouldPlayback: (o: { path: string }) => o.path !== '/kept-but-not-played' })
+      const agent = snapshotAgent(lib, {
+        mode: 'playback',
+        snapshotPath: fixture,
+        excludeUrls: ['/LIVE', /\/re-live$/],
+        shouldPlayback: (o: { path: string }) => o.path !== '/kept-but-not-played',
+      })
       const before = srv.hits()
       const live = await fetchVia(lib, agent, `${srv.origin}/live`)
       const reLive = await fetchVia(lib, agent, `${srv.origin}/re-live`)
@@ -320,12 +351,19 @@ describe('the snapshot API', () => {
       const none = agent.getSnapshotInfo(req('/1'))
       const deleted = [agent.deleteSnapshot(req('/2')), agent.deleteSnapshot(req('/2'))]
       const kept = recorder.getSnapshots()[0]
-      agent.replaceSnapshots([{ hash: 'h1', snapshot: kept }, { hash: 'h2', snapshot: kept }])
+      agent.replaceSnapshots([
+        { hash: 'h1', snapshot: kept },
+        { hash: 'h2', snapshot: kept },
+      ])
       const replaced = recorder.size()
       agent.clearSnapshots()
       return {
         afterMax,
-        info: info && { ...info, timestamp: typeof info.timestamp, request: { ...info.request, url: info.request.url.replace(srv.origin, '') } },
+        info: info && {
+          ...info,
+          timestamp: typeof info.timestamp,
+          request: { ...info.request, url: info.request.url.replace(srv.origin, '') },
+        },
         none,
         deleted,
         afterDelete: urls(),

@@ -45,7 +45,10 @@ describe('reply(callback) returning a promise', () => {
         })
         .times(2)
       pool.intercept({ path: '/data-fn' }).reply(async () => ({ statusCode: 200, data: 'plain text' }))
-      pool.intercept({ path: '/delayed' }).reply(() => Promise.resolve({ statusCode: 202, data: 'late' })).delay(20)
+      pool
+        .intercept({ path: '/delayed' })
+        .reply(() => Promise.resolve({ statusCode: 202, data: 'late' }))
+        .delay(20)
       pool.intercept({ path: '/sync' }).reply(() => ({ statusCode: 200, data: 'sync still works' }))
       const out = [
         await fetchVia(lib, agent, `${ORIGIN}/async`, { method: 'POST', body: 'one' }),
@@ -72,15 +75,22 @@ describe('reply(callback) returning a promise', () => {
         throw new RangeError('sync throw')
       }) as never)
       const out: unknown[] = []
-      for (const p of ['/reject', '/number', '/null', '/nostatus', '/badoptions', '/throws']) out.push([p, await fetchVia(lib, agent, `${ORIGIN}${p}`)])
-      return { out, pending: agent.pendingInterceptors().map((i) => [i.path, (i as unknown as { timesInvoked: number }).timesInvoked, i.consumed]) }
+      for (const p of ['/reject', '/number', '/null', '/nostatus', '/badoptions', '/throws'])
+        out.push([p, await fetchVia(lib, agent, `${ORIGIN}${p}`)])
+      return {
+        out,
+        pending: agent.pendingInterceptors().map((i) => [i.path, (i as unknown as { timesInvoked: number }).timesInvoked, i.consumed]),
+      }
     })
   })
 
   test('undici 7.30 (the undici7 entry): a promise is read as the reply, which has no statusCode', async () => {
     const run = async (lib: Lib | typeof undici7, options: object) => {
       const agent = mockAgent(lib, options)
-      agent.get(ORIGIN).intercept({ path: '/async' }).reply(async () => ({ statusCode: 200, data: 'x' }))
+      agent
+        .get(ORIGIN)
+        .intercept({ path: '/async' })
+        .reply(async () => ({ statusCode: 200, data: 'x' }))
       return fetchVia(lib as Lib, agent as never, `${ORIGIN}/async`)
     }
     const theirs = await run(undici7, {})
@@ -124,16 +134,19 @@ describe('SnapshotAgent normalizeBody, normalizeQuery', () => {
 
   /** Drops the timestamp and connection headers, which vary from run to run. */
   const stable = (p: string) =>
-    (JSON.parse(fs.readFileSync(p, 'utf8')) as Array<{ hash: string; snapshot: Record<string, unknown> & { responses: Array<{ headers: Record<string, string> }> } }>).map(
-      ({ hash, snapshot }) => ({
-        hash,
-        snapshot: {
-          ...snapshot,
-          timestamp: typeof snapshot.timestamp,
-          responses: snapshot.responses.map(({ headers: { connection: _c, 'keep-alive': _k, ...headers }, ...r }) => ({ ...r, headers })),
-        },
-      }),
-    )
+    (
+      JSON.parse(fs.readFileSync(p, 'utf8')) as Array<{
+        hash: string
+        snapshot: Record<string, unknown> & { responses: Array<{ headers: Record<string, string> }> }
+      }>
+    ).map(({ hash, snapshot }) => ({
+      hash,
+      snapshot: {
+        ...snapshot,
+        timestamp: typeof snapshot.timestamp,
+        responses: snapshot.responses.map(({ headers: { connection: _c, 'keep-alive': _k, ...headers }, ...r }) => ({ ...r, headers })),
+      },
+    }))
 
   const normalizeBody = (body: string | Buffer | null | undefined) => String(body ?? '').replace(/"ts":\d+/, '"ts":0')
   const normalizeQuery = (query: URLSearchParams) => {
@@ -160,7 +173,12 @@ describe('SnapshotAgent normalizeBody, normalizeQuery', () => {
       out.push(await fetchVia(lib, player, `${srv.origin}/only-nonce?nonce=6`))
       out.push(await fetchVia(lib, player, `${srv.origin}/only-nonce`))
       // A normalizer that returns nothing: the empty string.
-      const blank = new lib.SnapshotAgent({ mode: 'playback', snapshotPath: p, normalizeQuery: (() => undefined) as never, normalizeBody: (() => null) as never })
+      const blank = new lib.SnapshotAgent({
+        mode: 'playback',
+        snapshotPath: p,
+        normalizeQuery: (() => undefined) as never,
+        normalizeBody: (() => null) as never,
+      })
       onCleanup(() => blank.close())
       await blank.loadSnapshots()
       out.push(await fetchVia(lib, blank, `${srv.origin}/only-nonce?x=1`))

@@ -298,7 +298,11 @@ describe('top-level functions and the global dispatcher', () => {
     const agent = track(new lib.Agent())
     expect(await (await lib.request(`${srv.origin}/d`, { dispatcher: agent })).body.text()).toBe('GET /d 0')
     let out = ''
-    await lib.stream(`${srv.origin}/s`, { method: 'GET', dispatcher: agent }, () => new Writable({ write: (c, _e, cb) => ((out += c), cb()) }))
+    await lib.stream(
+      `${srv.origin}/s`,
+      { method: 'GET', dispatcher: agent },
+      () => new Writable({ write: (c, _e, cb) => ((out += c), cb()) }),
+    )
     expect(out).toBe('GET /s 0')
     const duplex = lib.pipeline(`${srv.origin}/p`, { method: 'POST', dispatcher: agent }, ({ body }) => body)
     duplex.end('12')
@@ -401,7 +405,11 @@ describe("Node's fetch on an Agent", () => {
     }
     expect(bytes).toBe(4 * 1024 * 1024)
     expect(chunks).toBeGreaterThan(1)
-    const up = await fetch(`${srv.origin}/up`, { method: 'PUT', body: Buffer.alloc(4 * 1024 * 1024, 'u'), dispatcher: agent } as RequestInit)
+    const up = await fetch(`${srv.origin}/up`, {
+      method: 'PUT',
+      body: Buffer.alloc(4 * 1024 * 1024, 'u'),
+      dispatcher: agent,
+    } as RequestInit)
     expect(up.headers.get('x-seen')).toBe(`PUT /up ${4 * 1024 * 1024}`)
     await up.arrayBuffer()
   })
@@ -411,7 +419,9 @@ describe("Node's fetch on an Agent", () => {
     const { agent } = countingAgent()
     const early = new AbortController()
     early.abort()
-    await expect(fetch(`${srv.origin}/g`, { dispatcher: agent, signal: early.signal } as RequestInit)).rejects.toMatchObject({ name: 'AbortError' })
+    await expect(fetch(`${srv.origin}/g`, { dispatcher: agent, signal: early.signal } as RequestInit)).rejects.toMatchObject({
+      name: 'AbortError',
+    })
     const late = new AbortController()
     const pending = fetch(`${srv.origin}/slow`, { dispatcher: agent, signal: late.signal } as RequestInit)
     setTimeout(() => late.abort(), 50)
@@ -420,7 +430,9 @@ describe("Node's fetch on an Agent", () => {
     expect(dropped).toBeInstanceOf(TypeError)
     expect((dropped as Error).message).toBe('fetch failed')
     expect((dropped as Error & { cause?: unknown }).cause).toBeInstanceOf(Error)
-    const many = await Promise.all(Array.from({ length: 50 }, (_, i) => fetch(`${srv.origin}/m${i}`, { dispatcher: agent } as RequestInit).then((r) => r.text())))
+    const many = await Promise.all(
+      Array.from({ length: 50 }, (_, i) => fetch(`${srv.origin}/m${i}`, { dispatcher: agent } as RequestInit).then((r) => r.text())),
+    )
     expect(many.every((t) => t === 'GET:')).toBe(true)
   })
 })

@@ -22,8 +22,10 @@ function pool(lib: Lib, origin: string, opts?: ConstructorParameters<Lib['RoundR
   return p
 }
 
-const get = async (p: { request: Lib['request'] extends never ? never : (o: object) => Promise<{ body: { text(): Promise<string> } }> }, path = '/') =>
-  (await p.request({ path, method: 'GET' })).body.text()
+const get = async (
+  p: { request: Lib['request'] extends never ? never : (o: object) => Promise<{ body: { text(): Promise<string> } }> },
+  path = '/',
+) => (await p.request({ path, method: 'GET' })).body.text()
 
 describe('RoundRobinPool', () => {
   test('requests take the connections in turn', async () => {

@@ -108,7 +108,11 @@ const unique = <T>(list: T[]): T[] => [...new Map(list.map((x) => [JSON.stringif
 const noPorts = <T>(x: T): T => JSON.parse(JSON.stringify(x).replace(/(?<!"):\d{2,5}\b/g, ':PORT')) as T
 
 /** What a server saw, with the ports of this run's servers hidden. */
-const portless = (s: Seen): Seen => ({ ...s, url: s.url.replace(/:\d+/, ':PORT'), headers: s.headers.map((h) => h.replace(/:\d+$/, ':PORT')) })
+const portless = (s: Seen): Seen => ({
+  ...s,
+  url: s.url.replace(/:\d+/, ':PORT'),
+  headers: s.headers.map((h) => h.replace(/:\d+$/, ':PORT')),
+})
 
 /** A SOCKS5 server (no authentication, or user `u` with password `p`), recording where it was asked to connect. */
 async function socksServer(auth: boolean): Promise<{ uri: string; asked: string[] }> {
@@ -117,7 +121,9 @@ async function socksServer(auth: boolean): Promise<{ uri: string; asked: string[
     asked.push(info.dstAddr)
     accept()
   })
-  server.useAuth(auth ? socks.auth.UserPassword((u: string, p: string, cb: (ok: boolean) => void) => cb(u === 'u' && p === 'p')) : socks.auth.None())
+  server.useAuth(
+    auth ? socks.auth.UserPassword((u: string, p: string, cb: (ok: boolean) => void) => cb(u === 'u' && p === 'p')) : socks.auth.None(),
+  )
   return { uri: `socks5://127.0.0.1:${await listen(server)}`, asked }
 }
 
@@ -137,7 +143,11 @@ describe('ProxyAgent', () => {
 
   test('an http: origin is asked of the proxy by default (undici 8): the absolute URL, the proxy headers', async () => {
     const out = await both(byDefault)
-    expect(out.proxy.map((s) => `${s.method} ${s.url}`)).toEqual(['GET http://localhost:PORT/a?b=1', 'GET http://localhost:PORT/c', 'GET http://localhost:PORT/d'])
+    expect(out.proxy.map((s) => `${s.method} ${s.url}`)).toEqual([
+      'GET http://localhost:PORT/a?b=1',
+      'GET http://localhost:PORT/c',
+      'GET http://localhost:PORT/d',
+    ])
   })
 
   test('undici 7.30 (kUndici7): an http: origin through a CONNECT tunnel by default, the same CONNECT, the same request', async () => {
@@ -150,7 +160,11 @@ describe('ProxyAgent', () => {
       const target = await origin('plain')
       const proxy = await httpProxy()
       const agent = owned(new lib.ProxyAgent({ uri: proxy.uri, proxyTunnel: true, headers: { 'x-proxy': '1' } }))
-      return { res: await get(lib, `${target.url}/t`, agent, { 'x-h': 'v' }), proxy: proxy.seen.map(portless), target: target.seen.map(portless) }
+      return {
+        res: await get(lib, `${target.url}/t`, agent, { 'x-h': 'v' }),
+        proxy: proxy.seen.map(portless),
+        target: target.seen.map(portless),
+      }
     })
     expect(out.proxy[0]).toMatchObject({ method: 'CONNECT', url: 'localhost:PORT' })
   })
@@ -261,9 +275,17 @@ describe('ProxyAgent', () => {
         await get(lib, `${selfSigned.url}/`, owned(new lib.ProxyAgent(proxy.uri))),
         await get(lib, `${trusted.url}/`, owned(new lib.ProxyAgent(proxy.uri))),
         // A name the certificate does not have (servername), inside the tunnel and to the proxy.
-        await get(lib, `${trusted.url}/`, owned(new lib.ProxyAgent({ uri: proxy.uri, requestTls: { ca: certs.ca, servername: 'other.test' } }))),
+        await get(
+          lib,
+          `${trusted.url}/`,
+          owned(new lib.ProxyAgent({ uri: proxy.uri, requestTls: { ca: certs.ca, servername: 'other.test' } })),
+        ),
         await get(lib, 'http://localhost:1/', owned(new lib.ProxyAgent(selfProxy.uri))),
-        await get(lib, 'http://localhost:1/', owned(new lib.ProxyAgent({ uri: tlsProxy.uri, proxyTls: { ca: certs.ca, servername: 'other.test' } }))),
+        await get(
+          lib,
+          'http://localhost:1/',
+          owned(new lib.ProxyAgent({ uri: tlsProxy.uri, proxyTls: { ca: certs.ca, servername: 'other.test' } })),
+        ),
       ]
     })
     expect(out[4]).toMatchObject({ error: { class: 'SecureProxyConnectionError' }, cause: { code: 'ERR_TLS_CERT_ALTNAME_INVALID' } })
@@ -316,7 +338,11 @@ describe('ProxyAgent', () => {
           },
         }),
       )
-      return { res: await get(lib, `${target.url}/f`, agent), calls: calls.map((c) => c.replace(/:\d+/, ':PORT')), proxy: proxy.seen.map(portless) }
+      return {
+        res: await get(lib, `${target.url}/f`, agent),
+        calls: calls.map((c) => c.replace(/:\d+/, ':PORT')),
+        proxy: proxy.seen.map(portless),
+      }
     })
   })
 
@@ -340,14 +366,43 @@ describe('ProxyAgent', () => {
   test("an origin, or a proxy, only Node's TLS can talk to (a 1024-bit RSA key, SHA-1)", async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'saetta-weak-'))
     onCleanup(() => fs.rmSync(dir, { recursive: true, force: true }))
-    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa', '-pkeyopt', 'rsa_keygen_bits:1024', '-sha1', '-nodes', '-keyout', 'weak.key', '-out', 'weak.pem', '-days', '2', '-subj', '/CN=localhost', '-addext', 'subjectAltName=DNS:localhost'], { cwd: dir, stdio: 'ignore' })
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'rsa',
+        '-pkeyopt',
+        'rsa_keygen_bits:1024',
+        '-sha1',
+        '-nodes',
+        '-keyout',
+        'weak.key',
+        '-out',
+        'weak.pem',
+        '-days',
+        '2',
+        '-subj',
+        '/CN=localhost',
+        '-addext',
+        'subjectAltName=DNS:localhost',
+      ],
+      { cwd: dir, stdio: 'ignore' },
+    )
     // SECLEVEL=0: Node 24's OpenSSL refuses to serve a 1024-bit key at its default level.
-    const weak = { cert: fs.readFileSync(path.join(dir, 'weak.pem')), key: fs.readFileSync(path.join(dir, 'weak.key')), ciphers: 'DEFAULT@SECLEVEL=0' }
+    const weak = {
+      cert: fs.readFileSync(path.join(dir, 'weak.pem')),
+      key: fs.readFileSync(path.join(dir, 'weak.key')),
+      ciphers: 'DEFAULT@SECLEVEL=0',
+    }
     const out = await both(async (lib) => {
       const proxy = await httpProxy()
       const target = await origin('weak', weak)
       const agent = owned(new lib.ProxyAgent({ uri: proxy.uri, requestTls: { rejectUnauthorized: false } }))
-      const socksProxy = owned(new lib.Socks5ProxyAgent((await socksServer(false)).uri, { requestTls: { rejectUnauthorized: false } } as object))
+      const socksProxy = owned(
+        new lib.Socks5ProxyAgent((await socksServer(false)).uri, { requestTls: { rejectUnauthorized: false } } as object),
+      )
       // The proxy itself with that certificate.
       const weakProxy = await httpProxy(weak)
       const viaWeak = owned(new lib.ProxyAgent({ uri: weakProxy.uri, proxyTls: { rejectUnauthorized: false } }))
@@ -524,7 +579,9 @@ describe('EnvHttpProxyAgent', () => {
     const lists = ['none.invalid, * ', '*:8080', '::1,[::2]:3000', 'trail.test.,dot.test', '*.wild.test']
     for (const noProxy of lists) {
       const scenario = (lib: Lib) =>
-        withEnv({ http_proxy: HP, NO_PROXY: noProxy }, () => routes(lib, (factory) => new lib.EnvHttpProxyAgent({ factory, proxyTunnel: true } as object), urls))
+        withEnv({ http_proxy: HP, NO_PROXY: noProxy }, () =>
+          routes(lib, (factory) => new lib.EnvHttpProxyAgent({ factory, proxyTunnel: true } as object), urls),
+        )
       await both(scenario)
       await both7(scenario)
     }
@@ -533,13 +590,18 @@ describe('EnvHttpProxyAgent', () => {
   test('upper case, lower case first, https through the http proxy, NO_PROXY=*, and the options over the environment', async () => {
     const urls = ['http://a.test/', 'https://b.test/', 'http://localhost/']
     await both(async (lib) => {
-      const make = (opts: object = {}) => (factory: unknown) => new lib.EnvHttpProxyAgent({ factory, proxyTunnel: true, ...opts } as object)
+      const make =
+        (opts: object = {}) =>
+        (factory: unknown) =>
+          new lib.EnvHttpProxyAgent({ factory, proxyTunnel: true, ...opts } as object)
       return [
         await withEnv({ HTTP_PROXY: HP }, () => routes(lib, make(), urls)),
         await withEnv({ HTTPS_PROXY: SP }, () => routes(lib, make(), urls)),
         await withEnv({ http_proxy: HP, HTTP_PROXY: SP, NO_PROXY: '*' }, () => routes(lib, make(), urls)),
         await withEnv({ http_proxy: HP, HTTP_PROXY: SP, https_proxy: '', HTTPS_PROXY: SP }, () => routes(lib, make(), urls)),
-        await withEnv({ http_proxy: HP, no_proxy: 'a.test' }, () => routes(lib, make({ httpProxy: SP, httpsProxy: HP, noProxy: 'localhost' }), urls)),
+        await withEnv({ http_proxy: HP, no_proxy: 'a.test' }, () =>
+          routes(lib, make({ httpProxy: SP, httpsProxy: HP, noProxy: 'localhost' }), urls),
+        ),
         // NO_PROXY is read again when it changes (unless the option gives it).
         await withEnv({ http_proxy: HP }, async () => {
           const made: string[] = []
@@ -596,7 +658,11 @@ describe('Socks5ProxyAgent', () => {
       const secure = await origin('secure', { cert: certs.serverCert, key: certs.serverKey })
       return [
         await get(lib, `${plain.url}/over-tls`, owned(new lib.Socks5ProxyAgent(uri, { proxyTls: { ca: certs.ca } } as object))),
-        await get(lib, `${secure.url}/tls-in-tls`, owned(new lib.Socks5ProxyAgent(uri, { proxyTls: { ca: certs.ca }, requestTls: { ca: certs.ca } } as object))),
+        await get(
+          lib,
+          `${secure.url}/tls-in-tls`,
+          owned(new lib.Socks5ProxyAgent(uri, { proxyTls: { ca: certs.ca }, requestTls: { ca: certs.ca } } as object)),
+        ),
         await get(lib, `${plain.url}/untrusted`, owned(new lib.Socks5ProxyAgent(uri, { proxyTls: {} } as object))),
         inner.asked,
       ]
@@ -623,9 +689,17 @@ describe('Socks5ProxyAgent', () => {
       return {
         results: [
           await get(lib, `${plain.url}/own-connector`, owned(new lib.Socks5ProxyAgent(creds, { connect } as object))),
-          await get(lib, `${secure.url}/own-connector-tls`, owned(new lib.Socks5ProxyAgent(creds, { connect, requestTls: { ca: certs.ca } } as object))),
+          await get(
+            lib,
+            `${secure.url}/own-connector-tls`,
+            owned(new lib.Socks5ProxyAgent(creds, { connect, requestTls: { ca: certs.ca } } as object)),
+          ),
           await get(lib, `${secure.url}/node-tls`, owned(new lib.Socks5ProxyAgent(creds, { requestTls: lenient } as object))),
-          await get(lib, `${plain.url}/bad-password`, owned(new lib.Socks5ProxyAgent(proxy.uri.replace('//', '//u:x@'), { connect } as object))),
+          await get(
+            lib,
+            `${plain.url}/bad-password`,
+            owned(new lib.Socks5ProxyAgent(proxy.uri.replace('//', '//u:x@'), { connect } as object)),
+          ),
         ],
         calls,
         asked: proxy.asked,
@@ -682,7 +756,9 @@ describe('Socks5ProxyAgent', () => {
     const agent = owned(new saetta.Socks5ProxyAgent(`socks5://127.0.0.1:${port}`))
     const started = Date.now()
     const out = await withTimeout(get(saetta, 'http://127.0.0.1:1/', agent), 3000)
-    expect(out).toMatchObject({ error: { class: 'Socks5ProxyError', code: 'SOCKS5_REPLY_2', message: 'SOCKS5 connection failed: Connection not allowed by ruleset' } })
+    expect(out).toMatchObject({
+      error: { class: 'Socks5ProxyError', code: 'SOCKS5_REPLY_2', message: 'SOCKS5 connection failed: Connection not allowed by ruleset' },
+    })
     expect(Date.now() - started).toBeLessThan(2000)
   })
 })
@@ -703,14 +779,23 @@ describe('ProxyAgent: a proxy that closes before answering CONNECT', () => {
       const secure = await withTimeout(get(lib, 'https://127.0.0.1:1/', owned(new lib.ProxyAgent(`http://127.0.0.1:${proxy.port}`))), 5000)
       return { tunnelled, secure, connects: proxy.connects() }
     })
-    expect(out.tunnelled).toMatchObject({ error: { class: 'ProxyConnectionError', code: 'PRX_CONN', message: 'Proxy Connection failed' }, cause: { class: 'SocketError', message: 'other side closed' } })
+    expect(out.tunnelled).toMatchObject({
+      error: { class: 'ProxyConnectionError', code: 'PRX_CONN', message: 'Proxy Connection failed' },
+      cause: { class: 'SocketError', message: 'other side closed' },
+    })
     expect(out.secure).toMatchObject({ error: { class: 'ProxyConnectionError' }, cause: { class: 'SocketError' } })
   })
 
-  test('the same through a clientFactory of the caller\'s (the tunnel made in JS)', async () => {
+  test("the same through a clientFactory of the caller's (the tunnel made in JS)", async () => {
     await both(async (lib) => {
       const proxy = await closer()
-      const agent = owned(new lib.ProxyAgent({ uri: `http://127.0.0.1:${proxy.port}`, proxyTunnel: true, clientFactory: (url: URL, opts: object) => new lib.Pool(url, opts) }))
+      const agent = owned(
+        new lib.ProxyAgent({
+          uri: `http://127.0.0.1:${proxy.port}`,
+          proxyTunnel: true,
+          clientFactory: (url: URL, opts: object) => new lib.Pool(url, opts),
+        }),
+      )
       return withTimeout(get(lib, 'http://127.0.0.1:1/', agent), 5000)
     })
   })

@@ -11,7 +11,7 @@ import { afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { createProxy } from 'proxy'
 import socks from '@mongodb-js/socksv5'
 import { cleanup, onCleanup, withTimeout, listen } from '../support/helpers'
-import { describeError, saetta, same, undici, type Lib, undici7, saetta7, UNDICI7 } from '../support/differential'
+import { describeError, same, type Lib, UNDICI7 } from '../support/differential'
 import { makeCerts, type Certs } from '../support/certs'
 
 afterEach(cleanup)
@@ -92,13 +92,21 @@ describe('ProxyAgent: forwarding (undici 8)', () => {
       const first = await get(lib, `${target.url}/a?b=1`, agent, { 'x-h': 'v' })
       const second = await get(lib, `${target.url}/b`, agent)
       // proxyTunnel: false changes nothing for undici 7.30: it tunnels to an https: proxy.
-      const third = await get(lib, `${target.url}/c`, owned(new lib.ProxyAgent({ uri: proxy.uri, proxyTls: { ca: certs.ca }, proxyTunnel: false })))
+      const third = await get(
+        lib,
+        `${target.url}/c`,
+        owned(new lib.ProxyAgent({ uri: proxy.uri, proxyTls: { ca: certs.ca }, proxyTunnel: false })),
+      )
       // (Each different record once: undici's pool opens a second tunnel where saetta's engine reuses the first.)
       const unique = [...new Map(proxy.seen.map(portless).map((x) => [JSON.stringify(x), x])).values()]
       return { first, second, third, proxy: unique, alpn: [...new Set(proxy.alpn)], target: target.seen.map(portless) }
     }
     const out = await same(null, scenario)
-    expect(out.proxy.map((s) => `${s.method} ${s.url}`)).toEqual(['GET http://localhost:PORT/a?b=1', 'GET http://localhost:PORT/b', 'GET http://localhost:PORT/c'])
+    expect(out.proxy.map((s) => `${s.method} ${s.url}`)).toEqual([
+      'GET http://localhost:PORT/a?b=1',
+      'GET http://localhost:PORT/b',
+      'GET http://localhost:PORT/c',
+    ])
     expect(out.alpn).toEqual(['http/1.1'])
     const out7 = await same(null, scenario, UNDICI7)
     expect(out7.proxy.map((s) => s.method)).toEqual(['CONNECT', 'CONNECT'])
@@ -111,16 +119,35 @@ describe('ProxyAgent: forwarding (undici 8)', () => {
       const proxy = await httpProxy({ cert: certs.serverCert, key: certs.serverKey })
       return [
         // The host header names another host: the proxy is still checked for `localhost`.
-        await get(lib, `${target.url}/named`, owned(new lib.ProxyAgent({ uri: proxy.uri, proxyTls: { ca: certs.ca } })), { host: 'elsewhere.test' }),
-        await get(lib, `${target.url}/wrong`, owned(new lib.ProxyAgent({ uri: proxy.uri, proxyTls: { ca: certs.ca, servername: 'other.test' } }))),
+        await get(lib, `${target.url}/named`, owned(new lib.ProxyAgent({ uri: proxy.uri, proxyTls: { ca: certs.ca } })), {
+          host: 'elsewhere.test',
+        }),
+        await get(
+          lib,
+          `${target.url}/wrong`,
+          owned(new lib.ProxyAgent({ uri: proxy.uri, proxyTls: { ca: certs.ca, servername: 'other.test' } })),
+        ),
         await get(lib, `${target.url}/untrusted`, owned(new lib.ProxyAgent({ uri: proxy.uri }))),
         // A factory of the caller's: undici's connector to the proxy.
-        await get(lib, `${target.url}/factory`, owned(new lib.ProxyAgent({ uri: proxy.uri, proxyTls: { ca: certs.ca, servername: 'other.test' }, factory: (o: string | URL, opts: object) => new lib.Pool(o, opts) } as never))),
+        await get(
+          lib,
+          `${target.url}/factory`,
+          owned(
+            new lib.ProxyAgent({
+              uri: proxy.uri,
+              proxyTls: { ca: certs.ca, servername: 'other.test' },
+              factory: (o: string | URL, opts: object) => new lib.Pool(o, opts),
+            } as never),
+          ),
+        ),
         proxy.seen.map(portless),
       ]
     })
     expect(out[0]).toEqual({ status: 200, body: 'plain GET /named' })
-    expect(out[1]).toMatchObject({ error: { class: 'SecureProxyConnectionError', code: 'PRX_TLS' }, cause: { code: 'ERR_TLS_CERT_ALTNAME_INVALID' } })
+    expect(out[1]).toMatchObject({
+      error: { class: 'SecureProxyConnectionError', code: 'PRX_TLS' },
+      cause: { code: 'ERR_TLS_CERT_ALTNAME_INVALID' },
+    })
     expect(out[3]).toMatchObject({ error: { class: 'SecureProxyConnectionError' } })
   })
 
@@ -173,7 +200,7 @@ describe('ProxyAgent: forwarding (undici 8)', () => {
 })
 
 describe('ProxyAgent: headers and credentials', () => {
-  test('a host header in any case is the request\'s (undici 7.30 adds a second one, and fails)', async () => {
+  test("a host header in any case is the request's (undici 7.30 adds a second one, and fails)", async () => {
     const scenario = async (lib: Lib) => {
       const target = await origin('plain')
       const proxy = await httpProxy()
@@ -205,11 +232,21 @@ describe('ProxyAgent: headers and credentials', () => {
         array: await get(lib, `${target.url}/`, agent, ['proxy-authorization', 'x']),
         map: await get(lib, `${target.url}/`, agent, new Map([['Proxy-Authorization', 'x']])),
         mapTunnel: await get(lib, `${target.url}/`, tunnel, new Map([['proxy-authorization', 'x']])),
-        others: await get(lib, `${target.url}/m`, tunnel, new Map([['x-a', '1'], ['x-b', '2']])),
+        others: await get(
+          lib,
+          `${target.url}/m`,
+          tunnel,
+          new Map([
+            ['x-a', '1'],
+            ['x-b', '2'],
+          ]),
+        ),
         target: target.seen.map(portless),
       }
     })
-    expect(out.map).toMatchObject({ error: { class: 'InvalidArgumentError', message: 'Proxy-Authorization should be sent in ProxyAgent constructor' } })
+    expect(out.map).toMatchObject({
+      error: { class: 'InvalidArgumentError', message: 'Proxy-Authorization should be sent in ProxyAgent constructor' },
+    })
   })
 
   test('a user name without a password is sent with an empty one (undici 8; undici 7.30 sends none)', async () => {
@@ -230,11 +267,13 @@ describe('ProxyAgent: headers and credentials', () => {
     expect(out7.auth).toEqual([null])
   })
 
-  test('webSocket options are the agent\'s (undici 8); undici 7.30 keeps the defaults', async () => {
+  test("webSocket options are the agent's (undici 8); undici 7.30 keeps the defaults", async () => {
     const scenario = async (lib: Lib) => {
       const opts = { webSocket: { maxPayloadSize: 5 } }
       const pa = owned(new lib.ProxyAgent({ uri: 'http://localhost:1', ...opts } as never)) as unknown as { webSocketOptions: unknown }
-      const env = owned(new lib.EnvHttpProxyAgent({ httpProxy: 'http://localhost:1', ...opts } as object)) as unknown as { webSocketOptions: unknown }
+      const env = owned(new lib.EnvHttpProxyAgent({ httpProxy: 'http://localhost:1', ...opts } as object)) as unknown as {
+        webSocketOptions: unknown
+      }
       const s5 = owned(new lib.Socks5ProxyAgent('socks5://localhost:1', opts as object)) as unknown as { webSocketOptions: unknown }
       return [pa.webSocketOptions, env.webSocketOptions, s5.webSocketOptions]
     }
@@ -334,8 +373,16 @@ describe('Socks5ProxyAgent (undici 8)', () => {
       const uri = `socks5://127.0.0.1:${await listen(open)}`
       const secure = await origin('secure', { cert: certs.serverCert, key: certs.serverKey })
       return [
-        await get(lib, `https://127.0.0.1:${secure.port}/by-name`, owned(new lib.Socks5ProxyAgent(uri, { requestTls: { ca: certs.ca, servername: 'localhost' } }))),
-        await get(lib, `${secure.url}/wrong-name`, owned(new lib.Socks5ProxyAgent(uri, { requestTls: { ca: certs.ca, servername: 'other.test' } }))),
+        await get(
+          lib,
+          `https://127.0.0.1:${secure.port}/by-name`,
+          owned(new lib.Socks5ProxyAgent(uri, { requestTls: { ca: certs.ca, servername: 'localhost' } })),
+        ),
+        await get(
+          lib,
+          `${secure.url}/wrong-name`,
+          owned(new lib.Socks5ProxyAgent(uri, { requestTls: { ca: certs.ca, servername: 'other.test' } })),
+        ),
         await get(lib, `${secure.url}/no-ca`, owned(new lib.Socks5ProxyAgent(uri, { requestTls: {} }))),
       ]
     })

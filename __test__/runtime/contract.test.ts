@@ -10,7 +10,10 @@ import { isUndici } from '../support/target'
 const sockets = vi.hoisted(() => [] as unknown[][])
 vi.mock('../../ts/native/js-socket', async (importOriginal) => {
   const real = await importOriginal<typeof import('../../ts/native/js-socket')>()
-  const record = (name: string) => (...args: unknown[]) => void sockets.push([name, ...args])
+  const record =
+    (name: string) =>
+    (...args: unknown[]) =>
+      void sockets.push([name, ...args])
   return {
     ...real,
     socketWrite: (id: number, chunk: Buffer) => void sockets.push(['write', id, chunk.toString()]),
@@ -83,7 +86,16 @@ describe.skipIf(isUndici)('the event contract', () => {
     }
 
     const L = 4096
-    const info = { localAddress: undefined, localPort: 1, remoteAddress: undefined, remotePort: undefined, remoteFamily: 'IPv4', timeout: undefined, bytesWritten: 2, bytesRead: 0 }
+    const info = {
+      localAddress: undefined,
+      localPort: 1,
+      remoteAddress: undefined,
+      remotePort: undefined,
+      remoteFamily: 'IPv4',
+      timeout: undefined,
+      bytesWritten: 2,
+      bytesRead: 0,
+    }
     expect(sockets).toEqual([
       ['write', id, 'written'],
       ['credit', id, 11],

@@ -84,7 +84,10 @@ describe('without Node fetch', () => {
   // Node 24 has no such flag (nor a way to turn its fetch off but deleting the globals).
   const hasFlag = process.allowedNodeEnvironmentFlags.has('--no-experimental-fetch')
   it.runIf(hasFlag)('--no-experimental-fetch: loads, and its dispatchers work', async () => {
-    const report = (await scenario('no-fetch.cjs', ['flag'], { nodeArgs: ['--no-experimental-fetch'] })) as { globals: string[]; got: string }
+    const report = (await scenario('no-fetch.cjs', ['flag'], { nodeArgs: ['--no-experimental-fetch'] })) as {
+      globals: string[]
+      got: string
+    }
     expect(report.globals).toEqual([])
     expect(report.got).toBe('GET /a')
   })

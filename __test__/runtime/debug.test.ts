@@ -123,7 +123,7 @@ describe.skipIf(isUndici)('NODE_DEBUG', () => {
     ])
   })
 
-  describe('the same lines as undici, but for the spec\'s corrections', () => {
+  describe("the same lines as undici, but for the spec's corrections", () => {
     test.each(['undici', 'fetch'])('NODE_DEBUG=%s: a request, a 404, a refused connection', async (flag) => {
       const srv = await httpServer((req, res) => {
         res.statusCode = req.url === '/missing' ? 404 : 200
@@ -160,7 +160,10 @@ describe.skipIf(isUndici)('NODE_DEBUG', () => {
         `
         const r = await runNode(code, { env: { ...process.env, NODE_DEBUG: 'websocket' } })
         expect(r.stdout).not.toContain('FAILED')
-        return r.stderr.split('\n').filter((l) => /^[A-Z]+ \d+: /.test(l)).map((l) => l.replace(/ \d+: /, ': '))
+        return r.stderr
+          .split('\n')
+          .filter((l) => /^[A-Z]+ \d+: /.test(l))
+          .map((l) => l.replace(/ \d+: /, ': '))
       }
       const [undici, saetta] = [await run(LIBS.undici), await run(LIBS.saetta)]
       expect(saetta).toHaveLength(5)

@@ -38,7 +38,13 @@ describe('request channels', () => {
     const client = newClient(srv.origin)
     const res = await client.request({ path: '/p?q=1', method: 'POST', body: 'data', headers: { 'x-a': '1' } })
     expect(await res.body.text()).toBe('yes data')
-    expect(seen.map(([n]) => n)).toEqual(['request:create', 'client:sendHeaders', 'request:bodySent', 'request:headers', 'request:trailers'])
+    expect(seen.map(([n]) => n)).toEqual([
+      'request:create',
+      'client:sendHeaders',
+      'request:bodySent',
+      'request:headers',
+      'request:trailers',
+    ])
     const request = seen[0][1].request
     for (const [, m] of seen) expect(m.request).toBe(request)
     expect(request.origin).toBe(srv.origin)
@@ -123,12 +129,24 @@ function requestView(r: Record<string, unknown>): Record<string, unknown> {
   // Its own string keys (undici's Request keeps its handler under a symbol), but the listeners
   // undici's keeps on a streamed body (`errorHandler`, `endHandler`): its plumbing, not a field.
   const plumbing = new Set(['blocking', 'errorHandler', 'endHandler'])
-  const fields = Object.fromEntries(Object.keys(r).filter((k) => !plumbing.has(k)).map((k) => [k, r[k]]))
-  return { ...fields, origin: stable(String(origin)), abort: typeof abort, body: Buffer.isBuffer(body) ? `Buffer:${body}` : body === null ? null : typeof body }
+  const fields = Object.fromEntries(
+    Object.keys(r)
+      .filter((k) => !plumbing.has(k))
+      .map((k) => [k, r[k]]),
+  )
+  return {
+    ...fields,
+    origin: stable(String(origin)),
+    abort: typeof abort,
+    body: Buffer.isBuffer(body) ? `Buffer:${body}` : body === null ? null : typeof body,
+  }
 }
 
 /** Every message on undici's channels while `run` runs, as comparable data. */
-async function recordAll(run: () => Promise<void>, onCreate?: (request: { addHeader(k: string, v: string): unknown }) => void): Promise<unknown[]> {
+async function recordAll(
+  run: () => Promise<void>,
+  onCreate?: (request: { addHeader(k: string, v: string): unknown }) => void,
+): Promise<unknown[]> {
   const seen: unknown[] = []
   const requests: unknown[] = []
   const listeners = CHANNELS.map((name) => {
@@ -140,13 +158,21 @@ async function recordAll(run: () => Promise<void>, onCreate?: (request: { addHea
           if (!requests.includes(value)) requests.push(value)
           out.request = requests.indexOf(value)
           out.fields = requestView(value)
-        } else if (key === 'connectParams') out.connectParams = JSON.parse(stable(JSON.stringify({ ...value, port: value.port && 'PORT', keys: Object.keys(value).join() })))
+        } else if (key === 'connectParams')
+          out.connectParams = JSON.parse(stable(JSON.stringify({ ...value, port: value.port && 'PORT', keys: Object.keys(value).join() })))
         // undici's is its connector function; saetta's core makes its connections (checked apart).
         else if (key === 'connector') continue
-        else if (key === 'socket') out.socket = { remoteAddress: value.remoteAddress, remotePort: typeof value.remotePort, alpnProtocol: value.alpnProtocol ?? null }
+        else if (key === 'socket')
+          out.socket = { remoteAddress: value.remoteAddress, remotePort: typeof value.remotePort, alpnProtocol: value.alpnProtocol ?? null }
         else if (key === 'headers') out.headers = stable(value)
         else if (key === 'chunk') out.chunk = `${Buffer.isBuffer(value) ? 'Buffer' : typeof value}:${Buffer.from(value).toString()}`
-        else if (key === 'response') out.response = { keys: Object.keys(value).join(), statusCode: value.statusCode, statusText: value.statusText, headers: value.headers.map((h: Buffer) => stable(h.toString())) }
+        else if (key === 'response')
+          out.response = {
+            keys: Object.keys(value).join(),
+            statusCode: value.statusCode,
+            statusText: value.statusText,
+            headers: value.headers.map((h: Buffer) => stable(h.toString())),
+          }
         else if (key === 'trailers') out.trailers = value.map(String)
         else if (key === 'error') out.error = describeError(value)
         else if (key === 'key') out.key = stable(value)
@@ -200,7 +226,12 @@ describe('the same messages as undici', () => {
       app,
       async (lib, origin) => {
         const c = new lib.Client(origin)
-        const r = await c.request({ path: '/p?q=1', method: 'POST', body: 'data', headers: { 'x-m': ['1', '2'], 'user-agent': 'ua', 'content-type': 'text/plain', host: 'example.test' } })
+        const r = await c.request({
+          path: '/p?q=1',
+          method: 'POST',
+          body: 'data',
+          headers: { 'x-m': ['1', '2'], 'user-agent': 'ua', 'content-type': 'text/plain', host: 'example.test' },
+        })
         expect(r.headers['x-traced']).toBe('00-trace')
         await r.body.text()
         await c.close()
@@ -223,9 +254,15 @@ describe('the same messages as undici', () => {
   test('stream() with a streamed body, dispatch() of a 404, HEAD, trailers', async () => {
     await sameMessages(app, async (lib, origin) => {
       const c = new lib.Client(origin)
-      await c.stream({ path: '/s', method: 'PUT', body: Readable.from(['a', Buffer.from('b')]) }, () => new Writable({ write: (_c, _e, cb) => cb() }))
+      await c.stream(
+        { path: '/s', method: 'PUT', body: Readable.from(['a', Buffer.from('b')]) },
+        () => new Writable({ write: (_c, _e, cb) => cb() }),
+      )
       await new Promise((resolve, reject) =>
-        c.dispatch({ path: '/missing', method: 'GET' }, { onConnect() {}, onHeaders: () => true, onData: () => true, onComplete: resolve, onError: reject }),
+        c.dispatch(
+          { path: '/missing', method: 'GET' },
+          { onConnect() {}, onHeaders: () => true, onData: () => true, onComplete: resolve, onError: reject },
+        ),
       )
       await (await c.request({ path: '/h', method: 'HEAD' })).body.text()
       await (await c.request({ path: '/trailers', method: 'GET', reset: true })).body.text()
@@ -248,7 +285,10 @@ describe('the same messages as undici', () => {
   test('the deduplicate interceptor: pending-requests, added then removed', async () => {
     const seen = await sameMessages(app, async (lib, origin) => {
       const agent = new lib.Agent().compose(lib.interceptors.deduplicate())
-      const answers = await Promise.all([agent.request({ origin, path: '/d', method: 'GET' }), agent.request({ origin, path: '/d', method: 'GET' })])
+      const answers = await Promise.all([
+        agent.request({ origin, path: '/d', method: 'GET' }),
+        agent.request({ origin, path: '/d', method: 'GET' }),
+      ])
       for (const r of answers) await r.body.text()
       await agent.close()
     })
@@ -272,24 +312,30 @@ describe.skipIf(isUndici)('what saetta gives where undici gives a Node object', 
     expect(seen[1][1].connectParams.version).toBe('h1')
   })
 
-  test('the request object: undici\'s fields in its order, `blocking` as saetta applies it', async () => {
+  test("the request object: undici's fields in its order, `blocking` as saetta applies it", async () => {
     const srv = await httpServer((_req, res) => res.end('ok'))
     const seen = record(['request:create'])
     const client = newClient(srv.origin)
     await (await client.request({ path: '/', method: 'GET' })).body.text()
     const request = seen[0][1].request
     expect(Object.keys(request)).toEqual(
-      'headersTimeout,bodyTimeout,method,typeOfService,abort,body,completed,aborted,upgrade,path,origin,protocol,idempotent,blocking,reset,host,contentLength,contentType,headers,expectContinue,servername'.split(','),
+      'headersTimeout,bodyTimeout,method,typeOfService,abort,body,completed,aborted,upgrade,path,origin,protocol,idempotent,blocking,reset,host,contentLength,contentType,headers,expectContinue,servername'.split(
+        ',',
+      ),
     )
     expect(request.blocking).toBe(false)
   })
 
-  test('addHeader: undici\'s checks, and host, content-length and connection go where undici keeps them', async () => {
+  test("addHeader: undici's checks, and host, content-length and connection go where undici keeps them", async () => {
     const srv = await httpServer((req, res) => res.end(`${req.headers.host} ${req.headers['x-a']} ${req.headers.connection}`))
     const checks: unknown[] = []
     const fn = ({ request }: any): void => {
       if (request.path !== '/add') return
-      for (const bad of [() => request.addHeader('x-bad', 'a\nb'), () => request.addHeader('transfer-encoding', 'chunked'), () => request.addHeader('expect', '100-continue')]) {
+      for (const bad of [
+        () => request.addHeader('x-bad', 'a\nb'),
+        () => request.addHeader('transfer-encoding', 'chunked'),
+        () => request.addHeader('expect', '100-continue'),
+      ]) {
         try {
           bad()
         } catch (err) {
@@ -304,6 +350,11 @@ describe.skipIf(isUndici)('what saetta gives where undici gives a Node object', 
     const client = newClient(srv.origin)
     const r = await client.request({ path: '/add', method: 'GET' })
     expect(await r.body.text()).toBe('other.test 1, 2 close')
-    expect(checks).toEqual(['invalid x-bad header', 'invalid transfer-encoding header', 'expect header not supported', { host: 'other.test', reset: true, headers: ['x-a', ['1', '2']] }])
+    expect(checks).toEqual([
+      'invalid x-bad header',
+      'invalid transfer-encoding header',
+      'expect header not supported',
+      { host: 'other.test', reset: true, headers: ['x-a', ['1', '2']] },
+    ])
   })
 })

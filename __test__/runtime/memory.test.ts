@@ -75,8 +75,16 @@ const scenarios: Scenario[] = [
   { script: 'slow-reader.mjs', title: 'a 256 MiB response read 64 KiB every 10 ms', bound: 32 * MiB },
   { script: 'decompress-max-size.mjs', title: 'decompress({ maxSize: 1 MiB }) on a gzip bomb of 256 MiB', bound: 32 * MiB },
   { script: 'decompress-unread.mjs', title: 'decompress() on a gzip bomb of 256 MiB, one chunk read, then left unread', bound: 32 * MiB },
-  { script: 'websocket-busy.mjs', title: 'WebSocket messages of 256 MiB in all arriving while the event loop is busy for a second', bound: 32 * MiB },
-  { script: 'websocket-deflate.mjs', title: 'a WebSocket message inflating to 256 MiB, past the 128 MiB limit', bound: 128 * MiB + 48 * MiB },
+  {
+    script: 'websocket-busy.mjs',
+    title: 'WebSocket messages of 256 MiB in all arriving while the event loop is busy for a second',
+    bound: 32 * MiB,
+  },
+  {
+    script: 'websocket-deflate.mjs',
+    title: 'a WebSocket message inflating to 256 MiB, past the 128 MiB limit',
+    bound: 128 * MiB + 48 * MiB,
+  },
 ]
 
 const reason = cannotMeasure()
@@ -98,7 +106,10 @@ describe.skipIf(skipUnlessCI(reason))('memory: peak RSS growth, undici and saett
         `${s.script}: peak RSS growth undici ${peak(theirs)}, saetta ${peak(ours)}; bound ${mib(s.bound)}\n` +
           `  undici ${JSON.stringify(theirs)}\n  saetta ${JSON.stringify(ours)}`,
       )
-      for (const [lib, line] of [['undici', theirs], ['saetta', ours]] as const) {
+      for (const [lib, line] of [
+        ['undici', theirs],
+        ['saetta', ours],
+      ] as const) {
         if ('crash' in line) throw new Error(`${s.script} on ${lib} failed (peak RSS growth by then ${peak(line)}):\n${line.crash}`)
       }
       const [u, o] = [theirs as Measured, ours as Measured]

@@ -74,7 +74,10 @@ async function server(kind: 'h1' | 'h2', received: Received): Promise<{ origin: 
   const srv =
     kind === 'h1'
       ? http.createServer(handler)
-      : http2.createSecureServer({ cert: certs.serverCert, key: certs.serverKey }, handler as (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void)
+      : http2.createSecureServer(
+          { cert: certs.serverCert, key: certs.serverKey },
+          handler as (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void,
+        )
   const sessions = new Set<{ destroy(): void }>()
   srv.on(kind === 'h1' ? 'connection' : 'session', (s: { destroy(): void; on(e: string, f: () => void): void }) => {
     sessions.add(s)
@@ -120,7 +123,11 @@ function describeSpan(span: ReadableSpan, parent: { traceId: string; spanId: str
     attributes: a,
     events: span.events.map((e) => ({
       name: e.name,
-      attributes: Object.fromEntries(Object.entries(e.attributes ?? {}).filter(([k]) => k !== 'exception.stacktrace').map(([k, v]) => [k, noPort(v)])),
+      attributes: Object.fromEntries(
+        Object.entries(e.attributes ?? {})
+          .filter(([k]) => k !== 'exception.stacktrace')
+          .map(([k, v]) => [k, noPort(v)]),
+      ),
     })),
     childOfParent: traceId === parent.traceId && span.parentSpanContext?.spanId === parent.spanId,
     traceparentArrived: got === undefined ? null : got.traceparent === `00-${traceId}-${spanId}-01`,
@@ -179,7 +186,12 @@ describe('OpenTelemetry undici instrumentation', () => {
     const byPath = (path: string): SpanRecord => ours.find((s) => String(s.attributes['url.path']) === path)!
     expect(byPath('/h1/request')).toMatchObject({
       name: 'GET',
-      attributes: { 'http.response.status_code': 200, 'network.peer.address': '127.0.0.1', 'network.protocol.version': '1.1', 'user_agent.original': 'otel-test' },
+      attributes: {
+        'http.response.status_code': 200,
+        'network.peer.address': '127.0.0.1',
+        'network.protocol.version': '1.1',
+        'user_agent.original': 'otel-test',
+      },
       traceparentArrived: true,
     })
     expect(byPath('/h2/request-missing')).toMatchObject({

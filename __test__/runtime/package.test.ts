@@ -104,9 +104,13 @@ describe.skipIf(isUndici)('installed from its tarballs', () => {
     // undici7-types), packed from the installed copies: with no registry, the install takes
     // them from their tarballs.
     const packTypes = async (dir: string): Promise<string> => {
-      const pack = await run(process.execPath, [npmCli(), 'pack', path.join(repoRoot, 'node_modules', dir), '--pack-destination', path.join(work, 'tarballs'), '--json'], {
-        timeout: 60_000,
-      })
+      const pack = await run(
+        process.execPath,
+        [npmCli(), 'pack', path.join(repoRoot, 'node_modules', dir), '--pack-destination', path.join(work, 'tarballs'), '--json'],
+        {
+          timeout: 60_000,
+        },
+      )
       if (pack.code !== 0) throw new Error(`npm pack ${dir} failed:\n${pack.stdout}${pack.stderr}`)
       return (JSON.parse(pack.stdout) as Array<{ filename: string }>)[0].filename
     }
@@ -157,31 +161,34 @@ describe.skipIf(isUndici)('installed from its tarballs', () => {
     // No warning (an install script, an engine or platform mismatch); npm's own notices aside.
     expect(install.stderr.split('\n').filter((l) => l && !l.startsWith('npm notice'))).toEqual([])
     expect(install.code).toBe(0)
-    expect(fs.readdirSync(path.join(app, 'node_modules')).filter((f) => !f.startsWith('.')).sort()).toEqual(
-      ['saetta', platformPackage, 'undici-types', 'undici7-types'].sort(),
-    )
+    expect(
+      fs
+        .readdirSync(path.join(app, 'node_modules'))
+        .filter((f) => !f.startsWith('.'))
+        .sort(),
+    ).toEqual(['saetta', platformPackage, 'undici-types', 'undici7-types'].sort())
   })
 
   test('the main package: the build, its types, README, docs and LICENSE; no tests, bench, sources or binaries', () => {
     const installed = files(path.join(app, 'node_modules', 'saetta'))
-    expect(installed).toEqual(expect.arrayContaining([
-      'LICENSE',
-      'README.md',
-      'docs/differences.md',
-      'docs/performance.md',
-      'package.json',
-      'dist/index.js',
-      'dist/index.mjs',
-      'dist/index.d.ts',
-      'dist/undici7.js',
-      'dist/undici7.mjs',
-      'dist/undici7.d.ts',
-    ]))
+    expect(installed).toEqual(
+      expect.arrayContaining([
+        'LICENSE',
+        'README.md',
+        'docs/differences.md',
+        'docs/performance.md',
+        'package.json',
+        'dist/index.js',
+        'dist/index.mjs',
+        'dist/index.d.ts',
+        'dist/undici7.js',
+        'dist/undici7.mjs',
+        'dist/undici7.d.ts',
+      ]),
+    )
     const stray = installed.filter(
       (f) =>
-        !/^dist\/.+\.(js|mjs|d\.ts)$/.test(f) &&
-        !/^docs\/[a-z0-9-]+\.md$/.test(f) &&
-        !['LICENSE', 'README.md', 'package.json'].includes(f),
+        !/^dist\/.+\.(js|mjs|d\.ts)$/.test(f) && !/^docs\/[a-z0-9-]+\.md$/.test(f) && !['LICENSE', 'README.md', 'package.json'].includes(f),
     )
     expect(stray).toEqual([])
     expect(installed.filter((f) => /test|bench|\.rs$|Cargo|\.map$|\.node$/.test(f))).toEqual([])
@@ -265,11 +272,16 @@ describe.skipIf(isUndici)('installed from its tarballs', () => {
         [
           path.join(repoRoot, 'node_modules', 'typescript', 'bin', 'tsc'),
           '--strict',
-          '--module', 'nodenext',
-          '--target', 'es2022',
-          '--typeRoots', path.join(repoRoot, 'node_modules', '@types'),
-          '--types', 'node',
-          '--outDir', 'out',
+          '--module',
+          'nodenext',
+          '--target',
+          'es2022',
+          '--typeRoots',
+          path.join(repoRoot, 'node_modules', '@types'),
+          '--types',
+          'node',
+          '--outDir',
+          'out',
           ...names,
         ],
         { cwd: app, env, timeout: 60_000 },
@@ -299,7 +311,10 @@ describe.skipIf(isUndici)('installed from its tarballs', () => {
       const bare = await tsc('--lib', 'es2022', '--noEmit', 'app.ts', 'app.mts')
       expect(bare.stdout + bare.stderr).toBe('')
       expect(bare.code).toBe(0)
-      for (const [file, from] of [['out/app.js', 'ts-cjs'], ['out/app.mjs', 'ts-esm']]) {
+      for (const [file, from] of [
+        ['out/app.js', 'ts-cjs'],
+        ['out/app.mjs', 'ts-esm'],
+      ]) {
         const r = await node(file, server.origin)
         expect(r.stderr).toBe('')
         expect(r.stdout).toBe(`200 text/plain GET /${from} ${from}\ntrue\n`)
@@ -354,15 +369,21 @@ describe.skipIf(isUndici)('installed from its tarballs', () => {
         const tar = spawnSync('tar', ['-czf', tarball, '-C', path.dirname(staged), 'package'], { encoding: 'utf8' })
         if (tar.status !== 0) throw new Error(`tar ${platform} failed: ${tar.error?.message ?? tar.stderr}`)
       }
-      fs.copyFileSync(path.join(work, 'tarballs', `${platformPackage}-${version}.tgz`), path.join(tarballs, `${platformPackage}-${version}.tgz`))
+      fs.copyFileSync(
+        path.join(work, 'tarballs', `${platformPackage}-${version}.tgz`),
+        path.join(tarballs, `${platformPackage}-${version}.tgz`),
+      )
     }, 120_000)
 
-    test.each([
-      ['--cpu=arm64', 'linux-arm64-gnu'],
-      ['--cpu=arm64 --libc=musl', 'linux-arm64-musl'],
-      ['--os=darwin --cpu=arm64', 'darwin-arm64'],
-      ['--os=win32 --cpu=x64', 'win32-x64-msvc'],
-    ].filter(([, picked]) => picked !== tag))( // (on that platform, it is the install above)
+    test.each(
+      [
+        ['--cpu=arm64', 'linux-arm64-gnu'],
+        ['--cpu=arm64 --libc=musl', 'linux-arm64-musl'],
+        ['--os=darwin --cpu=arm64', 'darwin-arm64'],
+        ['--os=win32 --cpu=x64', 'win32-x64-msvc'],
+      ].filter(([, picked]) => picked !== tag),
+    )(
+      // (on that platform, it is the install above)
       "npm install %s: npm picks saetta-%s, and require('saetta') here names the package it misses and how to build",
       async (flags, picked) => {
         const dir = path.join(work, `app-${picked}`)
@@ -390,15 +411,20 @@ describe.skipIf(isUndici)('installed from its tarballs', () => {
         )
         expect(r.stderr.split('\n').filter((l) => l && !l.startsWith('npm notice'))).toEqual([])
         expect(r.code).toBe(0)
-        expect(fs.readdirSync(path.join(dir, 'node_modules')).filter((f) => !f.startsWith('.')).sort()).toEqual(
-          ['saetta', `saetta-${picked}`, 'undici-types', 'undici7-types'].sort(),
-        )
+        expect(
+          fs
+            .readdirSync(path.join(dir, 'node_modules'))
+            .filter((f) => !f.startsWith('.'))
+            .sort(),
+        ).toEqual(['saetta', `saetta-${picked}`, 'undici-types', 'undici7-types'].sort())
         expect(files(path.join(dir, 'node_modules', `saetta-${picked}`))).toEqual(
           ['LICENSE', 'README.md', 'package.json', `saetta.${picked}.node`].sort(),
         )
         const load = await run(process.execPath, ['-e', "require('saetta')"], { cwd: dir, env, timeout: 30_000 })
         expect(load.code).not.toBe(0)
-        expect(load.stderr).toContain(`saetta: no native addon for ${tag}. Expected the package ${platformPackage}, which npm installs with saetta on this platform`)
+        expect(load.stderr).toContain(
+          `saetta: no native addon for ${tag}. Expected the package ${platformPackage}, which npm installs with saetta on this platform`,
+        )
         expect(load.stderr).toContain(`or a local build at ${path.join(dir, 'node_modules', 'saetta', `saetta.${tag}.node`)}`)
         expect(load.stderr).toContain("To build from source (needs a Rust toolchain): clone saetta's repository, run `npm ci` there")
       },
@@ -410,7 +436,10 @@ describe.skipIf(isUndici)('installed from its tarballs', () => {
     const dir = path.join(app, 'node_modules', platformPackage)
     fs.renameSync(dir, `${dir}.away`)
     try {
-      for (const args of [['-e', "require('saetta')"], ['--input-type=module', '-e', "import 'saetta'"]]) {
+      for (const args of [
+        ['-e', "require('saetta')"],
+        ['--input-type=module', '-e', "import 'saetta'"],
+      ]) {
         const r = await node(...args)
         expect(r.code).not.toBe(0)
         expect(r.stderr).toContain(`saetta: no native addon for ${tag}. Expected the package ${platformPackage}`)

@@ -7,7 +7,10 @@ import { repoRoot } from '../support/target'
 
 /** The files under `dir` whose names end with `ext`. */
 function files(dir: string, ext: string): string[] {
-  return fs.readdirSync(dir, { withFileTypes: true, recursive: true }).filter((e) => e.isFile() && e.name.endsWith(ext)).map((e) => path.join(e.parentPath, e.name))
+  return fs
+    .readdirSync(dir, { withFileTypes: true, recursive: true })
+    .filter((e) => e.isFile() && e.name.endsWith(ext))
+    .map((e) => path.join(e.parentPath, e.name))
 }
 
 /** The import circles of `graph` (node -> the nodes it imports): each as its sorted members, of two or more. */

@@ -36,13 +36,43 @@ export function makeCerts(): Certs {
   const signed = (name: string, cn: string, ext: string): void => {
     openssl(dir, ['req', ...EC, '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${cn}`])
     fs.writeFileSync(path.join(dir, `${name}.ext`), ext)
-    openssl(dir, ['x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', `${name}.pem`, '-days', '2', '-extfile', `${name}.ext`])
+    openssl(dir, [
+      'x509',
+      '-req',
+      '-in',
+      `${name}.csr`,
+      '-CA',
+      'ca.pem',
+      '-CAkey',
+      'ca.key',
+      '-CAcreateserial',
+      '-out',
+      `${name}.pem`,
+      '-days',
+      '2',
+      '-extfile',
+      `${name}.ext`,
+    ])
   }
   ca('ca', 'saetta test CA')
   ca('other', 'saetta other CA')
   signed('server', 'localhost', 'subjectAltName=DNS:localhost,IP:127.0.0.1\n')
   signed('client', 'saetta client', 'extendedKeyUsage=clientAuth\n')
-  openssl(dir, ['req', '-x509', ...EC, '-keyout', 'self.key', '-out', 'self.pem', '-days', '2', '-subj', '/CN=localhost', '-addext', 'subjectAltName=DNS:localhost'])
+  openssl(dir, [
+    'req',
+    '-x509',
+    ...EC,
+    '-keyout',
+    'self.key',
+    '-out',
+    'self.pem',
+    '-days',
+    '2',
+    '-subj',
+    '/CN=localhost',
+    '-addext',
+    'subjectAltName=DNS:localhost',
+  ])
   const read = (f: string): Buffer => fs.readFileSync(path.join(dir, f))
   return {
     dir,

@@ -75,7 +75,10 @@ export function fetchImpls(withNode: WithNode = true): Comparison<Impl> {
 }
 
 /** A fetch Response as comparable data, its body read as bytes (latin1). */
-export async function describeResponse(res: Response | Awaited<ReturnType<Fetch>>, extra?: Record<string, unknown>): Promise<Record<string, unknown>> {
+export async function describeResponse(
+  res: Response | Awaited<ReturnType<Fetch>>,
+  extra?: Record<string, unknown>,
+): Promise<Record<string, unknown>> {
   const headers: Record<string, string> = {}
   res.headers.forEach((v, k) => (headers[k] = v))
   const body = res.body === null ? null : Buffer.from(await res.arrayBuffer()).toString('latin1')
@@ -95,7 +98,8 @@ export async function describeResponse(res: Response | Awaited<ReturnType<Fetch>
 /** An error as comparable data: class, name, code, message, and its causes down the chain. */
 export function describeFailure(err: unknown): Record<string, unknown> {
   // (undici 8 gives an object it rejects with a `stack`: see the stack test.)
-  if (!(err instanceof Error) && !(err instanceof DOMException)) return { notAnError: typeof err === 'object' ? JSON.stringify(err, (k, v: unknown) => (k === 'stack' ? undefined : v)) : String(err) }
+  if (!(err instanceof Error) && !(err instanceof DOMException))
+    return { notAnError: typeof err === 'object' ? JSON.stringify(err, (k, v: unknown) => (k === 'stack' ? undefined : v)) : String(err) }
   const e = err as Error & { code?: unknown; cause?: unknown }
   const out: Record<string, unknown> = { class: e.constructor.name, name: e.name, message: e.message }
   if (e.code !== undefined) out.code = e.code

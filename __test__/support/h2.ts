@@ -91,10 +91,18 @@ export function h2App(onRequest: RequestHandler, options: H2ServerOptions = {}):
   })
 }
 
-async function listen(options: H2ServerOptions, attach: (server: http2.Http2Server | http2.Http2SecureServer, srv: H2Server) => void): Promise<H2Server> {
+async function listen(
+  options: H2ServerOptions,
+  attach: (server: http2.Http2Server | http2.Http2SecureServer, srv: H2Server) => void,
+): Promise<H2Server> {
   const tls = options.mode === 'tls'
   const server: http2.Http2Server | http2.Http2SecureServer = tls
-    ? http2.createSecureServer({ cert: h2Certs().serverCert, key: h2Certs().serverKey, settings: options.settings, allowHTTP1: options.allowHTTP1 ?? false })
+    ? http2.createSecureServer({
+        cert: h2Certs().serverCert,
+        key: h2Certs().serverKey,
+        settings: options.settings,
+        allowHTTP1: options.allowHTTP1 ?? false,
+      })
     : http2.createServer({ settings: options.settings })
   let sessions = 0
   let streams = 0
@@ -173,8 +181,23 @@ export const FRAME = {
   CONTINUATION: 9,
 } as const
 export const FLAG = { END_STREAM: 1, ACK: 1, END_HEADERS: 4, PADDED: 8 } as const
-export const CODE = { NO_ERROR: 0, PROTOCOL_ERROR: 1, INTERNAL_ERROR: 2, FLOW_CONTROL_ERROR: 3, REFUSED_STREAM: 7, CANCEL: 8, ENHANCE_YOUR_CALM: 11 } as const
-export const SETTING = { HEADER_TABLE_SIZE: 1, ENABLE_PUSH: 2, MAX_CONCURRENT_STREAMS: 3, INITIAL_WINDOW_SIZE: 4, MAX_FRAME_SIZE: 5, MAX_HEADER_LIST_SIZE: 6 } as const
+export const CODE = {
+  NO_ERROR: 0,
+  PROTOCOL_ERROR: 1,
+  INTERNAL_ERROR: 2,
+  FLOW_CONTROL_ERROR: 3,
+  REFUSED_STREAM: 7,
+  CANCEL: 8,
+  ENHANCE_YOUR_CALM: 11,
+} as const
+export const SETTING = {
+  HEADER_TABLE_SIZE: 1,
+  ENABLE_PUSH: 2,
+  MAX_CONCURRENT_STREAMS: 3,
+  INITIAL_WINDOW_SIZE: 4,
+  MAX_FRAME_SIZE: 5,
+  MAX_HEADER_LIST_SIZE: 6,
+} as const
 
 /** One frame: the 9-byte header and `payload`. */
 export function frame(type: number, flags: number, stream: number, payload: Buffer = Buffer.alloc(0)): Buffer {
@@ -309,7 +332,14 @@ export async function rawH2Server(options: RawH2Options = {}): Promise<RawH2Serv
         if (!socket.destroyed) socket.write(Buffer.concat(frames))
       },
       respond: (stream, status, headers = [], endStream = false) =>
-        conn.send(frame(FRAME.HEADERS, FLAG.END_HEADERS | (endStream ? FLAG.END_STREAM : 0), stream, hpack([[':status', String(status)], ...headers]))),
+        conn.send(
+          frame(
+            FRAME.HEADERS,
+            FLAG.END_HEADERS | (endStream ? FLAG.END_STREAM : 0),
+            stream,
+            hpack([[':status', String(status)], ...headers]),
+          ),
+        ),
       data: (stream, body, endStream = true) => conn.send(frame(FRAME.DATA, endStream ? FLAG.END_STREAM : 0, stream, Buffer.from(body))),
     }
     connections.push(conn)
@@ -330,11 +360,17 @@ export async function rawH2Server(options: RawH2Options = {}): Promise<RawH2Serv
       while (buf.length >= 9) {
         const length = buf.readUIntBE(0, 3)
         if (buf.length < 9 + length) break
-        const f: RawFrame = { type: buf[3], flags: buf[4], stream: buf.readUInt32BE(5) & 0x7fffffff, payload: Buffer.from(buf.subarray(9, 9 + length)) }
+        const f: RawFrame = {
+          type: buf[3],
+          flags: buf[4],
+          stream: buf.readUInt32BE(5) & 0x7fffffff,
+          payload: Buffer.from(buf.subarray(9, 9 + length)),
+        }
         buf = buf.subarray(9 + length)
         conn.frames.push(f)
         if (f.type === FRAME.SETTINGS && !(f.flags & FLAG.ACK)) conn.send(frame(FRAME.SETTINGS, FLAG.ACK, 0))
-        else if (f.type === FRAME.PING && !(f.flags & FLAG.ACK) && options.answerPings !== false) conn.send(frame(FRAME.PING, FLAG.ACK, 0, f.payload))
+        else if (f.type === FRAME.PING && !(f.flags & FLAG.ACK) && options.answerPings !== false)
+          conn.send(frame(FRAME.PING, FLAG.ACK, 0, f.payload))
         else if (f.type === FRAME.RST_STREAM) conn.resets.push([f.stream, f.payload.readUInt32BE(0)])
         if (f.type === FRAME.HEADERS) heading = { stream: f.stream, end: (f.flags & FLAG.END_STREAM) !== 0 }
         if ((f.type === FRAME.HEADERS || f.type === FRAME.CONTINUATION) && f.flags & FLAG.END_HEADERS && heading) {
@@ -369,7 +405,8 @@ export async function rawH2Server(options: RawH2Options = {}): Promise<RawH2Serv
 /** Why nghttpx cannot be used here, or null when it can. */
 export function nghttpxMissing(): string | null {
   const r = spawnSync('nghttpx', ['--version'], { encoding: 'utf8' })
-  if (r.error || r.status !== 0) return 'nghttpx is not installed (scripts/test-servers.sh installs Debian\'s nghttp2-proxy; it could not here)'
+  if (r.error || r.status !== 0)
+    return "nghttpx is not installed (scripts/test-servers.sh installs Debian's nghttp2-proxy; it could not here)"
   return null
 }
 

@@ -10,7 +10,7 @@ import dgram from 'node:dgram'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import net from 'node:net'
+import type net from 'node:net'
 import diagnostics from 'node:diagnostics_channel'
 import { once } from 'node:events'
 import { spawn, type ChildProcess } from 'node:child_process'
@@ -29,9 +29,10 @@ export function aioquicCache(): string {
 export function aioquicMissing(): string | null {
   const dir = aioquicCache()
   for (const f of ['ready', 'venv/bin/python', 'http3_server.py']) {
-    if (!fs.existsSync(path.join(dir, f))) return `aioquic's HTTP/3 server is not installed in ${dir} (scripts/h3-server.sh installs it; it could not here)`
+    if (!fs.existsSync(path.join(dir, f)))
+      return `aioquic's HTTP/3 server is not installed in ${dir} (scripts/h3-server.sh installs it; it could not here)`
   }
-  if (!fs.existsSync('/proc/net/udp')) return '/proc/net/udp is missing: the HTTP/3 server\'s readiness cannot be told'
+  if (!fs.existsSync('/proc/net/udp')) return "/proc/net/udp is missing: the HTTP/3 server's readiness cannot be told"
   return null
 }
 
@@ -243,7 +244,18 @@ export async function h3Origin(): Promise<H3Origin> {
     const out = fs.openSync(outFile, 'w')
     const child: ChildProcess = spawn(
       path.join(cache, 'venv', 'bin', 'python'),
-      [path.join(cache, 'http3_server.py'), '--host', '127.0.0.1', '--port', String(tcp.port), '-c', 'server.pem', '-k', 'server.key', 'h3app:app'],
+      [
+        path.join(cache, 'http3_server.py'),
+        '--host',
+        '127.0.0.1',
+        '--port',
+        String(tcp.port),
+        '-c',
+        'server.pem',
+        '-k',
+        'server.key',
+        'h3app:app',
+      ],
       {
         cwd: c.dir,
         env: { ...process.env, PYTHONPATH: path.join(repoRoot, 'crates', 'core', 'tests'), H3APP_LOG: logFile },

@@ -78,7 +78,11 @@ export function withTimeout<T>(p: Promise<T>, ms: number, what = 'operation'): P
  * A server's `close()`: stops listening and destroys the sockets still open (`also` first, if
  * given), once; later calls get the same promise.
  */
-export function closer(server: { close(cb: () => void): unknown }, sockets: Iterable<{ destroy(): void }>, also?: () => void): () => Promise<void> {
+export function closer(
+  server: { close(cb: () => void): unknown },
+  sockets: Iterable<{ destroy(): void }>,
+  also?: () => void,
+): () => Promise<void> {
   let closing: Promise<void> | undefined
   return () =>
     (closing ??= new Promise<void>((resolve) => {
@@ -283,7 +287,12 @@ export async function rawServer(
       return closedConnections
     },
     sockets,
-    waitForRequests: (n, ms) => waitFor(() => requests.length >= n, ms, () => `${n} request${n === 1 ? '' : 's'} (${requests.length} arrived)`),
+    waitForRequests: (n, ms) =>
+      waitFor(
+        () => requests.length >= n,
+        ms,
+        () => `${n} request${n === 1 ? '' : 's'} (${requests.length} arrived)`,
+      ),
     close: closer(server, sockets),
   }
   onCleanup(() => result.close())
@@ -333,10 +342,7 @@ function parseRequest(buf: Buffer): { request: Omit<RawRequest, 'connection'>; c
 }
 
 /** A plain TCP server: `onConnection` gets every socket; nothing is parsed. */
-export async function netServer(
-  onConnection: (socket: net.Socket, id: number) => void,
-  host = '127.0.0.1',
-): Promise<RawServer> {
+export async function netServer(onConnection: (socket: net.Socket, id: number) => void, host = '127.0.0.1'): Promise<RawServer> {
   return rawServer(() => {}, {
     host,
     onConnection: (socket, id) => {
@@ -485,10 +491,7 @@ export function pairs(raw: ReadonlyArray<Buffer | string> | null | undefined): A
  * Runs a request and reads its body. Returns the error it failed with, wherever it surfaced
  * (the request promise or the body); throws if the request fully succeeded.
  */
-export async function requestError(
-  client: ClientT,
-  options: Parameters<ClientT['request']>[0],
-): Promise<any> {
+export async function requestError(client: ClientT, options: Parameters<ClientT['request']>[0]): Promise<any> {
   let res
   try {
     res = await client.request(options)
@@ -528,10 +531,7 @@ export interface RunOptions {
 export type Running = Promise<ChildResult> & { kill(): void; readonly exited: boolean; readonly stdout: string }
 
 /** Runs `node [args] -e code`, killing it after `timeout` ms; `.kill()` ends it early. */
-export function runNode(
-  code: string,
-  options: RunOptions & { args?: string[]; input?: 'eval' | 'module' } = {},
-): Running {
+export function runNode(code: string, options: RunOptions & { args?: string[]; input?: 'eval' | 'module' } = {}): Running {
   const evalFlag = options.input === 'module' ? ['--input-type=module', '-e'] : ['-e']
   return run(process.execPath, [...(options.args ?? []), ...evalFlag, code], options)
 }
@@ -590,10 +590,7 @@ export function run(command: string, args: string[], options: RunOptions = {}): 
 export async function hangingPort(): Promise<number | null> {
   const child = spawn(
     process.execPath,
-    [
-      '-e',
-      "const s=require('net').createServer(()=>{});s.listen({port:0,host:'127.0.0.1',backlog:1},()=>console.log(s.address().port))",
-    ],
+    ['-e', "const s=require('net').createServer(()=>{});s.listen({port:0,host:'127.0.0.1',backlog:1},()=>console.log(s.address().port))"],
     { stdio: ['ignore', 'pipe', 'inherit'] },
   )
   onCleanup(() => {

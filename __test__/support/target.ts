@@ -7,9 +7,7 @@ type Lib = typeof import('undici')
 
 export const isUndici: boolean = process.env.SAETTA_TARGET === 'undici'
 
-const lib: Lib = isUndici
-  ? await import('undici')
-  : ((await import('../../ts/index.ts')) as unknown as Lib)
+const lib: Lib = isUndici ? await import('undici') : ((await import('../../ts/index.ts')) as unknown as Lib)
 
 export const Client: Lib['Client'] = lib.Client
 export const errors: Lib['errors'] = lib.errors

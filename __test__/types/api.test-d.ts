@@ -1,12 +1,12 @@
 // The top-level functions (a URL, then the operation's options and a `dispatcher`), the global
 // dispatcher, the response body's mixin, and the diagnostics channels' message types.
 import dc from 'node:diagnostics_channel'
-import { Duplex, Writable } from 'node:stream'
+import { type Duplex, Writable } from 'node:stream'
 import { expectAssignable, expectError, expectType } from 'tsd'
 import {
   Agent,
   Client,
-  Dispatcher,
+  type Dispatcher,
   connect,
   getGlobalDispatcher,
   pipeline,

@@ -1,7 +1,7 @@
 // buildConnector and the `connect` option: a connector function or connect options, typed as
 // undici types them (`buildConnector.BuildOptions`, `.Options`, `.Callback`, `.connector`).
 import net from 'node:net'
-import tls from 'node:tls'
+import type tls from 'node:tls'
 import { expectAssignable, expectError, expectNotAssignable, expectType } from 'tsd'
 import { Agent, Client, Pool, buildConnector } from '../../ts/index'
 

@@ -2,11 +2,13 @@
 // types it, and code typed against undici's declarations compiling against saetta's values.
 import { expectAssignable, expectError, expectType } from 'tsd'
 import type * as undici from 'undici'
-import { Agent, Client, Dispatcher, interceptors } from '../../ts/index'
+import { Agent, Client, type Dispatcher, interceptors } from '../../ts/index'
 
 expectType<Dispatcher.DispatcherComposeInterceptor>(interceptors.decompress())
 expectType<Dispatcher.DispatcherComposeInterceptor>(interceptors.decompress({}))
-expectType<Dispatcher.DispatcherComposeInterceptor>(interceptors.decompress({ skipErrorResponses: false, skipStatusCodes: [204, 304, 201], maxSize: 1024 }))
+expectType<Dispatcher.DispatcherComposeInterceptor>(
+  interceptors.decompress({ skipErrorResponses: false, skipStatusCodes: [204, 304, 201], maxSize: 1024 }),
+)
 expectAssignable<interceptors.DecompressInterceptorOpts>({ maxSize: 0 })
 expectError(interceptors.decompress({ maxSize: '1' }))
 expectError(interceptors.decompress({ skipStatusCodes: 204 }))

@@ -1,9 +1,9 @@
 // Dispatcher: constructible as undici declares it, its operations' overloads and results,
 // compose() typing interceptors from context, and typed event listeners.
-import { Blob } from 'node:buffer'
-import { Duplex, Readable, Writable } from 'node:stream'
+import type { Blob } from 'node:buffer'
+import { type Duplex, type Readable, Writable } from 'node:stream'
 import { expectAssignable, expectError, expectNotAssignable, expectType } from 'tsd'
-import { Agent, Client, Dispatcher, Pool, errors } from '../../ts/index'
+import { Agent, Client, Dispatcher, Pool, type errors } from '../../ts/index'
 
 // Not abstract: a subclass or a bare instance.
 const bare = new Dispatcher()
@@ -66,11 +66,19 @@ expectAssignable<Promise<Dispatcher.StreamData>>(
     return new Writable()
   }),
 )
-expectType<Promise<Dispatcher.StreamData<string>>>(d.stream({ path: '/', method: 'GET', opaque: 'o' }, ({ opaque }) => {
-  expectType<string>(opaque)
-  return new Writable()
-}))
-expectType<void>(d.stream({ path: '/', method: 'GET' }, () => new Writable(), (err, data) => void [err, data]))
+expectType<Promise<Dispatcher.StreamData<string>>>(
+  d.stream({ path: '/', method: 'GET', opaque: 'o' }, ({ opaque }) => {
+    expectType<string>(opaque)
+    return new Writable()
+  }),
+)
+expectType<void>(
+  d.stream(
+    { path: '/', method: 'GET' },
+    () => new Writable(),
+    (err, data) => void [err, data],
+  ),
+)
 expectError(d.stream({ path: '/', method: 'GET' }, () => 'not a writable'))
 
 // pipeline
@@ -127,7 +135,8 @@ expectAssignable<Dispatcher.ComposedDispatcher>(
     },
   ]),
 )
-const interceptor: Dispatcher.DispatcherComposeInterceptor = (dispatch) => (opts, handler) => dispatch({ ...opts, headers: { x: '1' } }, handler)
+const interceptor: Dispatcher.DispatcherComposeInterceptor = (dispatch) => (opts, handler) =>
+  dispatch({ ...opts, headers: { x: '1' } }, handler)
 const asDispatchInterceptor: Dispatcher.DispatchInterceptor = interceptor
 void asDispatchInterceptor
 expectAssignable<Dispatcher>(new Agent().compose(interceptor, interceptor).compose(interceptor))

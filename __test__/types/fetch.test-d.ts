@@ -116,7 +116,11 @@ expectType<Promise<readonly Request[]>>(cache.keys())
 expectType<Promise<boolean>>(cache.delete(req, { ignoreMethod: true }))
 
 // EventSource: the constructor's init, the constants, the attributes and typed handlers.
-const es = new EventSource('http://localhost/', { withCredentials: true, dispatcher: new Agent(), node: { dispatcher: new Agent(), reconnectionTime: 10 } })
+const es = new EventSource('http://localhost/', {
+  withCredentials: true,
+  dispatcher: new Agent(),
+  node: { dispatcher: new Agent(), reconnectionTime: 10 },
+})
 expectType<EventSource>(new EventSource(new URL('http://localhost/')))
 expectAssignable<EventSourceInit>({ node: { reconnectionTime: 1 } })
 expectType<0 | 1 | 2>(es.readyState)

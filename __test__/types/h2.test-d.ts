@@ -1,7 +1,7 @@
 // HTTP/2: the Client, Pool and Agent options, H2CClient and its options, the `ping` event, and
 // the connect params' version, as undici types them.
 import { expectAssignable, expectError, expectType } from 'tsd'
-import { Agent, Client, Dispatcher, H2CClient, Pool, buildConnector, type DiagnosticsChannel } from '../../ts/index'
+import { Agent, Client, type Dispatcher, H2CClient, Pool, type buildConnector, type DiagnosticsChannel } from '../../ts/index'
 
 const h2 = {
   allowH2: true,

@@ -1,7 +1,7 @@
 // Handler classes and interceptors: constructor arguments and option types, the retry
 // callback's parameters inferred from context.
 import { expectAssignable, expectError, expectNotAssignable, expectType } from 'tsd'
-import { Client, DecoratorHandler, Dispatcher, RedirectHandler, RetryHandler, interceptors } from '../../ts/index'
+import { Client, DecoratorHandler, type Dispatcher, RedirectHandler, RetryHandler, interceptors } from '../../ts/index'
 
 const client = new Client('http://localhost')
 const dispatch: Dispatcher.Dispatch = client.dispatch.bind(client)
@@ -54,7 +54,12 @@ expectError(new RedirectHandler(dispatch, '2', opts, handler))
 const decorated = new DecoratorHandler(handler)
 expectAssignable<Dispatcher.DispatchHandler>(decorated)
 class Logging extends DecoratorHandler {
-  override onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>, statusMessage?: string): void {
+  override onResponseStart(
+    controller: Dispatcher.DispatchController,
+    statusCode: number,
+    headers: Record<string, string | string[] | undefined>,
+    statusMessage?: string,
+  ): void {
     super.onResponseStart(controller, statusCode, headers, statusMessage)
   }
 }
@@ -64,14 +69,18 @@ expectError(new DecoratorHandler())
 // Interceptors
 expectType<Dispatcher.DispatcherComposeInterceptor>(interceptors.redirect({ maxRedirections: 3 }))
 expectType<Dispatcher.DispatcherComposeInterceptor>(interceptors.redirect())
-expectType<Dispatcher.DispatcherComposeInterceptor>(interceptors.retry({ maxRetries: 1, retry: (err, ctx, cb) => void [err, ctx.state.counter, cb()] }))
+expectType<Dispatcher.DispatcherComposeInterceptor>(
+  interceptors.retry({ maxRetries: 1, retry: (err, ctx, cb) => void [err, ctx.state.counter, cb()] }),
+)
 expectType<Dispatcher.DispatcherComposeInterceptor>(interceptors.dump({ maxSize: 1024 }))
 expectType<Dispatcher.DispatcherComposeInterceptor>(interceptors.responseError())
 expectType<Dispatcher.DispatcherComposeInterceptor>(interceptors.responseError({ throwOnError: true }))
 expectError(interceptors.responseError({ throwOnError: 'yes' }))
 expectError(interceptors.dump({ maxSize: '1kb' }))
 expectError(interceptors.redirect({ maxRedirections: 'three' }))
-expectAssignable<Dispatcher>(client.compose(interceptors.redirect(), interceptors.retry(), interceptors.dump(), interceptors.responseError()))
+expectAssignable<Dispatcher>(
+  client.compose(interceptors.redirect(), interceptors.retry(), interceptors.dump(), interceptors.responseError()),
+)
 
 // Their option types, under undici's names.
 expectAssignable<interceptors.DumpInterceptorOpts>({ maxSize: 1 })

@@ -4,23 +4,28 @@ import { expectAssignable, expectError, expectType } from 'tsd'
 import type * as undici from 'undici'
 import {
   Agent,
-  Client,
-  Dispatcher,
+  type Client,
+  type Dispatcher,
   type Interceptable,
   MockAgent,
-  MockCallHistory,
+  type MockCallHistory,
   MockCallHistoryLog,
   MockClient,
   MockPool,
-  Pool,
+  type Pool,
   SnapshotAgent,
-  errors,
+  type errors,
   mockErrors,
   setGlobalDispatcher,
 } from '../../ts/index'
 
 // MockAgent: options of an Agent and its own; a Dispatcher.
-const agent = new MockAgent({ connections: 1, enableCallHistory: true, ignoreTrailingSlash: true, acceptNonStandardSearchParameters: false })
+const agent = new MockAgent({
+  connections: 1,
+  enableCallHistory: true,
+  ignoreTrailingSlash: true,
+  acceptNonStandardSearchParameters: false,
+})
 expectAssignable<Dispatcher>(agent)
 expectAssignable<Dispatcher>(new MockAgent())
 expectAssignable<Dispatcher>(new MockAgent({ agent: new Agent() }))
@@ -36,9 +41,20 @@ expectType<MockPool>(agent.get<MockPool>('http://localhost:3000'))
 expectType<MockClient>(agent.get<MockClient>('http://localhost:3000'))
 
 // intercept(...).reply(...): every form, and the scope's chain.
-const interceptor = pool.intercept({ path: '/', method: 'POST', body: 'x', headers: { a: 'b', c: /d/, e: (v: string) => v === 'f' }, query: { q: 1 } })
+const interceptor = pool.intercept({
+  path: '/',
+  method: 'POST',
+  body: 'x',
+  headers: { a: 'b', c: /d/, e: (v: string) => v === 'f' },
+  query: { q: 1 },
+})
 pool.intercept({ path: /re/, method: /GET|POST/, body: /b/ })
-pool.intercept({ path: (p: string) => p === '/', method: (m: string) => m === 'GET', body: (b: string) => b === '', headers: (h: Record<string, string>) => 'a' in h })
+pool.intercept({
+  path: (p: string) => p === '/',
+  method: (m: string) => m === 'GET',
+  body: (b: string) => b === '',
+  headers: (h: Record<string, string>) => 'a' in h,
+})
 expectError(pool.intercept({ method: 'GET' }))
 const scope = interceptor.reply(200, { json: true }, { headers: { 'x-a': 'b' }, trailers: { t: 'v' } })
 interceptor.reply(200, 'text')

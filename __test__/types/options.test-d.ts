@@ -1,7 +1,7 @@
 // Client, Pool, BalancedPool, Agent and RetryAgent: constructors, options (under undici's
 // namespace names too), members, and options undici refuses at compile time.
 import { expectAssignable, expectError, expectNotAssignable, expectType } from 'tsd'
-import { Agent, BalancedPool, Client, Dispatcher, Pool, RetryAgent } from '../../ts/index'
+import { Agent, BalancedPool, Client, type Dispatcher, Pool, RetryAgent } from '../../ts/index'
 
 // Client
 expectAssignable<Dispatcher>(new Client('http://localhost'))
@@ -33,7 +33,16 @@ expectType<number>(client.stats.running)
 expectType<number>(client.stats.size)
 client.pipelining = 2
 expectAssignable<Client.Options>({ pipelining: 1, connect: { timeout: 1 } })
-expectAssignable<Client.SocketInfo>({ localAddress: '127.0.0.1', localPort: 1, remoteAddress: '127.0.0.1', remotePort: 2, remoteFamily: 'IPv4', timeout: 0, bytesWritten: 1, bytesRead: 2 })
+expectAssignable<Client.SocketInfo>({
+  localAddress: '127.0.0.1',
+  localPort: 1,
+  remoteAddress: '127.0.0.1',
+  remotePort: 2,
+  remoteFamily: 'IPv4',
+  timeout: 0,
+  bytesWritten: 1,
+  bytesRead: 2,
+})
 expectError(new Client())
 expectError(new Client('http://localhost', { pipelining: 'ten' }))
 expectError(new Client('http://localhost', { headersTimeout: '1s' }))

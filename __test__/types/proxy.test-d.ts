@@ -1,7 +1,7 @@
 // ProxyAgent, EnvHttpProxyAgent and Socks5ProxyAgent: constructible with undici's option
 // shapes, their option types under undici's names, and dispatchers like the others.
 import { expectAssignable, expectError, expectType } from 'tsd'
-import { Dispatcher, EnvHttpProxyAgent, Pool, ProxyAgent, Socks5ProxyAgent, buildConnector, errors } from '../../ts/index'
+import { type Dispatcher, EnvHttpProxyAgent, Pool, ProxyAgent, Socks5ProxyAgent, buildConnector, errors } from '../../ts/index'
 
 // ProxyAgent: a URI string, a URL, or options with `uri` (and every Agent option).
 expectAssignable<Dispatcher>(new ProxyAgent('http://proxy:8080'))
@@ -29,7 +29,13 @@ expectError(new ProxyAgent({ uri: 'http://proxy', clientFactory: 'not a function
 
 // EnvHttpProxyAgent: ProxyAgent's options but `uri`, and the three proxies.
 expectAssignable<Dispatcher>(new EnvHttpProxyAgent())
-const env = new EnvHttpProxyAgent({ httpProxy: 'http://proxy:8080', httpsProxy: 'http://proxy:8443', noProxy: 'localhost,.internal', token: 't', connections: 2 })
+const env = new EnvHttpProxyAgent({
+  httpProxy: 'http://proxy:8080',
+  httpsProxy: 'http://proxy:8443',
+  noProxy: 'localhost,.internal',
+  token: 't',
+  connections: 2,
+})
 expectType<boolean>(env.dispatch({ origin: 'http://a', path: '/', method: 'GET' }, {}))
 expectAssignable<EnvHttpProxyAgent.Options>({ noProxy: '*' })
 expectError(new EnvHttpProxyAgent({ uri: 'http://proxy' }))

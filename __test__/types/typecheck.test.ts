@@ -95,7 +95,8 @@ describe("saetta's published declarations, as a project resolves them", () => {
     fs.writeFileSync(path.join(project, 'package.json'), JSON.stringify({ name: 'app', private: true }))
     fs.mkdirSync(path.join(project, 'node_modules'))
     fs.symlinkSync(repoRoot, path.join(project, 'node_modules', 'saetta'), 'dir')
-    for (const lib of ['undici', 'undici7']) fs.symlinkSync(path.join(repoRoot, 'node_modules', lib), path.join(project, 'node_modules', lib), 'dir')
+    for (const lib of ['undici', 'undici7'])
+      fs.symlinkSync(path.join(repoRoot, 'node_modules', lib), path.join(project, 'node_modules', lib), 'dir')
     // The same code twice: as written, against undici; with 'undici' swapped for 'saetta' in its
     // imports, as a project that switches does.
     const app = fs.readFileSync(path.join(dir, 'installed', 'app.ts'), 'utf8')
@@ -110,7 +111,11 @@ describe("saetta's published declarations, as a project resolves them", () => {
     expect(names.status).toBe(0)
     fs.writeFileSync(
       path.join(project, 'names.ts'),
-      `import * as saetta from 'saetta'\nexport const all = [\n${names.stdout.trim().split(',').map((n) => `  saetta.${n},\n`).join('')}]\n`,
+      `import * as saetta from 'saetta'\nexport const all = [\n${names.stdout
+        .trim()
+        .split(',')
+        .map((n) => `  saetta.${n},\n`)
+        .join('')}]\n`,
     )
   }, 120_000)
 
@@ -129,16 +134,20 @@ describe("saetta's published declarations, as a project resolves them", () => {
     ['no DOM library, nodenext ("exports")', { lib: ['es2022'], module: 'nodenext' }],
     ['the DOM library, CommonJS', { lib: ['es2022', 'dom'], module: 'commonjs', moduleResolution: 'node' }],
     ['the DOM library, nodenext', { lib: ['es2022', 'dom', 'dom.iterable'], module: 'nodenext' }],
-  ])('undici-typed code compiles against saetta, with the same inference: %s', async (_name, options) => {
-    const r = await compile(options, ['app.undici.ts', 'app.saetta.ts', 'names.ts'])
-    expect(r.output).toBe('')
-    expect(r.status).toBe(0)
-    // saetta/undici7 resolves through "exports" only.
-    if (options.module !== 'nodenext') return
-    const seven = await compile(options, ['app7.undici.ts', 'app7.saetta.ts'])
-    expect(seven.output).toBe('')
-    expect(seven.status).toBe(0)
-  }, 120_000)
+  ])(
+    'undici-typed code compiles against saetta, with the same inference: %s',
+    async (_name, options) => {
+      const r = await compile(options, ['app.undici.ts', 'app.saetta.ts', 'names.ts'])
+      expect(r.output).toBe('')
+      expect(r.status).toBe(0)
+      // saetta/undici7 resolves through "exports" only.
+      if (options.module !== 'nodenext') return
+      const seven = await compile(options, ['app7.undici.ts', 'app7.saetta.ts'])
+      expect(seven.output).toBe('')
+      expect(seven.status).toBe(0)
+    },
+    120_000,
+  )
 
   test('saetta resolves to dist/index.d.ts, and that to the undici-types saetta depends on', async () => {
     const types = ['--types', 'node', '--typeRoots', path.join(repoRoot, 'node_modules', '@types')]
@@ -170,7 +179,10 @@ describe("saetta's published declarations, as a project resolves them", () => {
   }, 120_000)
 
   test("saetta's own options (HTTP/3) are declared on Client, Pool and Agent, for both entries, and typed", async () => {
-    for (const [name, entry] of [['h3.ts', 'saetta'], ['h3-7.ts', 'saetta/undici7']]) {
+    for (const [name, entry] of [
+      ['h3.ts', 'saetta'],
+      ['h3-7.ts', 'saetta/undici7'],
+    ]) {
       fs.writeFileSync(
         path.join(project, name),
         `import { Agent, Client, Pool } from '${entry}'\n` +
@@ -180,7 +192,10 @@ describe("saetta's published declarations, as a project resolves them", () => {
     }
     const ok = await compile({ lib: ['es2022'], module: 'nodenext' }, ['h3.ts', 'h3-7.ts'])
     expect(ok.output).toBe('')
-    fs.writeFileSync(path.join(project, 'h3-bad.ts'), `import { Client } from 'saetta'\nnew Client('https://localhost:1', { allowH3: 'yes' })\n`)
+    fs.writeFileSync(
+      path.join(project, 'h3-bad.ts'),
+      `import { Client } from 'saetta'\nnew Client('https://localhost:1', { allowH3: 'yes' })\n`,
+    )
     const bad = await compile({ lib: ['es2022'], module: 'nodenext' }, ['h3-bad.ts'])
     expect(bad.output).toMatch(/h3-bad\.ts\(2,37\): error TS2322/)
   }, 120_000)

@@ -10,7 +10,6 @@ import http2 from 'node:http2'
 import { createHash } from 'node:crypto'
 import { createRequire } from 'node:module'
 import path from 'node:path'
-import { once } from 'node:events'
 import type { Duplex } from 'node:stream'
 import { afterEach, describe, expect, test } from 'vitest'
 import { WebSocket as ServerSocket, WebSocketServer } from 'ws'
@@ -30,8 +29,14 @@ interface Deflate {
   accept(offers: unknown[]): unknown
   params: unknown
 }
-const PerMessageDeflate = requireWs('./lib/permessage-deflate') as { new (options: { isServer: boolean; threshold?: number }): Deflate; extensionName: string }
-const extension = requireWs('./lib/extension') as { parse(header: string): Record<string, unknown[]>; format(ext: Record<string, unknown[]>): string }
+const PerMessageDeflate = requireWs('./lib/permessage-deflate') as {
+  new (options: { isServer: boolean; threshold?: number }): Deflate
+  extensionName: string
+}
+const extension = requireWs('./lib/extension') as {
+  parse(header: string): Record<string, unknown[]>
+  format(ext: Record<string, unknown[]>): string
+}
 
 /** A server-side `ws` WebSocket as its internals take one made outside its server. */
 interface ServerSocketInternals {
@@ -50,11 +55,16 @@ async function sameWith<S, T>(reference: Lib, mine: Lib, make: () => Promise<S>,
   return ours
 }
 
-const same = <S, T>(make: () => Promise<S>, scenario: (lib: Lib, srv: S) => Promise<T>): Promise<T> => sameWith(undici, saetta, make, scenario)
-const same7 = <S, T>(make: () => Promise<S>, scenario: (lib: Lib, srv: S) => Promise<T>): Promise<T> => sameWith(undici7, saetta7, make, scenario)
+const same = <S, T>(make: () => Promise<S>, scenario: (lib: Lib, srv: S) => Promise<T>): Promise<T> =>
+  sameWith(undici, saetta, make, scenario)
+const same7 = <S, T>(make: () => Promise<S>, scenario: (lib: Lib, srv: S) => Promise<T>): Promise<T> =>
+  sameWith(undici7, saetta7, make, scenario)
 
 const GUID = '258EAFA5-E914-47DA-95CA-C5AB0DC85B11'
-const acceptFor = (key: string): string => createHash('sha1').update(key + GUID).digest('base64')
+const acceptFor = (key: string): string =>
+  createHash('sha1')
+    .update(key + GUID)
+    .digest('base64')
 
 // ---------------------------------------------------------------------------------------------
 // the server
@@ -119,7 +129,11 @@ async function wsH2Server(mode: Mode, options: WsH2Options = {}): Promise<WsH2Se
     (stream, headers) => {
       streams++
       stream.on('close', () => closed.push(stream.rstCode ?? -1))
-      const { 'user-agent': _ua, 'sec-websocket-key': key, ...fields } = Object.fromEntries(Object.entries(headers).filter(([k]) => !k.startsWith(':')))
+      const {
+        'user-agent': _ua,
+        'sec-websocket-key': key,
+        ...fields
+      } = Object.fromEntries(Object.entries(headers).filter(([k]) => !k.startsWith(':')))
       const pseudo = Object.fromEntries(
         Object.keys(headers)
           .filter((k) => k.startsWith(':'))
@@ -230,7 +244,10 @@ interface Watched {
 
 /** Records every event of a WebSocket to `srv` (path `/chat`) until its close event and the server's streams closed. */
 async function watch(lib: Lib, srv: WsH2Server, script: Script = {}): Promise<Watched> {
-  const ws = new lib.WebSocket(`${srv.url}/chat?room=1`, { dispatcher: dispatcher(lib, srv, script.dispatcher), protocols: script.protocols ?? [] })
+  const ws = new lib.WebSocket(`${srv.url}/chat?room=1`, {
+    dispatcher: dispatcher(lib, srv, script.dispatcher),
+    protocols: script.protocols ?? [],
+  })
   ws.binaryType = script.binaryType ?? 'arraybuffer'
   onCleanup(() => ws.close())
   const events: Observed[] = []
@@ -246,7 +263,11 @@ async function watch(lib: Lib, srv: WsH2Server, script: Script = {}): Promise<Wa
     })
     ws.addEventListener('message', (ev) => {
       const data = ev.data as unknown
-      events.push({ type: 'message', readyState: ws.readyState, data: typeof data === 'string' ? data : `bytes:${Buffer.from(data as ArrayBuffer).toString('hex')}` })
+      events.push({
+        type: 'message',
+        readyState: ws.readyState,
+        data: typeof data === 'string' ? data : `bytes:${Buffer.from(data as ArrayBuffer).toString('hex')}`,
+      })
       script.onMessage?.(ws, ++messages)
     })
     ws.addEventListener('error', (ev) => {
@@ -326,7 +347,8 @@ describe.each(MODES)('WebSocket over HTTP/2 (%s)', (mode) => {
   test('the server ends the stream without a close frame, or resets it', async () => {
     for (const onSocket of [
       (_ws: ServerSocket, stream: Duplex) => setTimeout(() => stream.end(), 20),
-      (_ws: ServerSocket, stream: Duplex) => setTimeout(() => (stream as http2.ServerHttp2Stream).close(http2.constants.NGHTTP2_INTERNAL_ERROR), 20),
+      (_ws: ServerSocket, stream: Duplex) =>
+        setTimeout(() => (stream as http2.ServerHttp2Stream).close(http2.constants.NGHTTP2_INTERNAL_ERROR), 20),
       (ws: ServerSocket) => setTimeout(() => ws.terminate(), 20),
     ]) {
       await same(
@@ -509,7 +531,12 @@ describe.each(MODES)('undici 7 (saetta/undici7): WebSocket over HTTP/2 (%s)', (m
     for (const onOpen of [(ws: WS) => ws.send('close'), (ws: WS) => ws.close(3000, 'mine')]) {
       const w = await same7(
         () => wsH2Server(mode, { accept: true, closeTimeout: 500 }),
-        (lib, srv) => watch(lib, srv, { dispatcher: h2, protocols: ['chat'], onOpen: (ws) => (ws.send('hello'), ws.send(new Uint8Array([1, 2])), onOpen(ws)) }),
+        (lib, srv) =>
+          watch(lib, srv, {
+            dispatcher: h2,
+            protocols: ['chat'],
+            onOpen: (ws) => (ws.send('hello'), ws.send(new Uint8Array([1, 2])), onOpen(ws)),
+          }),
       )
       expect(w.events[0]).toMatchObject({ type: 'open' })
       expect(w.events.at(-1)).toMatchObject({ type: 'close', wasClean: true })

@@ -8,7 +8,6 @@ import dc from 'node:diagnostics_channel'
 import type http from 'node:http'
 import net from 'node:net'
 import { once } from 'node:events'
-import { Duplex } from 'node:stream'
 import { afterEach, describe, expect, test } from 'vitest'
 import { WebSocketServer, type ServerOptions, type WebSocket as ServerSocket } from 'ws'
 import { cleanup, httpServer, netServer, onCleanup, readNumbered, runNode, sendNumbered, sleep } from '../support/helpers'
@@ -21,7 +20,7 @@ afterEach(cleanup)
 type WS = InstanceType<Lib['WebSocket']>
 type Init = ConstructorParameters<Lib['WebSocket']>[1]
 
-const libs: Array<[string, Lib]> = [
+const _libs: Array<[string, Lib]> = [
   ['undici', undici],
   ['saetta', saetta],
 ]
@@ -72,7 +71,10 @@ interface WsServer {
 }
 
 /** A `ws` server on 127.0.0.1; `onConnection` runs for each connection (after the recording set up). */
-async function wsServer(onConnection: (socket: ServerSocket, req: http.IncomingMessage) => void = () => {}, options: ServerOptions = {}): Promise<WsServer> {
+async function wsServer(
+  onConnection: (socket: ServerSocket, req: http.IncomingMessage) => void = () => {},
+  options: ServerOptions = {},
+): Promise<WsServer> {
   const http = await httpServer((_req, res) => res.writeHead(426).end())
   const wss = new WebSocketServer({ server: http.server, ...options })
   const received: Received = { log: [] }
@@ -98,7 +100,10 @@ const echoServer = (options: ServerOptions = {}): Promise<WsServer> =>
   wsServer((socket) => socket.on('message', (data, isBinary) => socket.send(data as Buffer, { binary: isBinary })), options)
 
 const GUID = '258EAFA5-E914-47DA-95CA-C5AB0DC85B11'
-const acceptFor = (key: string): string => createHash('sha1').update(key + GUID).digest('base64')
+const acceptFor = (key: string): string =>
+  createHash('sha1')
+    .update(key + GUID)
+    .digest('base64')
 
 interface RawWs {
   url: string
@@ -237,7 +242,11 @@ async function watch(lib: Lib, url: string, script: Script = {}): Promise<Watche
       resolve()
     })
   })
-  await within(closed, script.timeout ?? 5000, () => `${lib === undici ? 'undici' : 'saetta'}'s WebSocket did not close (events: ${JSON.stringify(events)})`)
+  await within(
+    closed,
+    script.timeout ?? 5000,
+    () => `${lib === undici ? 'undici' : 'saetta'}'s WebSocket did not close (events: ${JSON.stringify(events)})`,
+  )
   await Promise.all(pending)
   await sleep(20)
   return { events, protocol, extensions, url: ws.url.replace(/:\d+\//, ':PORT/') }
@@ -348,15 +357,20 @@ describe('WebSocket: conversations (differential)', () => {
   })
 
   test('subprotocols: asked as a string, a list or in the init; the one the server chose', async () => {
-    const server = (): Promise<WsServer> =>
-      wsServer(() => {}, { handleProtocols: (protocols) => (protocols.has('chat') ? 'chat' : false) })
+    const server = (): Promise<WsServer> => wsServer(() => {}, { handleProtocols: (protocols) => (protocols.has('chat') ? 'chat' : false) })
     await differential(async (lib) => {
       const out = []
       for (const protocols of ['chat', ['superchat', 'chat'], { protocols: ['x', 'chat'] }, []] as const) {
         const srv = await server()
-        const init = (Array.isArray(protocols) || typeof protocols === 'string' ? protocols : { ...protocols, dispatcher: agent(lib) }) as Init
+        const init = (
+          Array.isArray(protocols) || typeof protocols === 'string' ? protocols : { ...protocols, dispatcher: agent(lib) }
+        ) as Init
         const w = await watch(lib, srv.url, { init, onOpen: (ws) => ws.close(1000) })
-        out.push({ protocol: w.protocol, asked: srv.received.headers?.['sec-websocket-protocol'] ?? null, events: w.events.map((e) => e.type) })
+        out.push({
+          protocol: w.protocol,
+          asked: srv.received.headers?.['sec-websocket-protocol'] ?? null,
+          events: w.events.map((e) => e.type),
+        })
       }
       return out
     })
@@ -398,7 +412,11 @@ describe('WebSocket: conversations (differential)', () => {
   test('close from the server: the client answers with its code; the close event is clean', async () => {
     await differential(async (lib) => {
       const out = []
-      for (const args of [[4001, 'server says'], [1000, 'ok'], [3333, '\uFEFFbom']] as Array<[number, string]>) {
+      for (const args of [
+        [4001, 'server says'],
+        [1000, 'ok'],
+        [3333, '\uFEFFbom'],
+      ] as Array<[number, string]>) {
         const srv = await wsServer((socket) => socket.close(...args))
         const w = await watch(lib, srv.url)
         await sleep(20)
@@ -528,7 +546,13 @@ describe('WebSocket: conversations (differential)', () => {
       const seen: unknown[] = []
       const recording = (name: string) =>
         agent(lib).compose((dispatch) => (opts, handler) => {
-          seen.push({ name, method: opts.method, path: opts.path, upgrade: opts.upgrade, origin: String(opts.origin).replace(/:\d+$/, ':PORT') })
+          seen.push({
+            name,
+            method: opts.method,
+            path: opts.path,
+            upgrade: opts.upgrade,
+            origin: String(opts.origin).replace(/:\d+$/, ':PORT'),
+          })
           return dispatch(opts, handler)
         })
       const srv = await echoServer()
@@ -595,7 +619,8 @@ describe('WebSocket: failed handshakes (differential)', () => {
     ],
     [
       'Connection: Upgrade among other tokens',
-      (key) => `HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: keep-alive, Upgrade\r\nSec-WebSocket-Accept: ${acceptFor(key)}\r\n\r\n`,
+      (key) =>
+        `HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: keep-alive, Upgrade\r\nSec-WebSocket-Accept: ${acceptFor(key)}\r\n\r\n`,
     ],
     ['a protocol that was not asked for', (key) => switching(key, 'Sec-WebSocket-Protocol: chat\r\n')],
     ['an extension that was not offered', (key) => switching(key, 'Sec-WebSocket-Extensions: x-webkit-deflate-frame\r\n')],
@@ -619,7 +644,9 @@ describe('WebSocket: failed handshakes (differential)', () => {
           (key) => switching(key, extra),
           (socket) => setTimeout(() => socket.end(), 30),
         )
-        out.push((await watch(lib, srv.url, { init: { protocols: ['a', 'b'], dispatcher: agent(lib) }, onOpen: (ws) => ws.close(1000) })).events)
+        out.push(
+          (await watch(lib, srv.url, { init: { protocols: ['a', 'b'], dispatcher: agent(lib) }, onOpen: (ws) => ws.close(1000) })).events,
+        )
       }
       return out
     })
@@ -628,7 +655,10 @@ describe('WebSocket: failed handshakes (differential)', () => {
   test('a 401 is answered once with the credentials of the URL', async () => {
     await differential(async (lib) => {
       let n = 0
-      const srv = await rawWsServer((key) => (n++ === 0 ? 'HTTP/1.1 401 Unauthorized\r\ncontent-length: 0\r\n\r\n' : switching(key)), (socket) => socket.end(frame(0x88, Buffer.from([0x03, 0xe8]))))
+      const srv = await rawWsServer(
+        (key) => (n++ === 0 ? 'HTTP/1.1 401 Unauthorized\r\ncontent-length: 0\r\n\r\n' : switching(key)),
+        (socket) => socket.end(frame(0x88, Buffer.from([0x03, 0xe8]))),
+      )
       const url = srv.url.replace('ws://', 'ws://user:pa%20ss@')
       const w = await watch(lib, url)
       return { events: w.events, url: w.url, authorization: srv.heads.map((h) => /\r\nauthorization: ([^\r]*)/i.exec(h)?.[1] ?? null) }
@@ -715,7 +745,13 @@ describe('WebSocket: servers that break the protocol (differential)', () => {
       const srv = await rawWsServer(
         (key) => switching(key),
         (socket) => {
-          socket.write(Buffer.concat([frame(0x88, Buffer.concat([Buffer.from([0x0f, 0xa0]), Buffer.from('\uFEFF\uFEFFbye')])), frame(0x81, 'ignored'), frame(0x83)]))
+          socket.write(
+            Buffer.concat([
+              frame(0x88, Buffer.concat([Buffer.from([0x0f, 0xa0]), Buffer.from('\uFEFF\uFEFFbye')])),
+              frame(0x81, 'ignored'),
+              frame(0x83),
+            ]),
+          )
           setTimeout(() => socket.end(), 30)
         },
       )
@@ -752,7 +788,10 @@ describe('WebSocket: servers that break the protocol (differential)', () => {
 
   test('frames in the same packet as the 101 response are lost, as undici loses them', async () => {
     await differential(async (lib) => {
-      const srv = await rawWsServer((key) => switching(key) + frame(0x81, 'early').toString('latin1') + frame(0x88, Buffer.from([0x03, 0xe8])).toString('latin1'), (socket) => setTimeout(() => socket.end(), 30))
+      const srv = await rawWsServer(
+        (key) => switching(key) + frame(0x81, 'early').toString('latin1') + frame(0x88, Buffer.from([0x03, 0xe8])).toString('latin1'),
+        (socket) => setTimeout(() => socket.end(), 30),
+      )
       return (await watch(lib, srv.url)).events
     })
   })
@@ -804,7 +843,14 @@ describe('WebSocket: arguments and states (differential)', () => {
           const ws = make()
           ws.onerror = () => {}
           ws.close()
-          return { url: ws.url.replace(String(port), 'PORT'), readyState: ws.readyState, protocol: ws.protocol, extensions: ws.extensions, bufferedAmount: ws.bufferedAmount, binaryType: ws.binaryType }
+          return {
+            url: ws.url.replace(String(port), 'PORT'),
+            readyState: ws.readyState,
+            protocol: ws.protocol,
+            extensions: ws.extensions,
+            bufferedAmount: ws.bufferedAmount,
+            binaryType: ws.binaryType,
+          }
         }),
       )
     })
@@ -831,7 +877,8 @@ describe('WebSocket: arguments and states (differential)', () => {
       const srv = await rawWsServer(() => 'HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n')
       const ws = new lib.WebSocket(srv.url, { dispatcher: agent(lib) })
       const log: unknown[] = []
-      for (const type of ['open', 'error', 'close']) ws.addEventListener(type, (ev) => log.push([type, ws.readyState, (ev as CloseEvent).code]))
+      for (const type of ['open', 'error', 'close'])
+        ws.addEventListener(type, (ev) => log.push([type, ws.readyState, (ev as CloseEvent).code]))
       const checks = [
         callOutcome(() => ws.close(999)),
         callOutcome(() => ws.close(1001)),
@@ -887,7 +934,9 @@ describe('WebSocket: arguments and states (differential)', () => {
       return {
         constants: ['CONNECTING', 'OPEN', 'CLOSING', 'CLOSED'].map((k) => [descriptor(W, k), descriptor(proto, k)]),
         tag: Object.prototype.toString.call(Object.create(W.prototype)),
-        enumerable: Object.keys(Object.getOwnPropertyDescriptors(proto)).filter((k) => Object.getOwnPropertyDescriptor(proto, k)!.enumerable).sort(),
+        enumerable: Object.keys(Object.getOwnPropertyDescriptors(proto))
+          .filter((k) => Object.getOwnPropertyDescriptor(proto, k)!.enumerable)
+          .sort(),
         brand: [
           callOutcome(() => Reflect.get(proto, 'url', {})),
           callOutcome(() => (proto.close as () => void).call({})),
@@ -916,7 +965,13 @@ describe('events: MessageEvent, CloseEvent, ErrorEvent (differential)', () => {
       const { port1 } = new MessageChannel()
       onCleanup(() => port1.close())
       const read = (ev: Event): Record<string, unknown> => {
-        const out: Record<string, unknown> = { type: ev.type, bubbles: ev.bubbles, cancelable: ev.cancelable, composed: ev.composed, tag: Object.prototype.toString.call(ev) }
+        const out: Record<string, unknown> = {
+          type: ev.type,
+          bubbles: ev.bubbles,
+          cancelable: ev.cancelable,
+          composed: ev.composed,
+          tag: Object.prototype.toString.call(ev),
+        }
         for (const k of ['data', 'origin', 'lastEventId', 'code', 'reason', 'wasClean', 'message', 'filename', 'lineno', 'colno']) {
           if (k in ev) out[k] = (ev as unknown as Record<string, unknown>)[k]
         }
@@ -929,7 +984,10 @@ describe('events: MessageEvent, CloseEvent, ErrorEvent (differential)', () => {
       return [
         make(() => new (M as unknown as new () => Event)()),
         make(() => new M('m')),
-        make(() => new M('m', { data: { a: 1 }, origin: 'o', lastEventId: 'id', bubbles: true, source: port1 as never, ports: [port1 as never] })),
+        make(
+          () =>
+            new M('m', { data: { a: 1 }, origin: 'o', lastEventId: 'id', bubbles: true, source: port1 as never, ports: [port1 as never] }),
+        ),
         make(() => new M('m', 5 as never)),
         make(() => new M('m', { ports: 5 as never })),
         make(() => new M('m', { ports: [1 as never] })),
@@ -953,7 +1011,11 @@ describe('events: MessageEvent, CloseEvent, ErrorEvent (differential)', () => {
         callOutcome(() => Reflect.get(M.prototype, 'data', new Event('x'))),
         callOutcome(() => Reflect.get(C.prototype, 'code', {})),
         callOutcome(() => Reflect.get(E.prototype, 'error', {})),
-        [M, C, E].map((cls) => Object.keys(Object.getOwnPropertyDescriptors(cls.prototype)).filter((k) => Object.getOwnPropertyDescriptor(cls.prototype, k)!.enumerable)),
+        [M, C, E].map((cls) =>
+          Object.keys(Object.getOwnPropertyDescriptors(cls.prototype)).filter(
+            (k) => Object.getOwnPropertyDescriptor(cls.prototype, k)!.enumerable,
+          ),
+        ),
       ]
     })
   })
@@ -995,7 +1057,14 @@ type WSS = InstanceType<Lib['WebSocketStream']>
 async function settledInfo(p: Promise<unknown>): Promise<unknown> {
   try {
     const v = (await p) as Record<string, unknown>
-    return { resolved: Object.fromEntries(Object.entries(v).map(([k, x]) => [k, x instanceof ReadableStream ? 'ReadableStream' : x instanceof WritableStream ? 'WritableStream' : x])) }
+    return {
+      resolved: Object.fromEntries(
+        Object.entries(v).map(([k, x]) => [
+          k,
+          x instanceof ReadableStream ? 'ReadableStream' : x instanceof WritableStream ? 'WritableStream' : x,
+        ]),
+      ),
+    }
   } catch (err) {
     const e = err as { closeCode?: unknown; reason?: unknown }
     return { rejected: { ...describeError(err), closeCode: e.closeCode, reason: e.reason } }
@@ -1106,7 +1175,12 @@ describe('WebSocketStream (differential)', () => {
       const during = handled(new lib.WebSocketStream(srv.url, { signal: controller.signal }))
       await sleep(20)
       controller.abort(new Error('late'))
-      return [await settledInfo(before.opened), await settledInfo(before.closed), await settledInfo(during.opened), await settledInfo(during.closed)]
+      return [
+        await settledInfo(before.opened),
+        await settledInfo(before.closed),
+        await settledInfo(during.opened),
+        await settledInfo(during.closed),
+      ]
     })
   })
 
@@ -1123,18 +1197,41 @@ describe('WebSocketStream (differential)', () => {
       const error = (...args: unknown[]): unknown =>
         callOutcome(() => {
           const e = new (lib.WebSocketError as unknown as new (...a: unknown[]) => Error & { closeCode: unknown; reason: unknown })(...args)
-          return { ...describeError(e), closeCode: e.closeCode, reason: e.reason, tag: Object.prototype.toString.call(e), isDOMException: e instanceof DOMException }
+          return {
+            ...describeError(e),
+            closeCode: e.closeCode,
+            reason: e.reason,
+            tag: Object.prototype.toString.call(e),
+            isDOMException: e instanceof DOMException,
+          }
         })
       const s = handled(new lib.WebSocketStream(url))
       return {
-        streams: [stream(), stream({ protocols: ['a', 'b'] }), stream({ protocols: 'a' }), stream({ protocols: ['a', 'a'] }), stream({ signal: 5 }), stream(5), stream(null)],
+        streams: [
+          stream(),
+          stream({ protocols: ['a', 'b'] }),
+          stream({ protocols: 'a' }),
+          stream({ protocols: ['a', 'a'] }),
+          stream({ signal: 5 }),
+          stream(5),
+          stream(null),
+        ],
         closes: [
           callOutcome(() => s.close({ closeCode: 999 })),
           callOutcome(() => s.close({ reason: 'r'.repeat(124) })),
           callOutcome(() => s.close(5 as never)),
           callOutcome(() => s.close({ closeCode: 70000 } as never)),
         ],
-        errors: [error(), error('m'), error('m', { closeCode: 3000, reason: 'r' }), error('m', { reason: 'only' }), error('m', { closeCode: 1001 }), error('m', null), error('m', 5), error(Symbol('x'))],
+        errors: [
+          error(),
+          error('m'),
+          error('m', { closeCode: 3000, reason: 'r' }),
+          error('m', { reason: 'only' }),
+          error('m', { closeCode: 1001 }),
+          error('m', null),
+          error('m', 5),
+          error(Symbol('x')),
+        ],
         tag: Object.prototype.toString.call(s),
       }
     })
@@ -1171,7 +1268,10 @@ describe('WebSocket: diagnostics channels (differential)', () => {
       return {
         events: w.events.map((e) => e.type),
         seen: seen.map(([name, m]) => {
-          const msg = m as Record<string, unknown> & { address?: Record<string, unknown>; handshakeResponse?: { headers: Record<string, string> } }
+          const msg = m as Record<string, unknown> & {
+            address?: Record<string, unknown>
+            handshakeResponse?: { headers: Record<string, string> }
+          }
           const { websocket, address, handshakeResponse, ...rest } = msg
           return {
             name,
@@ -1179,7 +1279,10 @@ describe('WebSocket: diagnostics channels (differential)', () => {
             websocket: websocket === socket,
             ...(address && { address: { ...address, port: typeof address.port, address: address.address === '127.0.0.1' } }),
             ...(handshakeResponse && {
-              handshakeResponse: { ...handshakeResponse, headers: { ...handshakeResponse.headers, 'sec-websocket-accept': typeof handshakeResponse.headers['sec-websocket-accept'] } },
+              handshakeResponse: {
+                ...handshakeResponse,
+                headers: { ...handshakeResponse.headers, 'sec-websocket-accept': typeof handshakeResponse.headers['sec-websocket-accept'] },
+              },
             }),
           }
         }),
@@ -1190,9 +1293,14 @@ describe('WebSocket: diagnostics channels (differential)', () => {
   test('a connection reset: socket_error, then error and close 1006', async () => {
     await differential(async (lib) => {
       const seen = listen(['socket_error', 'close'])
-      const srv = await wsServer((socket) => socket.on('message', () => (socket as unknown as { _socket: net.Socket })._socket.resetAndDestroy()))
+      const srv = await wsServer((socket) =>
+        socket.on('message', () => (socket as unknown as { _socket: net.Socket })._socket.resetAndDestroy()),
+      )
       const w = await watch(lib, srv.url, { onOpen: (ws) => ws.send('reset please') })
-      return { events: w.events, seen: seen.map(([name, m]) => (name === 'socket_error' ? [name, describeError(m)] : [name, (m as { code: number }).code])) }
+      return {
+        events: w.events,
+        seen: seen.map(([name, m]) => (name === 'socket_error' ? [name, describeError(m)] : [name, (m as { code: number }).code])),
+      }
     })
   })
 })
@@ -1228,7 +1336,19 @@ describe('WebSocket: saetta only', () => {
   })
 
   test('install() puts the WebSocket family and EventSource on globalThis, as undici’s install() does', () => {
-    const names = ['fetch', 'Headers', 'Response', 'Request', 'FormData', 'WebSocket', 'CloseEvent', 'ErrorEvent', 'MessageEvent', 'EventSource', 'WebSocketStream'] as const
+    const names = [
+      'fetch',
+      'Headers',
+      'Response',
+      'Request',
+      'FormData',
+      'WebSocket',
+      'CloseEvent',
+      'ErrorEvent',
+      'MessageEvent',
+      'EventSource',
+      'WebSocketStream',
+    ] as const
     const g = globalThis as unknown as Record<string, unknown>
     const before = Object.fromEntries(names.map((n) => [n, g[n]]))
     try {

@@ -41,7 +41,10 @@ export abstract class ApiHandler<TOpaque> extends InternalHandler {
    * `tunnel`: the handler is for connect/upgrade, where CONNECT is the point (and onInfo is not
    * looked at).
    */
-  constructor(opts: RequestOptions<TOpaque>, { kind, tunnel = false, undici7 = false }: { kind: ApiKind; tunnel?: boolean; undici7?: boolean }) {
+  constructor(
+    opts: RequestOptions<TOpaque>,
+    { kind, tunnel = false, undici7 = false }: { kind: ApiKind; tunnel?: boolean; undici7?: boolean },
+  ) {
     super()
     this.#noContext = undici7 ? undefined : null
     // undici's checks, in its order (a falsy onInfo, as a falsy signal, is none).
@@ -102,7 +105,10 @@ export abstract class ApiHandler<TOpaque> extends InternalHandler {
 export function destroyBody(body: unknown, err: Error): void {
   const s = body as Readable | null | undefined
   if (s && typeof s === 'object' && typeof s.pipe === 'function' && typeof s.on === 'function' && !s.destroyed) {
-    destroyStream(s.on('error', () => {}), err)
+    destroyStream(
+      s.on('error', () => {}),
+      err,
+    )
   }
 }
 

@@ -173,7 +173,12 @@ export function pipeline<TOpaque = null>(this: Dispatcher, opts: PipelineOptions
 /** A Duplex that fails at once: how pipeline() reports bad arguments (it has no callback). */
 class PassThroughError extends Duplex {
   constructor(err: Error) {
-    super({ read() {}, write(_c, _e, cb) { cb() } })
+    super({
+      read() {},
+      write(_c, _e, cb) {
+        cb()
+      },
+    })
     queueMicrotask(() => this.destroy(err))
   }
 }

@@ -172,7 +172,8 @@ export class BodyReadable extends Readable {
     if (this.#used || this.readableDidRead || this.readableAborted) {
       const unusable = new TypeError('unusable')
       if (this.#used) return Promise.reject(unusable)
-      if (this.destroyed && !this.closed) return new Promise((_, reject) => this.once('error', reject).once('close', () => reject(unusable)))
+      if (this.destroyed && !this.closed)
+        return new Promise((_, reject) => this.once('error', reject).once('close', () => reject(unusable)))
       return Promise.reject(this.errored ?? unusable)
     }
     this.#used = true

@@ -85,7 +85,9 @@ class StreamHandler<TOpaque> extends ApiHandler<TOpaque> {
       const { opaque } = this
       const trailers = this.#trailers
       // As undici: an error comes with { opaque, trailers } (trailers null unless the response completed).
-      const data = err ? ({ opaque, trailers } as unknown as StreamData<TOpaque>) : { opaque, trailers: trailers ?? {}, context: this.context }
+      const data = err
+        ? ({ opaque, trailers } as unknown as StreamData<TOpaque>)
+        : { opaque, trailers: trailers ?? {}, context: this.context }
       if (callback) this.inScope(callback, err ?? null, data)
     })
     res.on('drain', resume)
@@ -120,13 +122,24 @@ class StreamHandler<TOpaque> extends ApiHandler<TOpaque> {
   }
 }
 
-export function stream<TOpaque = null>(this: Dispatcher, opts: RequestOptions<TOpaque>, factory: StreamFactory<TOpaque>): Promise<StreamData<TOpaque>>
-export function stream<TOpaque = null>(this: Dispatcher, opts: RequestOptions<TOpaque>, factory: StreamFactory<TOpaque>, callback: Callback<TOpaque>): void
+export function stream<TOpaque = null>(
+  this: Dispatcher,
+  opts: RequestOptions<TOpaque>,
+  factory: StreamFactory<TOpaque>,
+): Promise<StreamData<TOpaque>>
+export function stream<TOpaque = null>(
+  this: Dispatcher,
+  opts: RequestOptions<TOpaque>,
+  factory: StreamFactory<TOpaque>,
+  callback: Callback<TOpaque>,
+): void
 export function stream<TOpaque = null>(
   this: Dispatcher,
   opts: RequestOptions<TOpaque>,
   factory: StreamFactory<TOpaque>,
   callback?: Callback<TOpaque>,
 ): Promise<StreamData<TOpaque>> | void {
-  return withCallback(opts, callback, (cb) => dispatchWith(this, opts, cb, () => new StreamHandler(opts, factory, cb, isUndici7Dispatcher(this))))
+  return withCallback(opts, callback, (cb) =>
+    dispatchWith(this, opts, cb, () => new StreamHandler(opts, factory, cb, isUndici7Dispatcher(this))),
+  )
 }

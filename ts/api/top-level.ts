@@ -33,7 +33,8 @@ function undici8Target(dispatcher: Dispatcher): Dispatcher {
   let target = adapted.get(dispatcher)
   if (target === undefined) {
     const other = dispatcher as { dispatch(opts: DispatchOptions, handler: DispatchHandler): boolean }
-    const dispatch = (opts: DispatchOptions, handler: DispatchHandler): boolean => other.dispatch(opts, wrap(handler, true) as DispatchHandler)
+    const dispatch = (opts: DispatchOptions, handler: DispatchHandler): boolean =>
+      other.dispatch(opts, wrap(handler, true) as DispatchHandler)
     target = Object.create(dispatcher, { dispatch: { value: dispatch } }) as Dispatcher
     adapted.set(dispatcher, target)
   }
@@ -87,28 +88,41 @@ type Conn = Dispatcher['connect']
 type Upg = Dispatcher['upgrade']
 type Opts<F extends (...a: never[]) => unknown> = WithDispatcher<Parameters<F>[0]>
 
-const request = (g: () => Dispatcher, u8: boolean) => onUrl(requestImpl as never, g, u8) as {
-  <TOpaque = null>(url: Url, options?: Opts<Req> & { opaque?: TOpaque }): Promise<Dispatcher.ResponseData<TOpaque>>
-  <TOpaque = null>(url: Url, options: Opts<Req> & { opaque?: TOpaque }, callback: (err: Error | null, data: Dispatcher.ResponseData<TOpaque>) => void): void
-}
-const stream = (g: () => Dispatcher, u8: boolean) => onUrl(streamImpl as never, g, u8) as <TOpaque = null>(
-  url: Url,
-  options: Opts<Str> & { opaque?: TOpaque },
-  factory: Dispatcher.StreamFactory<TOpaque>,
-) => Promise<Dispatcher.StreamData<TOpaque>>
-const pipeline = (g: () => Dispatcher, u8: boolean) => onUrl(pipelineImpl as never, g, u8) as <TOpaque = null>(
-  url: Url,
-  options: Opts<Pipe> & { opaque?: TOpaque },
-  handler: Dispatcher.PipelineHandler<TOpaque>,
-) => import('node:stream').Duplex
-const connect = (g: () => Dispatcher, u8: boolean) => onUrl(connectImpl as never, g, u8) as {
-  <TOpaque = null>(url: Url, options?: Opts<Conn> & { opaque?: TOpaque }): Promise<Dispatcher.ConnectData<TOpaque>>
-  <TOpaque = null>(url: Url, options: Opts<Conn> & { opaque?: TOpaque }, callback: (err: Error | null, data: Dispatcher.ConnectData<TOpaque>) => void): void
-}
-const upgrade = (g: () => Dispatcher, u8: boolean) => onUrl(upgradeImpl as never, g, u8) as {
-  (url: Url, options?: Opts<Upg>): Promise<Dispatcher.UpgradeData>
-  (url: Url, options: Opts<Upg>, callback: (err: Error | null, data: Dispatcher.UpgradeData) => void): void
-}
+const request = (g: () => Dispatcher, u8: boolean) =>
+  onUrl(requestImpl as never, g, u8) as {
+    <TOpaque = null>(url: Url, options?: Opts<Req> & { opaque?: TOpaque }): Promise<Dispatcher.ResponseData<TOpaque>>
+    <TOpaque = null>(
+      url: Url,
+      options: Opts<Req> & { opaque?: TOpaque },
+      callback: (err: Error | null, data: Dispatcher.ResponseData<TOpaque>) => void,
+    ): void
+  }
+const stream = (g: () => Dispatcher, u8: boolean) =>
+  onUrl(streamImpl as never, g, u8) as <TOpaque = null>(
+    url: Url,
+    options: Opts<Str> & { opaque?: TOpaque },
+    factory: Dispatcher.StreamFactory<TOpaque>,
+  ) => Promise<Dispatcher.StreamData<TOpaque>>
+const pipeline = (g: () => Dispatcher, u8: boolean) =>
+  onUrl(pipelineImpl as never, g, u8) as <TOpaque = null>(
+    url: Url,
+    options: Opts<Pipe> & { opaque?: TOpaque },
+    handler: Dispatcher.PipelineHandler<TOpaque>,
+  ) => import('node:stream').Duplex
+const connect = (g: () => Dispatcher, u8: boolean) =>
+  onUrl(connectImpl as never, g, u8) as {
+    <TOpaque = null>(url: Url, options?: Opts<Conn> & { opaque?: TOpaque }): Promise<Dispatcher.ConnectData<TOpaque>>
+    <TOpaque = null>(
+      url: Url,
+      options: Opts<Conn> & { opaque?: TOpaque },
+      callback: (err: Error | null, data: Dispatcher.ConnectData<TOpaque>) => void,
+    ): void
+  }
+const upgrade = (g: () => Dispatcher, u8: boolean) =>
+  onUrl(upgradeImpl as never, g, u8) as {
+    (url: Url, options?: Opts<Upg>): Promise<Dispatcher.UpgradeData>
+    (url: Url, options: Opts<Upg>, callback: (err: Error | null, data: Dispatcher.UpgradeData) => void): void
+  }
 
 /**
  * The five functions on `globalDispatcher` when the options name none (each entry has its

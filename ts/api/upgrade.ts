@@ -64,7 +64,13 @@ class TunnelHandler<TOpaque> extends ApiHandler<TOpaque> {
     const callback = this.#callback!
     this.#callback = null
     this.detach()
-    this.inScope(callback, null, { statusCode, headers: parseHeaders(rawHeaders ?? []), socket, opaque: this.opaque, context: this.context })
+    this.inScope(callback, null, {
+      statusCode,
+      headers: parseHeaders(rawHeaders ?? []),
+      socket,
+      opaque: this.opaque,
+      context: this.context,
+    })
   }
 
   onError(err: Error): void {

@@ -148,7 +148,8 @@ export function clientListener(self: WeakRef<Client>, conns: Connections, names:
       if (scope === conns.scope && conns.scopes.size > 0) conns.scope = conns.scopes.values().next().value!
       const destroyError = c.destroyCause
       const error = destroyError ?? err
-      const emit = (): void => void (scope === null ? c.emit('disconnect', url, [c], error) : scope.runInAsyncScope(() => c.emit('disconnect', url, [c], error)))
+      const emit = (): void =>
+        void (scope === null ? c.emit('disconnect', url, [c], error) : scope.runInAsyncScope(() => c.emit('disconnect', url, [c], error)))
       // A close that fails nothing (after a response: `connection: close`, a keep-alive hint, an
       // idle timeout, close()) is told on the next turn, as undici tells it when its socket has
       // closed: after the last response's body has ended. (HTTP/2's GOAWAY and PING closes fail
@@ -190,7 +191,8 @@ export function clientListener(self: WeakRef<Client>, conns: Connections, names:
       if (!route) return refuseSocket(socket)
       // Made on first use, inside openSocket: what it throws fails the connection.
       const node: Connector = (o, cb) => (route.node ??= buildConnector(route.nodeOptions) as unknown as Connector)(o, cb)
-      const open = (): void => openSocket(socket, route.custom ?? node, route.options, route.custom === null, () => self.deref()?.destroyed ?? true)
+      const open = (): void =>
+        openSocket(socket, route.custom ?? node, route.options, route.custom === null, () => self.deref()?.destroyed ?? true)
       // In the async context of the dispatch that opens the connection, as undici calls it.
       const scope = conns.opening[0] ?? conns.scope
       if (scope === null) open()

@@ -7,7 +7,7 @@ import { NativeOrigin } from '../native/addon-handle'
 import type { ProxyOriginOptions } from '../native/addon'
 import { InvalidArgumentError } from '../errors'
 import type { Connector, ConnectorOptions } from '../native/js-socket'
-import { buildConnector, checkMaxCachedSessions } from './connector'
+import { type buildConnector, checkMaxCachedSessions } from './connector'
 import { tunnelOf, type Tunnel } from './proxy-tunnel'
 import tls from 'node:tls'
 import type { ClientOptions, H2Options } from './types'
@@ -15,7 +15,6 @@ import { constructorOptions } from './options'
 import { parseOrigin, type UrlObject } from './url'
 import { connectParams, type ConnectParams } from '../diagnostics'
 import { isUndici7, kUndici7 } from '../util/undici7'
-
 
 const isNonNegativeInteger = (v: number): boolean => Number.isInteger(v) && v >= 0
 const isPositiveFinite = (v: number): boolean => Number.isFinite(v) && v > 0
@@ -65,7 +64,11 @@ const h2Rules: Array<[keyof ClientOptions & keyof H2Options, (v: unknown) => boo
   // (A fraction passes, as in undici.)
   ['maxConcurrentStreams', (v) => typeof v === 'number' && !(v < 1), 'maxConcurrentStreams must be a positive integer, greater than 0'],
   ['initialWindowSize', (v) => Number.isInteger(v) && (v as number) >= 1, 'initialWindowSize must be a positive integer, greater than 0'],
-  ['connectionWindowSize', (v) => Number.isInteger(v) && (v as number) >= 1, 'connectionWindowSize must be a positive integer, greater than 0'],
+  [
+    'connectionWindowSize',
+    (v) => Number.isInteger(v) && (v as number) >= 1,
+    'connectionWindowSize must be a positive integer, greater than 0',
+  ],
   ['pingInterval', (v) => Number.isInteger(v) && (v as number) >= 0, 'pingInterval must be a positive integer, greater or equal to 0'],
 ]
 /** undici 7's order of the same rules. */
@@ -98,9 +101,21 @@ export function validateH2(opts: ClientOptions, undici7: boolean): void {
     const settings = h2.settings as { initialWindowSize?: unknown } | undefined
     const checks: Array<[unknown, (v: unknown) => boolean, string]> = [
       [h2.useH2c, (v) => typeof v === 'boolean', 'useH2c must be a valid boolean value'],
-      [settings?.initialWindowSize, (v) => Number.isInteger(v) && (v as number) >= 1, 'settings.initialWindowSize must be a positive integer, greater than 0'],
-      [h2.maxConcurrentStreams, (v) => Number.isInteger(v) && (v as number) >= 1, 'maxConcurrentStreams must be a positive integer, greater than 0'],
-      [h2.connectionWindowSize, (v) => Number.isInteger(v) && (v as number) >= 1, 'connectionWindowSize must be a positive integer, greater than 0'],
+      [
+        settings?.initialWindowSize,
+        (v) => Number.isInteger(v) && (v as number) >= 1,
+        'settings.initialWindowSize must be a positive integer, greater than 0',
+      ],
+      [
+        h2.maxConcurrentStreams,
+        (v) => Number.isInteger(v) && (v as number) >= 1,
+        'maxConcurrentStreams must be a positive integer, greater than 0',
+      ],
+      [
+        h2.connectionWindowSize,
+        (v) => Number.isInteger(v) && (v as number) >= 1,
+        'connectionWindowSize must be a positive integer, greater than 0',
+      ],
       [h2.pingInterval, (v) => Number.isInteger(v) && (v as number) >= 0, 'pingInterval must be a positive integer, greater or equal to 0'],
     ]
     for (const [v, valid, message] of checks) if (v != null && !valid(v)) throw new InvalidArgumentError(`h2Options.${message}`)
@@ -196,10 +211,31 @@ export function tlsOptions(connect: ConnectOptions, host: string, maxCachedSessi
 
 /** Connect options the engine's sockets and rustls apply, or that undici's connector overrides. */
 const NATIVE_KEYS = new Set([
-  'ca', 'cert', 'key', 'servername', 'rejectUnauthorized', 'minVersion', 'maxVersion', 'timeout', 'socketPath',
-  'maxCachedSessions', 'keepAlive', 'keepAliveInitialDelay', 'noDelay', 'highWaterMark', 'autoSelectFamily',
-  'autoSelectFamilyAttemptTimeout', 'allowH2', 'useH2c', 'typeOfService', 'localAddress', 'port', 'host',
-  'hostname', 'ALPNProtocols', 'preferH2',
+  'ca',
+  'cert',
+  'key',
+  'servername',
+  'rejectUnauthorized',
+  'minVersion',
+  'maxVersion',
+  'timeout',
+  'socketPath',
+  'maxCachedSessions',
+  'keepAlive',
+  'keepAliveInitialDelay',
+  'noDelay',
+  'highWaterMark',
+  'autoSelectFamily',
+  'autoSelectFamilyAttemptTimeout',
+  'allowH2',
+  'useH2c',
+  'typeOfService',
+  'localAddress',
+  'port',
+  'host',
+  'hostname',
+  'ALPNProtocols',
+  'preferH2',
 ])
 /** Of the others, the ones net.connect applies (on an `http:` origin the rest are TLS's, unused). */
 const NET_KEYS = new Set(['lookup', 'family', 'hints', 'fd', 'onread', 'signal', 'blockList'])
@@ -274,7 +310,6 @@ export function nativeOrigin(id: number, options: ConstructorParameters<typeof N
   }
 }
 
-
 /**
  * What undici's Pool and RoundRobinPool check of `connect` as they build their connector, when
  * made (their Clients' options wait for a request): its type, and the connector's
@@ -284,7 +319,7 @@ export function checkPoolConnect(options: { connect?: unknown; maxCachedSessions
   const { connect } = options
   checkConnectOption(connect)
   if (typeof connect === 'function') return
-  const own = connect != null && Object.prototype.hasOwnProperty.call(connect, 'maxCachedSessions')
+  const own = connect != null && Object.hasOwn(connect, 'maxCachedSessions')
   checkMaxCachedSessions(own ? (connect as { maxCachedSessions?: unknown }).maxCachedSessions : options.maxCachedSessions)
 }
 
@@ -356,7 +391,8 @@ export function clientConfig(url: string | URL | UrlObject, opts: ClientOptions 
   // A connector function makes every socket. Else the connect options, over `tls`'s, as undici merges them.
   const custom = typeof connect === 'function' ? (connect as unknown as Connector) : null
   const tlsGiven = (options as { tls?: unknown }).tls
-  const given: ConnectOptions = custom === null ? { ...(tlsGiven !== null && typeof tlsGiven === 'object' ? tlsGiven : {}), ...connect } : {}
+  const given: ConnectOptions =
+    custom === null ? { ...(tlsGiven !== null && typeof tlsGiven === 'object' ? tlsGiven : {}), ...connect } : {}
   const own = (key: string): boolean => custom === null && Object.hasOwn(connect, key)
   const socketPath = options.socketPath ?? given.socketPath ?? null
   if (socketPath != null && typeof socketPath !== 'string') throw new InvalidArgumentError('invalid socketPath')
@@ -410,7 +446,9 @@ export function clientConfig(url: string | URL | UrlObject, opts: ClientOptions 
         useH2c: h2Option(options, 'useH2c') as boolean | undefined,
         socketPath: options.socketPath,
         timeout: options.connectTimeout,
-        ...(autoSelect ? { autoSelectFamily: options.autoSelectFamily, autoSelectFamilyAttemptTimeout: options.autoSelectFamilyAttemptTimeout } : {}),
+        ...(autoSelect
+          ? { autoSelectFamily: options.autoSelectFamily, autoSelectFamilyAttemptTimeout: options.autoSelectFamilyAttemptTimeout }
+          : {}),
         ...(custom === null ? connect : {}),
         // Which undici its errors follow (see connector.ts).
         ...(undici7 ? { [kUndici7]: true } : {}),
@@ -431,13 +469,21 @@ export function clientConfig(url: string | URL | UrlObject, opts: ClientOptions 
   // by `alpnProtocol`). As undici's connector: `connect.useH2c` wins over the option.
   const h2c = !https && custom === null && !viaNode && ((given as { useH2c?: unknown }).useH2c ?? h2Option(options, 'useH2c')) === true
   const timeout = optNumber(options, 'keepAliveTimeout', 4e3)
-  const keepAlive = { timeout, max: optNumber(options, 'keepAliveMaxTimeout', 600e3), threshold: optNumber(options, 'keepAliveTimeoutThreshold', 2e3), now: timeout }
+  const keepAlive = {
+    timeout,
+    max: optNumber(options, 'keepAliveMaxTimeout', 600e3),
+    threshold: optNumber(options, 'keepAliveTimeoutThreshold', 2e3),
+    now: timeout,
+  }
   const port = Number(origin.port) || (https ? 443 : 80)
   const engine: OriginOptions = {
     host,
     port,
     jsConnector: (custom !== null && tunnel === null) || viaNode,
-    tls: https && (custom === null || tunnel !== null) && !viaNode ? tlsOptions(tunnel?.requestTls ?? given, host, maxCachedSessions) : undefined,
+    tls:
+      https && (custom === null || tunnel !== null) && !viaNode
+        ? tlsOptions(tunnel?.requestTls ?? given, host, maxCachedSessions)
+        : undefined,
     proxy: tunnel === null ? undefined : proxyOptions(tunnel),
     socketPath: socketPath ?? undefined,
     connections: limits.connections,
@@ -457,7 +503,10 @@ export function clientConfig(url: string | URL | UrlObject, opts: ClientOptions 
     localAddress,
     autoSelectFamily: given.autoSelectFamily ?? options.autoSelectFamily ?? net.getDefaultAutoSelectFamily(),
     // Node's floor for the per-address attempt.
-    autoSelectFamilyAttemptTimeout: Math.max(10, optNumber(options, 'autoSelectFamilyAttemptTimeout', net.getDefaultAutoSelectFamilyAttemptTimeout())),
+    autoSelectFamilyAttemptTimeout: Math.max(
+      10,
+      optNumber(options, 'autoSelectFamilyAttemptTimeout', net.getDefaultAutoSelectFamilyAttemptTimeout()),
+    ),
     // HTTP/2, undici's defaults (a window or stream count above 2^31 - 1 is that).
     allowH2,
     preferH2: (given as { preferH2?: unknown }).preferH2 === true,
@@ -467,7 +516,9 @@ export function clientConfig(url: string | URL | UrlObject, opts: ClientOptions 
     h3ZeroRtt: options.h3ZeroRtt === true,
     maxConcurrentStreams: h2Number(h2Option(options, 'maxConcurrentStreams') as number | undefined, 100),
     initialWindowSize: h2Number(
-      (options.h2Options?.settings?.initialWindowSize ?? options.h2Options?.initialWindowSize ?? options.initialWindowSize) as number | undefined,
+      (options.h2Options?.settings?.initialWindowSize ?? options.h2Options?.initialWindowSize ?? options.initialWindowSize) as
+        | number
+        | undefined,
       262144,
     ),
     connectionWindowSize: h2Number(h2Option(options, 'connectionWindowSize') as number | undefined, 524288),
@@ -496,7 +547,12 @@ export function clientConfig(url: string | URL | UrlObject, opts: ClientOptions 
     params: connectParams(origin, null, options.localAddress ?? null),
     ownServername: (typeof given.servername === 'string' && given.servername) || host,
     // The peer a connection reaches: the proxy of a tunnel, nothing known of a Unix socket.
-    peer: socketPath != null ? { host: '', port: undefined, tls: https } : proxied !== null ? { host: proxied.host, port: proxied.port, tls: https } : { host, port, tls: https },
+    peer:
+      socketPath != null
+        ? { host: '', port: undefined, tls: https }
+        : proxied !== null
+          ? { host: proxied.host, port: proxied.port, tls: https }
+          : { host, port, tls: https },
     origin: engine,
   }
 }

@@ -105,7 +105,7 @@ export class Servername {
     if (name !== null && typeof name !== 'string') {
       try {
         // Node's own TypeError for it, as its TLS gives undici's connector.
-        (tls.TLSSocket.prototype as unknown as { setServername(n: string): void }).setServername.call(null, name as string)
+        ;(tls.TLSSocket.prototype as unknown as { setServername(n: string): void }).setServername.call(null, name as string)
       } catch (err) {
         return err as Error
       }
@@ -128,7 +128,12 @@ export class Servername {
    */
   connectFailed(err: Error): void {
     if (this.held.length > 0 && (err as { code?: unknown }).code !== 'ERR_TLS_CERT_ALTNAME_INVALID') {
-      queueMicrotask(() => failAll(this.held.splice(0).map((h) => h.run), err))
+      queueMicrotask(() =>
+        failAll(
+          this.held.splice(0).map((h) => h.run),
+          err,
+        ),
+      )
     }
   }
 }

@@ -171,7 +171,6 @@ export function buildConnector(options: buildConnector.BuildOptions = {}): build
 }
 
 // The types under the names undici gives them (`buildConnector.BuildOptions` ...).
-// eslint-disable-next-line @typescript-eslint/no-namespace
 export declare namespace buildConnector {
   export type BuildOptions = (tls.ConnectionOptions | net.TcpNetConnectOpts | net.IpcNetConnectOpts) & {
     allowH2?: boolean
@@ -202,7 +201,5 @@ export declare namespace buildConnector {
   export type Callback = (...args: CallbackArgs) => void
   type CallbackArgs = [null, net.Socket | tls.TLSSocket] | [Error, null]
 
-  export interface connector {
-    (options: buildConnector.Options, callback: buildConnector.Callback): void
-  }
+  export type connector = (options: buildConnector.Options, callback: buildConnector.Callback) => void
 }

@@ -19,7 +19,7 @@ const CRLF = encoder.encode('\r\n')
 const crlf = (s: string): string => s.replace(/\r\n|\r|\n/g, '\r\n')
 
 /** A name or filename inside a quoted header parameter. */
-const escape = (s: string): string => s.replace(/\n/g, '%0A').replace(/\r/g, '%0D').replace(/"/g, '%22')
+const escapeParam = (s: string): string => s.replace(/\n/g, '%0A').replace(/\r/g, '%0D').replace(/"/g, '%22')
 
 export function encodeFormData(form: FormEntries): EncodedForm {
   const boundary = `----saetta-formdata-${randomBytes(16).toString('hex')}`
@@ -31,13 +31,13 @@ export function encodeFormData(form: FormEntries): EncodedForm {
     length += part instanceof Uint8Array ? part.byteLength : part.size
   }
   for (const [name, value] of form) {
-    let head = `--${boundary}\r\nContent-Disposition: form-data; name="${escape(crlf(name))}"`
+    let head = `--${boundary}\r\nContent-Disposition: form-data; name="${escapeParam(crlf(name))}"`
     if (typeof value === 'string') {
       add(encoder.encode(`${head}\r\n\r\n${crlf(value)}\r\n`))
       continue
     }
     const filename = (value as Blob & { name?: string }).name
-    if (filename) head += `; filename="${escape(filename)}"`
+    if (filename) head += `; filename="${escapeParam(filename)}"`
     add(encoder.encode(`${head}\r\nContent-Type: ${value.type || 'application/octet-stream'}\r\n\r\n`))
     add(value)
     add(CRLF)

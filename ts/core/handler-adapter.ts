@@ -124,7 +124,8 @@ export abstract class HandlerAdapter {
   onHeaders(statusCode: number, statusText: string, headers: string[], at: number): void {
     this.#headBatch = batchNumber
     if (statusCode >= 200) this.client?.keepAliveHint(headers)
-    if (this.info !== null && statusCode >= 200) this.publish(channels.headers, { response: { statusCode, headers: headerBuffers(headers, at), statusText } })
+    if (this.info !== null && statusCode >= 200)
+      this.publish(channels.headers, { response: { statusCode, headers: headerBuffers(headers, at), statusText } })
     // As undici: at the start of every response message, 1xx included.
     this.handler.onResponseStarted?.()
     // Called even when missing (an upgrade's handler needs none): a TypeError fails the request, as in undici.
@@ -137,7 +138,7 @@ export abstract class HandlerAdapter {
    * with the destroy's error (when the engine lets go of the connection, or the origin closes).
    */
   #tornDown(): boolean {
-    return this.client !== null && this.client.destroyed
+    return this.client?.destroyed === true
   }
 
   /** Passed to onHeaders: delivers what waited, then lets the engine read again. */

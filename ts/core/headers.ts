@@ -36,7 +36,7 @@ export function forEachHeader(headers: unknown, sink: HeaderSink): void {
 }
 
 function hasSafeIterator(obj: object): boolean {
-  if (Object.prototype.hasOwnProperty.call(obj, Symbol.iterator)) return true
+  if (Object.hasOwn(obj, Symbol.iterator)) return true
   const proto: unknown = Object.getPrototypeOf(obj)
   return proto != null && proto !== Object.prototype && typeof (obj as Iterable<unknown>)[Symbol.iterator] === 'function'
 }
@@ -159,7 +159,8 @@ export function parseHeaders(raw: ReadonlyArray<string | Buffer>, target: Incomi
     const prev = target[name]
     if (prev === undefined) target[name] = value
     // A name Object.prototype has (`constructor`, `__proto__` ...) is still a header.
-    else if (!Object.hasOwn(target, name)) Object.defineProperty(target, name, { value, enumerable: true, configurable: true, writable: true })
+    else if (!Object.hasOwn(target, name))
+      Object.defineProperty(target, name, { value, enumerable: true, configurable: true, writable: true })
     else if (Array.isArray(prev)) prev.push(value)
     else target[name] = [prev, value]
   }

@@ -121,7 +121,7 @@ function isIterable(body: unknown): body is Iterable<unknown> | AsyncIterable<un
  */
 function readBuffered(body: { read?: (n?: number) => unknown }): Buffer | string {
   const parts: Array<Buffer | string> = []
-  for (let chunk; (chunk = body.read!() as Buffer | string | null) !== null; ) parts.push(chunk)
+  for (let chunk: Buffer | string | null; (chunk = body.read!() as Buffer | string | null) !== null; ) parts.push(chunk)
   if (parts.length === 1) return parts[0]!
   return typeof parts[0] === 'string' ? parts.join('') : Buffer.concat(parts as Buffer[])
 }
@@ -200,7 +200,11 @@ export function takeBody(run: Run, body: unknown, headers: string[], method: str
     // As undici: streamed with their length known (a FormData encoded as multipart) and
     // their type, unless a content-type is given.
     const known = isBlob(body, run.client!.undici7)
-      ? { type: body.type, length: body.size, parts: body instanceof Blob ? (body.stream() as unknown as AsyncIterable<Uint8Array>) : blobParts(body) }
+      ? {
+          type: body.type,
+          length: body.size,
+          parts: body instanceof Blob ? (body.stream() as unknown as AsyncIterable<Uint8Array>) : blobParts(body),
+        }
       : encodeFormData(body as unknown as FormEntries)
     if (known.type && !headers.some((h, i) => i % 2 === 0 && h.toLowerCase() === 'content-type')) {
       if (!isHeaderValue(known.type)) throw new InvalidArgumentError('invalid content-type header')

@@ -2,7 +2,7 @@
 // and pumped to the engine (./body-pump.ts), its head encoded and submitted, and the engine's
 // events for it turned into the handler's callbacks (./handler-adapter.ts, which it extends).
 
-import { AsyncResource } from 'node:async_hooks'
+import type { AsyncResource } from 'node:async_hooks'
 import { Readable } from 'node:stream'
 import { Socket } from 'node:net'
 import { addon, submit } from '../native/addon-handle'
@@ -20,7 +20,20 @@ import { channels, RequestInfo, tracingRequests } from '../diagnostics'
 import { destroyStream } from '../util/destroy'
 import '../debug'
 import type { Client } from '../dispatcher/client'
-import { BAD_BODY, checksLength, expectsBody, givenLength, infoBody, isEnded, isStream, knownBody, lengthMismatch, takeBody, type BodySource, type StreamBody } from './request-body'
+import {
+  BAD_BODY,
+  checksLength,
+  expectsBody,
+  givenLength,
+  infoBody,
+  isEnded,
+  isStream,
+  knownBody,
+  lengthMismatch,
+  takeBody,
+  type BodySource,
+  type StreamBody,
+} from './request-body'
 import { pipedBodyStreamClosed, pumpBody, pumpStream } from './body-pump'
 import { HandlerAdapter, websocketSpec } from './handler-adapter'
 
@@ -389,4 +402,3 @@ export class Run extends HandlerAdapter implements RequestSink {
 }
 
 // The types under the names undici gives them (`Client.Options` ...).
-// eslint-disable-next-line @typescript-eslint/no-namespace

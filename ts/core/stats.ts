@@ -13,6 +13,7 @@ export interface ClientFigures {
 }
 
 // The figures are the instances' own properties, in the order given (undici's order).
+// biome-ignore lint/correctness/noUnusedVariables: declares the class's own properties
 interface ClientStats extends ClientFigures {}
 class ClientStats {
   constructor(figures: ClientFigures) {
@@ -20,6 +21,7 @@ class ClientStats {
   }
 }
 
+// biome-ignore lint/correctness/noUnusedVariables: declares the class's own properties
 interface PoolStats extends PoolFigures {}
 class PoolStats {
   constructor(figures: PoolFigures) {

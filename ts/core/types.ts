@@ -50,7 +50,12 @@ export interface DispatchOptions extends UDispatcher.DispatchOptions {
 export interface DispatchHandler {
   // undici 7's controller-style callbacks (adapted onto the ones below by dispatch()).
   onRequestStart?(controller: DispatchController, context: unknown): void
-  onRequestUpgrade?(controller: DispatchController, statusCode: number, headers: IncomingHttpHeaders, socket: import('node:stream').Duplex): void
+  onRequestUpgrade?(
+    controller: DispatchController,
+    statusCode: number,
+    headers: IncomingHttpHeaders,
+    socket: import('node:stream').Duplex,
+  ): void
   onResponseStart?(controller: DispatchController, statusCode: number, headers: IncomingHttpHeaders, statusMessage?: string): void
   onResponseData?(controller: DispatchController, chunk: Buffer): void
   onResponseEnd?(controller: DispatchController, trailers: IncomingHttpHeaders): void

@@ -3,7 +3,6 @@
 
 import { InvalidArgumentError } from '../errors'
 
-
 export interface UrlObject {
   protocol?: string | null
   hostname?: string | null
@@ -24,12 +23,14 @@ const isPort = (port: string | number): boolean => {
 export function parseUrl(url: unknown): URL {
   if (typeof url === 'string') {
     const parsed = new URL(url)
-    if (!isHttp(parsed.origin || parsed.protocol)) throw new InvalidArgumentError('Invalid URL protocol: the URL must start with `http:` or `https:`.')
+    if (!isHttp(parsed.origin || parsed.protocol))
+      throw new InvalidArgumentError('Invalid URL protocol: the URL must start with `http:` or `https:`.')
     return parsed
   }
   if (!url || typeof url !== 'object') throw new InvalidArgumentError('Invalid URL: The URL argument must be a non-null object.')
   if (url instanceof URL) {
-    if (!isHttp(url.origin || url.protocol)) throw new InvalidArgumentError('Invalid URL protocol: the URL must start with `http:` or `https:`.')
+    if (!isHttp(url.origin || url.protocol))
+      throw new InvalidArgumentError('Invalid URL protocol: the URL must start with `http:` or `https:`.')
     // A copy: the caller's URL may change afterwards.
     return new URL(url.href)
   }
@@ -43,7 +44,8 @@ export function parseUrl(url: unknown): URL {
     }
   }
   const protocol = o.protocol ?? ''
-  if (!isHttp(o.origin || String(protocol))) throw new InvalidArgumentError('Invalid URL protocol: the URL must start with `http:` or `https:`.')
+  if (!isHttp(o.origin || String(protocol)))
+    throw new InvalidArgumentError('Invalid URL protocol: the URL must start with `http:` or `https:`.')
   const port = o.port ?? (protocol === 'https:' ? 443 : 80)
   let base = o.origin ?? `${protocol}//${o.hostname || ''}:${port}`
   let path = o.path ?? `${o.pathname || ''}${o.search || ''}`
@@ -58,4 +60,3 @@ export function parseOrigin(origin: string | URL | UrlObject): URL {
   if (url.pathname !== '/' || url.search || url.hash) throw new InvalidArgumentError('invalid url')
   return url
 }
-

@@ -51,7 +51,13 @@ export class Agent extends DispatcherBase {
     super(options)
     // As undici: null fails as the property read does there; other primitives are no options.
     void (options as AgentOptions | null)!.factory
-    const { factory = defaultFactory as AgentFactory, maxOrigins = Infinity, connect, tls, ...rest } = Object(options) as AgentOptions & { tls?: object }
+    const {
+      factory = defaultFactory as AgentFactory,
+      maxOrigins = Infinity,
+      connect,
+      tls,
+      ...rest
+    } = Object(options) as AgentOptions & { tls?: object }
     if (typeof factory !== 'function') throw new InvalidArgumentError('factory must be a function.')
     checkConnectOption(connect)
     if (typeof maxOrigins !== 'number' || Number.isNaN(maxOrigins) || maxOrigins <= 0) {
@@ -161,7 +167,6 @@ export class Agent extends DispatcherBase {
 }
 
 // The types under the names undici gives them (`Agent.Options` ...).
-// eslint-disable-next-line @typescript-eslint/no-namespace
 export declare namespace Agent {
   export type Options = AgentOptions
   export type DispatchOptions = import('../core/types').DispatchOptions

@@ -96,7 +96,8 @@ export abstract class DispatcherBase extends Dispatcher {
         return true
       }
       // undici 8: a controller-style handler without onResponseError gets the error thrown.
-      if (!this.#undici7 && typeof (given(handler) as DispatchHandler).onResponseError !== 'function' && given(handler) !== handler) throw err
+      if (!this.#undici7 && typeof (given(handler) as DispatchHandler).onResponseError !== 'function' && given(handler) !== handler)
+        throw err
       handler.onError(err as Error)
       // undici 8: a request refused at once queued nothing, so the dispatcher is not busy.
       return !this.#undici7

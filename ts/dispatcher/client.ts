@@ -164,10 +164,7 @@ export class Client extends DispatcherBase {
   }
 
   #busy(): boolean {
-    return (
-      this.#runs.size >= this.#maxConnections * this.#perConnection() ||
-      (this.#waitMakesBusy && this.pending > 0)
-    )
+    return this.#runs.size >= this.#maxConnections * this.#perConnection() || (this.#waitMakesBusy && this.pending > 0)
   }
 
   protected [kDispatch](opts: DispatchOptions, handler: DispatchHandler): boolean {
@@ -368,7 +365,10 @@ export class Client extends DispatcherBase {
     this.#names.held = []
     // As undici: the requests still queued fail now, in order; the ones on a connection as
     // the engine takes it down (and any left once it is down).
-    failAll(this.#runs.values().filter((run) => !run.connected), err)
+    failAll(
+      this.#runs.values().filter((run) => !run.connected),
+      err,
+    )
     // (Returned as is: destroy's callbacks then come right after the last failure, as undici's.)
     const closed = this.#shutDown(true)
     // As undici: with no connection up (none made yet, or one still being made) nothing is left

@@ -65,7 +65,10 @@ export class Dispatcher extends EventEmitter {
 
   request<TOpaque = null>(options: T.RequestOptions<TOpaque>, callback: Callback<T.ResponseData<TOpaque>>): void
   request<TOpaque = null>(options: T.RequestOptions<TOpaque>): Promise<T.ResponseData<TOpaque>>
-  request<TOpaque = null>(options: T.RequestOptions<TOpaque>, callback?: Callback<T.ResponseData<TOpaque>>): Promise<T.ResponseData<TOpaque>> | void {
+  request<TOpaque = null>(
+    options: T.RequestOptions<TOpaque>,
+    callback?: Callback<T.ResponseData<TOpaque>>,
+  ): Promise<T.ResponseData<TOpaque>> | void {
     return (request as Impl).call(this, options, callback) as Promise<T.ResponseData<TOpaque>> | void
   }
 
@@ -87,7 +90,10 @@ export class Dispatcher extends EventEmitter {
 
   connect<TOpaque = null>(options: ConnectOptions<TOpaque>, callback: Callback<ConnectData<TOpaque>>): void
   connect<TOpaque = null>(options: ConnectOptions<TOpaque>): Promise<ConnectData<TOpaque>>
-  connect<TOpaque = null>(options: ConnectOptions<TOpaque>, callback?: Callback<ConnectData<TOpaque>>): Promise<ConnectData<TOpaque>> | void {
+  connect<TOpaque = null>(
+    options: ConnectOptions<TOpaque>,
+    callback?: Callback<ConnectData<TOpaque>>,
+  ): Promise<ConnectData<TOpaque>> | void {
     return (connect as Impl).call(this, options, callback) as Promise<ConnectData<TOpaque>> | void
   }
 
@@ -116,7 +122,9 @@ export class Dispatcher extends EventEmitter {
       }
       const kind = (interceptor as { [kInterceptorKind]?: unknown })[kInterceptorKind]
       if (kind != null) kinds.push(kind)
-      const next = undici7 ? interceptor(dispatch) : (interceptor as (d: Dispatch, o: string | null | undefined) => Dispatch)(dispatch, origin)
+      const next = undici7
+        ? interceptor(dispatch)
+        : (interceptor as (d: Dispatch, o: string | null | undefined) => Dispatch)(dispatch, origin)
       if (undici7 && typeof next !== 'function') throw new TypeError('invalid interceptor: it must return a dispatch function')
       // undici 8: what an interceptor returns must take (opts, handler).
       if (!undici7 && (typeof next !== 'function' || next.length !== 2)) throw new TypeError('invalid interceptor')
@@ -132,8 +140,7 @@ export class Dispatcher extends EventEmitter {
       // undici 8: a request without an origin gets the dispatcher's.
       if (typeof origin === 'string') {
         const inner = dispatch
-        dispatch = (opts, handler) =>
-          inner(opts && typeof opts === 'object' && !opts.origin ? { ...opts, origin } : opts, handler)
+        dispatch = (opts, handler) => inner(opts && typeof opts === 'object' && !opts.origin ? { ...opts, origin } : opts, handler)
       }
     }
     const target = this
@@ -150,7 +157,8 @@ export class Dispatcher extends EventEmitter {
   }
 }
 
-type Listener = (...args: any[]) => void // eslint-disable-line @typescript-eslint/no-explicit-any
+// biome-ignore lint/suspicious/noExplicitAny: undici declares it so
+type Listener = (...args: any[]) => void
 
 /** The events every dispatcher emits, with their arguments (`error` typed as undici types it). */
 export interface DispatcherEvents {
@@ -191,7 +199,6 @@ export interface Dispatcher {
 const ON_DISPATCH = new Set<PropertyKey>(['request', 'stream', 'pipeline', 'connect', 'upgrade', 'compose'])
 
 // The types under the names undici gives them (`Dispatcher.RequestOptions` ...).
-// eslint-disable-next-line @typescript-eslint/no-namespace
 export declare namespace Dispatcher {
   export type DispatchOptions = T.DispatchOptions
   export type DispatchHandler = T.DispatchHandler

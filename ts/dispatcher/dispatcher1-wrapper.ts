@@ -16,7 +16,8 @@ export class Dispatcher1Wrapper extends Dispatcher {
 
   constructor(dispatcher: Dispatcher) {
     super()
-    if (!dispatcher || typeof dispatcher.dispatch !== 'function') throw new InvalidArgumentError('Argument dispatcher must implement dispatch')
+    if (!dispatcher || typeof dispatcher.dispatch !== 'function')
+      throw new InvalidArgumentError('Argument dispatcher must implement dispatch')
     this.#dispatcher = dispatcher
   }
 

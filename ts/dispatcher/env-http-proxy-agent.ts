@@ -152,14 +152,16 @@ function noProxyEntry(entry: string): NoProxyEntry {
     if (withPort) port = Number.parseInt(withPort[2], 10)
   }
   return {
-    hostname: hostname.replace(/^\*?\./, '').replace(/^(.+)\.$/, '$1').toLowerCase(),
+    hostname: hostname
+      .replace(/^\*?\./, '')
+      .replace(/^(.+)\.$/, '$1')
+      .toLowerCase(),
     port,
     wildcard: entry.startsWith('*'),
   }
 }
 
 // The types under the names undici gives them (`EnvHttpProxyAgent.Options`).
-// eslint-disable-next-line @typescript-eslint/no-namespace
 export declare namespace EnvHttpProxyAgent {
   export type Options = EnvHttpProxyAgentOptions
 }

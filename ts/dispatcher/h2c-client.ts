@@ -34,7 +34,6 @@ export class H2CClient extends Client {
 }
 
 // The types under the names undici gives them (`H2CClient.Options`).
-// eslint-disable-next-line @typescript-eslint/no-namespace
 export declare namespace H2CClient {
   export type Options = H2CClientOptions
 }

@@ -19,7 +19,8 @@ export interface FactoryDispatcher {
   dispatch(options: DispatchOptions, handler: DispatchHandler): boolean
   close(): Promise<void>
   destroy(err?: Error | null): Promise<void>
-  on(eventName: string | symbol, listener: (...args: any[]) => void): unknown // eslint-disable-line @typescript-eslint/no-explicit-any
+  // biome-ignore lint/suspicious/noExplicitAny: undici declares it so
+  on(eventName: string | symbol, listener: (...args: any[]) => void): unknown
 }
 
 /** What a pool needs of its members: a dispatcher with the stats a Client keeps. */
@@ -103,7 +104,8 @@ export abstract class PoolBase extends DispatcherBase {
 
   /** The queue goes on to `member` again (it held requests back, see holds()). */
   protected resume(member: Member, origin: URL | undefined, targets: Dispatcher[]): void {
-    if ((this.#queue.length > 0 || this.#needDrain) && !this.#busy.has(member) && this.#members.includes(member)) this.#onDrain(member, origin, targets)
+    if ((this.#queue.length > 0 || this.#needDrain) && !this.#busy.has(member) && this.#members.includes(member))
+      this.#onDrain(member, origin, targets)
   }
 
   /**

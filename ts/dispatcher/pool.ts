@@ -124,7 +124,6 @@ export class Pool extends PoolBase {
 }
 
 // The types under the names undici gives them (`Pool.Options` ...).
-// eslint-disable-next-line @typescript-eslint/no-namespace
 export declare namespace Pool {
   export type Options = PoolOptions
   export type PoolStats = import('./pool-base').PoolStats

@@ -189,8 +189,7 @@ export class ProxyAgent extends DispatcherBase {
     const jsOnly = clientFactory !== defaultClientFactory
     const proxyHost = bareHost(url)
     const proxyPort = portOf(url, DEFAULT_PORTS)
-    const tunnelTls: ConnectOptions | null =
-      protocol === 'https:' ? ({ ...proxyTls, servername: proxyServername } as ConnectOptions) : null
+    const tunnelTls: ConnectOptions | null = protocol === 'https:' ? ({ ...proxyTls, servername: proxyServername } as ConnectOptions) : null
 
     /** What a CONNECT to `host` is made with (as undici's `connectParams`). */
     const connectParams = (host: string, port: string | number | undefined, targetProtocol: string, signal?: unknown): object => ({
@@ -325,7 +324,10 @@ function throwProxyAuthError(): never {
 /** As undici's check: an iterable of its own, or from a prototype other than Object's. */
 function hasSafeIterator(obj: object): boolean {
   const prototype = Object.getPrototypeOf(obj) as object | null
-  return Object.hasOwn(obj, Symbol.iterator) || (prototype != null && prototype !== Object.prototype && typeof (obj as { [Symbol.iterator]?: unknown })[Symbol.iterator] === 'function')
+  return (
+    Object.hasOwn(obj, Symbol.iterator) ||
+    (prototype != null && prototype !== Object.prototype && typeof (obj as { [Symbol.iterator]?: unknown })[Symbol.iterator] === 'function')
+  )
 }
 
 const isRecord = (headers: unknown): headers is Headers =>
@@ -518,11 +520,9 @@ class ProxyHandler extends InternalHandler implements DispatchHandler {
   onComplete(trailers: Buffer[] | string[] | null): void {
     if (!this.#refused) this.#handler.onComplete!(this.#raw(trailers))
   }
-
 }
 
 // The types under the names undici gives them (`ProxyAgent.Options`).
-// eslint-disable-next-line @typescript-eslint/no-namespace
 export declare namespace ProxyAgent {
   export type Options = ProxyAgentOptions
 }

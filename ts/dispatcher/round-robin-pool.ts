@@ -29,7 +29,12 @@ export class RoundRobinPool extends PoolBase {
   constructor(origin: string | URL, options: RoundRobinPoolOptions = {}) {
     // As undici 8: its webSocket and eventSource options are its own.
     super(options !== null && typeof options === 'object' ? options : undefined)
-    const { connections, factory = (o: URL, opts: object) => new Client(o, opts), clientTtl, ...rest } = constructorOptions(options, 'connections')
+    const {
+      connections,
+      factory = (o: URL, opts: object) => new Client(o, opts),
+      clientTtl,
+      ...rest
+    } = constructorOptions(options, 'connections')
     if (connections != null && (!Number.isFinite(connections) || connections < 0)) throw new InvalidArgumentError('invalid connections')
     if (typeof factory !== 'function') throw new InvalidArgumentError('factory must be a function.')
     checkPoolConnect(rest)
@@ -74,7 +79,6 @@ export class RoundRobinPool extends PoolBase {
 }
 
 // The types under the names undici gives them (`RoundRobinPool.Options` ...).
-// eslint-disable-next-line @typescript-eslint/no-namespace
 export declare namespace RoundRobinPool {
   export type Options = RoundRobinPoolOptions
   export type PoolStats = import('./pool-base').PoolStats

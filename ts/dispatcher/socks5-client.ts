@@ -107,7 +107,11 @@ export async function socks5Handshake(socket: Duplex, target: Socks5Target): Pro
     const auth = target.username && target.password ? { user: target.username, password: target.password } : null
     socket.write(Buffer.from(auth ? [5, 2, 2, 0] : [5, 1, 0]))
     const t = target.timeouts
-    await within(authenticate(socket, reader, auth), t ? t.ms : PHASE_MS, t ? connectTimeout(t.proxy, t.ms) : () => new Error('SOCKS5 authentication timeout'))
+    await within(
+      authenticate(socket, reader, auth),
+      t ? t.ms : PHASE_MS,
+      t ? connectTimeout(t.proxy, t.ms) : () => new Error('SOCKS5 authentication timeout'),
+    )
     socket.write(connectRequest(target))
     await within(reply(reader), t ? t.ms : PHASE_MS, t ? connectTimeout(t.target, t.ms) : () => new Error('SOCKS5 connection timeout'))
   } finally {

@@ -77,7 +77,7 @@ export class Socks5ProxyAgent extends DispatcherBase {
     const username = options.username || (url.username ? decodeURIComponent(url.username) : null)
     const password = options.password || (url.password ? decodeURIComponent(url.password) : null)
     const host = bareHost(url)
-    const port = parseInt(url.port) || 1080
+    const port = parseInt(url.port, 10) || 1080
     const proxyTls: ConnectOptions | null = options.proxyTls
       ? ({ ...options.proxyTls, servername: servernameOf(options.proxyTls) || url.hostname } as ConnectOptions)
       : null
@@ -112,7 +112,9 @@ export class Socks5ProxyAgent extends DispatcherBase {
         const timer =
           ms > 0
             ? setTimeout(() => {
-                const err = new ConnectTimeoutError(`Connect Timeout Error (attempted address: ${copts.hostname}:${targetPort}, timeout: ${ms}ms)`)
+                const err = new ConnectTimeoutError(
+                  `Connect Timeout Error (attempted address: ${copts.hostname}:${targetPort}, timeout: ${ms}ms)`,
+                )
                 secure.destroy(err)
               }, ms)
             : undefined
@@ -179,7 +181,6 @@ export class Socks5ProxyAgent extends DispatcherBase {
 }
 
 // The types under the names undici gives them (`Socks5ProxyAgent.Options`).
-// eslint-disable-next-line @typescript-eslint/no-namespace
 export declare namespace Socks5ProxyAgent {
   export type Options = Socks5ProxyAgentOptions
 }

@@ -23,7 +23,6 @@ const DEFAULT_RECONNECTION_TIME = 3000
 /** The longest delay setTimeout keeps (a longer one fires at once): undici 8's bound of the reconnection time. */
 const MAX_RECONNECTION_TIME = 2 ** 31 - 1
 
-
 type Handlers = { [K in keyof EventSourceEventMap]: EventSourceHandler<EventSourceEventMap[K]> }
 
 let warned = false
@@ -179,20 +178,23 @@ export class EventSource extends EventTarget {
     if (this.#readyState === CLOSED) return
     this.#readyState = CONNECTING
     this.dispatchEvent(new Event('error'))
-    this.#timer = setTimeout(() => {
-      this.#timer = undefined
-      if (this.#readyState !== CONNECTING) return
-      const id = this.#state.lastEventId
-      if (this.#undici7) {
-        // Set once an ID is known and kept after (undici 7 never removes it).
-        if (id.length > 0) this.#lastEventIdHeader = id
-      } else {
-        // undici 8: the ID's UTF-8 bytes, sent only when they make a valid header value; none for an empty ID.
-        const bytes = Buffer.from(id, 'utf8').toString('latin1')
-        this.#lastEventIdHeader = id.length > 0 && isHeaderValue(bytes) ? bytes : undefined
-      }
-      this.#connect()
-    }, this.#undici7 ? this.#state.reconnectionTime : Math.min(this.#state.reconnectionTime, MAX_RECONNECTION_TIME))
+    this.#timer = setTimeout(
+      () => {
+        this.#timer = undefined
+        if (this.#readyState !== CONNECTING) return
+        const id = this.#state.lastEventId
+        if (this.#undici7) {
+          // Set once an ID is known and kept after (undici 7 never removes it).
+          if (id.length > 0) this.#lastEventIdHeader = id
+        } else {
+          // undici 8: the ID's UTF-8 bytes, sent only when they make a valid header value; none for an empty ID.
+          const bytes = Buffer.from(id, 'utf8').toString('latin1')
+          this.#lastEventIdHeader = id.length > 0 && isHeaderValue(bytes) ? bytes : undefined
+        }
+        this.#connect()
+      },
+      this.#undici7 ? this.#state.reconnectionTime : Math.min(this.#state.reconnectionTime, MAX_RECONNECTION_TIME),
+    )
     // A pending reconnection does not keep the process alive (as undici's).
     this.#timer.unref()
   }

@@ -3,7 +3,13 @@
 // class (with its #private state) would be nominal.
 import type { Dispatcher } from '../dispatcher/dispatcher'
 // As undici's types/eventsource.d.ts: its event types are the WebSocket family's.
-import type { AddEventListenerOptions, ErrorEvent, EventListenerOptions, EventListenerOrEventListenerObject, MessageEvent } from '../websocket/types'
+import type {
+  AddEventListenerOptions,
+  ErrorEvent,
+  EventListenerOptions,
+  EventListenerOrEventListenerObject,
+  MessageEvent,
+} from '../websocket/types'
 
 export interface EventSourceInit {
   withCredentials?: boolean

@@ -106,7 +106,11 @@ function sealed<T extends Request | Response>(made: T): T {
 /** A fresh Response from a stored one; what the constructor cannot set is set on the instance. */
 function revive(stored: Stored): Response {
   if (stored.type === 'error') return Response.error()
-  const res = new Response(stored.body as BodyInit | null, { status: stored.status, statusText: stored.statusText, headers: stored.headers })
+  const res = new Response(stored.body as BodyInit | null, {
+    status: stored.status,
+    statusText: stored.statusText,
+    headers: stored.headers,
+  })
   const own = { type: stored.type, url: stored.url, redirected: stored.redirected }
   for (const [key, value] of Object.entries(own)) {
     if (res[key as keyof typeof own] !== value) Object.defineProperty(res, key, { value, configurable: true })
@@ -179,7 +183,7 @@ export class Cache {
       let response: Response
       try {
         response = await fetch(request, { signal: controller.signal })
-      } catch (err) {
+      } catch (_err) {
         if (controller.signal.aborted) throw new DOMException('aborted', 'AbortError')
         throw idlError('Cache.addAll', 'Received an invalid status code or the request failed.')
       }
@@ -248,7 +252,11 @@ export class Cache {
   }
 
   #matchAll(request: Request | string | undefined, options: Required<CacheQueryOptions>, max = Infinity): readonly Response[] {
-    return Object.freeze(this.#query(request, options).slice(0, max).map(([, stored]) => revive(stored)))
+    return Object.freeze(
+      this.#query(request, options)
+        .slice(0, max)
+        .map(([, stored]) => revive(stored)),
+    )
   }
 
   /** Replaces what the entry's request matches (Vary included) with the entry, at the end. */

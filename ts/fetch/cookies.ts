@@ -120,10 +120,12 @@ function toCookie(input: unknown): Converted {
   let sameSite: string | undefined
   if (d.sameSite !== undefined) {
     sameSite = toUSVString(d.sameSite)
-    if (!SAME_SITE.includes(sameSite)) throw idlError(undefined, `${sameSite} is not an accepted type. Expected one of ${SAME_SITE.join(', ')}.`)
+    if (!SAME_SITE.includes(sameSite))
+      throw idlError(undefined, `${sameSite} is not an accepted type. Expected one of ${SAME_SITE.join(', ')}.`)
   }
   const secure = bool('secure')
-  const unparsed = d.unparsed === undefined ? [] : toSequence(d.unparsed, (v, a) => toDOMString(v, undefined, a), undefined, 'undefined.unparsed')
+  const unparsed =
+    d.unparsed === undefined ? [] : toSequence(d.unparsed, (v, a) => toDOMString(v, undefined, a), undefined, 'undefined.unparsed')
   const value = d.value === undefined ? undefined : toDOMString(d.value, undefined, 'undefined.value')
   return { name: name as string, value: value as string, expires, maxAge, domain, path, secure, httpOnly, sameSite, unparsed }
 }
@@ -218,7 +220,6 @@ function splitOnce(s: string, sep: string): [string, string | null] {
 }
 
 // Control characters but HTAB make a set-cookie-string unparseable.
-// eslint-disable-next-line no-control-regex
 const CTL = /[\x00-\x08\x0a-\x1f\x7f]/
 
 /**

@@ -23,10 +23,9 @@ const OWN_INIT = new Set(['method', 'headers', 'body', 'signal', 'redirect', 'di
 
 /** Ports fetch refuses to connect to (the Fetch standard's "bad port" list). */
 const BAD_PORTS = new Set([
-  1, 7, 9, 11, 13, 15, 17, 19, 20, 21, 22, 23, 25, 37, 42, 43, 53, 69, 77, 79, 87, 95, 101, 102, 103, 104, 109, 110,
-  111, 113, 115, 117, 119, 123, 135, 137, 139, 143, 161, 179, 389, 427, 465, 512, 513, 514, 515, 526, 530, 531, 532,
-  540, 548, 554, 556, 563, 587, 601, 636, 989, 990, 993, 995, 1719, 1720, 1723, 2049, 3659, 4045, 4190, 5060, 5061,
-  6000, 6566, 6665, 6666, 6667, 6668, 6669, 6679, 6697, 10080,
+  1, 7, 9, 11, 13, 15, 17, 19, 20, 21, 22, 23, 25, 37, 42, 43, 53, 69, 77, 79, 87, 95, 101, 102, 103, 104, 109, 110, 111, 113, 115, 117,
+  119, 123, 135, 137, 139, 143, 161, 179, 389, 427, 465, 512, 513, 514, 515, 526, 530, 531, 532, 540, 548, 554, 556, 563, 587, 601, 636,
+  989, 990, 993, 995, 1719, 1720, 1723, 2049, 3659, 4045, 4190, 5060, 5061, 6000, 6566, 6665, 6666, 6667, 6668, 6669, 6679, 6697, 10080,
 ])
 
 const REDIRECT_STATUS = new Set([301, 302, 303, 307, 308])
@@ -104,7 +103,8 @@ function badPort(url: URL): boolean {
 
 /** A body sent as it comes: a ReadableStream not read yet, or an async iterable. */
 function streamBody(body: unknown): body is AsyncIterable<unknown> {
-  if (body instanceof ReadableStream) return !body.locked && !(nodeStream as unknown as { isDisturbed(s: unknown): boolean }).isDisturbed(body)
+  if (body instanceof ReadableStream)
+    return !body.locked && !(nodeStream as unknown as { isDisturbed(s: unknown): boolean }).isDisturbed(body)
   return typeof (body as AsyncIterable<unknown>)[Symbol.asyncIterator] === 'function'
 }
 
@@ -295,11 +295,15 @@ async function follow(out: Outgoing, dispatcher: Dispatcher): Promise<U.Response
     // Credentials in the Location: a request of fetch's mode (cors) from no origin never follows.
     if (next.username !== '' || next.password !== '') throw networkError(new Error('cross origin not allowed for request mode "cors"'))
     // A stream's bytes are gone: only a 303, which drops the body, can be followed.
-    if (hop.status !== 303 && out.body !== null && typeof out.body === 'object' && !Buffer.isBuffer(out.body)) throw networkError(new Error(''))
+    if (hop.status !== 303 && out.body !== null && typeof out.body === 'object' && !Buffer.isBuffer(out.body))
+      throw networkError(new Error(''))
     redirected(out.timing)
     // Checked as the next hop starts (after the redirect's timing), as in undici.
     if (badPort(next)) throw networkError(new Error('bad port'))
-    if (((hop.status === 301 || hop.status === 302) && out.method === 'POST') || (hop.status === 303 && out.method !== 'GET' && out.method !== 'HEAD')) {
+    if (
+      ((hop.status === 301 || hop.status === 302) && out.method === 'POST') ||
+      (hop.status === 303 && out.method !== 'GET' && out.method !== 'HEAD')
+    ) {
       out.method = 'GET'
       out.body = null
       for (const f of BODY_FIELDS) out.fields.map.delete(f)
@@ -419,7 +423,7 @@ function send(out: Outgoing, dispatcher: Dispatcher, redirected: boolean): Promi
       stream = null
       finish()
     }
-    const path = url.pathname + url.search + (url.search === '' && url.href.endsWith('?' + url.hash) ? '?' : '')
+    const path = url.pathname + url.search + (url.search === '' && url.href.endsWith(`?${url.hash}`) ? '?' : '')
     // Named as undici's fetch names it, which a dispatcher without `dispatch` shows.
     const agent = dispatcher
     const handler: DispatchHandler = {
@@ -441,22 +445,25 @@ function send(out: Outgoing, dispatcher: Dispatcher, redirected: boolean): Promi
         const nullBody = NULL_BODY_STATUS.has(status) || method === 'HEAD' || method === 'CONNECT'
         let body: ReadableStream<Uint8Array> | null = null
         if (!nullBody) {
-          body = new ReadableStream({
-            type: 'bytes',
-            start(s) {
-              stream = s
+          body = new ReadableStream(
+            {
+              type: 'bytes',
+              start(s) {
+                stream = s
+              },
+              pull() {
+                if (ended) close()
+                else if (controller?.paused) controller.resume()
+              },
+              cancel(reason) {
+                stream = null
+                done()
+                finish()
+                if (!ended) controller?.abort(reason instanceof Error ? reason : abortError())
+              },
             },
-            pull() {
-              if (ended) close()
-              else if (controller?.paused) controller.resume()
-            },
-            cancel(reason) {
-              stream = null
-              done()
-              finish()
-              if (!ended) controller?.abort(reason instanceof Error ? reason : abortError())
-            },
-          }, { highWaterMark: HIGH_WATER })
+            { highWaterMark: HIGH_WATER },
+          )
           const codings = headers['content-encoding']
           if (codings !== undefined) {
             const list = String(codings).toLowerCase().split(',')
@@ -465,10 +472,17 @@ function send(out: Outgoing, dispatcher: Dispatcher, redirected: boolean): Promi
               return
             }
             decoders = decodersFor(list)
-            if (decoders.length > 0) pipeDecoders(decoders, enqueue, close, (err) => {
-              c.abort(err)
-              fail(new TypeError('terminated', { cause: err }))
-            }, c)
+            if (decoders.length > 0)
+              pipeDecoders(
+                decoders,
+                enqueue,
+                close,
+                (err) => {
+                  c.abort(err)
+                  fail(new TypeError('terminated', { cause: err }))
+                },
+                c,
+              )
           }
         }
         settled = true
@@ -495,7 +509,10 @@ function send(out: Outgoing, dispatcher: Dispatcher, redirected: boolean): Promi
     chunkTakers.set(handler, (_c, chunk) => onData(chunk, true))
     try {
       const body = out.body as DispatchOptions['body']
-      agent.dispatch({ origin: url.origin, path, method, headers: out.fields.toObject(), body }, out.legacyHandler ? unwrap(handler) : handler)
+      agent.dispatch(
+        { origin: url.origin, path, method, headers: out.fields.toObject(), body },
+        out.legacyHandler ? unwrap(handler) : handler,
+      )
     } catch (err) {
       fail(networkError(err))
     }
@@ -518,14 +535,18 @@ function decodersFor(codings: string[]): Transform[] {
     } else if (coding === 'deflate') {
       out.push(inflate())
     } else if (coding === 'br') {
-      out.push(zlib.createBrotliDecompress({ flush: zlib.constants.BROTLI_OPERATION_FLUSH, finishFlush: zlib.constants.BROTLI_OPERATION_FLUSH }))
+      out.push(
+        zlib.createBrotliDecompress({ flush: zlib.constants.BROTLI_OPERATION_FLUSH, finishFlush: zlib.constants.BROTLI_OPERATION_FLUSH }),
+      )
     } else if (coding === 'zstd' && zstd.createZstdDecompress !== undefined) {
       const c = zstd.constants
-      out.push(zstd.createZstdDecompress({
-        flush: c.ZSTD_e_continue,
-        finishFlush: c.ZSTD_e_end,
-        params: { [c.ZSTD_d_windowLogMax]: 23 },
-      }))
+      out.push(
+        zstd.createZstdDecompress({
+          flush: c.ZSTD_e_continue,
+          finishFlush: c.ZSTD_e_end,
+          params: { [c.ZSTD_d_windowLogMax]: 23 },
+        }),
+      )
     } else {
       return []
     }

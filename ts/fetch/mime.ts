@@ -105,7 +105,12 @@ export function parseMIMEType(input: string): MIMEType | 'failure' {
 export function serializeAMimeType(mimeType: MIMEType): string {
   // 'failure' is no record: an assertion fails, worded as undici's.
   if (mimeType === ('failure' as unknown)) {
-    throw new AssertionError({ message: "The expression evaluated to a falsy value:\n\n  assert(mimeType !== 'failure')\n", actual: false, expected: true, operator: '==' })
+    throw new AssertionError({
+      message: "The expression evaluated to a falsy value:\n\n  assert(mimeType !== 'failure')\n",
+      actual: false,
+      expected: true,
+      operator: '==',
+    })
   }
   const { parameters, essence } = mimeType
   let out = essence

@@ -28,7 +28,15 @@ export interface Timing {
   finalConnectionTimingInfo: ConnectionTiming | null
 }
 
-type Mark = (timing: Timing, url: string, initiator: string, global: object, cacheState: string, bodyInfo: string, status: number) => unknown
+type Mark = (
+  timing: Timing,
+  url: string,
+  initiator: string,
+  global: object,
+  cacheState: string,
+  bodyInfo: string,
+  status: number,
+) => unknown
 /** Node's own (18.2 and later); looked up as undici does, where it is there. */
 const mark = (performance as unknown as { markResourceTiming?: Mark }).markResourceTiming
 

@@ -60,7 +60,12 @@ export function describe(value: unknown): string {
   return String(value)
 }
 
-export function toSequence<T>(value: unknown, each: (v: unknown, argument: string) => T, context: string | undefined, argument: string): T[] {
+export function toSequence<T>(
+  value: unknown,
+  each: (v: unknown, argument: string) => T,
+  context: string | undefined,
+  argument: string,
+): T[] {
   if (value === null || (typeof value !== 'object' && typeof value !== 'function')) {
     throw idlError(context, `${argument} (${describe(value)}) is not iterable.`)
   }

@@ -209,7 +209,11 @@ export class RedirectHandler implements NewStyleHandler {
     const base = new URL(opts.path, opts.origin ?? NO_ORIGIN)
     if (opts.origin) this.history.push(base)
     if (this.#location === null) return this.#handler.onResponseStart?.(controller, statusCode, headers, statusMessage)
-    ;(this.history as URL[] & { [kRedirectHops]: RedirectHop[] })[kRedirectHops].push({ statusCode, headers: { ...headers }, receivedAt: Date.now() })
+    ;(this.history as URL[] & { [kRedirectHops]: RedirectHop[] })[kRedirectHops].push({
+      statusCode,
+      headers: { ...headers },
+      receivedAt: Date.now(),
+    })
     const next = new URL(this.#location, base)
     const path = `${next.pathname}${next.search}`
     const origin = next.origin === NO_ORIGIN ? undefined : next.origin
@@ -222,8 +226,9 @@ export class RedirectHandler implements NewStyleHandler {
     const crossOrigin = origin !== undefined && origin !== opts.origin
     opts.headers = cleanHeaders(flattenHeaders(opts.headers), dropContent, crossOrigin, this.#strip, this.#stripCrossOrigin)
     opts.path = path
-    if (origin !== undefined) opts.origin = origin
-    // null as undici sets it (its declarations allow only an object or undefined).
+    if (origin !== undefined)
+      opts.origin = origin
+      // null as undici sets it (its declarations allow only an object or undefined).
     ;(opts as { query?: unknown }).query = null
   }
 
@@ -243,7 +248,13 @@ export class RedirectHandler implements NewStyleHandler {
 }
 
 /** The request headers for the next hop (a flat list). */
-function cleanHeaders(flat: string[], dropContent: boolean, crossOrigin: boolean, strip: Set<string> | null, stripCrossOrigin: Set<string> | null): string[] {
+function cleanHeaders(
+  flat: string[],
+  dropContent: boolean,
+  crossOrigin: boolean,
+  strip: Set<string> | null,
+  stripCrossOrigin: Set<string> | null,
+): string[] {
   const out: string[] = []
   for (let i = 0; i < flat.length; i += 2) {
     const name = flat[i].toLowerCase()

@@ -61,7 +61,9 @@ export class ResponseErrorHandler implements DispatchHandler {
 
 /** The media type of `headers` as sent (compared as undici compares it, letter case included), parameters aside. */
 export function mediaType(headers: IncomingHttpHeaders): string {
-  return String(headers['content-type'] ?? '').split(';')[0].trim()
+  return String(headers['content-type'] ?? '')
+    .split(';')[0]
+    .trim()
 }
 
 /** Whether an error body of this media type is decoded for the error. */

@@ -54,7 +54,17 @@ const DEFAULTS: Required<Omit<RetryOptions, 'retry'>> = {
   methods: ['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE', 'TRACE', 'QUERY'],
   statusCodes: [500, 502, 503, 504, 429],
   // undici's list (its UND_ERR_SOCKET stands for our UND_ERR_SOCKET: see `listed`).
-  errorCodes: ['ECONNRESET', 'ECONNREFUSED', 'ENOTFOUND', 'ENETDOWN', 'ENETUNREACH', 'EHOSTDOWN', 'EHOSTUNREACH', 'EPIPE', 'UND_ERR_SOCKET'],
+  errorCodes: [
+    'ECONNRESET',
+    'ECONNREFUSED',
+    'ENOTFOUND',
+    'ENETDOWN',
+    'ENETUNREACH',
+    'EHOSTDOWN',
+    'EHOSTUNREACH',
+    'EPIPE',
+    'UND_ERR_SOCKET',
+  ],
 }
 
 /** undici 7.30's defaults: QUERY is not retried. */
@@ -78,20 +88,22 @@ function retryAfterMs(value: string | string[] | undefined): number | null {
  * The default policy: codes, methods, statuses, the retry budget, then the wait. A Retry-After
  * of 0 means at once for undici 8; undici 7 (`undici7`) waits the backoff then.
  */
-const defaultRetry = (undici7: boolean) => (err: Error, { state, opts }: RetryContext, callback: RetryCallback): void => {
-  const { code, statusCode, headers } = err as Error & { code?: string; statusCode?: number; headers?: IncomingHttpHeaders | null }
-  const o = { ...(undici7 ? DEFAULTS_7 : DEFAULTS), ...opts.retryOptions }
-  const retryable =
-    (!code || code === 'UND_ERR_REQ_RETRY' || listed(o.errorCodes, code)) &&
-    o.methods.includes(opts.method) &&
-    (statusCode == null || o.statusCodes.includes(statusCode)) &&
-    state.counter <= o.maxRetries
-  if (!retryable) return callback(err)
-  const after = o.retryAfter ? retryAfterMs(headers?.['retry-after']) : null
-  const backoff = Math.min(o.minTimeout * o.timeoutFactor ** (state.counter - 1), o.maxTimeout)
-  const wait = after === 0 && !undici7 ? 0 : after !== null && after > 0 ? Math.min(after, o.maxTimeout) : backoff
-  setTimeout(() => callback(null), wait)
-}
+const defaultRetry =
+  (undici7: boolean) =>
+  (err: Error, { state, opts }: RetryContext, callback: RetryCallback): void => {
+    const { code, statusCode, headers } = err as Error & { code?: string; statusCode?: number; headers?: IncomingHttpHeaders | null }
+    const o = { ...(undici7 ? DEFAULTS_7 : DEFAULTS), ...opts.retryOptions }
+    const retryable =
+      (!code || code === 'UND_ERR_REQ_RETRY' || listed(o.errorCodes, code)) &&
+      o.methods.includes(opts.method) &&
+      (statusCode == null || o.statusCodes.includes(statusCode)) &&
+      state.counter <= o.maxRetries
+    if (!retryable) return callback(err)
+    const after = o.retryAfter ? retryAfterMs(headers?.['retry-after']) : null
+    const backoff = Math.min(o.minTimeout * o.timeoutFactor ** (state.counter - 1), o.maxTimeout)
+    const wait = after === 0 && !undici7 ? 0 : after !== null && after > 0 ? Math.min(after, o.maxTimeout) : backoff
+    setTimeout(() => callback(null), wait)
+  }
 
 /**
  * A Content-Range as undici reads it: `bytes start-end/size`, the size optional (undici 8 also
@@ -206,7 +218,10 @@ export class RetryHandler implements NewStyleHandler {
   #etag: string | null = null
   #resumable = false
 
-  constructor(opts: DispatchOptions & { retryOptions?: RetryOptions }, { dispatch, handler }: { dispatch: Dispatch; handler: DispatchHandler }) {
+  constructor(
+    opts: DispatchOptions & { retryOptions?: RetryOptions },
+    { dispatch, handler }: { dispatch: Dispatch; handler: DispatchHandler },
+  ) {
     const { retryOptions, ...rest } = opts
     this.#dispatch = dispatch
     this.#handler = wrap(handler)
@@ -242,11 +257,13 @@ export class RetryHandler implements NewStyleHandler {
       throw this.#mismatch(message)
     }
     // undici 7 looks at a failed status before a resumed body, undici 8 after it.
-    if (statusCode >= 300 && (this.#undici7 || !this.#headersSent)) return this.#failedStatus(controller, statusCode, headers, statusMessage)
+    if (statusCode >= 300 && (this.#undici7 || !this.#headersSent))
+      return this.#failedStatus(controller, statusCode, headers, statusMessage)
     if (this.#headersSent) {
       // A resumed body: it must continue exactly where the delivered part stopped (a 200 is
       // taken for one that had delivered nothing yet).
-      if (statusCode !== 206 && (this.#start > 0 || statusCode !== 200)) fail('server does not support the range header and the payload was partially consumed')
+      if (statusCode !== 206 && (this.#start > 0 || statusCode !== 200))
+        fail('server does not support the range header and the payload was partially consumed')
       const range = contentRange(headers['content-range'], this.#undici7)
       if (range === null) fail('Content-Range mismatch')
       if (this.#etag !== null && headers.etag !== this.#etag) fail('ETag mismatch')
@@ -279,7 +296,8 @@ export class RetryHandler implements NewStyleHandler {
     const pending = this.#pending
     if (pending === null) {
       // undici 8: a body short of the range its answer gave is an error, not the response.
-      if (!this.#undici7 && this.#end !== null && this.#start !== this.#end + 1) return this.onResponseError(controller, this.#mismatch('Content-Range mismatch'))
+      if (!this.#undici7 && this.#end !== null && this.#start !== this.#end + 1)
+        return this.onResponseError(controller, this.#mismatch('Content-Range mismatch'))
       return this.#handler.onResponseEnd?.(this.#proxy, trailers)
     }
     if (pending.decided) return this.#redispatch()
@@ -290,7 +308,13 @@ export class RetryHandler implements NewStyleHandler {
 
   onResponseError(controller: DispatchController, err: Error): void {
     // (`controller` is null for a failure before any dispatch: the dns interceptor's failed lookup.)
-    if (this.#fatal !== null || this.#abort !== null || controller?.aborted || this.#disturbed() || (this.#headersSent && !this.#resumable)) {
+    if (
+      this.#fatal !== null ||
+      this.#abort !== null ||
+      controller?.aborted ||
+      this.#disturbed() ||
+      (this.#headersSent && !this.#resumable)
+    ) {
       return this.#handler.onResponseError?.(this.#proxy, err)
     }
     // A failure before any answer is an attempt too.
@@ -337,7 +361,13 @@ export class RetryHandler implements NewStyleHandler {
     })
   }
 
-  #deliver(statusCode: number, headers: IncomingHttpHeaders, statusMessage: string | undefined, resumable: boolean, checkpoint = false): void {
+  #deliver(
+    statusCode: number,
+    headers: IncomingHttpHeaders,
+    statusMessage: string | undefined,
+    resumable: boolean,
+    checkpoint = false,
+  ): void {
     if (checkpoint && this.#end === null) this.#end = this.#lastByte(headers)
     this.#headersSent = true
     this.#resumable = resumable
@@ -367,7 +397,9 @@ export class RetryHandler implements NewStyleHandler {
     const state = { counter: Math.max(this.#counter, 1) }
     // The policy sees every option in force, its own function included, as undici's does.
     const retryOptions = { ...this.#options, retry: this.#retry }
-    this.#retry(err, { state, opts: withOptions(this.#opts, { retryOptions }) }, (giveUp) => then(giveUp ?? (this.#abort !== null ? err : null)))
+    this.#retry(err, { state, opts: withOptions(this.#opts, { retryOptions }) }, (giveUp) =>
+      then(giveUp ?? (this.#abort !== null ? err : null)),
+    )
   }
 
   /** Asks the policy; then dispatches again, or fails the caller with what it gave up on. */
@@ -400,7 +432,6 @@ export class RetryHandler implements NewStyleHandler {
 type OnRetryCallback = RetryCallback
 
 // The types under the names undici gives them (`RetryHandler.RetryOptions` ...).
-// eslint-disable-next-line @typescript-eslint/no-namespace
 export declare namespace RetryHandler {
   export type { RetryOptions, RetryState, RetryContext, OnRetryCallback }
   /** The `retry` option: decides whether and when an attempt is retried. */

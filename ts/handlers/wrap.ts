@@ -30,7 +30,9 @@ type Controller = DispatchController
  * undici 8 reads from the controller (the response's own, whatever an interceptor changed).
  */
 function wantsRawHeaders(handler: DispatchHandler): boolean {
-  return handler instanceof InternalHandler && (handler as unknown as { opts?: { responseHeaders?: unknown } }).opts?.responseHeaders === 'raw'
+  return (
+    handler instanceof InternalHandler && (handler as unknown as { opts?: { responseHeaders?: unknown } }).opts?.responseHeaders === 'raw'
+  )
 }
 
 class WrapHandler implements NewStyleHandler {
@@ -54,7 +56,12 @@ class WrapHandler implements NewStyleHandler {
 
   onResponseStart(controller: Controller, statusCode: number, headers: IncomingHttpHeaders, statusMessage?: string): void {
     const own = this.#rawFromController ? controller?.rawHeaders : null
-    const go = this.#handler.onHeaders?.(statusCode, Array.isArray(own) ? own : raw(headers), () => controller.resume(), statusMessage ?? '')
+    const go = this.#handler.onHeaders?.(
+      statusCode,
+      Array.isArray(own) ? own : raw(headers),
+      () => controller.resume(),
+      statusMessage ?? '',
+    )
     if (go === false) controller.pause()
   }
 

@@ -45,7 +45,9 @@ const DECODERS: Readonly<Record<string, (options: zlib.ZlibOptions) => Transform
   ...(typeof createZstd === 'function'
     ? {
         zstd: (options: zlib.ZlibOptions) =>
-          createZstd(ZSTD_WINDOW_LOG_MAX === undefined ? options : ({ ...options, params: { [ZSTD_WINDOW_LOG_MAX]: 23 } } as zlib.ZlibOptions)),
+          createZstd(
+            ZSTD_WINDOW_LOG_MAX === undefined ? options : ({ ...options, params: { [ZSTD_WINDOW_LOG_MAX]: 23 } } as zlib.ZlibOptions),
+          ),
       }
     : {}),
 }
@@ -100,7 +102,10 @@ function decodings(encodings: string, table: typeof DECODERS): string[] {
   if (names.length > MAX_ENCODINGS) {
     throw new Error(`too many content-encodings in response: ${names.length}, maximum allowed is ${MAX_ENCODINGS}`)
   }
-  const known = names.map((n) => n.trim()).filter(Boolean).reverse()
+  const known = names
+    .map((n) => n.trim())
+    .filter(Boolean)
+    .reverse()
   return known.every((name) => Object.hasOwn(table, name)) ? known : []
 }
 

@@ -34,7 +34,8 @@ export function deduplicate(opts: DeduplicateInterceptorOptions = {}): Dispatche
     if (!SAFE_METHODS.includes(m)) throw new TypeError(`expected opts.methods to only contain safe HTTP methods, got ${m}`)
   }
   if (!Array.isArray(skipHeaderNames)) throw new TypeError(`expected opts.skipHeaderNames to be an array, got ${typeof skipHeaderNames}`)
-  if (!Array.isArray(excludeHeaderNames)) throw new TypeError(`expected opts.excludeHeaderNames to be an array, got ${typeof excludeHeaderNames}`)
+  if (!Array.isArray(excludeHeaderNames))
+    throw new TypeError(`expected opts.excludeHeaderNames to be an array, got ${typeof excludeHeaderNames}`)
   if (!Number.isFinite(maxBufferSize) || maxBufferSize <= 0) {
     throw new TypeError(`expected opts.maxBufferSize to be a positive finite number, got ${maxBufferSize}`)
   }
@@ -47,7 +48,8 @@ export function deduplicate(opts: DeduplicateInterceptorOptions = {}): Dispatche
 
   const undici7 = isUndici7(opts)
   // The second argument: the origin of the dispatcher composed onto (undici 8's compose() passes it).
-  const interceptor = (dispatch: Dispatch, composedOrigin?: string | null): Dispatch =>
+  const interceptor =
+    (dispatch: Dispatch, composedOrigin?: string | null): Dispatch =>
     (opts, handler) => {
       const requestOrigin = undici7 ? opts.origin : interceptorOrigin(opts.origin, composedOrigin)
       // undici 8 leaves an upgrade alone.

@@ -127,7 +127,15 @@ class DNSResolver {
   #maxTTL: number
   #maxItems: number
 
-  constructor(o: { maxTTL: number; maxItems: number; dualStack: boolean; affinity: 4 | 6 | null; lookup?: DNSLookup; pick?: DNSPick; storage?: DNSStorage }) {
+  constructor(o: {
+    maxTTL: number
+    maxItems: number
+    dualStack: boolean
+    affinity: 4 | 6 | null
+    lookup?: DNSLookup
+    pick?: DNSPick
+    storage?: DNSStorage
+  }) {
     this.#maxTTL = o.maxTTL
     this.#maxItems = o.maxItems
     this.dualStack = o.dualStack
@@ -168,7 +176,7 @@ class DNSResolver {
       const stored = this.storage.get(origin.hostname)!
       // What was just looked up serves this request even if its TTL (maxTTL 0, say) ran out
       // meanwhile: the pick drops expired records, so keep them aside first.
-      const first = affinity === 6 ? [6, 4] as const : [4, 6] as const
+      const first = affinity === 6 ? ([6, 4] as const) : ([4, 6] as const)
       const fresh = first.flatMap((f) => stored.records[f]?.ips ?? [])
       const ip = (this.pick(origin, stored, affinity) as DNSInterceptorRecord | null) ?? fresh[0]
       if (ip == null) return cb(new InformationalError('No DNS entries found'))
@@ -177,13 +185,17 @@ class DNSResolver {
   }
 
   #lookup: DNSLookup = (origin, _opts, cb) => {
-    dnsLookup(origin.hostname, { all: true, family: this.dualStack === false ? (this.affinity ?? 4) : 0, order: 'ipv4first' }, (err, addresses) => {
-      if (err) return cb(err, [])
-      // Linux may list an address twice: keep one.
-      const unique = new Map<string, DNSInterceptorRecord>()
-      for (const a of addresses) unique.set(`${a.address}:${a.family}`, a as DNSInterceptorRecord)
-      cb(null, unique.values())
-    })
+    dnsLookup(
+      origin.hostname,
+      { all: true, family: this.dualStack === false ? (this.affinity ?? 4) : 0, order: 'ipv4first' },
+      (err, addresses) => {
+        if (err) return cb(err, [])
+        // Linux may list an address twice: keep one.
+        const unique = new Map<string, DNSInterceptorRecord>()
+        for (const a of addresses) unique.set(`${a.address}:${a.family}`, a as DNSInterceptorRecord)
+        cb(null, unique.values())
+      },
+    )
   }
 
   #pick: DNSPick = (origin, hostRecords, affinity) => {
@@ -273,7 +285,10 @@ class DNSHandler extends DecoratorHandler {
       const ip = this.#resolver.pickFamily(this.#origin, other)
       if (ip != null) {
         this.#sentTo = addressOrigin(this.#origin, ip)
-        this.#dispatch({ ...this.#opts, origin: this.#sentTo, headers: withHost(this.#origin.host, this.#opts.headers) }, this as DispatchHandler)
+        this.#dispatch(
+          { ...this.#opts, origin: this.#sentTo, headers: withHost(this.#origin.host, this.#opts.headers) },
+          this as DispatchHandler,
+        )
         return
       }
     }
@@ -284,7 +299,8 @@ class DNSHandler extends DecoratorHandler {
 
 export function dns(options?: DNSInterceptorOptions): DispatcherComposeInterceptor {
   const o = options as Record<string, unknown> | undefined
-  if (o?.maxTTL != null && (typeof o.maxTTL !== 'number' || o.maxTTL < 0)) throw new InvalidArgumentError('Invalid maxTTL. Must be a positive number')
+  if (o?.maxTTL != null && (typeof o.maxTTL !== 'number' || o.maxTTL < 0))
+    throw new InvalidArgumentError('Invalid maxTTL. Must be a positive number')
   if (o?.maxItems != null && (typeof o.maxItems !== 'number' || o.maxItems < 1)) {
     throw new InvalidArgumentError('Invalid maxItems. Must be a positive number and greater than zero')
   }

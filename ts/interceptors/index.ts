@@ -32,9 +32,16 @@ export interface RedirectInterceptorOptions {
  * entry (see ../util/undici7.ts) give undici 7.30's rules to the handler.
  */
 export function redirect(options: RedirectInterceptorOptions = {}): DispatcherComposeInterceptor {
-  const { maxRedirections: defaultMax, throwOnMaxRedirects, throwOnMaxRedirect, stripHeadersOnRedirect, stripHeadersOnCrossOriginRedirect } = options
+  const {
+    maxRedirections: defaultMax,
+    throwOnMaxRedirects,
+    throwOnMaxRedirect,
+    stripHeadersOnRedirect,
+    stripHeadersOnCrossOriginRedirect,
+  } = options
   const undici7 = isUndici7(options)
-  const interceptor = (dispatch: Dispatch): Dispatch =>
+  const interceptor =
+    (dispatch: Dispatch): Dispatch =>
     (opts, handler) => {
       const own = opts as DispatchOptions & RedirectInterceptorOptions
       const { maxRedirections = defaultMax } = own
@@ -46,7 +53,9 @@ export function redirect(options: RedirectInterceptorOptions = {}): DispatcherCo
             throwOnMaxRedirect: own.throwOnMaxRedirect === undefined ? throwOnMaxRedirect : own.throwOnMaxRedirect,
             stripHeadersOnRedirect: own.stripHeadersOnRedirect === undefined ? stripHeadersOnRedirect : own.stripHeadersOnRedirect,
             stripHeadersOnCrossOriginRedirect:
-              own.stripHeadersOnCrossOriginRedirect === undefined ? stripHeadersOnCrossOriginRedirect : own.stripHeadersOnCrossOriginRedirect,
+              own.stripHeadersOnCrossOriginRedirect === undefined
+                ? stripHeadersOnCrossOriginRedirect
+                : own.stripHeadersOnCrossOriginRedirect,
           })
       const throwOnMax = undici7 ? !!(throwOnMaxRedirects ?? throwOnMaxRedirect) : !!throwOnMaxRedirects
       return dispatch(inner, new RedirectHandler(dispatch, maxRedirections, inner, handler, throwOnMax) as DispatchHandler)
@@ -98,8 +107,12 @@ class DumpHandler extends DecoratorHandler {
   /** The request's own abort (the caller's controller has the recording one). */
   #abort: ((err: Error) => void) | null = null
 
-  constructor({ maxSize, abortOnDumped = true, waitForTrailers = true }: Omit<DumpRequestOptions, 'dumpMaxSize'> & { maxSize?: number | null }, handler: DispatchHandler) {
-    if (maxSize != null && (!Number.isFinite(maxSize) || maxSize < 1)) throw new InvalidArgumentError('maxSize must be a number greater than 0')
+  constructor(
+    { maxSize, abortOnDumped = true, waitForTrailers = true }: Omit<DumpRequestOptions, 'dumpMaxSize'> & { maxSize?: number | null },
+    handler: DispatchHandler,
+  ) {
+    if (maxSize != null && (!Number.isFinite(maxSize) || maxSize < 1))
+      throw new InvalidArgumentError('maxSize must be a number greater than 0')
     super(handler)
     this.#max = maxSize ?? DEFAULT_DUMP_MAX
     this.#abortOnDumped = abortOnDumped
@@ -175,7 +188,10 @@ export function retry(options: RetryOptions = {}): DispatcherComposeInterceptor 
   return (dispatch: Dispatch): Dispatch =>
     (opts, handler) => {
       const own = (opts as DispatchOptions & { retryOptions?: RetryOptions }).retryOptions
-      return dispatch(opts, new RetryHandler(withOptions(opts, { retryOptions: withOptions(options, own ?? {}) }), { dispatch, handler }) as DispatchHandler)
+      return dispatch(
+        opts,
+        new RetryHandler(withOptions(opts, { retryOptions: withOptions(options, own ?? {}) }), { dispatch, handler }) as DispatchHandler,
+      )
     }
 }
 

@@ -87,5 +87,7 @@ export function responseError(options?: ResponseErrorInterceptorOptions): Dispat
   }
   return (dispatch: Dispatch): Dispatch =>
     (opts, handler) =>
-      opts.throwOnError === true ? dispatch({ ...opts, throwOnError: false }, new ResponseErrorHandler(maxSize, handler) as DispatchHandler) : dispatch(opts, handler)
+      opts.throwOnError === true
+        ? dispatch({ ...opts, throwOnError: false }, new ResponseErrorHandler(maxSize, handler) as DispatchHandler)
+        : dispatch(opts, handler)
 }

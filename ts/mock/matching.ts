@@ -99,9 +99,7 @@ export function findMock<M extends Candidate>(mocks: readonly M[], key: MatchKey
   const bare = typeof path === 'string' ? withoutTrailingSlash(path) : path
   let found = mocks.filter((m) => !m.consumed)
   found = found.filter((m) =>
-    m.ignoreTrailingSlash
-      ? matchValue(withoutTrailingSlash(sortedQuery(m.path) as string), bare)
-      : matchValue(sortedQuery(m.path), path),
+    m.ignoreTrailingSlash ? matchValue(withoutTrailingSlash(sortedQuery(m.path) as string), bare) : matchValue(sortedQuery(m.path), path),
   )
   if (found.length === 0) throw new MockNotMatchedError(`Mock dispatch not matched for path '${path}'`)
   found = found.filter((m) => matchValue(m.method, key.method))

@@ -14,7 +14,11 @@ import { kForget, kMocks, kNetConnect } from './mock-host'
 import { MockClient } from './mock-client'
 import { MockPool } from './mock-pool'
 import type { MockInterceptor, MockInterceptorOptions, MockList } from './mock-interceptor'
-import { DefaultPendingInterceptorsFormatter, type PendingInterceptor, type PendingInterceptorsFormatter } from './pending-interceptors-formatter'
+import {
+  DefaultPendingInterceptorsFormatter,
+  type PendingInterceptor,
+  type PendingInterceptorsFormatter,
+} from './pending-interceptors-formatter'
 
 export interface MockAgentOptions extends AgentOptions {
   /** A custom agent to be encapsulated by the MockAgent (closed with it). */
@@ -159,7 +163,10 @@ export class MockAgent<TMockAgentOptions extends MockAgentOptions = MockAgentOpt
   override close(callback?: (err?: Error | null, data?: null) => void): Promise<void> | void {
     const closing = this.#end((d) => d.close())
     if (typeof callback !== 'function') return closing
-    closing.then(() => callback(null, null), (err: Error) => callback(err, null))
+    closing.then(
+      () => callback(null, null),
+      (err: Error) => callback(err, null),
+    )
   }
 
   /** Fails what is in flight and closes everything at once. */
@@ -167,7 +174,10 @@ export class MockAgent<TMockAgentOptions extends MockAgentOptions = MockAgentOpt
   override destroy(callback: (err?: Error | null, data?: null) => void): void
   override destroy(err: Error | null): Promise<void>
   override destroy(): Promise<void>
-  override destroy(errOrCallback?: Error | null | ((err?: Error | null, data?: null) => void), callback?: (err?: Error | null, data?: null) => void): Promise<void> | void {
+  override destroy(
+    errOrCallback?: Error | null | ((err?: Error | null, data?: null) => void),
+    callback?: (err?: Error | null, data?: null) => void,
+  ): Promise<void> | void {
     if (typeof errOrCallback === 'function') {
       callback = errOrCallback
       errOrCallback = null
@@ -178,7 +188,10 @@ export class MockAgent<TMockAgentOptions extends MockAgentOptions = MockAgentOpt
     for (const list of lists) for (const abort of [...list.inFlight]) abort(err ?? new ClientDestroyedError())
     const destroying = this.#end((d) => d.destroy(err))
     if (typeof callback !== 'function') return destroying
-    destroying.then(() => callback(null, null), (e: Error) => callback(e, null))
+    destroying.then(
+      () => callback(null, null),
+      (e: Error) => callback(e, null),
+    )
   }
 
   async #end(end: (d: Dispatcher) => Promise<void>): Promise<void> {
@@ -272,7 +285,9 @@ export class MockAgent<TMockAgentOptions extends MockAgentOptions = MockAgentOpt
   /** Throws an UndiciError listing the pending interceptors, if there are any. */
   assertNoPendingInterceptors({
     pendingInterceptorsFormatter = new DefaultPendingInterceptorsFormatter(),
-  }: { pendingInterceptorsFormatter?: PendingInterceptorsFormatter } = {}): void {
+  }: {
+    pendingInterceptorsFormatter?: PendingInterceptorsFormatter
+  } = {}): void {
     const pending = this.pendingInterceptors()
     if (pending.length === 0) return
     const what = pending.length === 1 ? '1 interceptor is' : `${pending.length} interceptors are`
@@ -280,7 +295,6 @@ export class MockAgent<TMockAgentOptions extends MockAgentOptions = MockAgentOpt
   }
 }
 
-// eslint-disable-next-line @typescript-eslint/no-namespace
 export declare namespace MockAgent {
   export type Options = MockAgentOptions
 }

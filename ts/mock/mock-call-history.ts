@@ -4,7 +4,18 @@
 import { InvalidArgumentError } from '../errors'
 import type { DispatchOptions } from '../core/types'
 
-export type MockCallHistoryLogProperties = 'protocol' | 'host' | 'port' | 'origin' | 'path' | 'hash' | 'fullUrl' | 'method' | 'searchParams' | 'body' | 'headers'
+export type MockCallHistoryLogProperties =
+  | 'protocol'
+  | 'host'
+  | 'port'
+  | 'origin'
+  | 'path'
+  | 'hash'
+  | 'fullUrl'
+  | 'method'
+  | 'searchParams'
+  | 'body'
+  | 'headers'
 
 /** The request's URL: the query in its path, or else its `query` option. */
 function urlOf(init: Partial<DispatchOptions>): URL {
@@ -46,7 +57,19 @@ export class MockCallHistoryLog {
   }
 
   toMap(): Map<MockCallHistoryLogProperties, string | Record<string, string | string[]> | null | undefined> {
-    const keys: MockCallHistoryLogProperties[] = ['protocol', 'host', 'port', 'origin', 'path', 'hash', 'searchParams', 'fullUrl', 'method', 'body', 'headers']
+    const keys: MockCallHistoryLogProperties[] = [
+      'protocol',
+      'host',
+      'port',
+      'origin',
+      'path',
+      'hash',
+      'searchParams',
+      'fullUrl',
+      'method',
+      'body',
+      'headers',
+    ]
     return new Map(keys.map((k) => [k, this[k]]))
   }
 
@@ -101,6 +124,7 @@ export class MockCallHistory {
   logs: MockCallHistoryLog[] = []
 
   // undici's declarations take a name that its runtime ignores.
+  // biome-ignore lint/complexity/noUselessConstructor: it declares that parameter
   constructor(..._name: [name?: string]) {}
 
   calls(): MockCallHistoryLog[] {
@@ -167,11 +191,9 @@ export class MockCallHistory {
   }
 }
 
-// eslint-disable-next-line @typescript-eslint/no-namespace
 export declare namespace MockCallHistory {
   export type { FilterCallsOperator, FilterCallsOptions, FilterCallsFunctionCriteria, FilterCallsParameter, FilterCallsObjectCriteria }
 }
-// eslint-disable-next-line @typescript-eslint/no-namespace
 export declare namespace MockCallHistoryLog {
   export type { MockCallHistoryLogProperties }
 }

@@ -32,7 +32,11 @@ export class MockClient extends Client {
   override close(callback: (err?: Error | null, data?: null) => void): void
   override close(): Promise<void>
   override close(callback?: (err?: Error | null, data?: null) => void): Promise<void> | void {
-    return this.#host.close(this, () => new Promise<void>((resolve, reject) => super.close((err) => (err ? reject(err) : resolve()))), callback)
+    return this.#host.close(
+      this,
+      () => new Promise<void>((resolve, reject) => super.close((err) => (err ? reject(err) : resolve()))),
+      callback,
+    )
   }
 
   /** Forgets every interceptor. */
@@ -49,7 +53,6 @@ export class MockClient extends Client {
   }
 }
 
-// eslint-disable-next-line @typescript-eslint/no-namespace
 export declare namespace MockClient {
   export type Options = MockClientOptions
 }

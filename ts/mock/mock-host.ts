@@ -94,6 +94,9 @@ export class MockHost {
   close(owner: object, closeReal: () => Promise<void>, callback?: (err?: Error | null, data?: null) => void): Promise<void> | void {
     const closing = closeReal().then(() => this.forget(owner))
     if (typeof callback !== 'function') return closing
-    closing.then(() => callback(null, null), (err: Error) => callback(err, null))
+    closing.then(
+      () => callback(null, null),
+      (err: Error) => callback(err, null),
+    )
   }
 }

@@ -14,7 +14,8 @@ export interface MockInterceptorOptions {
   method?: string | RegExp | ((method: string) => boolean)
   body?: string | RegExp | ((body: string) => boolean)
   headers?: Record<string, string | RegExp | ((body: string) => boolean)> | ((headers: Record<string, string>) => boolean)
-  query?: Record<string, any> // eslint-disable-line @typescript-eslint/no-explicit-any
+  // biome-ignore lint/suspicious/noExplicitAny: undici declares it so
+  query?: Record<string, any>
 }
 
 export interface MockResponseOptions {
@@ -167,7 +168,10 @@ export class MockInterceptor {
     if (typeof opts.method === 'string') opts.method = opts.method.toUpperCase()
     const { path, method, body, headers, query } = opts
     this.#key = { path, method: method as Matcher, body, headers, query }
-    this.#list = mockDispatches instanceof MockList ? mockDispatches : Object.assign(new MockList(), { entries: mockDispatches as unknown as MockEntry[] })
+    this.#list =
+      mockDispatches instanceof MockList
+        ? mockDispatches
+        : Object.assign(new MockList(), { entries: mockDispatches as unknown as MockEntry[] })
     this.#ignoreTrailingSlash = opts.ignoreTrailingSlash ?? false
   }
 
@@ -264,8 +268,15 @@ export class MockInterceptor {
   }
 }
 
-// eslint-disable-next-line @typescript-eslint/no-namespace
 export declare namespace MockInterceptor {
   export type Options = MockInterceptorOptions
-  export type { MockDispatch, MockDispatchData, MockResponseOptions, MockResponseCallbackOptions, MockResponseDataHandler, MockReplyOptionsCallback, MockReplyOptions }
+  export type {
+    MockDispatch,
+    MockDispatchData,
+    MockResponseOptions,
+    MockResponseCallbackOptions,
+    MockResponseDataHandler,
+    MockReplyOptionsCallback,
+    MockReplyOptions,
+  }
 }

@@ -52,7 +52,14 @@ function reply(list: MockList, opts: DispatchOptions, handler: DispatchHandler):
 }
 
 /** Sends `data` (the reply, or its error) to `handler`, after `delay` ms if one is set. */
-function play(list: MockList, key: MatchKey, data: ReplyData, delay: number | undefined, opts: DispatchOptions, handler: DispatchHandler): void {
+function play(
+  list: MockList,
+  key: MatchKey,
+  data: ReplyData,
+  delay: number | undefined,
+  opts: DispatchOptions,
+  handler: DispatchHandler,
+): void {
   const { statusCode, headers, trailers, error } = data
   if (error !== null) {
     forgetUsed(list, key)
@@ -128,12 +135,16 @@ export function mockDispatch(
     const remaining = list.entries.filter((m) => !m.consumed).length
     const counts = `, ${remaining} interceptor(s) remaining out of ${list.total || list.entries.length} defined`
     if (netConnect === false) {
-      throw new MockNotMatchedError(`${err.message}: subsequent request to origin ${origin} was not allowed (net.connect disabled)${counts}`)
+      throw new MockNotMatchedError(
+        `${err.message}: subsequent request to origin ${origin} was not allowed (net.connect disabled)${counts}`,
+      )
     }
     if (netConnectAllowed(netConnect, origin)) {
       passThrough()
       return undefined as unknown as boolean
     }
-    throw new MockNotMatchedError(`${err.message}: subsequent request to origin ${origin} was not allowed (net.connect is not enabled for this origin)${counts}`)
+    throw new MockNotMatchedError(
+      `${err.message}: subsequent request to origin ${origin} was not allowed (net.connect is not enabled for this origin)${counts}`,
+    )
   }
 }

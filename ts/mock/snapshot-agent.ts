@@ -226,7 +226,10 @@ export class SnapshotAgent extends MockAgent {
       await super.close()
     })()
     if (typeof callback !== 'function') return closing
-    closing.then(() => callback(null, null), (err: Error) => callback(err, null))
+    closing.then(
+      () => callback(null, null),
+      (err: Error) => callback(err, null),
+    )
   }
 }
 
@@ -236,7 +239,6 @@ function fail(handler: DispatchHandler, wrapped: NewStyleHandler, controller: Di
   else wrapped.onResponseError?.(controller as Parameters<NonNullable<NewStyleHandler['onResponseError']>>[0], err)
 }
 
-// eslint-disable-next-line @typescript-eslint/no-namespace
 export declare namespace SnapshotAgent {
   export type Options = SnapshotAgentOptions
 }

@@ -11,7 +11,8 @@ export type SnapshotRecorderMode = 'record' | 'playback' | 'update'
 const MODES: readonly SnapshotRecorderMode[] = ['record', 'playback', 'update']
 
 /** The request options a snapshot is found by (dispatch options, in practice). */
-export type SnapshotRequestOptions = any // eslint-disable-line @typescript-eslint/no-explicit-any
+// biome-ignore lint/suspicious/noExplicitAny: undici declares it so
+export type SnapshotRequestOptions = any
 
 export interface SnapshotRecorderOptions {
   snapshotPath?: string
@@ -252,7 +253,9 @@ export class SnapshotRecorder {
   isUrlExcluded(requestOpts: SnapshotRequestOptions): boolean {
     if (this.#excludeUrls.length === 0) return false
     const url = new URL(requestOpts.path, requestOpts.origin).toString()
-    return this.#excludeUrls.some((p) => (typeof p === 'string' ? url.toLowerCase().includes(p.toLowerCase()) : p instanceof RegExp && p.test(url)))
+    return this.#excludeUrls.some((p) =>
+      typeof p === 'string' ? url.toLowerCase().includes(p.toLowerCase()) : p instanceof RegExp && p.test(url),
+    )
   }
 
   /** The snapshot of this request with the response for this call, counting the call; undefined if none. */
@@ -356,7 +359,6 @@ export class SnapshotRecorder {
   }
 }
 
-// eslint-disable-next-line @typescript-eslint/no-namespace
 export declare namespace SnapshotRecorder {
   export type { SnapshotRecorderMode, Snapshot, SnapshotInfo, SnapshotData }
   export type Options = SnapshotRecorderOptions

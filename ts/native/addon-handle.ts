@@ -40,5 +40,19 @@ export interface Submission {
  * field would cost a property lookup by name per request.
  */
 export function submit(r: Submission): Refusal | null {
-  return addon.submit(r.origin, r.id, r.method, r.path, r.headers, r.body, r.flags, r.headersTimeout, r.bodyTimeout, r.upgrade, r.decode, r.websocket, r.typeOfService)
+  return addon.submit(
+    r.origin,
+    r.id,
+    r.method,
+    r.path,
+    r.headers,
+    r.body,
+    r.flags,
+    r.headersTimeout,
+    r.bodyTimeout,
+    r.upgrade,
+    r.decode,
+    r.websocket,
+    r.typeOfService,
+  )
 }

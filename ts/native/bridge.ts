@@ -35,14 +35,12 @@ const closers = new Map<number, () => void>()
 
 let nextOriginId = 0
 
-
 export function newOriginId(listener: OriginListener): number {
   const id = ++nextOriginId
   origins.set(id, new WeakRef(listener))
   forget.register(listener, id)
   return id
 }
-
 
 /**
  * Resolves once origin `id` reports that its last connection is gone; the process
@@ -61,9 +59,6 @@ export function whenClosed(id: number, onClosed?: () => void): Promise<void> {
     })
   })
 }
-
-
-
 
 // The numbers of each batch are written here by the addon (see takeEvents in src/lib.rs). It
 // starts small and grows with the batches, so that every run takes the growing path early.
@@ -85,7 +80,13 @@ function pump(): void {
 function errorAt(o: unknown[], k: number): Error {
   // An error object JS gave (a connector's, a socket's): that very object, whatever it is.
   if (o[k] === addon.ErrorKind.External) return externalError(Number(o[k + 2])) as Error
-  return fromNative(o[k] as ErrorKind, o[k + 2] as string, o[k + 3] as string | undefined, o[k + 4] as NativeSocketInfo | undefined, o[k + 1] as ErrorDetail)
+  return fromNative(
+    o[k] as ErrorKind,
+    o[k + 2] as string,
+    o[k + 3] as string | undefined,
+    o[k + 4] as NativeSocketInfo | undefined,
+    o[k + 1] as ErrorDetail,
+  )
 }
 
 // How many numbers each event takes, by tag (contract.rs's EventTag::size).
@@ -167,7 +168,7 @@ export function dispatchEvents(n: Float64Array, o: unknown[]): void {
       case addon.EventTag.WebSocketSmall: {
         // As Data and DataSmall: its own Buffer, or a copy out of the batch's shared memory.
         const small = tag === addon.EventTag.WebSocketSmall
-        const data = small ? sharedChunk(memory!, n[i + 4], n[i + 5]) : o[k++] as Buffer
+        const data = small ? sharedChunk(memory!, n[i + 4], n[i + 5]) : (o[k++] as Buffer)
         const kind = n[i + 2]
         const code = n[i + 3]
         deliver(id, (s) => s.onWebSocket(kind, code, data))
@@ -181,7 +182,12 @@ export function dispatchEvents(n: Float64Array, o: unknown[]): void {
       }
       case addon.EventTag.Error: {
         const shares = n[i + 2]
-        const err = shares === addon.Shares.WithNext ? (next ??= errorAt(o, k)) : shares === addon.Shares.WithPrevious && previous ? previous : errorAt(o, k)
+        const err =
+          shares === addon.Shares.WithNext
+            ? (next ??= errorAt(o, k))
+            : shares === addon.Shares.WithPrevious && previous
+              ? previous
+              : errorAt(o, k)
         deliver(id, (s) => s.onError(err))
         k += ERROR
         break
@@ -195,10 +201,16 @@ export function dispatchEvents(n: Float64Array, o: unknown[]): void {
         origins.get(id)?.deref()?.onConnecting()
         break
       case addon.EventTag.Connected:
-        origins.get(id)?.deref()?.onConnected(n[i + 2], n[i + 3] as 1 | 2 | 3)
+        origins
+          .get(id)
+          ?.deref()
+          ?.onConnected(n[i + 2], n[i + 3] as 1 | 2 | 3)
         break
       case addon.EventTag.Disconnected:
-        origins.get(id)?.deref()?.onDisconnected(n[i + 2], next ?? errorAt(o, k))
+        origins
+          .get(id)
+          ?.deref()
+          ?.onDisconnected(n[i + 2], next ?? errorAt(o, k))
         next = null
         k += ERROR
         break
@@ -239,7 +251,10 @@ export function dispatchEvents(n: Float64Array, o: unknown[]): void {
         releaseError(id)
         break
       case addon.EventTag.Ping:
-        origins.get(id)?.deref()?.onPing?.(n[i + 2], n[i + 3])
+        origins
+          .get(id)
+          ?.deref()
+          ?.onPing?.(n[i + 2], n[i + 3])
         break
       default:
         throw new Error(`saetta: unknown engine event ${tag}`)

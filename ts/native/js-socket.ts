@@ -100,7 +100,13 @@ function attach(id: number, entry: Entry, socket: Duplex): void {
   // As undici's idle sockets: saetta keeps the process alive while requests are in flight.
   ;(socket as Duplex & { unref?: () => void }).unref?.()
   // A net.Socket's addresses, for SocketError.socket; any other Duplex may have none (or others).
-  const s = socket as Duplex & { localAddress?: unknown; localPort?: unknown; remoteAddress?: unknown; remotePort?: unknown; alpnProtocol?: unknown }
+  const s = socket as Duplex & {
+    localAddress?: unknown
+    localPort?: unknown
+    remoteAddress?: unknown
+    remotePort?: unknown
+    alpnProtocol?: unknown
+  }
   const text = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined)
   const port = (v: unknown): number | undefined => (typeof v === 'number' && Number.isInteger(v) && v >= 0 && v < 65536 ? v : undefined)
   // The protocol the socket speaks, as undici reads it: what TLS negotiated by ALPN, or what a

@@ -31,8 +31,7 @@ function isMusl(): boolean {
   try {
     return readFileSync('/usr/bin/ldd', 'utf8').includes('musl')
   } catch {
-    const header = (process.report?.getReport() as { header?: { glibcVersionRuntime?: string } } | undefined)
-      ?.header
+    const header = (process.report?.getReport() as { header?: { glibcVersionRuntime?: string } } | undefined)?.header
     return header !== undefined && !header.glibcVersionRuntime
   }
 }
@@ -47,7 +46,7 @@ export function missingAddonMessage(tag: string, localBuild: string, failures: s
   return (
     `saetta: no native addon for ${tag}. Expected ${prebuilt}, or a local build at ${localBuild}. ` +
     (failures.length > 0 ? `${failures.join('; ')}. ` : '') +
-    'To build from source (needs a Rust toolchain): clone saetta\'s repository, run `npm ci` there ' +
+    "To build from source (needs a Rust toolchain): clone saetta's repository, run `npm ci` there " +
     '(it builds the addon), and install that folder (`npm install <path to the clone>`).'
   )
 }

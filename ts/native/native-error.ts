@@ -46,42 +46,74 @@ export function detailOf(err: unknown): ErrorDetail {
 }
 
 /** An error from the native engine, as the JS class it maps onto. */
-export function fromNative(kind: ErrorKind, message: string, code: string | undefined, info?: NativeSocketInfo, detail: ErrorDetail = addon.ErrorDetail.None): Error {
+export function fromNative(
+  kind: ErrorKind,
+  message: string,
+  code: string | undefined,
+  info?: NativeSocketInfo,
+  detail: ErrorDetail = addon.ErrorDetail.None,
+): Error {
   const err = classOf(kind, message, code, info, detail)
   if (detail !== addon.ErrorDetail.None) details.set(err, detail)
   return err
 }
 
-function classOf(kind: ErrorKind, message: string, code: string | undefined, info: NativeSocketInfo | undefined, detail: ErrorDetail): Error {
+function classOf(
+  kind: ErrorKind,
+  message: string,
+  code: string | undefined,
+  info: NativeSocketInfo | undefined,
+  detail: ErrorDetail,
+): Error {
   const http2 = detail === addon.ErrorDetail.Http2
   switch (kind) {
-    case addon.ErrorKind.InvalidArgument: return new InvalidArgumentError(message)
-    case addon.ErrorKind.NotSupported: return new NotSupportedError(message)
-    case addon.ErrorKind.ConnectTimeout: return new ConnectTimeoutError(message)
+    case addon.ErrorKind.InvalidArgument:
+      return new InvalidArgumentError(message)
+    case addon.ErrorKind.NotSupported:
+      return new NotSupportedError(message)
+    case addon.ErrorKind.ConnectTimeout:
+      return new ConnectTimeoutError(message)
     // Over HTTP/2 the core words them as undici's h2 (`HTTP/2: "headers timeout after 300"`).
-    case addon.ErrorKind.HeadersTimeout: return new HeadersTimeoutError(http2 ? message : undefined)
-    case addon.ErrorKind.BodyTimeout: return new BodyTimeoutError(http2 ? message : undefined)
-    case addon.ErrorKind.HeadersOverflow: return new HeadersOverflowError()
+    case addon.ErrorKind.HeadersTimeout:
+      return new HeadersTimeoutError(http2 ? message : undefined)
+    case addon.ErrorKind.BodyTimeout:
+      return new BodyTimeoutError(http2 ? message : undefined)
+    case addon.ErrorKind.HeadersOverflow:
+      return new HeadersOverflowError()
     // No code, as undici's parser errors carry none (its lookup of the reason misses).
-    case addon.ErrorKind.Parser: return new HTTPParserError(`Response does not match the HTTP/1.1 protocol (${message})`)
-    case addon.ErrorKind.ResponseContentLengthMismatch: return new ResponseContentLengthMismatchError()
-    case addon.ErrorKind.RequestContentLengthMismatch: return new RequestContentLengthMismatchError()
+    case addon.ErrorKind.Parser:
+      return new HTTPParserError(`Response does not match the HTTP/1.1 protocol (${message})`)
+    case addon.ErrorKind.ResponseContentLengthMismatch:
+      return new ResponseContentLengthMismatchError()
+    case addon.ErrorKind.RequestContentLengthMismatch:
+      return new RequestContentLengthMismatchError()
     // The core's own limit, or decompress's maxSize (`Decompressed response size (N) exceeded ...`).
-    case addon.ErrorKind.ResponseExceededMaxSize: return new ResponseExceededMaxSizeError(message)
+    case addon.ErrorKind.ResponseExceededMaxSize:
+      return new ResponseExceededMaxSizeError(message)
     // A body the core decoded for the decompress interceptor, failed as node:zlib fails it.
-    case addon.ErrorKind.Decode: return zlibError(message, code!)
-    case addon.ErrorKind.Aborted: return new RequestAbortedError()
-    case addon.ErrorKind.Destroyed: return new ClientDestroyedError()
-    case addon.ErrorKind.Closed: return new ClientClosedError()
-    case addon.ErrorKind.Info: return new InformationalError(message)
+    case addon.ErrorKind.Decode:
+      return zlibError(message, code!)
+    case addon.ErrorKind.Aborted:
+      return new RequestAbortedError()
+    case addon.ErrorKind.Destroyed:
+      return new ClientDestroyedError()
+    case addon.ErrorKind.Closed:
+      return new ClientClosedError()
+    case addon.ErrorKind.Info:
+      return new InformationalError(message)
     // A proxy's refusals, as undici words them (see crates/core/src/transport/proxy.rs).
-    case addon.ErrorKind.ProxyResponse: return new RequestAbortedError(message)
-    case addon.ErrorKind.SecureProxy: return new SecureProxyConnectionError(fromNative(addon.ErrorKind.Socket, message, code))
-    case addon.ErrorKind.Socks5: return code ? new Socks5ProxyError(message, `UND_ERR_SOCKS5_${code}`) : new Error(message)
+    case addon.ErrorKind.ProxyResponse:
+      return new RequestAbortedError(message)
+    case addon.ErrorKind.SecureProxy:
+      return new SecureProxyConnectionError(fromNative(addon.ErrorKind.Socket, message, code))
+    case addon.ErrorKind.Socks5:
+      return code ? new Socks5ProxyError(message, `UND_ERR_SOCKS5_${code}`) : new Error(message)
     // An HTTP/2 stream or session failure, as Node reports it to undici (`ERR_HTTP2_STREAM_ERROR` ...).
-    case addon.ErrorKind.Http2: return Object.assign(new Error(message), { code })
+    case addon.ErrorKind.Http2:
+      return Object.assign(new Error(message), { code })
     // A field HTTP/2 forbids: undici 8 wraps the TypeError node:http2 throws for it.
-    case addon.ErrorKind.ConnectionHeader: return new InformationalError(message, { cause: Object.assign(new TypeError(message), { code }) })
+    case addon.ErrorKind.ConnectionHeader:
+      return new InformationalError(message, { cause: Object.assign(new TypeError(message), { code }) })
     case addon.ErrorKind.Socket:
       if (code) {
         // A system error, as Node reports it (`connect ECONNREFUSED 127.0.0.1:80`), or a
@@ -91,7 +123,8 @@ function classOf(kind: ErrorKind, message: string, code: string | undefined, inf
       }
       return new SocketError(message, socketInfo(info))
     // A JS error object (bridge.ts's errorAt gives that object itself).
-    case addon.ErrorKind.External: return new UndiciError(message)
+    case addon.ErrorKind.External:
+      return new UndiciError(message)
   }
 }
 
@@ -132,7 +165,5 @@ function zlibError(message: string, code: string): Error {
  * connection through Node's own TLS says, a rustls one says too.
  */
 const SYSTEM_CA_HINT =
-  Number(process.versions.node.split('.')[0]) >= 24
-    ? '; if the root CA is installed locally, try running Node.js with --use-system-ca'
-    : ''
+  Number(process.versions.node.split('.')[0]) >= 24 ? '; if the root CA is installed locally, try running Node.js with --use-system-ca' : ''
 const SYSTEM_CA_HINTED = new Set(['DEPTH_ZERO_SELF_SIGNED_CERT', 'UNABLE_TO_VERIFY_LEAF_SIGNATURE'])

@@ -17,5 +17,5 @@ export function globalDispatcherUnset(): boolean {
 /** Empties both slots (what a module that filled them meanwhile put there goes). */
 export function clearGlobalDispatcher(): void {
   const g = globalThis as Slots
-  for (const s of slots) if (Object.prototype.hasOwnProperty.call(g, s)) g[s] = undefined
+  for (const s of slots) if (Object.hasOwn(g, s)) g[s] = undefined
 }

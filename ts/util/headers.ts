@@ -22,7 +22,8 @@ export function parseHeaders(headers: RawValue[], obj: Record<string, string | s
     const prev = obj[name]
     if (prev === undefined || !Object.hasOwn(obj, name)) {
       // Assigned (obj may be a Proxy that watches), but `__proto__` would set the prototype.
-      if (name === '__proto__') Object.defineProperty(obj, name, { value: text(value), enumerable: true, configurable: true, writable: true })
+      if (name === '__proto__')
+        Object.defineProperty(obj, name, { value: text(value), enumerable: true, configurable: true, writable: true })
       else obj[name] = text(value)
     } else {
       const more = (value as Buffer).toString('latin1')

@@ -88,7 +88,8 @@ class HeaderList {
   toObject(undici7: boolean): Record<string, string> {
     const out: Record<string, string> = {}
     for (const [name, value] of this.#map.values()) {
-      if (name === '__proto__' && !undici7) Object.defineProperty(out, name, { value, enumerable: true, configurable: true, writable: true })
+      if (name === '__proto__' && !undici7)
+        Object.defineProperty(out, name, { value, enumerable: true, configurable: true, writable: true })
       else out[name] = value
     }
     return out
@@ -106,7 +107,9 @@ function userHeaders(init: HeadersInit | null | undefined): HeaderList {
     pairs = init as unknown as Iterable<[string, string]>
   } else if (typeof (init as Iterable<unknown>)[Symbol.iterator] === 'function') {
     // Materialized first: an iterator can be read once only.
-    const seq = Array.from(init as Iterable<Iterable<string>>, (pair) => (typeof pair === 'object' && pair !== null ? Array.from(pair) : pair))
+    const seq = Array.from(init as Iterable<Iterable<string>>, (pair) =>
+      typeof pair === 'object' && pair !== null ? Array.from(pair) : pair,
+    )
     new Headers(seq as [string, string][])
     pairs = seq as [string, string][]
   } else {
@@ -161,7 +164,9 @@ function check(status: number, headers: Map<string, string>, handshake: Handshak
     if (headers.get('connection')?.toLowerCase() !== 'upgrade') return 'Server did not set Connection header to "upgrade".'
   }
   if (!http2 || handshake.undici7) {
-    const accept = createHash('sha1').update(handshake.key + GUID).digest('base64')
+    const accept = createHash('sha1')
+      .update(handshake.key + GUID)
+      .digest('base64')
     if (headers.get('sec-websocket-accept') !== accept) return 'Incorrect hash received in Sec-WebSocket-Accept header.'
   }
   const extensions = headers.get('sec-websocket-extensions')
@@ -439,9 +444,16 @@ class Handshake {
     headers.appendMissing('pragma', 'no-cache')
     headers.appendMissing('cache-control', 'no-cache')
     if (headers.has('range')) headers.append('accept-encoding', 'identity')
-    headers.appendMissing('accept-encoding', url.protocol !== 'wss:' ? 'gzip, deflate' : undici7 ? 'br, gzip, deflate' : 'br, gzip, deflate, zstd')
+    headers.appendMissing(
+      'accept-encoding',
+      url.protocol !== 'wss:' ? 'gzip, deflate' : undici7 ? 'br, gzip, deflate' : 'br, gzip, deflate, zstd',
+    )
     this.#headers = headers
-    this.requested = headers.get('sec-websocket-protocol')?.split(',').map((p) => p.trim()) ?? []
+    this.requested =
+      headers
+        .get('sec-websocket-protocol')
+        ?.split(',')
+        .map((p) => p.trim()) ?? []
     // As fetch's: the request goes out after the constructor returned (so its listeners are set).
     queueMicrotask(() => this.#dispatch())
   }

@@ -119,8 +119,18 @@ export class MessageEvent<T = any> extends Event {
 
   static {
     fast = (type, init) => {
-      const fields: MessageFields = { data: init.data ?? null, origin: init.origin ?? '', lastEventId: init.lastEventId ?? '', source: init.source ?? null, ports: init.ports ?? [] }
-      return new (MessageEvent as unknown as new (type: string, fields: MessageFields, token: symbol) => MessageEvent)(type, fields, kFields)
+      const fields: MessageFields = {
+        data: init.data ?? null,
+        origin: init.origin ?? '',
+        lastEventId: init.lastEventId ?? '',
+        source: init.source ?? null,
+        ports: init.ports ?? [],
+      }
+      return new (MessageEvent as unknown as new (type: string, fields: MessageFields, token: symbol) => MessageEvent)(
+        type,
+        fields,
+        kFields,
+      )
     }
   }
 }

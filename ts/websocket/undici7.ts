@@ -5,12 +5,14 @@ import { WebSocket as WebSocketImpl, WebSocketStream as WebSocketStreamImpl } fr
 import { kUndici7 } from '../util/undici7'
 import type * as T from './types'
 
-export const WebSocket: T.WebSocketConstructor = class WebSocket extends (WebSocketImpl as unknown as typeof import('./websocket').WebSocket) {
-  static readonly [kUndici7] = true
-} as unknown as T.WebSocketConstructor
+export const WebSocket: T.WebSocketConstructor =
+  class WebSocket extends (WebSocketImpl as unknown as typeof import('./websocket').WebSocket) {
+    static readonly [kUndici7] = true
+  } as unknown as T.WebSocketConstructor
 
-export const WebSocketStream: T.WebSocketStreamConstructor = class WebSocketStream extends (WebSocketStreamImpl as unknown as typeof import('./stream').WebSocketStream) {
-  static readonly [kUndici7] = true
-} as unknown as T.WebSocketStreamConstructor
+export const WebSocketStream: T.WebSocketStreamConstructor =
+  class WebSocketStream extends (WebSocketStreamImpl as unknown as typeof import('./stream').WebSocketStream) {
+    static readonly [kUndici7] = true
+  } as unknown as T.WebSocketStreamConstructor
 export type WebSocket = T.WebSocket
 export type WebSocketStream = T.WebSocketStream

@@ -31,7 +31,13 @@ export function toUnsigned(value: unknown, bits: 16 | 32, flags = 0): number {
 }
 
 /** An `X?` interface argument: null, or an instance of `cls`. */
-export function toInterface<T>(value: unknown, cls: abstract new (...args: never[]) => T, name: string, context: string, argument: string): T {
+export function toInterface<T>(
+  value: unknown,
+  cls: abstract new (...args: never[]) => T,
+  name: string,
+  context: string,
+  argument: string,
+): T {
   if (!(value instanceof cls)) throw idlError(context, `Expected ${argument} ("${describe(value)}") to be an instance of ${name}.`)
   return value
 }

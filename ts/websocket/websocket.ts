@@ -7,7 +7,17 @@ import { isArrayBuffer } from 'node:util/types'
 import { Session, type HandshakeResponse, type SessionOwner } from './connection'
 import { CloseEvent, ErrorEvent, createMessageEvent } from './events'
 import type * as Types from './types'
-import { CLOSED, CLOSING, CONNECTING, OPEN, checkCloseCodeAndReason, checkProtocols, urlRecord, type ReadyState, defaultDispatcher } from './util'
+import {
+  CLOSED,
+  CLOSING,
+  CONNECTING,
+  OPEN,
+  checkCloseCodeAndReason,
+  checkProtocols,
+  urlRecord,
+  type ReadyState,
+  defaultDispatcher,
+} from './util'
 import { Clamp, HandlerAttributes, toUnsigned, uncloneable, webClass } from './webidl'
 import type { HeadersInit } from '../fetch/fetch'
 import { kUndici7 } from '../util/undici7'
@@ -85,7 +95,12 @@ export class WebSocket extends EventTarget {
     checkProtocols(list)
     this.#url = new URL(record.href)
     const undici7 = (new.target as unknown as { [kUndici7]?: boolean })[kUndici7] === true
-    this.#handler = new Session(this.#owner(), record, { protocols: list, headers: options.headers, dispatcher: options.dispatcher, undici7 })
+    this.#handler = new Session(this.#owner(), record, {
+      protocols: list,
+      headers: options.headers,
+      dispatcher: options.dispatcher,
+      undici7,
+    })
   }
 
   close(code?: number, reason?: string): void {
@@ -108,7 +123,10 @@ export class WebSocket extends EventTarget {
       this.#enqueue(bytes.byteLength, { opcode: 1, data: bytes })
     } else if (value instanceof Blob) {
       const size = value.size
-      this.#enqueue(size, value.arrayBuffer().then((ab) => ({ opcode: 2 as const, data: Buffer.from(ab) })))
+      this.#enqueue(
+        size,
+        value.arrayBuffer().then((ab) => ({ opcode: 2 as const, data: Buffer.from(ab) })),
+      )
     } else {
       this.#enqueue(value.byteLength, { opcode: 2, data: bytesOf(value) })
     }
@@ -250,7 +268,11 @@ export class WebSocket extends EventTarget {
   #message(binary: boolean, data: Buffer): void {
     if (this.#handler.readyState !== OPEN) return
     // Text: the core checked it as UTF-8 and dropped the byte order mark undici's decoder drops.
-    const value = !binary ? data.toString('utf8') : this.#binaryType === 'blob' ? new Blob([data as Uint8Array<ArrayBuffer>]) : toArrayBuffer(data)
+    const value = !binary
+      ? data.toString('utf8')
+      : this.#binaryType === 'blob'
+        ? new Blob([data as Uint8Array<ArrayBuffer>])
+        : toArrayBuffer(data)
     this.dispatchEvent(createMessageEvent('message', { origin: this.#url.origin, data: value }))
   }
 

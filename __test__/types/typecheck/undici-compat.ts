@@ -133,7 +133,10 @@ void [poolOptions2, agentOptions2, clientOptions2, retryOptions2, retryState, st
 // A bare Dispatcher, and listeners typed as undici types them.
 const bare: UDispatcher = new saetta.Dispatcher()
 client.on('connect', (origin: URL, targets: readonly UDispatcher[]) => void [origin, targets])
-client.on('disconnect', (origin: URL, targets: readonly UDispatcher[], error: Undici.errors.UndiciError) => void [origin, targets, error.code])
+client.on(
+  'disconnect',
+  (origin: URL, targets: readonly UDispatcher[], error: Undici.errors.UndiciError) => void [origin, targets, error.code],
+)
 client.once('drain', (origin: URL) => void origin)
 void bare
 
@@ -162,7 +165,10 @@ function fields(err: unknown): void {
 void fields
 
 // EventSource: an instance is undici's EventSource, handlers typed as undici's fit both ways.
-const es: Undici.EventSource = new saetta.EventSource('http://localhost:3000/', { withCredentials: false, node: { reconnectionTime: 10, dispatcher: new saetta.Agent() } })
+const es: Undici.EventSource = new saetta.EventSource('http://localhost:3000/', {
+  withCredentials: false,
+  node: { reconnectionTime: 10, dispatcher: new saetta.Agent() },
+})
 const esInit: Undici.EventSourceInit = { withCredentials: true, node: { reconnectionTime: 1 } }
 const onEsMessage: Undici.EventSource['onmessage'] = function (ev) {
   const data: string = ev.data
@@ -178,7 +184,11 @@ es.close()
 void [onEsError, esState, esClosed]
 
 // WebSocket: instances and handlers typed as undici's fit both ways; the event classes too.
-const uws: Undici.WebSocket = new saetta.WebSocket('ws://localhost:3000/', { protocols: ['chat'], dispatcher: new saetta.Agent(), headers: { a: 'b' } })
+const uws: Undici.WebSocket = new saetta.WebSocket('ws://localhost:3000/', {
+  protocols: ['chat'],
+  dispatcher: new saetta.Agent(),
+  headers: { a: 'b' },
+})
 const wsInit: Undici.WebSocketInit = { protocols: 'chat' }
 const saettaWs = new saetta.WebSocket(new URL('ws://localhost:3000/'), { protocols: wsInit.protocols })
 const onWsMessage: Undici.WebSocket['onmessage'] = function (ev) {

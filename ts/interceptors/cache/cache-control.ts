@@ -24,7 +24,15 @@ export interface CacheControlDirectives {
 
 type Seconds = 'max-stale' | 'min-fresh' | 'max-age' | 's-maxage' | 'stale-while-revalidate' | 'stale-if-error'
 const SECONDS: readonly string[] = ['min-fresh', 'max-stale', 'max-age', 's-maxage', 'stale-while-revalidate', 'stale-if-error']
-const FLAGS: readonly string[] = ['public', 'must-revalidate', 'proxy-revalidate', 'immutable', 'no-transform', 'must-understand', 'only-if-cached']
+const FLAGS: readonly string[] = [
+  'public',
+  'must-revalidate',
+  'proxy-revalidate',
+  'immutable',
+  'no-transform',
+  'must-understand',
+  'only-if-cached',
+]
 /** Directives that, misspelt with a stray character, are still honoured: erring towards not caching. */
 const RESTRICTIVE = ['no-store', 'private', 'no-cache'] as const
 const MAX_DELTA_SECONDS = 2147483647
@@ -203,7 +211,10 @@ export function hasVaryStar(vary: string | string[]): boolean {
  * The request header values the response varies on (null: absent), or undefined when a name is
  * not a token. `*` varies on everything: the request's headers.
  */
-export function parseVary(vary: string | string[], headers: Record<string, string | string[] | undefined>): Record<string, string | string[] | null> | undefined {
+export function parseVary(
+  vary: string | string[],
+  headers: Record<string, string | string[] | undefined>,
+): Record<string, string | string[] | null> | undefined {
   if (hasVaryStar(vary)) return headers as Record<string, string | string[]>
   const out: Record<string, string | string[] | null> = {}
   for (const raw of varyNames(vary)) {
@@ -238,7 +249,13 @@ function makeDate(year: number, month: number, day: number, h: number, m: number
   const d = new Date(Date.UTC(year, month, day, h, m, s))
   if (year >= 0 && year <= 99) d.setUTCFullYear(year)
   const ok =
-    d.getUTCFullYear() === year && d.getUTCMonth() === month && d.getUTCDate() === day && d.getUTCHours() === h && d.getUTCMinutes() === m && d.getUTCSeconds() === s && d.getUTCDay() === weekday
+    d.getUTCFullYear() === year &&
+    d.getUTCMonth() === month &&
+    d.getUTCDate() === day &&
+    d.getUTCHours() === h &&
+    d.getUTCMinutes() === m &&
+    d.getUTCSeconds() === s &&
+    d.getUTCDay() === weekday
   return ok ? d : undefined
 }
 

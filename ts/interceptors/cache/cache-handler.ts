@@ -7,7 +7,17 @@ import type { Duplex, Writable } from 'node:stream'
 import type { IncomingHttpHeaders } from '../../core/types'
 import { kRedirectHops, type RedirectHop } from '../../handlers/redirect'
 import type { DispatchController, NewStyleHandler } from '../../handlers/unwrap'
-import { hasInvalidDirective, hasVaryStar, isEtagUsable, isInvalidOrWildcardVary, parseCacheControl, parseHttpDate, parseVary, trimOWS, type CacheControlDirectives } from './cache-control'
+import {
+  hasInvalidDirective,
+  hasVaryStar,
+  isEtagUsable,
+  isInvalidOrWildcardVary,
+  parseCacheControl,
+  parseHttpDate,
+  parseVary,
+  trimOWS,
+  type CacheControlDirectives,
+} from './cache-control'
 import { SAFE_METHODS, type CacheKey, type HeaderRecord } from './key'
 import type { CacheStore, CacheValue, GetResult } from './store'
 
@@ -87,7 +97,14 @@ export function disallowsReuse(type: CacheType | undefined, headers: IncomingHtt
   )
 }
 
-function canCache(type: CacheType | undefined, method: string, status: number, headers: IncomingHttpHeaders, cc: CacheControlDirectives, reqHeaders?: HeaderRecord): boolean {
+function canCache(
+  type: CacheType | undefined,
+  method: string,
+  status: number,
+  headers: IncomingHttpHeaders,
+  cc: CacheControlDirectives,
+  reqHeaders?: HeaderRecord,
+): boolean {
   if (!SAFE_METHODS.includes(method)) return false
   if (status < 200 || NOT_UNDERSTOOD.includes(status)) return false
   if (
@@ -129,7 +146,15 @@ function ageOf(value: unknown): number {
 }
 
 /** The freshness lifetime in ms, or undefined when the response gives none. */
-function freshness(type: CacheType | undefined, now: number, age: number | undefined, headers: IncomingHttpHeaders, date: Date | undefined, cc: CacheControlDirectives, hasValidator: boolean): number | undefined {
+function freshness(
+  type: CacheType | undefined,
+  now: number,
+  age: number | undefined,
+  headers: IncomingHttpHeaders,
+  date: Date | undefined,
+  cc: CacheControlDirectives,
+  hasValidator: boolean,
+): number | undefined {
   if (type === 'shared') {
     if (hasInvalidDirective(cc, 's-maxage')) return 0
     if (cc['s-maxage'] !== undefined) return cc['s-maxage'] * 1000
@@ -170,7 +195,14 @@ interface RedirectPolicy {
  * What the redirects followed to reach a response allow: undefined when one of them may not
  * be reused from a cache (then neither may the response, stored under the first URL).
  */
-function redirectPolicy(type: CacheType | undefined, method: string, hops: RedirectHop[], reqHeaders: HeaderRecord | undefined, cacheByDefault: number | undefined, now: number): RedirectPolicy | undefined {
+function redirectPolicy(
+  type: CacheType | undefined,
+  method: string,
+  hops: RedirectHop[],
+  reqHeaders: HeaderRecord | undefined,
+  cacheByDefault: number | undefined,
+  now: number,
+): RedirectPolicy | undefined {
   let staleAt = Infinity
   let requiresRevalidation = false
   for (const hop of hops) {
@@ -182,7 +214,13 @@ function redirectPolicy(type: CacheType | undefined, method: string, hops: Redir
   return { staleAt, requiresRevalidation }
 }
 
-function hopPolicy(type: CacheType | undefined, method: string, hop: RedirectHop, reqHeaders: HeaderRecord | undefined, cacheByDefault: number | undefined): RedirectPolicy | undefined {
+function hopPolicy(
+  type: CacheType | undefined,
+  method: string,
+  hop: RedirectHop,
+  reqHeaders: HeaderRecord | undefined,
+  cacheByDefault: number | undefined,
+): RedirectPolicy | undefined {
   if (!Number.isInteger(hop?.statusCode) || !Number.isFinite(hop?.receivedAt)) return undefined
   const headers = hop.headers ?? {}
   const ccHeader = headers['cache-control']
@@ -190,7 +228,8 @@ function hopPolicy(type: CacheType | undefined, method: string, hop: RedirectHop
   if (headers.vary && hasVaryStar(headers.vary)) return undefined
   if (cc['no-store'] === true || (type === 'shared' && Object.hasOwn(cc, 'private'))) return undefined
   // A hop that must be revalidated cannot be: its response is not kept.
-  if (Object.hasOwn(cc, 'no-cache') || cc['must-revalidate'] === true || (type === 'shared' && cc['proxy-revalidate'] === true)) return undefined
+  if (Object.hasOwn(cc, 'no-cache') || cc['must-revalidate'] === true || (type === 'shared' && cc['proxy-revalidate'] === true))
+    return undefined
   const heuristic = headers['last-modified'] && HEURISTIC_STATUSES.includes(hop.statusCode)
   if (!ccHeader && !headers.expires && !heuristic && !cacheByDefault) return undefined
   if (!canCache(type, method, hop.statusCode, headers, cc, reqHeaders)) return undefined
@@ -225,7 +264,17 @@ function deleteAtOf(baseTime: number, now: number, cc: CacheControlDirectives, s
 
 /** The headers without the hop-by-hop ones and those Cache-Control says not to keep. */
 function storedHeaders(headers: IncomingHttpHeaders, cc: CacheControlDirectives): HeaderRecord {
-  const drop = ['connection', 'proxy-authenticate', 'proxy-authentication-info', 'proxy-authorization', 'proxy-connection', 'te', 'transfer-encoding', 'upgrade', 'age']
+  const drop = [
+    'connection',
+    'proxy-authenticate',
+    'proxy-authentication-info',
+    'proxy-authorization',
+    'proxy-connection',
+    'te',
+    'transfer-encoding',
+    'upgrade',
+    'age',
+  ]
   const connection = headers.connection
   for (const v of connection === undefined ? [] : Array.isArray(connection) ? connection : [connection]) {
     for (const token of v.split(',')) drop.push(trimOWS(token).toLowerCase())
@@ -369,7 +418,6 @@ export class CacheHandler implements NewStyleHandler {
     if (typeof headers.etag === 'string' && isEtagUsable(headers.etag)) value.etag = headers.etag
     const writer = (this.#writer = this.#store.createWriteStream(key, value))
     if (!writer) return pass()
-    // eslint-disable-next-line @typescript-eslint/no-this-alias
     const self = this
     writer
       .on('drain', () => controller.resume())
@@ -459,7 +507,8 @@ export class CacheHandler implements NewStyleHandler {
         return
       }
       try {
-        for (const chunk of typeof body === 'string' || Buffer.isBuffer(body) ? [Buffer.from(body as unknown as string)] : body) chunks.push(Buffer.from(chunk))
+        for (const chunk of typeof body === 'string' || Buffer.isBuffer(body) ? [Buffer.from(body as unknown as string)] : body)
+          chunks.push(Buffer.from(chunk))
         for (const chunk of chunks) deliver(chunk)
       } catch (err) {
         return fail(err as Error)

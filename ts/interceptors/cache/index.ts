@@ -13,7 +13,15 @@ import { RequestAbortedError } from '../../errors'
 import type { DispatchController, NewStyleHandler } from '../../handlers/unwrap'
 import { kQueuedAbort } from '../../handlers/internal'
 import { CacheHandler, deleteQuietly, type CacheType } from './cache-handler'
-import { isEtagUsable, isInvalidOrWildcardVary, parseCacheControl, parseHttpDate, parseVary, trimOWS, type CacheControlDirectives } from './cache-control'
+import {
+  isEtagUsable,
+  isInvalidOrWildcardVary,
+  parseCacheControl,
+  parseHttpDate,
+  parseVary,
+  trimOWS,
+  type CacheControlDirectives,
+} from './cache-control'
 import { makeCacheKey, normalizeHeaders, SAFE_METHODS, type CacheKey, type HeaderRecord } from './key'
 import { MemoryCacheStore } from './memory-cache-store'
 import { CacheRevalidationHandler } from './revalidation-handler'
@@ -50,10 +58,12 @@ function assertStore(store: unknown, name: string): asserts store is CacheStore 
 }
 
 function assertMethods(methods: unknown, name: string): void {
-  if (!Array.isArray(methods)) throw new TypeError(`expected type of ${name} needs to be an array, got ${methods === null ? 'null' : typeof methods}`)
+  if (!Array.isArray(methods))
+    throw new TypeError(`expected type of ${name} needs to be an array, got ${methods === null ? 'null' : typeof methods}`)
   if (methods.length === 0) throw new TypeError(`${name} needs to have at least one method`)
   for (const m of methods) {
-    if (!SAFE_METHODS.includes(m)) throw new TypeError(`element of ${name}-array needs to be one of following values: ${SAFE_METHODS.join(', ')}, got ${m}`)
+    if (!SAFE_METHODS.includes(m))
+      throw new TypeError(`element of ${name}-array needs to be one of following values: ${SAFE_METHODS.join(', ')}, got ${m}`)
   }
 }
 
@@ -61,16 +71,20 @@ function assertOrigins(origins: unknown, name: string): void {
   if (origins === undefined) return
   if (!Array.isArray(origins)) throw new TypeError(`expected ${name} to be an array or undefined, got ${typeof origins}`)
   origins.forEach((o: unknown, i) => {
-    if (typeof o !== 'string' && !(o instanceof RegExp)) throw new TypeError(`expected ${name}[${i}] to be a string or RegExp, got ${typeof o}`)
+    if (typeof o !== 'string' && !(o instanceof RegExp))
+      throw new TypeError(`expected ${name}[${i}] to be a string or RegExp, got ${typeof o}`)
   })
 }
 
-const isStream = (v: unknown): v is Readable => v != null && typeof v === 'object' && typeof (v as Readable).on === 'function' && typeof (v as Readable).pipe === 'function'
+const isStream = (v: unknown): v is Readable =>
+  v != null && typeof v === 'object' && typeof (v as Readable).on === 'function' && typeof (v as Readable).pipe === 'function'
 
 function hasPragmaNoCache(headers: HeaderRecord): boolean {
   const pragma = headers.pragma
   if (!pragma) return false
-  return (Array.isArray(pragma) ? pragma : [pragma]).some((v) => typeof v === 'string' && v.split(',').some((d) => trimOWS(d).toLowerCase() === 'no-cache'))
+  return (Array.isArray(pragma) ? pragma : [pragma]).some(
+    (v) => typeof v === 'string' && v.split(',').some((d) => trimOWS(d).toLowerCase() === 'no-cache'),
+  )
 }
 
 /** Whether the stored response must be revalidated before use, whatever its age. */
@@ -106,7 +120,10 @@ function withinStaleWhileRevalidate(result: GetResult, type: CacheType): boolean
 function revalidationHeaders(opts: DispatchOptions, result: GetResult): HeaderRecord {
   const lastModified = result.headers?.['last-modified']
   const usable = typeof lastModified === 'string' && parseHttpDate(lastModified) ? lastModified : undefined
-  const headers: HeaderRecord = { ...(opts.headers as HeaderRecord), 'if-modified-since': usable ?? new Date(result.cachedAt).toUTCString() }
+  const headers: HeaderRecord = {
+    ...(opts.headers as HeaderRecord),
+    'if-modified-since': usable ?? new Date(result.cachedAt).toUTCString(),
+  }
   if (result.etag) headers['if-none-match'] = result.etag
   for (const name in result.vary ?? {}) {
     const v = result.vary![name]
@@ -155,9 +172,15 @@ const destroyBody = (result: GetResult): void => {
   if (isStream(result.body)) result.body.on('error', nop).destroy()
 }
 
-
 /** Answers the caller from the stored response, with its Age (and a warning when stale). */
-function sendCached(handler: NewStyleHandler, opts: DispatchOptions, result: GetResult, age: number, context: unknown, stale: boolean): void {
+function sendCached(
+  handler: NewStyleHandler,
+  opts: DispatchOptions,
+  result: GetResult,
+  age: number,
+  context: unknown,
+  stale: boolean,
+): void {
   const stream = isStream(result.body) ? result.body : Readable.from((result.body ?? []) as Iterable<Buffer>)
   const controller = {
     rawHeaders: null as Buffer[] | null,
@@ -240,7 +263,15 @@ function gatewayTimeout(handler: NewStyleHandler): boolean {
   return true
 }
 
-function handleResult(dispatch: Dispatch, g: Globals, key: CacheKey, handler: NewStyleHandler, opts: DispatchOptions, reqCc: CacheControlDirectives | undefined, result: GetResult | undefined): boolean | void {
+function handleResult(
+  dispatch: Dispatch,
+  g: Globals,
+  key: CacheKey,
+  handler: NewStyleHandler,
+  opts: DispatchOptions,
+  reqCc: CacheControlDirectives | undefined,
+  result: GetResult | undefined,
+): boolean | void {
   const fetchAndStore = (): boolean => dispatch(opts, new CacheHandler(g, key, handler) as DispatchHandler)
   const uncached = (): boolean => (reqCc?.['only-if-cached'] ? gatewayTimeout(handler) : fetchAndStore())
   if (!result) return uncached()
@@ -276,7 +307,10 @@ function handleResult(dispatch: Dispatch, g: Globals, key: CacheKey, handler: Ne
         onResponseError: nop,
       }
       // Not the caller's request: its signal must not cancel it while it waits for a connection.
-      dispatch({ ...opts, headers: revalidationHeaders(opts, result), [kQueuedAbort]: undefined } as DispatchOptions, new CacheHandler(g, key, silent) as DispatchHandler)
+      dispatch(
+        { ...opts, headers: revalidationHeaders(opts, result), [kQueuedAbort]: undefined } as DispatchOptions,
+        new CacheHandler(g, key, silent) as DispatchHandler,
+      )
     })
     return true
   }
@@ -293,7 +327,8 @@ function handleResult(dispatch: Dispatch, g: Globals, key: CacheKey, handler: Ne
   const onAnswer = (success: boolean, context?: unknown, statusCode?: number, headers: IncomingHttpHeaders = {}): void => {
     if (!success) return destroyBody(result)
     if (statusCode === 304) {
-      if (!targetMatches(key, context) || !etagMatches(result, headers) || revalidationDisallowsReuse(g.type, headers)) return void refetch()
+      if (!targetMatches(key, context) || !etagMatches(result, headers) || revalidationDisallowsReuse(g.type, headers))
+        return void refetch()
       if (headers['cache-control'] !== undefined) deleteQuietly(g.store, key)
       else if (addsVary(result, headers.vary ? parseVary(headers.vary, opts.headers as HeaderRecord) : undefined)) return void refetch()
     }
@@ -339,7 +374,8 @@ export function cache(opts: CacheInterceptorOptions = {}): DispatcherComposeInte
 
   const undici7 = isUndici7(opts)
   // The second argument: the origin of the dispatcher composed onto (undici 8's compose() passes it).
-  const interceptor = (dispatch: Dispatch, composedOrigin?: string | null): Dispatch =>
+  const interceptor =
+    (dispatch: Dispatch, composedOrigin?: string | null): Dispatch =>
     (opts, handler) => {
       const requestOrigin = undici7 ? opts.origin : interceptorOrigin(opts.origin, composedOrigin)
       if (!requestOrigin || passThrough.includes(opts.method)) return dispatch(opts, handler)
@@ -350,7 +386,11 @@ export function cache(opts: CacheInterceptorOptions = {}): DispatcherComposeInte
       }
       opts = { ...opts, headers: normalizeHeaders(opts) }
       const headers = opts.headers as HeaderRecord
-      const reqCc = headers['cache-control'] ? parseCacheControl(headers['cache-control']) : hasPragmaNoCache(headers) ? { 'no-cache': true as const } : undefined
+      const reqCc = headers['cache-control']
+        ? parseCacheControl(headers['cache-control'])
+        : hasPragmaNoCache(headers)
+          ? { 'no-cache': true as const }
+          : undefined
       if (reqCc?.['no-store']) return dispatch(opts, handler)
       const key = makeCacheKey(opts)
       const h = handler as NewStyleHandler
@@ -370,4 +410,3 @@ export function cache(opts: CacheInterceptorOptions = {}): DispatcherComposeInte
     }
   return (undici7 ? interceptor : withKind(interceptor, 'cache')) as DispatcherComposeInterceptor
 }
-

@@ -41,7 +41,11 @@ export function normalizeHeaders(opts: Pick<DispatchOptions, 'headers'>): Header
     for (let i = 0; i < headers.length; i += 2) {
       const [name, value] = [headers[i] as unknown, headers[i + 1] as unknown]
       if (typeof name !== 'string' || (typeof value !== 'string' && !Array.isArray(value))) throw invalid()
-      add(out, name, typeof value === 'string' ? value : value.map((v: string | Buffer) => (typeof v === 'string' ? v : v.toString('latin1'))))
+      add(
+        out,
+        name,
+        typeof value === 'string' ? value : value.map((v: string | Buffer) => (typeof v === 'string' ? v : v.toString('latin1'))),
+      )
     }
   } else if (typeof (headers as Iterable<unknown>)[Symbol.iterator] === 'function') {
     for (const x of headers as Iterable<unknown>) pair(x)

@@ -90,7 +90,6 @@ export class MemoryCacheStore extends EventEmitter implements CacheStore {
     assertCacheKey(key)
     assertCacheValue(value)
     const entry: Entry = { ...key, ...value, body: [], size: 0 }
-    // eslint-disable-next-line @typescript-eslint/no-this-alias
     const store = this
     return new Writable({
       write(chunk: Buffer | string, encoding, callback) {

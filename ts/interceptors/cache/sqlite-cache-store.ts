@@ -79,7 +79,11 @@ export class SqliteCacheStore implements CacheStore {
   #deleteOldest: Statement | null
 
   constructor(opts?: SqliteCacheStoreOpts) {
-    const limits = checkLimits('SqliteCacheStore', opts, isUndici7(opts) ? ['maxEntrySize', 'maxCount'] : ['maxEntrySize', 'maxCount', 'compressThreshold'])
+    const limits = checkLimits(
+      'SqliteCacheStore',
+      opts,
+      isUndici7(opts) ? ['maxEntrySize', 'maxCount'] : ['maxEntrySize', 'maxCount', 'compressThreshold'],
+    )
     if (limits.maxEntrySize !== undefined && limits.maxEntrySize > MAX_ENTRY_SIZE) {
       throw new TypeError('SqliteCacheStore options.maxEntrySize must be less than 2gb')
     }
@@ -120,7 +124,9 @@ export class SqliteCacheStore implements CacheStore {
     this.#count = this.#db.prepare(`SELECT COUNT(*) AS total FROM ${TABLE}`)
     this.#deleteExpired = this.#db.prepare(`DELETE FROM ${TABLE} WHERE deleteAt <= ?`)
     this.#deleteOldest =
-      this.#maxCount === Infinity ? null : this.#db.prepare(`DELETE FROM ${TABLE} WHERE id IN (SELECT id FROM ${TABLE} ORDER BY cachedAt ASC LIMIT ?)`)
+      this.#maxCount === Infinity
+        ? null
+        : this.#db.prepare(`DELETE FROM ${TABLE} WHERE id IN (SELECT id FROM ${TABLE} ORDER BY cachedAt ASC LIMIT ?)`)
   }
 
   /** Closes the database. */
@@ -174,7 +180,6 @@ export class SqliteCacheStore implements CacheStore {
     assertCacheValue(value)
     let size = 0
     const body: Buffer[] = []
-    // eslint-disable-next-line @typescript-eslint/no-this-alias
     const store = this
     return new Writable({
       decodeStrings: true,

@@ -64,7 +64,8 @@ export function assertCacheValue(value: unknown): asserts value is CacheValue {
     if (typeof v[p] !== 'number') throw new TypeError(`expected value.${p} to be number, got ${typeof v[p]}`)
   }
   if (typeof v.statusMessage !== 'string') throw new TypeError(`expected value.statusMessage to be string, got ${typeof v.statusMessage}`)
-  if (v.headers != null && typeof v.headers !== 'object') throw new TypeError(`expected value.rawHeaders to be object, got ${typeof v.headers}`)
+  if (v.headers != null && typeof v.headers !== 'object')
+    throw new TypeError(`expected value.rawHeaders to be object, got ${typeof v.headers}`)
   if (v.vary !== undefined && typeof v.vary !== 'object') throw new TypeError(`expected value.vary to be object, got ${typeof v.vary}`)
   if (v.etag !== undefined && typeof v.etag !== 'string') throw new TypeError(`expected value.etag to be string, got ${typeof v.etag}`)
 }
@@ -91,7 +92,8 @@ export function checkLimits(name: string, opts: unknown, limits: readonly string
   for (const limit of limits) {
     const v = o[limit]
     if (v === undefined) continue
-    if (typeof v !== 'number' || !Number.isInteger(v) || v < 0) throw new TypeError(`${name} options.${limit} must be a non-negative integer`)
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < 0)
+      throw new TypeError(`${name} options.${limit} must be a non-negative integer`)
     out[limit] = v
   }
   return out

@@ -9,20 +9,20 @@ import undici, {
   Agent,
   BalancedPool,
   Client,
-  CloseEvent,
+  type CloseEvent,
   DecoratorHandler,
-  Dispatcher,
+  type Dispatcher,
   Dispatcher1Wrapper,
   EnvHttpProxyAgent,
-  ErrorEvent,
+  type ErrorEvent,
   EventSource,
   FormData,
   H2CClient,
   Headers,
   MessageEvent,
   MockAgent,
-  MockCallHistory,
-  MockCallHistoryLog,
+  type MockCallHistory,
+  type MockCallHistoryLog,
   MockClient,
   MockPool,
   Pool,
@@ -224,7 +224,10 @@ export async function api(d: Dispatcher): Promise<void> {
   }
   const decorated: Dispatcher.DispatchHandler = new Logging(controllerHandler)
   const redirecting = new RedirectHandler(d.dispatch.bind(d), 3, { path: '/', method: 'GET' }, controllerHandler)
-  const retryHandler = new RetryHandler({ path: '/', method: 'GET', retryOptions: { maxRetries: 1 } }, { dispatch: d.dispatch.bind(d), handler: controllerHandler })
+  const retryHandler = new RetryHandler(
+    { path: '/', method: 'GET', retryOptions: { maxRetries: 1 } },
+    { dispatch: d.dispatch.bind(d), handler: controllerHandler },
+  )
   void [ok, decorated, redirecting, retryHandler]
 }
 
@@ -250,7 +253,8 @@ export function errorsOf(err: unknown): string {
   if (err instanceof errors.RequestRetryError) return `${err.statusCode} ${err.data.count} ${err.headers['retry-after']}`
   if (err instanceof errors.SocketError) return `${err.socket?.remoteAddress}:${err.socket?.remotePort}`
   if (err instanceof errors.HTTPParserError) return err.code
-  if (err instanceof errors.ConnectTimeoutError || err instanceof errors.HeadersTimeoutError || err instanceof errors.BodyTimeoutError) return err.code
+  if (err instanceof errors.ConnectTimeoutError || err instanceof errors.HeadersTimeoutError || err instanceof errors.BodyTimeoutError)
+    return err.code
   if (err instanceof errors.RequestAbortedError) return err.name
   if (err instanceof errors.ResponseExceededMaxSizeError) return err.code
   if (err instanceof mockErrors.MockNotMatchedError) {
@@ -315,7 +319,12 @@ export async function mocks(): Promise<void> {
   const mockClient = new MockClient(origin, { agent })
   mockPool.intercept({ path: '/' }).reply(204)
   mockClient.intercept({ path: '/' }).reply(204)
-  const snapshot = new SnapshotAgent({ mode: 'record', snapshotPath: './snapshots.json', maxSnapshots: 10, excludeHeaders: ['authorization'] })
+  const snapshot = new SnapshotAgent({
+    mode: 'record',
+    snapshotPath: './snapshots.json',
+    maxSnapshots: 10,
+    excludeHeaders: ['authorization'],
+  })
   await snapshot.saveSnapshots()
   setGlobalDispatcher(agent)
   await agent.close()

@@ -1,7 +1,7 @@
 // Code typed against undici 7.30, which `saetta/undici7` must compile unchanged (with 'undici7'
 // swapped for 'saetta/undici7' in the imports): what undici 8 changed in its types. The rest of
 // the API, the same in both, is app.ts's.
-import { Client, Dispatcher, errors, interceptors, type Dispatcher as D } from 'undici7'
+import { Client, type Dispatcher, errors, interceptors, type Dispatcher as D } from 'undici7'
 
 export function undici7(): void {
   // A first-API handler, and onBodySent as undici 7 types it (sizes).
