@@ -8,7 +8,7 @@ import net from 'node:net'
 import { once } from 'node:events'
 import FakeTimers from '@sinonjs/fake-timers'
 import { afterEach, describe, expect, test } from 'vitest'
-import { skipUnlessCI } from '../support/environment'
+import { skipIfMissing } from '../support/environment'
 import { cleanup, closedPort, httpServer, netServer, onCleanup, sleep } from '../support/helpers'
 import { client, describeError, same, saetta, undici, undici7, saetta7, type Lib, UNDICI, UNDICI7 } from '../support/differential'
 
@@ -256,7 +256,7 @@ describe('connections', () => {
   })
 
   test('typeOfService: the TOS the connection carries after each request (Node 24 and later mark it; Node 22 cannot)', async (ctx) => {
-    skipUnlessCI(spawnSync('ss', ['-V']).status !== 0 && "no ss (iproute2) to read a socket's TOS", ctx)
+    skipIfMissing(spawnSync('ss', ['-V']).status !== 0 && "no ss (iproute2) to read a socket's TOS", ctx)
     await same(
       () => httpServer((_req, res) => res.end('x')),
       async (lib, origin) => {

@@ -9,7 +9,7 @@ import type net from 'node:net'
 import { once } from 'node:events'
 import { PassThrough, Readable, Writable, pipeline } from 'node:stream'
 import { afterEach, describe, expect, test } from 'vitest'
-import { skipUnlessCI } from '../support/environment'
+import { skipIfMissing } from '../support/environment'
 import { cleanup, closedPort, hangingPort, httpServer, onCleanup, sleep } from '../support/helpers'
 import { client, describeError, same, saetta, stableObject, undici, type Lib, outcome, UNDICI, UNDICI7 } from '../support/differential'
 import { h2Client, h2Server } from '../support/h2'
@@ -337,7 +337,7 @@ describe('a connect timeout under autoSelectFamily', () => {
 
   test('an attempt timed out and the other refused: ConnectTimeoutError (undici 7: the AggregateError), on a Client and a Pool', async (ctx) => {
     const port = await hangingPort()
-    skipUnlessCI(port === null && 'no port whose connects hang (hangingPort)', ctx)
+    skipIfMissing(port === null && 'no port whose connects hang (hangingPort)', ctx)
     // Two addresses: 127.0.0.1 hangs, nothing listens on 127.0.0.2 there.
     const lookup = (_h: string, o: { all?: boolean }, cb: (...a: unknown[]) => void): void =>
       o.all
@@ -366,7 +366,7 @@ describe('a connect timeout under autoSelectFamily', () => {
 
   test('one address (localhost here) that hangs: ConnectTimeoutError naming it, on a Client and a Pool', async (ctx) => {
     const port = await hangingPort()
-    skipUnlessCI(port === null && 'no port whose connects hang (hangingPort)', ctx)
+    skipIfMissing(port === null && 'no port whose connects hang (hangingPort)', ctx)
     for (const kind of ['Client', 'Pool'] as const) {
       await same(
         async () => ({ origin: `http://localhost:${port}` }),

@@ -4,7 +4,7 @@
 import net from 'node:net'
 import { once } from 'node:events'
 import { afterEach, describe, expect, test } from 'vitest'
-import { skipUnlessCI } from '../support/environment'
+import { skipIfMissing } from '../support/environment'
 import { Client, code, errors } from '../support/target'
 import {
   cleanup,
@@ -139,7 +139,7 @@ describe('localAddress', () => {
     expect(echo.remoteAddress).toBe('127.0.0.1')
   })
 
-  test.skipIf(skipUnlessCI(!alt127 && 'cannot bind 127.0.0.2'))("'127.0.0.2' is the source address the server sees", async () => {
+  test.skipIf(skipIfMissing(!alt127 && 'cannot bind 127.0.0.2'))("'127.0.0.2' is the source address the server sees", async () => {
     const srv = await echoServer()
     const client = newClient(srv.origin, { localAddress: '127.0.0.2' })
     const echo = JSON.parse(await text(client.request({ path: '/', method: 'GET' }))) as Echo
@@ -167,7 +167,7 @@ describe('connecting', () => {
 
   test('connect: { timeout } fails a hanging connect with ConnectTimeoutError', async (ctx) => {
     const port = await hangingPort()
-    skipUnlessCI(port === null && 'no port whose connects hang (hangingPort)', ctx)
+    skipIfMissing(port === null && 'no port whose connects hang (hangingPort)', ctx)
     const client = newClient(`http://127.0.0.1:${port}`, { connect: { timeout: 300 } })
     const started = Date.now()
     const err = await rejection(client.request({ path: '/', method: 'GET' }), 5000)

@@ -3,7 +3,7 @@
 import http from 'node:http'
 import { once } from 'node:events'
 import { afterEach, describe, expect, test } from 'vitest'
-import { skipUnlessCI } from '../support/environment'
+import { skipIfMissing } from '../support/environment'
 import { errors } from '../support/target'
 import {
   cleanup,
@@ -59,7 +59,7 @@ describe('connecting', () => {
     expect(await res.body.text()).toBe(`host=localhost:${port}`)
   })
 
-  test.skipIf(skipUnlessCI(!v6 && 'no IPv6 loopback (::1)'))('IPv6 loopback http://[::1]:port', async () => {
+  test.skipIf(skipIfMissing(!v6 && 'no IPv6 loopback (::1)'))('IPv6 loopback http://[::1]:port', async () => {
     const srv = await httpServer(hostEcho, { host: '::1' })
     expect(srv.origin).toBe(`http://[::1]:${srv.port}`)
     const client = newClient(srv.origin)

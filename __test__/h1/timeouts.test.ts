@@ -1,6 +1,6 @@
 // headersTimeout, bodyTimeout and connectTimeout, client-wide and per request.
 import { afterEach, describe, expect, test } from 'vitest'
-import { skipUnlessCI } from '../support/environment'
+import { skipIfMissing } from '../support/environment'
 import { code, errors } from '../support/target'
 import { cleanup, collect, hangingPort, newClient, okResponse, rawServer, requestError, withTimeout } from '../support/helpers'
 
@@ -159,7 +159,7 @@ describe('bodyTimeout', () => {
 describe('connectTimeout', () => {
   test('connectTimeout option: ConnectTimeoutError when the connect hangs', async (ctx) => {
     const port = await hangingPort()
-    skipUnlessCI(port === null && 'no port whose connects hang (hangingPort)', ctx)
+    skipIfMissing(port === null && 'no port whose connects hang (hangingPort)', ctx)
     const client = newClient(`http://127.0.0.1:${port}`, { connectTimeout: 300 })
     const [err, ms] = await timed(withTimeout(requestError(client, { path: '/', method: 'GET' }), 8000, 'request'))
     expect(err).toBeInstanceOf(errors.ConnectTimeoutError)
@@ -171,7 +171,7 @@ describe('connectTimeout', () => {
 
   test('connect.timeout option works the same', async (ctx) => {
     const port = await hangingPort()
-    skipUnlessCI(port === null && 'no port whose connects hang (hangingPort)', ctx)
+    skipIfMissing(port === null && 'no port whose connects hang (hangingPort)', ctx)
     const client = newClient(`http://127.0.0.1:${port}`, { connect: { timeout: 300 } })
     const err = await withTimeout(requestError(client, { path: '/', method: 'GET' }), 8000, 'request')
     expect(err).toBeInstanceOf(errors.ConnectTimeoutError)

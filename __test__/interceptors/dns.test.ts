@@ -4,7 +4,7 @@
 import http from 'node:http'
 import { once } from 'node:events'
 import { afterEach, describe, expect, test } from 'vitest'
-import { skipUnlessCI } from '../support/environment'
+import { skipIfMissing } from '../support/environment'
 import { cleanup, hasIPv6Loopback, onCleanup, sleep } from '../support/helpers'
 import { describeError, same, type Lib, outcome } from '../support/differential'
 
@@ -78,7 +78,7 @@ describe('dns interceptor', () => {
   ]
 
   test('dual stack: the families alternate, starting with IPv4; an affinity is kept to', async (ctx) => {
-    skipUnlessCI(!(await hasIPv6Loopback()) && 'no IPv6 loopback (::1)', ctx)
+    skipIfMissing(!(await hasIPv6Loopback()) && 'no IPv6 loopback (::1)', ctx)
     await same(
       () => dualServer(true),
       async (lib, origin) => {
@@ -130,7 +130,7 @@ describe('dns interceptor', () => {
   })
 
   test("the lookup gets the options; a request's own `dns` options override them", async (ctx) => {
-    skipUnlessCI(!(await hasIPv6Loopback()) && 'no IPv6 loopback (::1)', ctx)
+    skipIfMissing(!(await hasIPv6Loopback()) && 'no IPv6 loopback (::1)', ctx)
     await same(
       () => dualServer(true),
       async (lib, origin) => {
@@ -157,7 +157,7 @@ describe('dns interceptor', () => {
   })
 
   test('a refused connection is retried once on the other family', async (ctx) => {
-    skipUnlessCI(!(await hasIPv6Loopback()) && 'no IPv6 loopback (::1)', ctx)
+    skipIfMissing(!(await hasIPv6Loopback()) && 'no IPv6 loopback (::1)', ctx)
     await same(
       () => dualServer(false),
       async (lib, origin) => {

@@ -8,7 +8,7 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
-import { skipUnlessCI } from '../support/environment'
+import { skipIfMissing } from '../support/environment'
 import { cleanup, run } from '../support/helpers'
 import { repoRoot } from '../support/target'
 
@@ -90,7 +90,7 @@ const scenarios: Scenario[] = [
 const reason = cannotMeasure()
 if (reason) console.warn(`runtime/memory.test.ts: skipped, ${reason}`)
 
-describe.skipIf(skipUnlessCI(reason))('memory: peak RSS growth, undici and saetta', () => {
+describe.skipIf(skipIfMissing(reason))('memory: peak RSS growth, undici and saetta', () => {
   for (const s of scenarios) {
     it(s.title, async (ctx) => {
       const theirs = await measure(s.script, 'undici', s.args)
@@ -98,7 +98,7 @@ describe.skipIf(skipUnlessCI(reason))('memory: peak RSS growth, undici and saett
       for (const line of [theirs, ours]) {
         if ('skip' in line) {
           console.warn(`${s.script}: skipped, ${line.skip}`)
-          skipUnlessCI(`${s.script}: ${line.skip}`, ctx)
+          skipIfMissing(`${s.script}: ${line.skip}`, ctx)
         }
       }
       const peak = (line: Line): string => ('peak' in line && line.peak !== undefined ? mib(line.peak) : '-')
