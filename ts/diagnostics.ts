@@ -6,8 +6,8 @@
 
 import dc from 'node:diagnostics_channel'
 import net from 'node:net'
-import { InvalidArgumentError, NotSupportedError } from './errors'
-import { forEachHeader, headerValue, isToken, lowerName } from './core/headers'
+import { InvalidArgumentError } from './errors'
+import { CLOSE, CONNECTION, checkHeader, forEachHeader, HOST, headerValue, LENGTH, lowerName } from './core/headers'
 import type { DispatchOptions } from './core/types'
 
 export const channels = {
@@ -112,40 +112,24 @@ export class RequestInfo {
     if (value === undefined) return
     const name = lowerName(key)
     const val = Array.isArray(value) ? value.map((v) => headerValue(key, v)) : headerValue(key, value)
-    switch (name) {
-      case 'host':
-        if (this.host !== null) throw new InvalidArgumentError('duplicate host header')
-        if (typeof val !== 'string') throw new InvalidArgumentError('invalid host header')
-        this.host = val
+    switch (checkHeader(name, val, this.host !== null, this.contentLength !== null)) {
+      case HOST:
+        this.host = val as string
         this.#fieldsAdded = true
         return
-      case 'content-length':
-        if (this.contentLength !== null) throw new InvalidArgumentError('duplicate content-length header')
-        if (typeof val !== 'string' || !/^[0-9]+$/.test(val)) throw new InvalidArgumentError('invalid content-length header')
-        this.contentLength = parseInt(val, 10)
+      case LENGTH:
+        this.contentLength = parseInt(val as string, 10)
         this.#fieldsAdded = true
         return
-      case 'transfer-encoding':
-      case 'keep-alive':
-      case 'upgrade':
-        throw new InvalidArgumentError(`invalid ${name} header`)
-      case 'connection':
-        if (typeof val !== 'string') throw new InvalidArgumentError('invalid connection header')
-        for (const token of val.toLowerCase().split(',')) {
-          const option = token.trim()
-          if (!isToken(option)) throw new InvalidArgumentError('invalid connection header')
-          if (option === 'close') {
-            this.reset = true
-            this.#close = true
-            this.#fieldsAdded = true
-          }
-        }
+      case CLOSE:
+        this.reset = true
+        this.#close = true
+        this.#fieldsAdded = true
         return
-      case 'expect':
-        throw new NotSupportedError('expect header not supported')
-      case 'content-type':
-        this.contentType ??= typeof val === 'string' ? val : null
+      case CONNECTION:
+        return
     }
+    if (name === 'content-type') this.contentType ??= typeof val === 'string' ? val : null
     this.headers.push(key as string, val)
   }
 

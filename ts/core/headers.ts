@@ -101,6 +101,50 @@ export function requestHeaders(headers: ClientHeaders | undefined): string[] {
   return list.out
 }
 
+/** What `checkHeader` makes of a request header: one of undici's special ones, or a field. */
+export const FIELD = 0
+export const HOST = 1
+export const LENGTH = 2
+/** A `connection` header (kept off the list: the engine writes its own). */
+export const CONNECTION = 3
+/** A `connection` header with the `close` option. */
+export const CLOSE = 4
+
+/**
+ * undici's rules for the request headers it treats apart, for the request's own list and for
+ * diagnostics' `addHeader` alike: throws what undici throws for a value it refuses (`hasHost`,
+ * `hasLength`: one was given already), else says what the header is.
+ */
+export function checkHeader(name: string, val: string | string[], hasHost: boolean, hasLength: boolean): number {
+  switch (name) {
+    case 'host':
+      if (hasHost) throw new InvalidArgumentError('duplicate host header')
+      if (typeof val !== 'string') throw new InvalidArgumentError('invalid host header')
+      return HOST
+    case 'content-length':
+      if (hasLength) throw new InvalidArgumentError('duplicate content-length header')
+      if (typeof val !== 'string' || !/^[0-9]+$/.test(val)) throw new InvalidArgumentError('invalid content-length header')
+      return LENGTH
+    case 'transfer-encoding':
+    case 'keep-alive':
+    case 'upgrade':
+      throw new InvalidArgumentError(`invalid ${name} header`)
+    case 'connection': {
+      if (typeof val !== 'string') throw new InvalidArgumentError('invalid connection header')
+      let close = false
+      for (const token of val.toLowerCase().split(',')) {
+        const option = token.trim()
+        if (!TOKEN.test(option)) throw new InvalidArgumentError('invalid connection header')
+        if (option === 'close') close = true
+      }
+      return close ? CLOSE : CONNECTION
+    }
+    case 'expect':
+      throw new NotSupportedError('expect header not supported')
+  }
+  return FIELD
+}
+
 class RequestHeaders implements HeaderSink {
   out: string[] = []
   host = false
@@ -118,33 +162,20 @@ class RequestHeaders implements HeaderSink {
     } else {
       text = headerValue(key, value)
     }
-    switch (name) {
-      case 'host':
-        if (this.host) throw new InvalidArgumentError('duplicate host header')
-        if (typeof text !== 'string') throw new InvalidArgumentError('invalid host header')
+    switch (checkHeader(name, text, this.host, this.length)) {
+      case HOST:
         this.host = true
-        this.out.push('host', text)
+        this.out.push('host', text as string)
         return
-      case 'content-length':
-        if (this.length) throw new InvalidArgumentError('duplicate content-length header')
-        if (typeof text !== 'string' || !/^[0-9]+$/.test(text)) throw new InvalidArgumentError('invalid content-length header')
+      case LENGTH:
         this.length = true
-        this.out.push('content-length', text)
+        this.out.push('content-length', text as string)
         return
-      case 'transfer-encoding':
-      case 'keep-alive':
-      case 'upgrade':
-        throw new InvalidArgumentError(`invalid ${name} header`)
-      case 'connection':
-        if (typeof text !== 'string') throw new InvalidArgumentError('invalid connection header')
-        for (const token of text.toLowerCase().split(',')) {
-          const option = token.trim()
-          if (!TOKEN.test(option)) throw new InvalidArgumentError('invalid connection header')
-          if (option === 'close') this.close = true
-        }
+      case CLOSE:
+        this.close = true
         return
-      case 'expect':
-        throw new NotSupportedError('expect header not supported')
+      case CONNECTION:
+        return
     }
     if (typeof text === 'string') this.out.push(key as string, text)
     else for (const v of text) this.out.push(key as string, v)
