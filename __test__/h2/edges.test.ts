@@ -144,29 +144,31 @@ describe.each(MODES)('over %s', (mode: Mode) => {
         (stream, headers) => {
           const path = String(headers[':path'])
           stream.respond({ ':status': 200 })
-          // `/drip`: a chunk each 60 ms, 6 in all; `/late`: one chunk, the rest after 300 ms.
+          // `/drip`: a chunk each 60 ms, 8 in all (longer than the Client's bodyTimeout of 300 ms in
+          // all, a fifth of it between two); `/late`: one chunk, the rest after 700 ms. Wide
+          // margins: a loaded machine delays the server's timers too.
           if (path === '/drip') {
             let n = 0
             const t = setInterval(() => {
               if (stream.destroyed) return clearInterval(t)
-              if (++n < 6) return void stream.write(String(n))
+              if (++n < 8) return void stream.write(String(n))
               clearInterval(t)
               stream.end(String(n))
             }, 60)
             return
           }
           stream.write('a')
-          setTimeout(() => stream.destroyed || stream.end('b'), 300)
+          setTimeout(() => stream.destroyed || stream.end('b'), 700)
         },
         { mode },
       )
     const scenario = async (lib: Lib, srv: H2Server) => {
-      const c = h2Client(lib, srv.origin, { bodyTimeout: 150 })
+      const c = h2Client(lib, srv.origin, { bodyTimeout: 300 })
       const [drip, lateNone, lateLonger, lateShorter] = await Promise.all([
         text(c, { path: '/drip' }),
         text(c, { path: '/late', bodyTimeout: 0 }),
-        text(c, { path: '/late', bodyTimeout: 1000 }),
-        text(c, { path: '/late', bodyTimeout: 50 }),
+        text(c, { path: '/late', bodyTimeout: 2000 }),
+        text(c, { path: '/late', bodyTimeout: 80 }),
       ])
       const late = await text(c, { path: '/late' })
       return { drip, lateNone, lateLonger, lateShorter, late, sessions: srv.sessions }
