@@ -8,25 +8,11 @@ import http2 from 'node:http2'
 import { Readable, Writable } from 'node:stream'
 import { afterEach, describe, expect, test } from 'vitest'
 import { cleanup, waitFor } from '../support/helpers'
-import { describeError, undici, saetta, undici7, saetta7, type Lib, outcome } from '../support/differential'
+import { describeError, undici, saetta, type Lib, outcome, same, UNDICI7 } from '../support/differential'
 import { isUndici } from '../support/target'
 import { CODE, goawayFrame, h2Client, h2Server, MODES, rawH2Server, sessionNumbers, SETTING, type H2Server, type Mode } from '../support/h2'
 
 afterEach(cleanup)
-
-/** Runs `scenario` on `reference`, then on `mine`, each with a fresh server from `make`; expects the same record. */
-async function sameWith<S, T>(reference: Lib, mine: Lib, make: () => Promise<S>, scenario: (lib: Lib, srv: S) => Promise<T>): Promise<T> {
-  const theirs = await scenario(reference, await make())
-  if (process.env.H2_PRINT) console.log(JSON.stringify(theirs, null, 1))
-  if (isUndici) return theirs
-  const ours = await scenario(mine, await make())
-  if (process.env.H2_PRINT) console.log(JSON.stringify(ours, null, 1))
-  expect(ours).toEqual(theirs)
-  return ours
-}
-
-const same = <S, T>(make: () => Promise<S>, scenario: (lib: Lib, srv: S) => Promise<T>): Promise<T> =>
-  sameWith(undici, saetta, make, scenario)
 
 function answer(stream: http2.ServerHttp2Stream, text: string): void {
   if (stream.destroyed || stream.closed) return
@@ -70,7 +56,7 @@ describe.each(MODES)('over %s', (mode: Mode) => {
     )
 
   test('a body stalled past bodyTimeout: BodyTimeoutError for request(), stream() and dispatch(); the session goes on', async () => {
-    const scenario = async (lib: Lib, srv: H2Server) => {
+    const scenario = async (lib: Lib, _origin: string, srv: H2Server) => {
       const c = h2Client(lib, srv.origin, { bodyTimeout: 150 })
       const viaRequest = await text(c, { path: '/stall/request' })
       const viaStream = await outcome(
@@ -99,14 +85,14 @@ describe.each(MODES)('over %s', (mode: Mode) => {
     }
     const record = await same(stalling, scenario)
     expect(record.viaRequest).toMatchObject({ ok: false, error: { class: 'BodyTimeoutError', code: 'BODY_TIMEOUT' } })
-    await sameWith(undici7, saetta7, stalling, scenario)
+    await same(stalling, scenario, UNDICI7)
   })
 
   // The timer counts the server's silence, not the reader's: a paused reader stops it.
   test('a body left unread past bodyTimeout (the reader paused, the server held by flow control) completes', async () => {
     const big = Buffer.alloc(1 << 20, 'x')
     const make = (): Promise<H2Server> => h2Server((stream) => answer(stream, big.toString()), { mode })
-    const scenario = async (lib: Lib, srv: H2Server) => {
+    const scenario = async (lib: Lib, _origin: string, srv: H2Server) => {
       const c = h2Client(lib, srv.origin, { bodyTimeout: 100 })
       const paused = await outcome(
         c.request({ path: '/', method: 'GET' }).then(async (r) => {
@@ -162,7 +148,7 @@ describe.each(MODES)('over %s', (mode: Mode) => {
         },
         { mode },
       )
-    const scenario = async (lib: Lib, srv: H2Server) => {
+    const scenario = async (lib: Lib, _origin: string, srv: H2Server) => {
       const c = h2Client(lib, srv.origin, { bodyTimeout: 300 })
       const [drip, lateNone, lateLonger, lateShorter] = await Promise.all([
         text(c, { path: '/drip' }),
@@ -174,11 +160,11 @@ describe.each(MODES)('over %s', (mode: Mode) => {
       return { drip, lateNone, lateLonger, lateShorter, late, sessions: srv.sessions }
     }
     await same(make, scenario)
-    await sameWith(undici7, saetta7, make, scenario)
+    await same(make, scenario, UNDICI7)
   })
 
   test('the retry interceptor and RetryAgent over a body stalled past bodyTimeout, by default and with its code listed', async () => {
-    const scenario = async (lib: Lib, srv: H2Server) => {
+    const scenario = async (lib: Lib, _origin: string, srv: H2Server) => {
       const c = h2Client(lib, srv.origin, { bodyTimeout: 150 })
       const composed = c.compose(lib.interceptors.retry({ minTimeout: 10, maxRetries: 2 }))
       const byDefault = await text(composed, { path: '/stall/default' })
@@ -197,7 +183,7 @@ describe.each(MODES)('over %s', (mode: Mode) => {
       return { byDefault, listed, ranged, viaAgent, viaAgentRanged, streams: srv.streams, sessions: srv.sessions }
     }
     await same(stalling, scenario)
-    await sameWith(undici7, saetta7, stalling, scenario)
+    await same(stalling, scenario, UNDICI7)
   })
 })
 
@@ -209,7 +195,7 @@ const kind = (e: unknown): { class: unknown; code: unknown } => {
 
 describe.each(MODES)('GOAWAY over %s', (mode: Mode) => {
   test('in the middle of a burst: the streams up to its last id complete, the others go again on a new session', async () => {
-    const scenario = async (lib: Lib, srv: H2Server & { held: unknown[] }) => {
+    const scenario = async (lib: Lib, _origin: string, srv: H2Server & { held: unknown[] }) => {
       const c = h2Client(lib, srv.origin, { pipelining: 100 })
       const gone: Error[] = []
       c.on('disconnect', (_o: URL, _t: unknown, err: Error) => gone.push(err))
@@ -259,7 +245,7 @@ describe.each(MODES)('GOAWAY over %s', (mode: Mode) => {
         { mode },
       )
     }
-    const scenario = async (lib: Lib, srv: H2Server) => {
+    const scenario = async (lib: Lib, _origin: string, srv: H2Server) => {
       const c = h2Client(lib, srv.origin, { pipelining: 100 })
       const gone: Error[] = []
       const later: Array<Promise<unknown>> = []
@@ -280,8 +266,8 @@ describe.each(MODES)('GOAWAY over %s', (mode: Mode) => {
         messages: gone.map((e) => e.message),
       }
     }
-    const record = await same(make, async (lib, srv) => {
-      const r = await scenario(lib, srv)
+    const record = await same(make, async (lib, origin, srv) => {
+      const r = await scenario(lib, origin, srv)
       // The spec's words (undici 8 adds ` with code 0`: docs/differences.md).
       expect(r.messages).toEqual([lib === saetta ? 'HTTP/2: "GOAWAY" frame received' : 'HTTP/2: "GOAWAY" frame received with code 0'])
       return { ...r, messages: undefined }
@@ -319,7 +305,7 @@ describe('GOAWAY, unusual', () => {
           }, 300)
         },
       })
-    await same(make, async (lib, srv) => {
+    await same(make, async (lib, _, srv) => {
       const c = h2Client(lib, srv.origin, { pipelining: 100 })
       const gone: unknown[] = []
       c.on('disconnect', (_o: URL, _t: unknown, err: Error) => gone.push(kind(err)))
@@ -351,7 +337,7 @@ describe('GOAWAY, unusual', () => {
           }, 100)
         },
       })
-    await same(make, async (lib, srv) => {
+    await same(make, async (lib, _, srv) => {
       const c = h2Client(lib, srv.origin, { pipelining: 100 })
       const first = text(c, { path: '/first' })
       await waitFor(() => srv.connections[0]?.streams.length === 1, 2000)
@@ -380,7 +366,7 @@ describe('a session that takes no stream', () => {
         },
       })
     const seen = new Map<Lib, unknown>()
-    await same(make, async (lib, srv) => {
+    await same(make, async (lib, _, srv) => {
       // Waiting requests keep the session from idling out: keepAliveTimeout does not close it.
       const c = h2Client(lib, srv.origin, { pipelining: 100, headersTimeout: 200, keepAliveTimeout: 50 })
       const gone: unknown[] = []
@@ -412,7 +398,7 @@ describe('streams refused, reset, forbidden, on a dead session, aborted', () => 
   test('a field HTTP/2 forbids among queued requests: that request fails with a catchable error, the queued ones go on', async () => {
     const sessions = new Map<Lib, number>()
     const make = () => h2Server((stream, headers) => answer(stream, String(headers[':path'])), { mode: 'h2c' })
-    const scenario = async (lib: Lib, srv: H2Server) => {
+    const scenario = async (lib: Lib, _origin: string, srv: H2Server) => {
       const c = h2Client(lib, srv.origin, { pipelining: 100 })
       // One after another: nothing else is in flight when the forbidden one fails.
       const sequential = []
@@ -455,7 +441,7 @@ describe('streams refused, reset, forbidden, on a dead session, aborted', () => 
 
   test('REFUSED_STREAM retried once (never a streamed body); other codes not at all', async () => {
     const { REFUSED_STREAM, CANCEL, INTERNAL_ERROR, PROTOCOL_ERROR, ENHANCE_YOUR_CALM, NO_ERROR } = CODE
-    const scenario = async (lib: Lib, srv: Awaited<ReturnType<typeof resetting>>) => {
+    const scenario = async (lib: Lib, _origin: string, srv: Awaited<ReturnType<typeof resetting>>) => {
       const c = h2Client(lib, srv.origin, { pipelining: 100 })
       const plans: Array<[string, string, unknown]> = [
         ['GET', `/${REFUSED_STREAM}/1`, undefined],
@@ -581,7 +567,7 @@ describe('streams refused, reset, forbidden, on a dead session, aborted', () => 
   }
 
   test('many streams aborted at once: each fails with its abort, the session goes on', async () => {
-    await same(holding, (lib, srv) => abortMany(lib, srv, 0))
+    await same(holding, (lib, _, srv) => abortMany(lib, srv, 0))
   })
 
   // undici 8 keeps streams aborted after their heads came: its idle timeout, or closing the

@@ -5,12 +5,9 @@
 import type http2 from 'node:http2'
 import { Readable } from 'node:stream'
 import { once } from 'node:events'
-import { afterEach, describe, expect, test } from 'vitest'
+import { afterEach, describe, test } from 'vitest'
 import { cleanup, onCleanup } from '../support/helpers'
-import { undici, saetta, type Lib, outcome } from '../support/differential'
-import * as undici7Module from 'undici7'
-import * as saetta7Module from '../../ts/undici7.ts'
-import { isUndici } from '../support/target'
+import { type Lib, outcome, same, UNDICI7 } from '../support/differential'
 import {
   CODE,
   FLAG,
@@ -28,22 +25,6 @@ import {
 } from '../support/h2'
 
 afterEach(cleanup)
-
-const undici7 = undici7Module as unknown as Lib
-const saetta7 = saetta7Module as unknown as Lib
-
-/** `scenario` on `reference`, then on `mine` (saetta's entry that follows it), each with a fresh server from `make`: the same record. */
-async function sameWith<S, T>(reference: Lib, mine: Lib, make: () => Promise<S>, scenario: (lib: Lib, srv: S) => Promise<T>): Promise<T> {
-  const theirs = await scenario(reference, await make())
-  if (process.env.H2_PRINT) console.log(JSON.stringify(theirs, null, 1))
-  if (isUndici) return theirs
-  const ours = await scenario(mine, await make())
-  expect(ours).toEqual(theirs)
-  return ours
-}
-
-const same = <S, T>(make: () => Promise<S>, scenario: (lib: Lib, srv: S) => Promise<T>): Promise<T> =>
-  sameWith(undici, saetta, make, scenario)
 
 /** SETTINGS_ENABLE_CONNECT_PROTOCOL (RFC 8441 §3). */
 const ENABLE_CONNECT_PROTOCOL = 8
@@ -99,7 +80,7 @@ describe.each(MODES)('WebSocket over HTTP/2 (extended CONNECT, RFC 8441) over %s
   test("upgrade({ protocol: 'websocket' }) opens a CONNECT stream with :protocol websocket; the caller gets it as the socket", async () => {
     await same(
       () => wsServer(mode, true),
-      async (lib, srv) => {
+      async (lib, _, srv) => {
         const c = h2Client(lib, srv.origin)
         const data = await c.upgrade({
           path: '/chat?room=1',
@@ -127,7 +108,7 @@ describe.each(MODES)('WebSocket over HTTP/2 (extended CONNECT, RFC 8441) over %s
   test('the server did not enable extended CONNECT: InformationalError, no stream opened; the connection goes on', async () => {
     await same(
       () => wsServer(mode, false),
-      async (lib, srv) => {
+      async (lib, _, srv) => {
         const c = h2Client(lib, srv.origin)
         const ws = await outcome(c.upgrade({ path: '/', protocol: 'websocket' }))
         const after = await (await c.request({ path: '/after', method: 'GET' })).body.text()
@@ -139,7 +120,7 @@ describe.each(MODES)('WebSocket over HTTP/2 (extended CONNECT, RFC 8441) over %s
   test('answered otherwise than 200, upgrade() fails (bad upgrade); connect() takes the stream whatever its status', async () => {
     await same(
       () => wsServer(mode, true),
-      async (lib, srv) => {
+      async (lib, _, srv) => {
         const c = h2Client(lib, srv.origin)
         const forbidden = await outcome(c.upgrade({ path: '/', protocol: 'websocket', headers: { 'x-status': '403' } }))
         const created = await outcome(c.upgrade({ path: '/', protocol: 'websocket', headers: { 'x-status': '201' } }))
@@ -247,14 +228,14 @@ describe('a stream the server resets before its response', () => {
   // still being sent when the stream closes fails its pipe first (`Premature close`).
   test.each(cases)('a %s body, reset at its %s with code %i', async (kind, at, rst) => {
     const plan: Plan = { rst, at }
-    const scenario = async (lib: Lib, srv: RawH2Server) => {
+    const scenario = async (lib: Lib, _origin: string, srv: RawH2Server) => {
       const c = new lib.Client(srv.origin, { allowH2: true, useH2c: true } as never)
       onCleanup(() => (c.destroyed ? undefined : c.destroy()))
       const failed = await outcome(c.request({ path: '/', ...body(kind) } as never).then((r) => r.statusCode))
       return { failed, streams: srv.connections.map((conn) => conn.streams.length) }
     }
     await same(() => planned(plan), scenario)
-    await sameWith(undici7, saetta7, () => planned(plan), scenario)
+    await same(() => planned(plan), scenario, UNDICI7)
   })
 
   test.each([CODE.NO_ERROR, CODE.CANCEL, CODE.INTERNAL_ERROR, CODE.REFUSED_STREAM])(
@@ -262,7 +243,7 @@ describe('a stream the server resets before its response', () => {
     async (rst) => {
       await same(
         () => planned({ rst, at: 'head' }),
-        async (lib, srv) => {
+        async (lib, _, srv) => {
           const c = new lib.Client(srv.origin, { allowH2: true, useH2c: true } as never)
           onCleanup(() => (c.destroyed ? undefined : c.destroy()))
           const ws = await outcome(c.upgrade({ path: '/', protocol: 'websocket' }))
@@ -276,7 +257,7 @@ describe('a stream the server resets before its response', () => {
   test('an extended CONNECT (upgrade) and a CONNECT (connect) unanswered within headersTimeout: `stream timeout after N`', async () => {
     await same(
       () => planned({ rst: null, at: 'head' }),
-      async (lib, srv) => {
+      async (lib, _, srv) => {
         const c = new lib.Client(srv.origin, { allowH2: true, useH2c: true, headersTimeout: 150 } as never)
         onCleanup(() => (c.destroyed ? undefined : c.destroy()))
         const [ws, connect] = await Promise.all([

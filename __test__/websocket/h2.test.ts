@@ -14,7 +14,7 @@ import type { Duplex } from 'node:stream'
 import { afterEach, describe, expect, test } from 'vitest'
 import { WebSocket as ServerSocket, WebSocketServer } from 'ws'
 import { cleanup, onCleanup, readNumbered, runNode, sendNumbered, sleep, waitFor } from '../support/helpers'
-import { describeError, saetta, saetta7, undici, undici7, type Lib } from '../support/differential'
+import { describeError, type Lib, same, UNDICI7 } from '../support/differential'
 import { isUndici, repoRoot } from '../support/target'
 import { h2Certs, h2Server, MODES, type H2Server, type Mode } from '../support/h2'
 
@@ -44,21 +44,6 @@ interface ServerSocketInternals {
   _protocol: string
   setSocket(socket: Duplex, head: Buffer, options: object): void
 }
-
-/** `scenario` on `reference`, then on `mine`, each with a fresh server from `make`: the same record. */
-async function sameWith<S, T>(reference: Lib, mine: Lib, make: () => Promise<S>, scenario: (lib: Lib, srv: S) => Promise<T>): Promise<T> {
-  const theirs = await scenario(reference, await make())
-  if (process.env.WS_SHOW) console.log(JSON.stringify(theirs, null, 1))
-  if (isUndici) return theirs
-  const ours = await scenario(mine, await make())
-  expect(ours).toEqual(theirs)
-  return ours
-}
-
-const same = <S, T>(make: () => Promise<S>, scenario: (lib: Lib, srv: S) => Promise<T>): Promise<T> =>
-  sameWith(undici, saetta, make, scenario)
-const same7 = <S, T>(make: () => Promise<S>, scenario: (lib: Lib, srv: S) => Promise<T>): Promise<T> =>
-  sameWith(undici7, saetta7, make, scenario)
 
 const GUID = '258EAFA5-E914-47DA-95CA-C5AB0DC85B11'
 const acceptFor = (key: string): string =>
@@ -311,7 +296,7 @@ describe.each(MODES)('WebSocket over HTTP/2 (%s)', (mode) => {
   test('the handshake is an extended CONNECT; text and binary messages both ways; the client closes with a code and reason', async () => {
     const w = await same(
       () => wsH2Server(mode),
-      (lib, srv) => watch(lib, srv, conversation(4, 3000, 'mine')),
+      (lib, _, srv) => watch(lib, srv, conversation(4, 3000, 'mine')),
     )
     expect(w.events.map((e) => e.type)).toEqual(['open', 'message', 'message', 'message', 'message', 'close'])
     expect(w.heads).toHaveLength(1)
@@ -322,7 +307,7 @@ describe.each(MODES)('WebSocket over HTTP/2 (%s)', (mode) => {
     for (const args of [[], [1000]] as const) {
       await same(
         () => wsH2Server(mode),
-        (lib, srv) => watch(lib, srv, { onOpen: (ws) => ws.close(...args) }),
+        (lib, _, srv) => watch(lib, srv, { onOpen: (ws) => ws.close(...args) }),
       )
     }
   })
@@ -330,7 +315,7 @@ describe.each(MODES)('WebSocket over HTTP/2 (%s)', (mode) => {
   test('the server closes (its close frame answered with its code), and the stream ends both ways', async () => {
     const w = await same(
       () => wsH2Server(mode),
-      (lib, srv) => watch(lib, srv, { onOpen: (ws) => ws.send('close') }),
+      (lib, _, srv) => watch(lib, srv, { onOpen: (ws) => ws.send('close') }),
     )
     expect(w.events.at(-1)).toMatchObject({ type: 'close', code: 4001, reason: 'bye', wasClean: true })
     expect(w.closed).toEqual([0])
@@ -340,7 +325,7 @@ describe.each(MODES)('WebSocket over HTTP/2 (%s)', (mode) => {
     const closeFrame = Buffer.concat([Buffer.from([0x88, 0x05, 0x03, 0xe8]), Buffer.from('bye')])
     await same(
       () => wsH2Server(mode, { onSocket: (_ws, stream) => void stream.end(closeFrame) }),
-      (lib, srv) => watch(lib, srv),
+      (lib, _, srv) => watch(lib, srv),
     )
   })
 
@@ -353,7 +338,7 @@ describe.each(MODES)('WebSocket over HTTP/2 (%s)', (mode) => {
     ]) {
       await same(
         () => wsH2Server(mode, { onSocket }),
-        (lib, srv) => watch(lib, srv),
+        (lib, _, srv) => watch(lib, srv),
       )
     }
   })
@@ -361,7 +346,7 @@ describe.each(MODES)('WebSocket over HTTP/2 (%s)', (mode) => {
   test('a server that breaks the protocol: the client fails the connection (a close frame, then the stream is reset)', async () => {
     const w = await same(
       () => wsH2Server(mode, { onSocket: (_ws, stream) => setTimeout(() => stream.write(Buffer.from([0xf1, 0x00])), 20) }),
-      (lib, srv) => watch(lib, srv),
+      (lib, _, srv) => watch(lib, srv),
     )
     expect(w.server).toEqual([['close', 1002, 'Expected RSV1 to be clear.']])
   })
@@ -378,7 +363,7 @@ describe.each(MODES)('WebSocket over HTTP/2 (%s)', (mode) => {
             ws.on('message', () => ws.close(1000, 'done'))
           },
         }),
-      (lib, srv) =>
+      (lib, _, srv) =>
         watch(lib, srv, {
           onMessage: (ws, n) => {
             if (n === 2) ws.send('thanks')
@@ -392,7 +377,7 @@ describe.each(MODES)('WebSocket over HTTP/2 (%s)', (mode) => {
   test('protocols: the server picks one of those offered', async () => {
     const w = await same(
       () => wsH2Server(mode, { protocol: (offered) => offered[1] }),
-      (lib, srv) => watch(lib, srv, { protocols: ['chat', 'superchat'], onOpen: (ws) => ws.close(1000) }),
+      (lib, _, srv) => watch(lib, srv, { protocols: ['chat', 'superchat'], onOpen: (ws) => ws.close(1000) }),
     )
     expect(w.protocol).toBe('superchat')
   })
@@ -401,7 +386,7 @@ describe.each(MODES)('WebSocket over HTTP/2 (%s)', (mode) => {
     for (const protocol of [() => undefined, () => 'other']) {
       await same(
         () => wsH2Server(mode, { protocol }),
-        (lib, srv) => watch(lib, srv, { protocols: ['chat'] }),
+        (lib, _, srv) => watch(lib, srv, { protocols: ['chat'] }),
       )
     }
   })
@@ -410,7 +395,7 @@ describe.each(MODES)('WebSocket over HTTP/2 (%s)', (mode) => {
     for (const status of [403, 201, 404]) {
       const w = await same(
         () => wsH2Server(mode, { status }),
-        (lib, srv) => watch(lib, srv),
+        (lib, _, srv) => watch(lib, srv),
       )
       expect(w.events.map((e) => e.type)).toEqual(['error', 'close'])
     }
@@ -419,7 +404,7 @@ describe.each(MODES)('WebSocket over HTTP/2 (%s)', (mode) => {
   test('a server that does not enable extended CONNECT: no stream is opened on the HTTP/2 connection', async () => {
     const w = await same(
       () => wsH2Server(mode, { enableConnectProtocol: false }),
-      async (lib, srv) => ({ ...(await watch(lib, srv)), streams: srv.streams, sessions: srv.sessions }),
+      async (lib, _, srv) => ({ ...(await watch(lib, srv)), streams: srv.streams, sessions: srv.sessions }),
     )
     expect(w.streams).toBe(0)
   })
@@ -429,7 +414,7 @@ describe('WebSocket over HTTP/2: falling back to HTTP/1.1', () => {
   test('an origin that speaks HTTP/2 without extended CONNECT: the handshake is sent again over HTTP/1.1, on a connection of its own', async () => {
     const w = await same(
       () => wsH2Server('tls', { enableConnectProtocol: false, allowHTTP1: true }),
-      async (lib, srv) => ({ ...(await watch(lib, srv, conversation(4, 1000))), sessions: srv.sessions }),
+      async (lib, _, srv) => ({ ...(await watch(lib, srv, conversation(4, 1000))), sessions: srv.sessions }),
     )
     expect(w.h1).toEqual(['/chat?room=1'])
     expect(w.events.map((e) => e.type)).toEqual(['open', 'message', 'message', 'message', 'message', 'close'])
@@ -438,7 +423,7 @@ describe('WebSocket over HTTP/2: falling back to HTTP/1.1', () => {
   test('an origin that takes HTTP/2 only: the HTTP/1.1 attempt fails (ALPN)', async () => {
     const w = await same(
       () => wsH2Server('tls', { enableConnectProtocol: false }),
-      async (lib, srv) => ({ ...(await watch(lib, srv)), sessions: srv.sessions }),
+      async (lib, _, srv) => ({ ...(await watch(lib, srv)), sessions: srv.sessions }),
     )
     expect(w.events.map((e) => e.type)).toEqual(['error', 'close'])
   })
@@ -446,7 +431,7 @@ describe('WebSocket over HTTP/2: falling back to HTTP/1.1', () => {
   test('a dispatcher told allowH2: false speaks HTTP/1.1 to an origin that takes both', async () => {
     const w = await same(
       () => wsH2Server('tls', { allowHTTP1: true }),
-      (lib, srv) => watch(lib, srv, { dispatcher: { allowH2: false }, onOpen: (ws) => ws.send('close') }),
+      (lib, _, srv) => watch(lib, srv, { dispatcher: { allowH2: false }, onOpen: (ws) => ws.send('close') }),
     )
     expect(w.h1).toHaveLength(1)
     expect(w.heads).toHaveLength(0)
@@ -457,7 +442,7 @@ describe('WebSocketStream over HTTP/2', () => {
   test('opened, written, read and closed', async () => {
     await same(
       () => wsH2Server('tls'),
-      async (lib, srv) => {
+      async (lib, _, srv) => {
         const previous = lib.getGlobalDispatcher()
         lib.setGlobalDispatcher(dispatcher(lib, srv))
         try {
@@ -494,7 +479,7 @@ describe('WebSocketStream over HTTP/2', () => {
             sendNumbered(ws, count)
           },
         }),
-      async (lib, srv) => {
+      async (lib, _, srv) => {
         const previous = lib.getGlobalDispatcher()
         lib.setGlobalDispatcher(dispatcher(lib, srv))
         try {
@@ -520,23 +505,25 @@ describe.each(MODES)('undici 7 (saetta/undici7): WebSocket over HTTP/2 (%s)', (m
   const h2 = { allowH2: true }
 
   test('the answer is checked for Sec-WebSocket-Accept over HTTP/2 too: without it, the handshake fails', async () => {
-    const w = await same7(
+    const w = await same(
       () => wsH2Server(mode),
-      (lib, srv) => watch(lib, srv, { dispatcher: h2 }),
+      (lib, _, srv) => watch(lib, srv, { dispatcher: h2 }),
+      UNDICI7,
     )
     expect(w.events.map((e) => e.type)).toEqual(['error', 'close'])
   })
 
   test('with it, messages both ways, and a close from either side (its stream stays open until the server closes it)', async () => {
     for (const onOpen of [(ws: WS) => ws.send('close'), (ws: WS) => ws.close(3000, 'mine')]) {
-      const w = await same7(
+      const w = await same(
         () => wsH2Server(mode, { accept: true, closeTimeout: 500 }),
-        (lib, srv) =>
+        (lib, _, srv) =>
           watch(lib, srv, {
             dispatcher: h2,
             protocols: ['chat'],
             onOpen: (ws) => (ws.send('hello'), ws.send(new Uint8Array([1, 2])), onOpen(ws)),
           }),
+        UNDICI7,
       )
       expect(w.events[0]).toMatchObject({ type: 'open' })
       expect(w.events.at(-1)).toMatchObject({ type: 'close', wasClean: true })
@@ -544,9 +531,10 @@ describe.each(MODES)('undici 7 (saetta/undici7): WebSocket over HTTP/2 (%s)', (m
   })
 
   test('a server that does not enable extended CONNECT: the handshake fails, with no HTTP/1.1 try', async () => {
-    const w = await same7(
+    const w = await same(
       () => wsH2Server(mode, { enableConnectProtocol: false, allowHTTP1: true }),
-      async (lib, srv) => ({ ...(await watch(lib, srv, { dispatcher: h2 })), sessions: srv.sessions }),
+      async (lib, _, srv) => ({ ...(await watch(lib, srv, { dispatcher: h2 })), sessions: srv.sessions }),
+      UNDICI7,
     )
     expect(w.h1).toEqual([])
   })
@@ -554,9 +542,10 @@ describe.each(MODES)('undici 7 (saetta/undici7): WebSocket over HTTP/2 (%s)', (m
 
 describe('undici 7 (saetta/undici7): an Agent as it comes speaks HTTP/1.1 to a TLS origin that takes both', () => {
   test('the WebSocket goes over HTTP/1.1', async () => {
-    const w = await same7(
+    const w = await same(
       () => wsH2Server('tls', { allowHTTP1: true }),
-      (lib, srv) => watch(lib, srv, conversation(4, 1000)),
+      (lib, _, srv) => watch(lib, srv, conversation(4, 1000)),
+      UNDICI7,
     )
     expect(w.h1).toHaveLength(1)
     expect(w.heads).toHaveLength(0)
