@@ -12,7 +12,7 @@ import { execFileSync } from 'node:child_process'
 import type { TLSSocket } from 'node:tls'
 import { afterEach, beforeAll, describe, expect, test } from 'vitest'
 import { cleanup, onCleanup } from '../support/helpers'
-import { client, describeError, same, saetta, undici, type Lib, outcome } from '../support/differential'
+import { client, describeError, same, saetta, undici, outcome } from '../support/differential'
 import { makeCerts, type Certs } from '../support/certs'
 
 afterEach(cleanup)
@@ -99,15 +99,6 @@ async function sniServer(): Promise<TlsServer> {
   return { origin: `https://127.0.0.1:${port}`, port, snis }
 }
 
-/** Runs `scenario` on each library with its own server; expects equal records. */
-async function sameTls<T>(scenario: (lib: Lib, srv: TlsServer) => Promise<T>): Promise<T> {
-  let srv: TlsServer | null = null
-  return same(
-    async () => (srv = await sniServer()),
-    (lib) => scenario(lib, srv!),
-  )
-}
-
 type Opts = { servername?: unknown; headers?: Record<string, string> }
 
 /** The body of a GET with `opts`, or its error as data. */
@@ -125,7 +116,7 @@ function watch(c: { on(e: string, f: (...a: unknown[]) => void): unknown }, log:
 
 describe('a request servername (differential, node:https with certificates that do not name 127.0.0.1)', () => {
   test('a request to https://127.0.0.1 with servername reaches the server with that SNI and checks the certificate against it', async () => {
-    const rec = await sameTls(async (lib, srv) => {
+    const rec = await same(sniServer, async (lib, _, srv) => {
       const c = client(lib, srv.origin, { connect: { ca: certs.ca } })
       const log: unknown[] = []
       watch(c, log)
@@ -138,7 +129,7 @@ describe('a request servername (differential, node:https with certificates that 
   })
 
   test("a request's host header names the server when it gives no servername", async () => {
-    const rec = await sameTls(async (lib, srv) => {
+    const rec = await same(sniServer, async (lib, _, srv) => {
       const c = client(lib, srv.origin, { connect: { ca: certs.ca } })
       return { body: await get(c as never, { headers: { host: `example.test:${srv.port}` } }), snis: srv.snis }
     })
@@ -146,7 +137,7 @@ describe('a request servername (differential, node:https with certificates that 
   })
 
   test('without one, the certificate is checked against the address and fails', async () => {
-    const rec = await sameTls(async (lib, srv) => {
+    const rec = await same(sniServer, async (lib, _, srv) => {
       const c = client(lib, srv.origin, { connect: { ca: certs.ca } })
       const r = (await get(c as never)) as { error: { code: string } }
       return r.error.code
@@ -156,7 +147,7 @@ describe('a request servername (differential, node:https with certificates that 
 
   for (const pipelining of [1, 4]) {
     test(`a change of servername waits for what is in flight, then switches connections (pipelining ${pipelining})`, async () => {
-      const rec = await sameTls(async (lib, srv) => {
+      const rec = await same(sniServer, async (lib, _, srv) => {
         const c = client(lib, srv.origin, { connect: { ca: certs.ca }, pipelining })
         const log: unknown[] = []
         watch(c, log)
@@ -176,7 +167,7 @@ describe('a request servername (differential, node:https with certificates that 
   }
 
   test('servername given with connect.servername: the request names the server, else the connect option', async () => {
-    const rec = await sameTls(async (lib, srv) => {
+    const rec = await same(sniServer, async (lib, _, srv) => {
       const c = client(lib, srv.origin, { connect: { ca: certs.ca, servername: 'localhost' } })
       const log: unknown[] = []
       watch(c, log)
@@ -189,7 +180,7 @@ describe('a request servername (differential, node:https with certificates that 
   })
 
   test('a Pool and an Agent follow it as well', async () => {
-    await sameTls(async (lib, srv) => {
+    await same(sniServer, async (lib, _, srv) => {
       const pool = new lib.Pool(srv.origin, { connect: { ca: certs.ca }, connections: 1 })
       const agent = new lib.Agent({ connect: { ca: certs.ca } })
       onCleanup(() => pool.destroy())
@@ -207,7 +198,7 @@ describe('a request servername (differential, node:https with certificates that 
   })
 
   test("a connector function is given the request's servername; Node's TLS (options rustls lacks) follows it too", async () => {
-    const rec = await sameTls(async (lib, srv) => {
+    const rec = await same(sniServer, async (lib, _, srv) => {
       const given: unknown[] = []
       const connector = lib.buildConnector({ ca: certs.ca })
       const viaFn = client(lib, srv.origin, {
@@ -278,7 +269,7 @@ describe('a request servername (differential, node:https with certificates that 
   })
 
   test('a servername that is not a string fails its request as Node TLS refuses it; the next request goes on', async () => {
-    const rec = await sameTls(async (lib, srv) => {
+    const rec = await same(sniServer, async (lib, _, srv) => {
       const c = client(lib, srv.origin, { connect: { ca: certs.ca } })
       const log: unknown[] = []
       watch(c, log)
@@ -294,7 +285,7 @@ describe('a request servername (differential, node:https with certificates that 
   })
 
   test('a bad body with a servername fails within dispatch(), whether the request starts at once or waits its turn', async () => {
-    const rec = await sameTls(async (lib, srv) => {
+    const rec = await same(sniServer, async (lib, _, srv) => {
       const c = client(lib, srv.origin, { connect: { ca: certs.ca } })
       // dispatch() gives the error to onError before it returns.
       const thrown = (): unknown => {
@@ -333,7 +324,7 @@ describe('a request servername (differential, node:https with certificates that 
   })
 
   test('the dns interceptor on an Agent reaches https://localhost through its address', async () => {
-    const rec = await sameTls(async (lib, srv) => {
+    const rec = await same(sniServer, async (lib, _, srv) => {
       const agent = new lib.Agent({ connect: { ca: certs.ca } }).compose(lib.interceptors.dns({ dualStack: false, affinity: 4 }))
       onCleanup(() => agent.destroy())
       const out: unknown[] = []

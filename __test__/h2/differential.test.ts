@@ -1,7 +1,7 @@
 // HTTP/2 as undici 8 speaks it (`allowH2`): every Dispatcher operation over node:http2
 // servers, over cleartext with prior knowledge (`useH2c`) and over TLS with ALPN. Each scenario
 // runs on undici and on saetta, each against its own fresh server, and the records must be
-// equal (sameH2); where undici 7 did otherwise, saetta/undici7 against `undici7` (sameH2With)
+// equal (same()); where undici 7 did otherwise, saetta/undici7 against `undici7` (UNDICI7)
 // where it is cheap; what the spec decides otherwise is checked on saetta alone (the tests say
 // which, and docs/differences.md lists them).
 import http2 from 'node:http2'
@@ -13,9 +13,7 @@ import { Readable, Writable, pipeline as pipe } from 'node:stream'
 import { once } from 'node:events'
 import { afterEach, describe, expect, test } from 'vitest'
 import { cleanup, onCleanup, sleep, waitFor, pairs } from '../support/helpers'
-import { describeError, undici, saetta, type Lib, outcome } from '../support/differential'
-import * as undici7Module from 'undici7'
-import * as saetta7Module from '../../ts/undici7.ts'
+import { describeError, undici, saetta, type Lib, outcome, same, UNDICI7 } from '../support/differential'
 import { isUndici } from '../support/target'
 import {
   CODE,
@@ -34,37 +32,6 @@ import {
 } from '../support/h2'
 
 afterEach(cleanup)
-
-/**
- * Runs `scenario` on undici, then on saetta, each with a fresh server from `make`; expects the
- * same record. With SAETTA_TARGET=undici only undici's side runs (to check a scenario itself).
- */
-function sameH2<T>(make: () => Promise<H2Server>, scenario: (lib: Lib, origin: string, srv: H2Server) => Promise<T>): Promise<T> {
-  return sameH2With(undici, saetta, make, scenario)
-}
-
-/** undici 7.30, and saetta/undici7 that follows it. */
-const undici7 = undici7Module as unknown as Lib
-const saetta7 = saetta7Module as unknown as Lib
-
-/** sameH2 with the libraries given: `reference`, and saetta's entry that follows it. */
-async function sameH2With<T>(
-  reference: Lib,
-  mine: Lib,
-  make: () => Promise<H2Server>,
-  scenario: (lib: Lib, origin: string, srv: H2Server) => Promise<T>,
-): Promise<T> {
-  const run = async (lib: Lib): Promise<T> => {
-    const srv = await make()
-    return scenario(lib, srv.origin, srv)
-  }
-  const theirs = await run(reference)
-  if (process.env.H2_PRINT) console.log(JSON.stringify(theirs, null, 1))
-  if (isUndici) return theirs
-  const ours = await run(mine)
-  expect(ours).toEqual(theirs)
-  return ours
-}
 
 /** Runs `scenario` on saetta only (the spec decides, or undici 7 misbehaves); on undici when SAETTA_TARGET=undici. */
 async function ours<T>(make: () => Promise<H2Server>, scenario: (lib: Lib, origin: string, srv: H2Server) => Promise<T>): Promise<T> {
@@ -144,7 +111,7 @@ async function json(
 
 describe.each(MODES)('over %s', (mode) => {
   test('GET: status, headers, body; every request on one HTTP/2 connection', async () => {
-    await sameH2(
+    await same(
       () =>
         h2Server(
           (stream, headers) => {
@@ -174,7 +141,7 @@ describe.each(MODES)('over %s', (mode) => {
   })
 
   test('request bodies of every kind, with the framing undici sends', async () => {
-    await sameH2(
+    await same(
       () => echoH2(mode),
       async (lib, origin) => {
         const c = h2Client(lib, origin)
@@ -213,7 +180,7 @@ describe.each(MODES)('over %s', (mode) => {
   })
 
   test('a FormData body: multipart with its length', async () => {
-    await sameH2(
+    await same(
       () => echoH2(mode),
       async (lib, origin) => {
         const form = new (lib === undici ? undici.FormData : FormData)()
@@ -231,7 +198,7 @@ describe.each(MODES)('over %s', (mode) => {
   })
 
   test('request headers: joined values, cookies, a host header as :authority', async () => {
-    await sameH2(
+    await same(
       () => echoH2(mode),
       async (lib, origin) => {
         const c = h2Client(lib, origin)
@@ -243,7 +210,7 @@ describe.each(MODES)('over %s', (mode) => {
   })
 
   test('fields HTTP/2 forbids (proxy-connection, http2-settings, a te other than trailers) fail the request as node:http2 refuses them', async () => {
-    await sameH2(
+    await same(
       () => echoH2(mode),
       async (lib, origin) => {
         const out = []
@@ -269,7 +236,7 @@ describe.each(MODES)('over %s', (mode) => {
   })
 
   test('a response body short of or past its content-length fails as over HTTP/1.1', async () => {
-    await sameH2(
+    await same(
       () =>
         h2Server(
           (stream, headers) => {
@@ -296,7 +263,7 @@ describe.each(MODES)('over %s', (mode) => {
   })
 
   test('stream(): the factory gets the head, the writable the body', async () => {
-    await sameH2(
+    await same(
       () => echoH2(mode),
       async (lib, origin) => {
         const c = h2Client(lib, origin)
@@ -320,7 +287,7 @@ describe.each(MODES)('over %s', (mode) => {
   })
 
   test('pipeline(): the request body in, the response body out', async () => {
-    await sameH2(
+    await same(
       () => echoH2(mode),
       async (lib, origin) => {
         const c = h2Client(lib, origin)
@@ -352,7 +319,7 @@ describe.each(MODES)('over %s', (mode) => {
   })
 
   test('dispatch(), legacy and controller-style handlers: the same callbacks in the same order', async () => {
-    await sameH2(
+    await same(
       () => echoH2(mode),
       async (lib, origin) => {
         const c = h2Client(lib, origin)
@@ -401,7 +368,7 @@ describe.each(MODES)('over %s', (mode) => {
 
   test('compose(): retry and redirect interceptors over HTTP/2', async () => {
     let fails = 1
-    await sameH2(
+    await same(
       () => {
         fails = 1
         return h2Server(
@@ -433,7 +400,7 @@ describe.each(MODES)('over %s', (mode) => {
 
   test('many concurrent streams on one connection (pipelining 100)', async () => {
     let gauge = new StreamGauge()
-    await sameH2(
+    await same(
       () => {
         gauge = new StreamGauge()
         return h2Server(gauge.handler(20), { mode })
@@ -467,8 +434,8 @@ describe.each(MODES)('over %s', (mode) => {
         sessions: srv.sessions,
       }
     }
-    const eight = await sameH2(make, scenario)
-    const seven = await sameH2With(undici7, saetta7, make, scenario)
+    const eight = await same(make, scenario)
+    const seven = await same(make, scenario, UNDICI7)
     // (The server answers 30 ms after a stream opens: every stream a client may send is open by then.)
     expect(eight).toEqual({ byDefault: 6, pipelining3: 12, streams4: 4, sessions: 3 })
     expect(seven).toEqual({ byDefault: 1, pipelining3: 3, streams4: 2, sessions: 3 })
@@ -478,7 +445,7 @@ describe.each(MODES)('over %s', (mode) => {
     const total = 8 * 1024 * 1024
     let received: Buffer | null = null
     let reading: (() => void) | null = null
-    await sameH2(
+    await same(
       () => {
         received = null
         return h2Server(
@@ -526,7 +493,7 @@ describe.each(MODES)('over %s', (mode) => {
   test('a large response body: flow control holds the server while the client does not read', async () => {
     const total = 8 * 1024 * 1024
     let written = 0
-    await sameH2(
+    await same(
       () => {
         written = 0
         return h2Server(
@@ -557,7 +524,7 @@ describe.each(MODES)('over %s', (mode) => {
   })
 
   test('expectContinue: the body waits for 100 Continue', async () => {
-    await sameH2(
+    await same(
       () =>
         h2App(
           (req, res) => {
@@ -592,7 +559,7 @@ describe.each(MODES)('over %s', (mode) => {
   })
 
   test('reset: true changes nothing over HTTP/2: one connection', async () => {
-    await sameH2(
+    await same(
       () => echoH2(mode),
       async (lib, origin, srv) => {
         const c = h2Client(lib, origin)
@@ -607,7 +574,7 @@ describe.each(MODES)('over %s', (mode) => {
     // Streams the client closed before the server answered them, and the streams it got.
     const reset: string[] = []
     const got: string[] = []
-    const record = await sameH2(
+    const record = await same(
       () => {
         reset.length = 0
         got.length = 0
@@ -673,8 +640,8 @@ describe.each(MODES)('over %s', (mode) => {
       ])
       return { noHead, noBody, ok, perRequest, sessions: srv.sessions }
     }
-    const eight = await sameH2(make, scenario)
-    const seven = await sameH2With(undici7, saetta7, make, scenario)
+    const eight = await same(make, scenario)
+    const seven = await same(make, scenario, UNDICI7)
     if (!isUndici) {
       expect(eight.noBody).toMatchObject({ ok: false, error: { message: 'HTTP/2: "stream timeout after 200"' } })
       expect(seven.noBody).toMatchObject({ ok: false, error: { message: 'HTTP/2: "body timeout after 200"' } })
@@ -683,7 +650,7 @@ describe.each(MODES)('over %s', (mode) => {
 
   test('stats while streams are in flight', async () => {
     const held: Array<() => void> = []
-    await sameH2(
+    await same(
       () => {
         held.length = 0
         return h2Server(
@@ -710,7 +677,7 @@ describe.each(MODES)('over %s', (mode) => {
   })
 
   test('events: connect once per connection, disconnect on close', async () => {
-    await sameH2(
+    await same(
       () => echoH2(mode),
       async (lib, origin) => {
         const c = h2Client(lib, origin, { pipelining: 5 })
@@ -726,7 +693,7 @@ describe.each(MODES)('over %s', (mode) => {
   })
 
   test('the ping event: a PING each pingInterval, its round trip in ms', async () => {
-    await sameH2(
+    await same(
       () => echoH2(mode),
       async (lib, origin) => {
         // A PING unanswered when the next is due closes the connection (in undici 8 as in
@@ -744,7 +711,7 @@ describe.each(MODES)('over %s', (mode) => {
   })
 
   test('upgrade over HTTP/2 fails as undici fails it; the connection goes on', async () => {
-    await sameH2(
+    await same(
       () => echoH2(mode),
       async (lib, origin, srv) => {
         const c = h2Client(lib, origin)
@@ -759,7 +726,7 @@ describe.each(MODES)('over %s', (mode) => {
   })
 
   test('connect(): a CONNECT stream is the tunnel', async () => {
-    await sameH2(
+    await same(
       () =>
         h2Server(
           (stream, headers) => {
@@ -790,7 +757,7 @@ describe.each(MODES)('over %s', (mode) => {
 
 describe('ALPN and transports', () => {
   test('allowH2 against a server that speaks only HTTP/1.1: HTTP/1.1', async () => {
-    await sameH2(
+    await same(
       async () => {
         const server = https.createServer({ cert: h2Certs().serverCert, key: h2Certs().serverKey }, (req, res) =>
           res.end(`${req.httpVersion} ${req.url}`),
@@ -809,7 +776,7 @@ describe('ALPN and transports', () => {
   })
 
   test('without allowH2, a server that allows both is spoken to in HTTP/1.1', async () => {
-    await sameH2(
+    await same(
       () => h2App((req, res) => res.end(`${req.httpVersion}`), { mode: 'tls', allowHTTP1: true }),
       async (lib, origin, srv) => {
         const c = new lib.Client(origin, { connect: { ca: h2Certs().ca } })
@@ -823,7 +790,7 @@ describe('ALPN and transports', () => {
   })
 
   test("Node's TLS (an option rustls lacks) negotiates h2 too", async () => {
-    await sameH2(
+    await same(
       () => echoH2('tls'),
       async (lib, origin, srv) => {
         const c = h2Client(lib, origin, { connect: { ca: h2Certs().ca, ciphers: tls.DEFAULT_CIPHERS } })
@@ -834,7 +801,7 @@ describe('ALPN and transports', () => {
   })
 
   test('a custom connector whose TLS socket negotiated h2', async () => {
-    await sameH2(
+    await same(
       () => echoH2('tls'),
       async (lib, origin, srv) => {
         const port = Number(new URL(origin).port)
@@ -851,7 +818,7 @@ describe('ALPN and transports', () => {
   })
 
   test("a custom connector's plain socket marked h2 (alpnProtocol): HTTP/2 over cleartext", async () => {
-    await sameH2(
+    await same(
       () => echoH2('h2c'),
       async (lib, origin, srv) => {
         const port = Number(new URL(origin).port)
@@ -869,7 +836,7 @@ describe('ALPN and transports', () => {
   })
 
   test('Pool and Agent with allowH2: HTTP/2 on a few connections', async () => {
-    await sameH2(
+    await same(
       () => echoH2('tls'),
       async (lib, origin, srv) => {
         const pool = new lib.Pool(origin, { ...h2Options('tls'), connections: 2, pipelining: 10 } as never)
@@ -939,15 +906,19 @@ describe('ALPN and transports', () => {
       }
       return out
     }
-    const onH2 = await sameH2(h2('tls'), scenario({}))
-    const onH1 = await sameH2(h1Only, scenario({}))
-    const onH2c = await sameH2(h2('h2c'), scenario({ useH2c: true }))
+    const onH2 = await same(h2('tls'), scenario({}))
+    const onH1 = await same(h1Only, scenario({}))
+    const onH2c = await same(h2('h2c'), scenario({ useH2c: true }))
     // undici 7: a connection per request, up to `connections` (12 for Pool: counted as at most 12).
-    const seven = await sameH2With(undici7, saetta7, h2('tls'), async (lib, origin, srv) => {
-      const record = (await scenario({ allowH2: true })(lib, origin, srv)) as Record<string, { sessions: number }>
-      record.Pool.sessions = Math.min(record.Pool.sessions, 12)
-      return record
-    })
+    const seven = await same(
+      h2('tls'),
+      async (lib, origin, srv) => {
+        const record = (await scenario({ allowH2: true })(lib, origin, srv)) as Record<string, { sessions: number }>
+        record.Pool.sessions = Math.min(record.Pool.sessions, 12)
+        return record
+      },
+      UNDICI7,
+    )
     if (isUndici) return
     expect(onH2).toMatchObject({ Pool: { versions: ['2.0'], sessions: 1 }, 'Pool of 4': { sessions: 1 }, 'Agent of 4': { sessions: 1 } })
     expect(onH2c).toMatchObject({ Pool: { versions: ['2.0'], sessions: 1 }, 'Pool of 4': { sessions: 1 }, 'Agent of 4': { sessions: 1 } })
@@ -956,7 +927,7 @@ describe('ALPN and transports', () => {
   })
 
   test('H2CClient: HTTP/2 over cleartext with prior knowledge', async () => {
-    await sameH2(
+    await same(
       () => echoH2('h2c'),
       async (lib, origin, srv) => {
         const c = new lib.H2CClient(origin)
@@ -973,7 +944,7 @@ describe('ALPN and transports', () => {
 describe('what undici 7 did otherwise over HTTP/2: saetta as undici 8', () => {
   test('trailers reach onComplete as raw headers, and request()/stream() as an object', async () => {
     // undici 7 over HTTP/2 handed onComplete an object and request()/stream() got no trailers.
-    await sameH2(
+    await same(
       () =>
         h2Server(
           (stream) => {
@@ -1009,7 +980,7 @@ describe('what undici 7 did otherwise over HTTP/2: saetta as undici 8', () => {
   })
 
   test('1xx heads reach onInfo before the response (undici 7 dropped them over HTTP/2)', async () => {
-    await sameH2(
+    await same(
       () =>
         h2Server(
           (stream) => {
@@ -1035,7 +1006,7 @@ describe('what undici 7 did otherwise over HTTP/2: saetta as undici 8', () => {
   })
 
   test('a body on a method that expects none is sent, with its length (undici 7 over HTTP/2 failed an assertion and stalled)', async () => {
-    await sameH2(
+    await same(
       () => echoH2('h2c'),
       async (lib, origin) => {
         const c = h2Client(lib, origin)
@@ -1054,7 +1025,7 @@ describe('what undici 7 did otherwise over HTTP/2: saetta as undici 8', () => {
 
   test("the server's SETTINGS_MAX_CONCURRENT_STREAMS bounds the streams in flight (undici 7 overran it)", async () => {
     let gauge = new StreamGauge()
-    await sameH2(
+    await same(
       () => {
         gauge = new StreamGauge()
         return h2Server(gauge.handler(20), { mode: 'h2c', settings: { maxConcurrentStreams: 3 } })
@@ -1072,7 +1043,7 @@ describe('what undici 7 did otherwise over HTTP/2: saetta as undici 8', () => {
 
   test('maxConcurrentStreams bounds the streams in flight below pipelining', async () => {
     let gauge = new StreamGauge()
-    await sameH2(
+    await same(
       () => {
         gauge = new StreamGauge()
         return h2Server(gauge.handler(20, 'x'), { mode: 'h2c' })
