@@ -2,7 +2,7 @@
 // on saetta's undici7 variants): deleteCookie's attributes, Expires and Max-Age as parsed.
 import { describe, expect, test } from 'vitest'
 import * as undici7 from 'undici7'
-import { describeError, saetta, undici, type Lib } from '../support/differential'
+import { type Comparison, describeError, same, saetta, type Lib } from '../support/differential'
 import { getSetCookiesUndici7, parseCookieUndici7 } from '../../ts/fetch/cookies.ts'
 
 const asData = (value: unknown): unknown =>
@@ -18,11 +18,18 @@ function run(fn: () => unknown): unknown {
   }
 }
 
-const same8 = (scenario: (lib: Lib) => unknown) => {
-  const theirs = scenario(undici)
-  const ours = scenario(saetta)
-  expect(ours).toEqual(theirs)
-  return ours
+/** undici 7.30's cookie parsing, and saetta's undici7 variants: the libraries of same() here. */
+type Cookies = { name: string; Headers: Lib['Headers']; getSetCookies: (h: never) => unknown; parseCookie: (l: string) => unknown }
+const COOKIES7: Comparison<Cookies> = {
+  reference: {
+    name: 'undici7',
+    Headers: undici7.Headers as never,
+    getSetCookies: undici7.getSetCookies as never,
+    parseCookie: undici7.parseCookie,
+  },
+  subjects: [
+    { name: 'saetta/undici7', Headers: saetta.Headers, getSetCookies: getSetCookiesUndici7 as never, parseCookie: parseCookieUndici7 },
+  ],
 }
 
 const lines = [
@@ -40,8 +47,8 @@ const lines = [
 ]
 
 describe('deleteCookie', () => {
-  test('path and domain, null and wrong values, missing arguments', () => {
-    same8((lib) => {
+  test('path and domain, null and wrong values, missing arguments', async () => {
+    await same(null, (lib) => {
       const out: unknown[] = []
       for (const args of [
         ['gone'],
@@ -66,24 +73,23 @@ describe('deleteCookie', () => {
 })
 
 describe('Set-Cookie parsing', () => {
-  test('undici 8: an Expires that is no date is ignored; a negative Max-Age is taken', () => {
-    const record = same8((lib) => {
+  test('undici 8: an Expires that is no date is ignored; a negative Max-Age is taken', async () => {
+    const record = (await same(null, (lib) => {
       const headers = new lib.Headers(lines.map((l) => ['set-cookie', l]) as never)
       return [run(() => lib.getSetCookies(headers)), lines.map((l) => run(() => lib.parseCookie(l)))]
-    }) as unknown[][]
+    })) as unknown[][]
     expect(record[1][0]).toEqual({ name: 'a', value: '1' })
     expect(record[1][3]).toEqual({ name: 'a', value: '1', maxAge: -5 })
   })
 
-  test('undici 7.30 (the undici7 entry): an Invalid Date, and only digits for Max-Age', () => {
-    const theirs = [
-      run(() => undici7.getSetCookies(new undici7.Headers(lines.map((l) => ['set-cookie', l]) as never))),
-      lines.map((l) => run(() => undici7.parseCookie(l))),
-    ]
-    const ours = [
-      run(() => getSetCookiesUndici7(new saetta.Headers(lines.map((l) => ['set-cookie', l]) as never) as never)),
-      lines.map((l) => run(() => parseCookieUndici7(l))),
-    ]
-    expect(ours).toEqual(theirs)
+  test('undici 7.30 (the undici7 entry): an Invalid Date, and only digits for Max-Age', async () => {
+    await same(
+      null,
+      (lib) => [
+        run(() => lib.getSetCookies(new lib.Headers(lines.map((l) => ['set-cookie', l]) as never) as never)),
+        lines.map((l) => run(() => lib.parseCookie(l))),
+      ],
+      COOKIES7,
+    )
   })
 })

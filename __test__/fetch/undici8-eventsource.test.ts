@@ -6,12 +6,11 @@ import type http from 'node:http'
 import { afterEach, describe, expect, test } from 'vitest'
 import * as undici7 from 'undici7'
 import { cleanup, httpServer, onCleanup, sleep, withTimeout } from '../support/helpers'
-import { describeError, saetta, undici, type Lib } from '../support/differential'
+import { type Comparison, describeError, same, type Lib } from '../support/differential'
 import { EventSource as EventSourceUndici7 } from '../../ts/eventsource/undici7.ts'
 
 afterEach(cleanup)
 
-type AnyLib = Lib | typeof undici7
 type ES = InstanceType<Lib['EventSource']>
 
 interface Server {
@@ -68,24 +67,16 @@ const count =
   (log: unknown[]) =>
     log.filter((e) => (e as string[])[0] === type).length >= n
 
-async function same8<T>(scenario: (lib: Lib) => Promise<T>): Promise<T> {
-  const theirs = await scenario(undici)
-  const ours = await scenario(saetta)
-  expect(ours).toEqual(theirs)
-  return ours
-}
-
-/** undici 7.30's EventSource against saetta's for the undici7 entry. */
-async function same7<T>(scenario: (EventSource: new (url: string, init?: object) => ES, lib: AnyLib) => Promise<T>): Promise<T> {
-  const theirs = await scenario(undici7.EventSource as never, undici7)
-  const ours = await scenario(EventSourceUndici7 as never, saetta)
-  expect(ours).toEqual(theirs)
-  return ours
+/** undici 7.30's EventSource, and saetta's for the undici7 entry: the libraries of same() here. */
+type EventSources = { name: string; EventSource: new (url: string, init?: object) => ES }
+const EVENTSOURCE7: Comparison<EventSources> = {
+  reference: { name: 'undici7', EventSource: undici7.EventSource as never },
+  subjects: [{ name: 'saetta/undici7', EventSource: EventSourceUndici7 as never }],
 }
 
 describe('maxEventSize', () => {
   test('from the dispatcher given (a Client, an Agent, a MockAgent over one): an event over it fails the connection', async () => {
-    const record = await same8(async (lib) => {
+    const record = await same(null, async (lib) => {
       const out: unknown[] = []
       for (const [limit, body] of [
         [10, 'data: 0123456789\n\n'],
@@ -128,7 +119,7 @@ describe('Last-Event-ID on reconnection', () => {
     })
 
   test('undici 8: the ID as UTF-8 bytes; none for an ID that is not a header value, nor after an empty ID', async () => {
-    const record = await same8(async (lib) => {
+    const record = await same(null, async (lib) => {
       const srv = await server()
       const log = await observe(
         () => new lib.EventSource(`${srv.origin}/`, { node: { reconnectionTime: 5 } } as never),
@@ -141,15 +132,19 @@ describe('Last-Event-ID on reconnection', () => {
   })
 
   test('undici 7.30 (the undici7 EventSource): ASCII IDs as they are, kept after an empty ID', async () => {
-    await same7(async (EventSource) => {
-      const srv = await sse((_req, res, n) => {
-        if (n === 0) stream(res, 'id: first\ndata: 0\n\n', true)
-        else if (n === 1) stream(res, 'id\ndata: reset\n\n', true)
-        else stream(res, 'data: last\n\n', true)
-      })
-      const log = await observe(() => new EventSource(`${srv.origin}/`, { node: { reconnectionTime: 5 } }), count(3))
-      return { log, requests: srv.requests }
-    })
+    await same(
+      null,
+      async ({ EventSource }) => {
+        const srv = await sse((_req, res, n) => {
+          if (n === 0) stream(res, 'id: first\ndata: 0\n\n', true)
+          else if (n === 1) stream(res, 'id\ndata: reset\n\n', true)
+          else stream(res, 'data: last\n\n', true)
+        })
+        const log = await observe(() => new EventSource(`${srv.origin}/`, { node: { reconnectionTime: 5 } }), count(3))
+        return { log, requests: srv.requests }
+      },
+      EVENTSOURCE7,
+    )
   })
 })
 
@@ -161,7 +156,7 @@ describe('reconnection', () => {
     })
 
   test('undici 8: after a redirect, a reconnection starts again from the URL given', async () => {
-    const record = await same8(async (lib) => {
+    const record = await same(null, async (lib) => {
       const srv = await redirecting()
       await observe(() => new lib.EventSource(`${srv.origin}/start`, { node: { reconnectionTime: 5 } } as never), count(2))
       return srv.requests.map((r) => r.url)
@@ -170,15 +165,19 @@ describe('reconnection', () => {
   })
 
   test('undici 7.30 (the undici7 EventSource): it goes to where the redirect led', async () => {
-    await same7(async (EventSource) => {
-      const srv = await redirecting()
-      await observe(() => new EventSource(`${srv.origin}/start`, { node: { reconnectionTime: 5 } }), count(2))
-      return srv.requests.map((r) => r.url).slice(0, 3)
-    })
+    await same(
+      null,
+      async ({ EventSource }) => {
+        const srv = await redirecting()
+        await observe(() => new EventSource(`${srv.origin}/start`, { node: { reconnectionTime: 5 } }), count(2))
+        return srv.requests.map((r) => r.url).slice(0, 3)
+      },
+      EVENTSOURCE7,
+    )
   })
 
   test('undici 8: a retry time past what setTimeout keeps does not reconnect at once', async () => {
-    await same8(async (lib) => {
+    await same(null, async (lib) => {
       const srv = await sse((_req, res) => stream(res, 'retry: 3000000000\ndata: x\n\n', true))
       const es = new lib.EventSource(`${srv.origin}/`)
       onCleanup(() => es.close())
@@ -193,7 +192,7 @@ describe('reconnection', () => {
 
 describe('brand checks', () => {
   test('every attribute and close() on something that is not an EventSource: TypeError Illegal invocation', async () => {
-    await same8(async (lib) => {
+    await same(null, async (lib) => {
       const proto = lib.EventSource.prototype
       const out: unknown[] = []
       for (const name of ['readyState', 'url', 'withCredentials', 'onopen', 'onmessage', 'onerror']) {
