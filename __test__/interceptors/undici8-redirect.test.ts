@@ -3,7 +3,7 @@
 // and their checks, throwOnMaxRedirect's MaxRedirectsError, RedirectHandler.buildDispatch.
 import { afterEach, describe, expect, test } from 'vitest'
 import * as undici7 from 'undici7'
-import { describeError, saetta, undici, type Lib } from '../support/differential'
+import { type Comparison, describeError, MARKED_UNDICI7, saetta, same, type undici, type Lib } from '../support/differential'
 import { cleanup, httpServer, onCleanup, readBody } from '../support/helpers'
 import { kUndici7 } from '../../ts/util/undici7.ts'
 
@@ -49,30 +49,11 @@ async function responseOutcome(p: Promise<{ statusCode: number; body: { text(): 
   }
 }
 
-/** The scenario on undici 8 and on saetta: equal records. */
-async function same8<T>(scenario: (lib: Lib) => Promise<T>): Promise<T> {
-  const theirs = await scenario(undici)
-  const ours = await scenario(saetta)
-  expect(ours).toEqual(theirs)
-  return ours
-}
-
-/**
- * The scenario on undici 7.30 and on saetta as its undici7 entry builds it: `mark` adds the
- * entry's key to saetta's options (and nothing to undici 7's).
- */
-async function same7<T>(scenario: (lib: AnyLib, mark: <O extends object>(o: O) => O) => Promise<T>): Promise<T> {
-  const theirs = await scenario(undici7, (o) => o)
-  const ours = await scenario(saetta, (o) => ({ ...o, [kUndici7]: true }))
-  expect(ours).toEqual(theirs)
-  return ours
-}
-
 const posted = { method: 'POST', body: 'payload', headers: { 'content-type': 'text/plain', 'content-language': 'en', 'x-keep': 'yes' } }
 
 describe('POST becomes GET', () => {
   test('undici 8: 301, 302 and 303 drop the content-* headers with the body; 307 and 308 keep both', async () => {
-    const record = await same8(async (lib) => {
+    const record = await same(null, async (lib) => {
       const srv = await redirects()
       const d = agent(lib, lib.interceptors.redirect({ maxRedirections: 2 }))
       const out: unknown[] = []
@@ -88,15 +69,19 @@ describe('POST becomes GET', () => {
   })
 
   test('undici 7.30 (the undici7 entry): only 303 drops them', async () => {
-    const record = await same7(async (lib, mark) => {
-      const srv = await redirects()
-      const d = agent(lib, lib.interceptors.redirect(mark({ maxRedirections: 2 })))
-      const out: unknown[] = []
-      for (const status of [301, 302, 303, 307]) {
-        out.push(await responseOutcome(d.request({ origin: srv.origin, path: `/to/${status}/final`, ...posted } as never)))
-      }
-      return out
-    })
+    const record = await same(
+      null,
+      async ({ lib, mark }) => {
+        const srv = await redirects()
+        const d = agent(lib, lib.interceptors.redirect(mark({ maxRedirections: 2 })))
+        const out: unknown[] = []
+        for (const status of [301, 302, 303, 307]) {
+          out.push(await responseOutcome(d.request({ origin: srv.origin, path: `/to/${status}/final`, ...posted } as never)))
+        }
+        return out
+      },
+      MARKED_UNDICI7,
+    )
     expect(record[0]).toMatchObject({ body: { method: 'GET', headers: { 'content-type': 'text/plain' } } })
   })
 })
@@ -105,7 +90,7 @@ describe('stripHeadersOnRedirect, stripHeadersOnCrossOriginRedirect', () => {
   const headers = { 'X-Secret': 's', 'x-cross': 'c', authorization: 'Bearer t', cookie: 'a=1', 'x-keep': 'k' }
 
   test('interceptor defaults and per-request overrides, same origin and across origins, names in any case', async () => {
-    await same8(async (lib) => {
+    await same(null, async (lib) => {
       const a = await redirects()
       const b = await redirects()
       const d = agent(
@@ -178,7 +163,7 @@ describe('stripHeadersOnRedirect, stripHeadersOnCrossOriginRedirect', () => {
   })
 
   test('checked when a request is redirected: not an array, not names; unchecked without maxRedirections', async () => {
-    await same8(async (lib) => {
+    await same(null, async (lib) => {
       const srv = await redirects()
       const out: unknown[] = []
       for (const options of [
@@ -210,30 +195,34 @@ describe('stripHeadersOnRedirect, stripHeadersOnCrossOriginRedirect', () => {
   })
 
   test('undici 7.30 (the undici7 entry): the options are not read', async () => {
-    await same7(async (lib, mark) => {
-      const a = await redirects()
-      const b = await redirects()
-      const d = agent(
-        lib,
-        lib.interceptors.redirect(
-          mark({ maxRedirections: 3, stripHeadersOnRedirect: ['x-secret'], stripHeadersOnCrossOriginRedirect: 'not checked' } as never),
-        ),
-      )
-      const to = (origin: string) => `/to/302/${encodeURIComponent(`${origin}/final`)}`
-      const out = [
-        await responseOutcome(d.request({ origin: a.origin, path: to(a.origin), method: 'GET', headers } as never)),
-        await responseOutcome(
-          d.request({ origin: a.origin, path: to(b.origin), method: 'GET', headers, throwOnMaxRedirect: 'yes' } as never),
-        ),
-      ]
-      return JSON.stringify(out).replaceAll(a.origin, 'A').replaceAll(b.origin, 'B')
-    })
+    await same(
+      null,
+      async ({ lib, mark }) => {
+        const a = await redirects()
+        const b = await redirects()
+        const d = agent(
+          lib,
+          lib.interceptors.redirect(
+            mark({ maxRedirections: 3, stripHeadersOnRedirect: ['x-secret'], stripHeadersOnCrossOriginRedirect: 'not checked' } as never),
+          ),
+        )
+        const to = (origin: string) => `/to/302/${encodeURIComponent(`${origin}/final`)}`
+        const out = [
+          await responseOutcome(d.request({ origin: a.origin, path: to(a.origin), method: 'GET', headers } as never)),
+          await responseOutcome(
+            d.request({ origin: a.origin, path: to(b.origin), method: 'GET', headers, throwOnMaxRedirect: 'yes' } as never),
+          ),
+        ]
+        return JSON.stringify(out).replaceAll(a.origin, 'A').replaceAll(b.origin, 'B')
+      },
+      MARKED_UNDICI7,
+    )
   })
 })
 
 describe('throwOnMaxRedirect', () => {
   test('undici 8: MaxRedirectsError on a redirect past the limit; a final answer in exactly the limit is the answer', async () => {
-    const record = await same8(async (lib) => {
+    const record = await same(null, async (lib) => {
       const srv = await redirects()
       const out: unknown[] = []
       const viaInterceptor = agent(lib, lib.interceptors.redirect({ maxRedirections: 2, throwOnMaxRedirect: true }))
@@ -276,16 +265,20 @@ describe('throwOnMaxRedirect', () => {
   })
 
   test('undici 7.30 (the undici7 entry): a plain Error', async () => {
-    await same7(async (lib, mark) => {
-      const srv = await redirects()
-      const d = agent(lib, lib.interceptors.redirect(mark({ maxRedirections: 1 })))
-      return [
-        await responseOutcome(
-          d.request({ origin: srv.origin, path: '/to/302/to/302/final', method: 'GET', throwOnMaxRedirect: true } as never),
-        ),
-        await responseOutcome(d.request({ origin: srv.origin, path: '/to/302/to/302/final', method: 'GET' } as never)),
-      ]
-    })
+    await same(
+      null,
+      async ({ lib, mark }) => {
+        const srv = await redirects()
+        const d = agent(lib, lib.interceptors.redirect(mark({ maxRedirections: 1 })))
+        return [
+          await responseOutcome(
+            d.request({ origin: srv.origin, path: '/to/302/to/302/final', method: 'GET', throwOnMaxRedirect: true } as never),
+          ),
+          await responseOutcome(d.request({ origin: srv.origin, path: '/to/302/to/302/final', method: 'GET' } as never)),
+        ]
+      },
+      MARKED_UNDICI7,
+    )
   })
 })
 
@@ -294,46 +287,52 @@ describe('RedirectHandler', () => {
     class RedirectHandler7 extends saetta.RedirectHandler {
       static readonly [kUndici7] = true
     }
-    const run = async (lib: AnyLib, Handler: typeof undici.RedirectHandler) => {
-      const srv = await redirects()
-      const a = new lib.Agent()
-      onCleanup(() => a.destroy())
-      const dispatch = Handler.buildDispatch(a as never, 1)
-      const go = (path: string, extra: object) =>
-        new Promise((resolve) => {
-          const chunks: Buffer[] = []
-          dispatch(
-            { origin: srv.origin, path, method: 'POST', body: 'x', headers: { 'content-type': 'text/plain' }, ...extra } as never,
-            {
-              onRequestStart() {},
-              onResponseStart(_c: unknown, status: number) {
-                chunks.push(Buffer.from(`${status} `))
-              },
-              onResponseData(_c: unknown, chunk: Buffer) {
-                chunks.push(chunk)
-              },
-              onResponseEnd() {
-                resolve(Buffer.concat(chunks).toString())
-              },
-              onResponseError(_c: unknown, err: Error) {
-                resolve(describeError(err))
-              },
-            } as never,
-          )
-        })
-      return [
-        await go('/to/302/to/302/final', { throwOnMaxRedirect: true }),
-        // (A truthy throwOnMaxRedirect would fail the final answer on undici 7, a kept difference: see docs/differences.md.)
-        await go('/to/302/final', { stripHeadersOnRedirect: 'not checked', throwOnMaxRedirect: 0 }),
-      ]
+    type Handled = { name: string; lib: AnyLib; Handler: typeof undici.RedirectHandler }
+    const handlers: Comparison<Handled> = {
+      reference: { name: 'undici7', lib: undici7, Handler: undici7.RedirectHandler as never },
+      subjects: [{ name: 'saetta (undici7 mark)', lib: saetta, Handler: RedirectHandler7 as never }],
     }
-    const theirs = await run(undici7, undici7.RedirectHandler as never)
-    const ours = await run(saetta, RedirectHandler7 as never)
-    expect(ours).toEqual(theirs)
+    await same(
+      null,
+      async ({ lib, Handler }) => {
+        const srv = await redirects()
+        const a = new lib.Agent()
+        onCleanup(() => a.destroy())
+        const dispatch = Handler.buildDispatch(a as never, 1)
+        const go = (path: string, extra: object) =>
+          new Promise((resolve) => {
+            const chunks: Buffer[] = []
+            dispatch(
+              { origin: srv.origin, path, method: 'POST', body: 'x', headers: { 'content-type': 'text/plain' }, ...extra } as never,
+              {
+                onRequestStart() {},
+                onResponseStart(_c: unknown, status: number) {
+                  chunks.push(Buffer.from(`${status} `))
+                },
+                onResponseData(_c: unknown, chunk: Buffer) {
+                  chunks.push(chunk)
+                },
+                onResponseEnd() {
+                  resolve(Buffer.concat(chunks).toString())
+                },
+                onResponseError(_c: unknown, err: Error) {
+                  resolve(describeError(err))
+                },
+              } as never,
+            )
+          })
+        return [
+          await go('/to/302/to/302/final', { throwOnMaxRedirect: true }),
+          // (A truthy throwOnMaxRedirect would fail the final answer on undici 7, a kept difference: see docs/differences.md.)
+          await go('/to/302/final', { stripHeadersOnRedirect: 'not checked', throwOnMaxRedirect: 0 }),
+        ]
+      },
+      handlers,
+    )
   })
 
   test('buildDispatch: a dispatch that follows redirects; maxRedirections checked', async () => {
-    await same8(async (lib) => {
+    await same(null, async (lib) => {
       const srv = await redirects()
       const a = new lib.Agent()
       onCleanup(() => a.destroy())
@@ -374,7 +373,7 @@ describe('RedirectHandler', () => {
   })
 
   test('the constructor checks maxRedirections, throwOnMaxRedirect and the strip lists, in that order', async () => {
-    await same8(async (lib) => {
+    await same(null, async (lib) => {
       const noop = () => true
       const out: unknown[] = []
       const base = { origin: 'http://127.0.0.1:1', path: '/', method: 'GET' }

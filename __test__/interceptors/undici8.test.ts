@@ -3,8 +3,8 @@
 // undici7 entry's key.
 import zlib from 'node:zlib'
 import { afterEach, describe, expect, test } from 'vitest'
-import * as undici7 from 'undici7'
-import { describeError, saetta, undici, type Lib } from '../support/differential'
+import type * as undici7 from 'undici7'
+import { describeError, MARKED_UNDICI7, saetta, same, type Lib } from '../support/differential'
 import { cleanup, httpServer, onCleanup } from '../support/helpers'
 import { kUndici7 } from '../../ts/util/undici7.ts'
 
@@ -52,16 +52,9 @@ function client(lib: AnyLib, origin: string): InstanceType<Lib['Client']> {
   return c
 }
 
-async function same8<T>(scenario: (lib: Lib, origin: string) => Promise<T>): Promise<T> {
-  const theirs = await scenario(undici, (await answers()).origin)
-  const ours = await scenario(saetta, (await answers()).origin)
-  expect(ours).toEqual(theirs)
-  return ours
-}
-
 describe('responseError maxSize', () => {
   test('checked when the interceptor is made: the same error for each wrong value', async () => {
-    await same8(async (lib) => {
+    await same(answers, async (lib) => {
       const out: unknown[] = []
       for (const options of [
         { maxSize: -1 },
@@ -91,7 +84,7 @@ describe('responseError maxSize', () => {
   })
 
   test('a body over the limit: the prefix kept (a cut character as U+FFFD), bodyTruncated, JSON not parsed', async () => {
-    const record = await same8(async (lib, origin) => {
+    const record = await same(answers, async (lib, origin) => {
       const out: unknown[] = []
       for (const [maxSize, p] of [
         [undefined, path(500, 'text/plain', 'short')],
@@ -122,7 +115,7 @@ describe('responseError maxSize', () => {
   })
 
   test('the default limit is 1 MiB', async () => {
-    await same8(async (lib, origin) => {
+    await same(answers, async (lib, origin) => {
       const d = client(lib, origin).compose(lib.interceptors.responseError())
       const r = await responseOutcome(lib, d as never, path(500, 'text/plain', 'y'.repeat(1024), 1025))
       return { ...r, body: (r.body as string).length }
@@ -130,18 +123,18 @@ describe('responseError maxSize', () => {
   })
 
   test('undici 7.30 (the undici7 entry): no option read, nothing cut', async () => {
-    const run = async (lib: AnyLib, mark: (o: object) => object) => {
-      const origin = (await answers()).origin
-      const out: unknown[] = []
-      const made = (lib as Lib).interceptors.responseError(mark({ maxSize: -1 }) as never)
-      const d = client(lib, origin).compose(made)
-      const r = await responseOutcome(lib, d as never, path(500, 'text/plain', 'abcdefgh'))
-      out.push({ ...r, bodyTruncated: undefined })
-      return out
-    }
-    const theirs = await run(undici7, (o) => o)
-    const ours = await run(saetta, (o) => ({ ...o, [kUndici7]: true }))
-    expect(ours).toEqual(theirs)
+    await same(
+      answers,
+      async ({ lib, mark }, origin) => {
+        const out: unknown[] = []
+        const made = (lib as Lib).interceptors.responseError(mark({ maxSize: -1 }) as never)
+        const d = client(lib, origin).compose(made)
+        const r = await responseOutcome(lib, d as never, path(500, 'text/plain', 'abcdefgh'))
+        out.push({ ...r, bodyTruncated: undefined })
+        return out
+      },
+      MARKED_UNDICI7,
+    )
   })
 })
 
@@ -185,18 +178,14 @@ describe('decompress (undici 8)', () => {
 
   test('a HEAD request passes untouched: its content-encoding and content-length stay', async () => {
     for (const between of [false, true]) {
-      const theirs = await through(undici, (await encoded('gzip', zlib.gzipSync('x'.repeat(1000)))()).origin, 'HEAD', {}, between)
-      const ours = await through(saetta, (await encoded('gzip', zlib.gzipSync('x'.repeat(1000)))()).origin, 'HEAD', {}, between)
-      expect(ours).toEqual(theirs)
+      const ours = await same(encoded('gzip', zlib.gzipSync('x'.repeat(1000))), (lib, origin) => through(lib, origin, 'HEAD', {}, between))
       expect(ours).toMatchObject({ encoding: 'gzip' })
     }
   })
 
   test('x-compress is not an encoding it undoes (decoded in JS)', async () => {
     const body = zlib.deflateSync('hello '.repeat(100))
-    const theirs = await through(undici, (await encoded('x-compress', body)()).origin, 'GET', {}, true)
-    const ours = await through(saetta, (await encoded('x-compress', body)()).origin, 'GET', {}, true)
-    expect(ours).toEqual(theirs)
+    const ours = await same(encoded('x-compress', body), (lib, origin) => through(lib, origin, 'GET', {}, true))
     expect(ours).toMatchObject({ encoding: 'x-compress', bytes: body.length })
   })
 
@@ -209,9 +198,7 @@ describe('decompress (undici 8)', () => {
       [wide, false],
       [narrow, true],
     ] as const) {
-      const theirs = await through(undici, (await encoded('zstd', body)()).origin, 'GET')
-      const ours = await through(saetta, (await encoded('zstd', body)()).origin, 'GET')
-      expect(ours).toEqual(theirs)
+      const ours = await same(encoded('zstd', body), (lib, origin) => through(lib, origin, 'GET'))
       expect('error' in ours).toBe(!ok)
     }
   })
@@ -236,7 +223,7 @@ describe('cache stores (undici 8)', () => {
     })
 
   test('MemoryCacheStore: a hit makes its URL the last used; eviction drops the least used down to half, keeping the new entry', async () => {
-    await same8(async (lib) => {
+    await same(answers, async (lib) => {
       const store = new lib.cacheStores.MemoryCacheStore({ maxCount: 4, maxEntrySize: 5 })
       const events: unknown[] = []
       ;(store as unknown as NodeJS.EventEmitter).on('maxSizeExceeded', (e) => events.push(e))
@@ -252,7 +239,7 @@ describe('cache stores (undici 8)', () => {
   })
 
   test('MemoryCacheStore: storing a variant again replaces it even when it has expired', async () => {
-    await same8(async (lib) => {
+    await same(answers, async (lib) => {
       const store = new lib.cacheStores.MemoryCacheStore()
       const now = Date.now()
       await put(store as never, key, { ...value(1), cachedAt: now - 10_000, staleAt: now - 5000, deleteAt: now - 1 }, 'old')
@@ -263,7 +250,7 @@ describe('cache stores (undici 8)', () => {
 
   const hasSqlite = !!(process as unknown as { getBuiltinModule?: (id: string) => unknown }).getBuiltinModule?.('node:sqlite')
   test.skipIf(!hasSqlite)('SqliteCacheStore: compressThreshold is checked', async () => {
-    await same8(async (lib) => {
+    await same(answers, async (lib) => {
       const out: unknown[] = []
       for (const compressThreshold of [-1, 1.5, '1', null, 0, 10, undefined]) {
         try {

@@ -6,6 +6,7 @@ import * as undici from 'undici'
 import * as saettaModule from '../../ts/index.ts'
 import * as undici7Module from 'undici7'
 import * as saetta7Module from '../../ts/undici7.ts'
+import { kUndici7 } from '../../ts/util/undici7.ts'
 import { httpServer, onCleanup, pairs, readBody, type HttpServer } from './helpers'
 import { expect } from 'vitest'
 
@@ -91,6 +92,21 @@ export const UNDICI7: Comparison = { reference: undici7, subjects: [saetta7] }
  * headers from the controller whatever an interceptor changed, which are not the spec's).
  */
 export const AS_UNDICI7: Comparison = { reference: undici7, subjects: [saetta7, saetta] }
+
+/** A library, with what its options for an interceptor take to follow undici 7 (`mark`). */
+export interface Marked {
+  name: string
+  lib: Lib
+  mark: <O extends object>(o: O) => O
+}
+/**
+ * undici 7.30, and saetta's main entry whose interceptors are given the undici7 entry's key in
+ * their options (as saetta/undici7 builds them): the scenario gets a `Marked` as its library.
+ */
+export const MARKED_UNDICI7: Comparison<Marked> = {
+  reference: { name: 'undici7', lib: undici7, mark: (o) => o },
+  subjects: [{ name: 'saetta (undici7 key)', lib: saetta, mark: (o) => ({ ...o, [kUndici7]: true }) }],
+}
 
 const names = new Map<unknown, string>([
   [undici, 'undici'],
