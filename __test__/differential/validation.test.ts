@@ -3,11 +3,20 @@
 // error, or what the server received) must be the same.
 import { EventEmitter } from 'node:events'
 import { PassThrough } from 'node:stream'
-import { afterEach, describe, expect, test } from 'vitest'
-import * as undici7 from 'undici7'
-import * as saetta7Module from '../../ts/undici7.ts'
+import { afterEach, describe, test } from 'vitest'
 import { cleanup, okResponse, rawServer, withTimeout, type RawServer } from '../support/helpers'
-import { client, describeError, saetta, same, outcome, type Client, type Lib } from '../support/differential'
+import {
+  AS_UNDICI7,
+  UNDICI7,
+  type Comparison,
+  client,
+  describeError,
+  saetta,
+  same,
+  outcome,
+  type Client,
+  type Lib,
+} from '../support/differential'
 
 afterEach(cleanup)
 
@@ -73,29 +82,20 @@ async function viaDispatch(c: Client, opts: unknown, make: unknown = recording):
   return { returned, events, ...(refused ? { refused } : {}) }
 }
 
-const saetta7 = saetta7Module as unknown as Lib
-
 /** `record` with what dispatch() returned for a request refused at once as undici 8's: true. */
 function refusedAs8<T>(record: T): T {
   return JSON.parse(JSON.stringify(record, (_k, v) => (v?.refused === true ? { ...v, returned: true } : v)))
 }
 
 /**
- * As same(), for legacy handlers (onConnect, onHeaders, ...) that saetta takes as undici 7 did,
+ * same()'s comparison for legacy handlers (onConnect, onHeaders, ...) that saetta takes as undici 7 did,
  * the spec's handler API: undici 8 refuses them, and what the differential support adapts them
  * with for it (undici 8's Dispatcher1Wrapper) has its own ways (a missing callback skipped, a
  * missing onError rethrown). So `undici7` is the reference: saetta/undici7 must match it, and
  * saetta's main entry too but for what dispatch() returns on a request refused at once (true,
  * as undici 8: nothing queued, the dispatcher not busy).
  */
-async function sameAs7Refused<T>(scenario: (lib: Lib, origin: string) => Promise<T>): Promise<T> {
-  const run = async (lib: Lib): Promise<T> => scenario(lib, (await raw()).origin)
-  const theirs = await run(undici7 as unknown as Lib)
-  expect(await run(saetta7)).toEqual(theirs)
-  const ours = await run(saetta)
-  expect(ours).toEqual(refusedAs8(theirs))
-  return ours
-}
+const AS_UNDICI7_REFUSED: Comparison = { ...AS_UNDICI7, expected: (record, lib) => (lib === saetta ? refusedAs8(record) : record) }
 
 /** `recording` less the callbacks named in `drop`, plus `extra`. */
 const without =
@@ -369,10 +369,12 @@ describe('dispatch handlers', () => {
     ['a bad option without onError: thrown', ['onError'], {}, { headers: { 'x a': '1' } }],
   ]
 
-  // Legacy handlers: as undici 7 (see sameAs7Refused).
+  // Legacy handlers: as undici 7 (see AS_UNDICI7_REFUSED).
   test.each(cases)('a handler %s', async (_name, drop, extra, opts) => {
-    await sameAs7Refused(async (lib, origin) =>
-      lenient(await viaDispatch(client(lib, origin), { path: '/', method: 'GET', ...opts }, without(drop, extra))),
+    await same(
+      raw,
+      async (lib, origin) => lenient(await viaDispatch(client(lib, origin), { path: '/', method: 'GET', ...opts }, without(drop, extra))),
+      AS_UNDICI7_REFUSED,
     )
   })
 
@@ -433,16 +435,18 @@ describe('dispatch handlers', () => {
     // undici 7 checks nothing more of a handler with onRequestStart; undici 8 checks its callbacks
     // (above). Without onRequestStart, saetta/undici7 reads it as a legacy handler (as undici 7);
     // saetta as undici 8 does (differential/undici8-dispatch.test.ts, 'a handler without onRequestStart').
-    const run = async (lib: Lib): Promise<unknown> => {
-      const c = client(lib, (await raw()).origin)
-      return {
-        onlyStart: await controller(c, ['onResponseStart', 'onResponseData', 'onResponseEnd', 'onResponseError']),
-        noStart: await controller(c, ['onRequestStart']),
-        badOptionNoError: await controller(c, ['onResponseError'], { headers: { 'x a': '1' } }),
-      }
-    }
-    const theirs = await run(undici7 as unknown as Lib)
-    expect(await run(saetta7)).toEqual(theirs)
+    await same(
+      raw,
+      async (lib, origin) => {
+        const c = client(lib, origin)
+        return {
+          onlyStart: await controller(c, ['onResponseStart', 'onResponseData', 'onResponseEnd', 'onResponseError']),
+          noStart: await controller(c, ['onRequestStart']),
+          badOptionNoError: await controller(c, ['onResponseError'], { headers: { 'x a': '1' } }),
+        }
+      },
+      UNDICI7,
+    )
   })
 })
 
@@ -518,21 +522,25 @@ describe('through Pool, BalancedPool and Agent', () => {
   })
 
   test('bad legacy handlers are reported as by a Client (as undici 7)', async () => {
-    await sameAs7Refused(async (lib, origin) => {
-      const out: Record<string, unknown> = {}
-      for (const kind of ['Pool', 'BalancedPool', 'Agent'] as const) {
-        const d = kind === 'Agent' ? new lib.Agent() : new lib[kind](origin)
-        const c = d as unknown as Client
-        const opts = { origin, path: '/', method: 'GET' }
-        out[kind] = lenient([
-          await viaDispatch(c, { ...opts, headers: { 'content-length': ['1', '2'] } }),
-          await viaDispatch(c, opts, without(['onError'])),
-          await viaDispatch(c, opts, without(['onComplete'])),
-        ])
-        await d.destroy()
-      }
-      return out
-    })
+    await same(
+      raw,
+      async (lib, origin) => {
+        const out: Record<string, unknown> = {}
+        for (const kind of ['Pool', 'BalancedPool', 'Agent'] as const) {
+          const d = kind === 'Agent' ? new lib.Agent() : new lib[kind](origin)
+          const c = d as unknown as Client
+          const opts = { origin, path: '/', method: 'GET' }
+          out[kind] = lenient([
+            await viaDispatch(c, { ...opts, headers: { 'content-length': ['1', '2'] } }),
+            await viaDispatch(c, opts, without(['onError'])),
+            await viaDispatch(c, opts, without(['onComplete'])),
+          ])
+          await d.destroy()
+        }
+        return out
+      },
+      AS_UNDICI7_REFUSED,
+    )
   })
 })
 
