@@ -5,7 +5,7 @@ import buffer from 'node:buffer'
 import type http from 'node:http'
 import { afterEach, describe, expect, test } from 'vitest'
 import { cleanup, closedPort, httpServer, onCleanup, sleep, holdsWithin, waitFor, withTimeout, type HttpServer } from '../support/helpers'
-import { describeError, saetta, undici, type Lib } from '../support/differential'
+import { describeError, outcome, saetta, same, undici, type Lib } from '../support/differential'
 import * as saettaTyped from '../../ts/index.ts'
 
 afterEach(cleanup)
@@ -113,14 +113,6 @@ function agent(lib: Lib): InstanceType<Lib['Agent']> {
   const a = new lib.Agent()
   onCleanup(() => a.close())
   return a
-}
-
-/** `scenario` once on undici and once on saetta, each with a fresh server; the records must be equal. */
-async function differential<T>(make: () => Promise<SseServer>, scenario: (lib: Lib, srv: SseServer) => Promise<T>): Promise<T> {
-  const theirs = await scenario(undici, await make())
-  const ours = await scenario(saetta, await make())
-  expect(ours).toEqual(theirs)
-  return ours
 }
 
 /** The events of one scenario, with the requests the server saw (the headers that matter). */
@@ -453,20 +445,20 @@ describe('EventSource: the dispatcher (saetta)', () => {
 
 describe('EventSource: undici and saetta observe the same events', () => {
   test('a stream with every field kind, ids, retry and two reconnections', async () => {
-    await differential(
+    await same(
       () =>
         sse((_req, res, n) => {
           if (n === 0) stream(res, ': hi\nretry: 20\nid: 1\nevent: a\ndata: x\ndata: y\n\nid: 2\ndata: z\n\n', true)
           else if (n === 1) stream(res, 'data: after\n\nid\ndata: cleared\n\n', true)
           else stream(res, 'event: last\ndata: done\n\n')
         }),
-      (lib, srv) => run(lib, srv, '/s', { types: ['a', 'last'], until: (l) => l.at(-1)?.type === 'last' }),
+      (lib, _, srv) => run(lib, srv, '/s', { types: ['a', 'last'], until: (l) => l.at(-1)?.type === 'last' }),
     )
   })
 
   test('line ends (CR, LF, CRLF) split at every byte, and a BOM', async () => {
     const body = Buffer.from('\uFEFFdata: 1\r\ndata: 2\r\rid: é\ndata: 3\n\r\nevent: end\rdata: 4\r\n\r\n')
-    await differential(
+    await same(
       () =>
         sse(async (_req, res) => {
           res.writeHead(200, { 'content-type': 'text/event-stream' })
@@ -475,7 +467,7 @@ describe('EventSource: undici and saetta observe the same events', () => {
             if (i % 8 === 0) await sleep(1)
           }
         }),
-      (lib, srv) => run(lib, srv, '/', { types: ['end'], until: (l) => l.at(-1)?.type === 'end' }),
+      (lib, _, srv) => run(lib, srv, '/', { types: ['end'], until: (l) => l.at(-1)?.type === 'end' }),
     )
   })
 
@@ -487,19 +479,19 @@ describe('EventSource: undici and saetta observe the same events', () => {
       [204, null],
       [301, 'text/event-stream'],
     ] as const) {
-      await differential(
+      await same(
         () =>
           sse((_req, res) => {
             res.writeHead(status, type === null ? {} : { 'content-type': type })
             res.end(status === 204 ? undefined : 'data: no\n\n')
           }),
-        (lib, srv) => run(lib, srv, '/', { until: closedAfterError, grace: 60 }),
+        (lib, _, srv) => run(lib, srv, '/', { until: closedAfterError, grace: 60 }),
       )
     }
   })
 
   test('a connection cut mid-event, a redirect, and reconnections that follow it', async () => {
-    await differential(
+    await same(
       () =>
         sse((req, res, n) => {
           if (req.url === '/start') {
@@ -510,25 +502,25 @@ describe('EventSource: undici and saetta observe the same events', () => {
             setTimeout(() => res.socket?.destroy(), 20)
           } else stream(res, `retry: 5\ndata: ${n}\n\n`, n < 4)
         }),
-      (lib, srv) => run(lib, srv, '/start', { init: { node: { dispatcher: agent(lib), reconnectionTime: 10 } }, until: messages(3) }),
+      (lib, _, srv) => run(lib, srv, '/start', { init: { node: { dispatcher: agent(lib), reconnectionTime: 10 } }, until: messages(3) }),
     )
   })
 
   test('close() inside a listener: the rest of that chunk is still dispatched, nothing after', async () => {
-    await differential(
+    await same(
       () =>
         sse((_req, res) => {
           stream(res, 'data: 1\n\ndata: 2\n\ndata: 3\n\n')
           setTimeout(() => res.write('data: later\n\n'), 30)
         }),
-      (lib, srv) => run(lib, srv, '/', { until: messages(1), grace: 100 }),
+      (lib, _, srv) => run(lib, srv, '/', { until: messages(1), grace: 100 }),
     )
   })
 
   test('close() while connecting fires one more error; close() after open does not', async () => {
-    await differential(
+    await same(
       () => sse((req, res) => (req.url === '/hold' ? undefined : stream(res, 'data: late\n\n'))),
-      async (lib, srv) => {
+      async (lib, _, srv) => {
         const w = watch(lib, `${srv.origin}/hold`, {}, { init: { dispatcher: agent(lib) } })
         await waitFor(() => srv.requests.length === 1, 3000)
         w.es.close()
@@ -555,9 +547,9 @@ describe('EventSource: undici and saetta observe the same events', () => {
   })
 
   test('the request: headers sent on the first connection and on a reconnection', async () => {
-    await differential(
+    await same(
       () => sse((_req, res, n) => stream(res, n === 0 ? 'id: 5\ndata: a\n\n' : 'data: b\n\n', n === 0)),
-      async (lib, srv) => {
+      async (lib, _, srv) => {
         await watch(
           lib,
           `${srv.origin}/h?q=1#frag`,
@@ -585,7 +577,7 @@ describe('EventSource: undici and saetta observe the same events', () => {
       })
       return Object.assign(srv, { other })
     }
-    await differential(pair, async (lib, srv) => {
+    await same(pair, async (lib, _, srv) => {
       const { other } = srv as Awaited<ReturnType<typeof pair>>
       const until = (l: Observed[]) => l.filter((e) => e.type === 'error').length >= 2
       const origins = { [srv.origin]: 'ORIGIN', [other.origin]: 'OTHER' }
@@ -597,9 +589,9 @@ describe('EventSource: undici and saetta observe the same events', () => {
   test.each(['Agent', 'Pool', 'Client'] as const)(
     'maxEventSize from the dispatcher (%s option eventSource): an event over it fails the connection',
     async (kind) => {
-      await differential(
+      await same(
         () => sse((_req, res) => stream(res, 'data: short\n\ndata: 0123456789abcdef0\n\ndata: never\n\n')),
-        async (lib, srv) => {
+        async (lib, _, srv) => {
           const options = { eventSource: { maxEventSize: 16 } }
           const dispatcher = kind === 'Agent' ? new lib.Agent(options) : new lib[kind](srv.origin, options)
           expect(dispatcher.eventSourceOptions).toEqual({ maxEventSize: 16 })
@@ -630,25 +622,22 @@ describe('EventSource: undici and saetta observe the same events', () => {
       for (const d of made) void d.close()
       return out
     }
-    const theirs = seen(undici)
-    expect(theirs[0]).toEqual([{ maxFragments: 131072, maxPayloadSize: 128 * 1024 * 1024 }, { maxEventSize: buffer.kStringMaxLength }])
-    expect(theirs[2]).toEqual([{ maxFragments: 3, maxPayloadSize: 128 * 1024 * 1024 }, { maxEventSize: 5 }])
-    expect(seen(saettaTyped as unknown as Lib)).toEqual(theirs)
+    const record = await same(null, seen)
+    expect(record[0]).toEqual([{ maxFragments: 131072, maxPayloadSize: 128 * 1024 * 1024 }, { maxEventSize: buffer.kStringMaxLength }])
+    expect(record[2]).toEqual([{ maxFragments: 3, maxPayloadSize: 128 * 1024 * 1024 }, { maxEventSize: 5 }])
   })
 
   test('the constructor: arguments, validation errors and properties', async () => {
     const origin = 'http://127.0.0.1:1'
-    const outcome = (lib: Lib, ...args: unknown[]) => {
-      try {
+    const asDomError = (err: unknown) => ({ ...describeError(err), isDOMException: err instanceof DOMException })
+    const construct = (lib: Lib, ...args: unknown[]) =>
+      outcome(() => {
         const es = new (lib.EventSource as unknown as new (...a: unknown[]) => ES)(...args)
         const r = { url: es.url, withCredentials: es.withCredentials, readyState: es.readyState }
         es.close()
         return r
-      } catch (err) {
-        return { ...describeError(err), isDOMException: err instanceof DOMException }
-      }
-    }
-    const scenario = (lib: Lib) => {
+      }, asDomError)
+    const scenario = async (lib: Lib) => {
       const slow = { node: { reconnectionTime: 100_000 } }
       const es = new lib.EventSource(origin, slow)
       es.close()
@@ -661,19 +650,19 @@ describe('EventSource: undici and saetta observe the same events', () => {
       es.onmessage = {} as never
       handlers.push(typeof es.onmessage)
       return {
-        cases: [
-          outcome(lib),
-          outcome(lib, 'http://['),
-          outcome(lib, '/relative'),
-          outcome(lib, new URL(`${origin}/a?b#c`), slow),
-          outcome(lib, `${origin}/é`, { withCredentials: 1, ...slow }),
-          outcome(lib, origin, null),
-          outcome(lib, origin, 5),
-          outcome(lib, origin, { node: 'x' }),
-          outcome(lib, origin, { node: { reconnectionTime: Symbol('t') } }),
-          outcome(lib, Symbol('u')),
-          outcome(lib, { toString: () => `${origin}/obj` }, slow),
-        ],
+        cases: await Promise.all([
+          construct(lib),
+          construct(lib, 'http://['),
+          construct(lib, '/relative'),
+          construct(lib, new URL(`${origin}/a?b#c`), slow),
+          construct(lib, `${origin}/é`, { withCredentials: 1, ...slow }),
+          construct(lib, origin, null),
+          construct(lib, origin, 5),
+          construct(lib, origin, { node: 'x' }),
+          construct(lib, origin, { node: { reconnectionTime: Symbol('t') } }),
+          construct(lib, Symbol('u')),
+          construct(lib, { toString: () => `${origin}/obj` }, slow),
+        ]),
         handlers,
         keys: Object.keys(lib.EventSource.prototype),
         staticKeys: Object.keys(lib.EventSource),
@@ -681,15 +670,9 @@ describe('EventSource: undici and saetta observe the same events', () => {
         descriptor: Object.getOwnPropertyDescriptor(lib.EventSource.prototype, 'OPEN'),
         own: Object.keys(es),
         tag: Object.prototype.toString.call(es),
-        illegal: (() => {
-          try {
-            lib.EventSource.prototype.close.call({})
-          } catch (err) {
-            return describeError(err)
-          }
-        })(),
+        illegal: await outcome(() => lib.EventSource.prototype.close.call({})),
       }
     }
-    expect(scenario(saetta)).toEqual(scenario(undici))
+    await same(null, scenario)
   })
 })
