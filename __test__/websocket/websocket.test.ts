@@ -12,7 +12,7 @@ import { afterEach, describe, expect, test } from 'vitest'
 import { WebSocketServer, type ServerOptions, type WebSocket as ServerSocket } from 'ws'
 import { cleanup, httpServer, netServer, onCleanup, readNumbered, runNode, sendNumbered, sleep } from '../support/helpers'
 import { childRequire } from '../support/target'
-import { describeError, saetta, undici, type Lib } from '../support/differential'
+import { describeError, outcome, saetta, same, undici, type Lib } from '../support/differential'
 import * as saettaTyped from '../../ts/index.ts'
 
 afterEach(cleanup)
@@ -24,15 +24,6 @@ const _libs: Array<[string, Lib]> = [
   ['undici', undici],
   ['saetta', saetta],
 ]
-
-/** `scenario` once on undici and once on saetta; the records must be equal. Returns saetta's. */
-async function differential<T>(scenario: (lib: Lib) => Promise<T>): Promise<T> {
-  const theirs = await scenario(undici)
-  const ours = await scenario(saetta)
-  if (process.env.WS_SHOW) console.log(JSON.stringify(ours, null, 1))
-  expect(ours).toEqual(theirs)
-  return ours
-}
 
 /** An Agent of `lib`'s, closed after the test. */
 function agent(lib: Lib): InstanceType<Lib['Agent']> {
@@ -273,7 +264,7 @@ describe('WebSocket: differential against undici', () => {
   test('echo: text and binary, small and 64 KiB, as ArrayBuffer', async () => {
     const big = Buffer.alloc(64 * 1024, 7)
     big.write('start')
-    const record = await differential(async (lib) => {
+    const record = await same(null, async (lib) => {
       const srv = await echoServer()
       const w = await watch(lib, `${srv.url}/echo?x=1`, {
         binaryType: 'arraybuffer',
@@ -294,7 +285,7 @@ describe('WebSocket: differential against undici', () => {
 
 describe('WebSocket: conversations (differential)', () => {
   test('binaryType blob: Blobs sent in order with strings, received as Blobs', async () => {
-    await differential(async (lib) => {
+    await same(null, async (lib) => {
       const srv = await echoServer()
       const w = await watch(lib, srv.url, {
         binaryType: 'blob',
@@ -311,7 +302,7 @@ describe('WebSocket: conversations (differential)', () => {
   })
 
   test('binaryType: only "blob" and "arraybuffer", anything else reads as "blob"', async () => {
-    await differential(async (lib) => {
+    await same(null, async (lib) => {
       const srv = await echoServer()
       const ws = new lib.WebSocket(srv.url, { dispatcher: agent(lib) })
       onCleanup(() => ws.close())
@@ -328,7 +319,7 @@ describe('WebSocket: conversations (differential)', () => {
   })
 
   test('bufferedAmount: counts what send() queued until it is written, Blobs included', async () => {
-    await differential(async (lib) => {
+    await same(null, async (lib) => {
       const srv = await echoServer()
       const amounts: number[] = []
       const w = await watch(lib, srv.url, {
@@ -358,7 +349,7 @@ describe('WebSocket: conversations (differential)', () => {
 
   test('subprotocols: asked as a string, a list or in the init; the one the server chose', async () => {
     const server = (): Promise<WsServer> => wsServer(() => {}, { handleProtocols: (protocols) => (protocols.has('chat') ? 'chat' : false) })
-    await differential(async (lib) => {
+    await same(null, async (lib) => {
       const out = []
       for (const protocols of ['chat', ['superchat', 'chat'], { protocols: ['x', 'chat'] }, []] as const) {
         const srv = await server()
@@ -378,7 +369,7 @@ describe('WebSocket: conversations (differential)', () => {
 
   test('permessage-deflate: negotiated, compressed messages read (text and binary, fragmented too)', async () => {
     const big = 'lorem ipsum dolor sit amet '.repeat(8000)
-    await differential(async (lib) => {
+    await same(null, async (lib) => {
       const srv = await wsServer(
         (socket) =>
           socket.on('message', (data, isBinary) => {
@@ -397,7 +388,7 @@ describe('WebSocket: conversations (differential)', () => {
   })
 
   test('close from the client: each code and reason reaches the server; the close event has the server answer', async () => {
-    await differential(async (lib) => {
+    await same(null, async (lib) => {
       const out = []
       for (const args of [[], [1000], [3000, 'bye'], [4999, 'é'.repeat(61)], [undefined, 'only a reason']] as Array<[number?, string?]>) {
         const srv = await wsServer()
@@ -410,7 +401,7 @@ describe('WebSocket: conversations (differential)', () => {
   })
 
   test('close from the server: the client answers with its code; the close event is clean', async () => {
-    await differential(async (lib) => {
+    await same(null, async (lib) => {
       const out = []
       for (const args of [
         [4001, 'server says'],
@@ -427,7 +418,7 @@ describe('WebSocket: conversations (differential)', () => {
   })
 
   test('a server that drops the TCP connection: error, then close 1006', async () => {
-    await differential(async (lib) => {
+    await same(null, async (lib) => {
       const srv = await wsServer((socket) => socket.on('message', () => socket.terminate()))
       const w = await watch(lib, srv.url, { onOpen: (ws) => ws.send('bye') })
       return { events: w.events, server: srv.received.log }
@@ -435,7 +426,7 @@ describe('WebSocket: conversations (differential)', () => {
   })
 
   test('messages after close() are dropped; close() again does nothing', async () => {
-    await differential(async (lib) => {
+    await same(null, async (lib) => {
       const srv = await wsServer((socket) =>
         socket.on('message', () => {
           socket.send('late 1')
@@ -457,7 +448,7 @@ describe('WebSocket: conversations (differential)', () => {
   })
 
   test('ping and pong: the client answers pings, ping() sends one; both reach the diagnostics channels', async () => {
-    await differential(async (lib) => {
+    await same(null, async (lib) => {
       const seen: unknown[] = []
       const onPing = (m: unknown): void => void seen.push(['ping', (m as { payload: Buffer }).payload.toString('hex')])
       const onPong = (m: unknown): void => void seen.push(['pong', (m as { payload: Buffer }).payload.toString('hex')])
@@ -486,7 +477,7 @@ describe('WebSocket: conversations (differential)', () => {
   })
 
   test('ping(): the payload is checked; nothing is sent unless open', async () => {
-    await differential(async (lib) => {
+    await same(null, async (lib) => {
       const srv = await echoServer()
       const results: unknown[] = []
       const attempt = (fn: () => void): void => {
@@ -515,7 +506,7 @@ describe('WebSocket: conversations (differential)', () => {
   })
 
   test('the headers option: sent with the handshake, as fetch sends them', async () => {
-    await differential(async (lib) => {
+    await same(null, async (lib) => {
       const out = []
       for (const headers of [
         { 'X-Custom': ' padded ', 'user-agent': 'mine', Accept: 'x/y' },
@@ -542,7 +533,7 @@ describe('WebSocket: conversations (differential)', () => {
   })
 
   test('the dispatcher option, and the global dispatcher otherwise', async () => {
-    await differential(async (lib) => {
+    await same(null, async (lib) => {
       const seen: unknown[] = []
       const recording = (name: string) =>
         agent(lib).compose((dispatch) => (opts, handler) => {
@@ -570,7 +561,7 @@ describe('WebSocket: conversations (differential)', () => {
   })
 
   test("the dispatcher's webSocket limits: a message over maxPayloadSize fails the connection (1009)", async () => {
-    await differential(async (lib) => {
+    await same(null, async (lib) => {
       const srv = await wsServer((socket) => socket.send('x'.repeat(20)))
       const dispatcher = new lib.Agent({ webSocket: { maxPayloadSize: 10 } } as never)
       onCleanup(() => dispatcher.destroy())
@@ -581,7 +572,7 @@ describe('WebSocket: conversations (differential)', () => {
   })
 
   test('empty payloads: messages, a ping, and close frames without a body or reason', async () => {
-    await differential(async (lib) => {
+    await same(null, async (lib) => {
       const srv = await wsServer((socket) => {
         socket.on('message', (data, isBinary) => {
           socket.send(data as Buffer, { binary: isBinary })
@@ -628,7 +619,7 @@ describe('WebSocket: failed handshakes (differential)', () => {
   ]
   for (const [name, response] of cases) {
     test(name, async () => {
-      await differential(async (lib) => {
+      await same(null, async (lib) => {
         const srv = await rawWsServer(response)
         const w = await watch(lib, srv.url)
         return { events: w.events, requests: srv.heads.length, protocol: w.protocol, extensions: w.extensions }
@@ -637,7 +628,7 @@ describe('WebSocket: failed handshakes (differential)', () => {
   }
 
   test('protocols asked for: none chosen, or another one', async () => {
-    await differential(async (lib) => {
+    await same(null, async (lib) => {
       const out = []
       for (const extra of ['', 'Sec-WebSocket-Protocol: other\r\n', 'Sec-WebSocket-Protocol: b\r\n']) {
         const srv = await rawWsServer(
@@ -653,7 +644,7 @@ describe('WebSocket: failed handshakes (differential)', () => {
   })
 
   test('a 401 is answered once with the credentials of the URL', async () => {
-    await differential(async (lib) => {
+    await same(null, async (lib) => {
       let n = 0
       const srv = await rawWsServer(
         (key) => (n++ === 0 ? 'HTTP/1.1 401 Unauthorized\r\ncontent-length: 0\r\n\r\n' : switching(key)),
@@ -667,11 +658,11 @@ describe('WebSocket: failed handshakes (differential)', () => {
 
   test('a refused connection', async () => {
     const { closedPort } = await import('../support/helpers')
-    await differential(async (lib) => (await watch(lib, `ws://127.0.0.1:${await closedPort()}/`)).events)
+    await same(null, async (lib) => (await watch(lib, `ws://127.0.0.1:${await closedPort()}/`)).events)
   })
 
   test('the handshake request: method, path and headers as undici sends them, over https: too', async () => {
-    await differential(async (lib) => {
+    await same(null, async (lib) => {
       const srv = await rawWsServer(() => 'HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n')
       await watch(lib, `${srv.url}/p/a%20th?q=1&r`)
       await watch(lib, `${srv.url.replace('ws:', 'http:')}/?`, { init: ['one', 'two'] })
@@ -706,7 +697,7 @@ describe('WebSocket: servers that break the protocol (differential)', () => {
   ]
   for (const [name, bytesOut] of violations) {
     test(name, async () => {
-      await differential(async (lib) => {
+      await same(null, async (lib) => {
         const srv = await rawWsServer(
           (key) => switching(key),
           (socket) => socket.write(Buffer.concat([frame(0x81, 'before'), bytesOut, frame(0x81, 'after')])),
@@ -720,7 +711,7 @@ describe('WebSocket: servers that break the protocol (differential)', () => {
   }
 
   test('a server that keeps the connection open after the violation: the client closes it', async () => {
-    await differential(async (lib) => {
+    await same(null, async (lib) => {
       const server = net.createServer({ allowHalfOpen: true }, (socket) => {
         socket.on('error', () => {})
         socket.once('data', (head) => {
@@ -741,7 +732,7 @@ describe('WebSocket: servers that break the protocol (differential)', () => {
   })
 
   test('a valid close frame: nothing after it is read; the client answers with its code only', async () => {
-    await differential(async (lib) => {
+    await same(null, async (lib) => {
       const srv = await rawWsServer(
         (key) => switching(key),
         (socket) => {
@@ -761,7 +752,7 @@ describe('WebSocket: servers that break the protocol (differential)', () => {
   })
 
   test('a close frame without a body: 1005, and an empty answer', async () => {
-    await differential(async (lib) => {
+    await same(null, async (lib) => {
       const srv = await rawWsServer(
         (key) => switching(key),
         (socket) => {
@@ -775,7 +766,7 @@ describe('WebSocket: servers that break the protocol (differential)', () => {
   })
 
   test('a close frame and the end of the stream in one write: the client still answers the close', async () => {
-    await differential(async (lib) => {
+    await same(null, async (lib) => {
       const srv = await rawWsServer(
         (key) => switching(key),
         (socket) => socket.end(frame(0x88, Buffer.concat([Buffer.from([0x03, 0xe8]), Buffer.from('bye')]))),
@@ -787,7 +778,7 @@ describe('WebSocket: servers that break the protocol (differential)', () => {
   })
 
   test('frames in the same packet as the 101 response are lost, as undici loses them', async () => {
-    await differential(async (lib) => {
+    await same(null, async (lib) => {
       const srv = await rawWsServer(
         (key) => switching(key) + frame(0x81, 'early').toString('latin1') + frame(0x88, Buffer.from([0x03, 0xe8])).toString('latin1'),
         (socket) => setTimeout(() => socket.end(), 30),
@@ -800,19 +791,9 @@ describe('WebSocket: servers that break the protocol (differential)', () => {
 // ---------------------------------------------------------------------------------------------
 // arguments, states and the API's surface
 
-/** What calling `fn` gives: 'ok' (with a value), or the error as data. */
-function callOutcome(fn: () => unknown): unknown {
-  try {
-    const value = fn()
-    return { ok: value === undefined ? true : value }
-  } catch (err) {
-    return describeError(err)
-  }
-}
-
 describe('WebSocket: arguments and states (differential)', () => {
   test('the constructor: URLs, protocols and options, checked as undici checks them', async () => {
-    await differential(async (lib) => {
+    await same(null, async (lib) => {
       const port = await (await import('../support/helpers')).closedPort()
       const base = `ws://127.0.0.1:${port}`
       const attempts: Array<() => WS> = [
@@ -838,26 +819,28 @@ describe('WebSocket: arguments and states (differential)', () => {
         () => new lib.WebSocket(base, null as never),
         () => new lib.WebSocket(base, new Set(['x', 'y']) as never),
       ]
-      return attempts.map((make) =>
-        callOutcome(() => {
-          const ws = make()
-          ws.onerror = () => {}
-          ws.close()
-          return {
-            url: ws.url.replace(String(port), 'PORT'),
-            readyState: ws.readyState,
-            protocol: ws.protocol,
-            extensions: ws.extensions,
-            bufferedAmount: ws.bufferedAmount,
-            binaryType: ws.binaryType,
-          }
-        }),
+      return Promise.all(
+        attempts.map((make) =>
+          outcome(() => {
+            const ws = make()
+            ws.onerror = () => {}
+            ws.close()
+            return {
+              url: ws.url.replace(String(port), 'PORT'),
+              readyState: ws.readyState,
+              protocol: ws.protocol,
+              extensions: ws.extensions,
+              bufferedAmount: ws.bufferedAmount,
+              binaryType: ws.binaryType,
+            }
+          }),
+        ),
       )
     })
   })
 
   test('a relative URL resolves against the global origin', async () => {
-    await differential(async (lib) => {
+    await same(null, async (lib) => {
       const port = await (await import('../support/helpers')).closedPort()
       const before = lib.getGlobalOrigin()
       lib.setGlobalOrigin(`http://127.0.0.1:${port}/base/`)
@@ -873,37 +856,38 @@ describe('WebSocket: arguments and states (differential)', () => {
   })
 
   test('close(): its code and reason checked; while connecting it fails the connection at once', async () => {
-    await differential(async (lib) => {
+    await same(null, async (lib) => {
       const srv = await rawWsServer(() => 'HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n')
       const ws = new lib.WebSocket(srv.url, { dispatcher: agent(lib) })
       const log: unknown[] = []
       for (const type of ['open', 'error', 'close'])
         ws.addEventListener(type, (ev) => log.push([type, ws.readyState, (ev as CloseEvent).code]))
-      const checks = [
-        callOutcome(() => ws.close(999)),
-        callOutcome(() => ws.close(1001)),
-        callOutcome(() => ws.close(2999)),
-        callOutcome(() => ws.close(5000)),
-        callOutcome(() => ws.close(NaN)),
-        callOutcome(() => ws.close(null as never)),
-        callOutcome(() => ws.close(1000, 'x'.repeat(124))),
-        callOutcome(() => ws.close(3000, 'é'.repeat(62))),
-        callOutcome(() => ws.close(65536 + 1000)),
-        callOutcome(() => ws.send('too early')),
-        callOutcome(() => (ws.send as unknown as () => void)()),
-      ]
+      const checks = Promise.all([
+        outcome(() => ws.close(999)),
+        outcome(() => ws.close(1001)),
+        outcome(() => ws.close(2999)),
+        outcome(() => ws.close(5000)),
+        outcome(() => ws.close(NaN)),
+        outcome(() => ws.close(null as never)),
+        outcome(() => ws.close(1000, 'x'.repeat(124))),
+        outcome(() => ws.close(3000, 'é'.repeat(62))),
+        outcome(() => ws.close(65536 + 1000)),
+        outcome(() => ws.send('too early')),
+        outcome(() => (ws.send as unknown as () => void)()),
+      ])
       log.push('before close', ws.readyState)
-      const closed = callOutcome(() => ws.close(4000.5, 'ok'))
+      const closed = outcome(() => ws.close(4000.5, 'ok'))
       log.push('after close', ws.readyState)
       await sleep(50)
       log.push('later', ws.readyState, srv.heads.length)
       ws.send('after all')
-      return { checks, closed, log, bufferedAmount: ws.bufferedAmount }
+      const bufferedAmount = ws.bufferedAmount
+      return { checks: await checks, closed: await closed, log, bufferedAmount }
     })
   })
 
   test('event handler attributes: set, replaced, cleared; a non-callable object is a no-op listener', async () => {
-    await differential(async (lib) => {
+    await same(null, async (lib) => {
       const port = await (await import('../support/helpers')).closedPort()
       const ws = new lib.WebSocket(`ws://127.0.0.1:${port}`)
       const calls: string[] = []
@@ -924,7 +908,7 @@ describe('WebSocket: arguments and states (differential)', () => {
   })
 
   test('the constants, the prototype and its brand checks', async () => {
-    await differential(async (lib) => {
+    await same(null, async (lib) => {
       const W = lib.WebSocket
       const proto = W.prototype as unknown as Record<string, unknown>
       const descriptor = (o: object, k: string): unknown => {
@@ -937,13 +921,13 @@ describe('WebSocket: arguments and states (differential)', () => {
         enumerable: Object.keys(Object.getOwnPropertyDescriptors(proto))
           .filter((k) => Object.getOwnPropertyDescriptor(proto, k)!.enumerable)
           .sort(),
-        brand: [
-          callOutcome(() => Reflect.get(proto, 'url', {})),
-          callOutcome(() => (proto.close as () => void).call({})),
-          callOutcome(() => (proto.send as (d: string) => void).call({}, 'x')),
-          callOutcome(() => Reflect.set(proto, 'binaryType', 'blob', {})),
-        ],
-        ping: callOutcome(() => lib.ping({} as WS)),
+        brand: await Promise.all([
+          outcome(() => Reflect.get(proto, 'url', {})),
+          outcome(() => (proto.close as () => void).call({})),
+          outcome(() => (proto.send as (d: string) => void).call({}, 'x')),
+          outcome(() => Reflect.set(proto, 'binaryType', 'blob', {})),
+        ]),
+        ping: await outcome(() => lib.ping({} as WS)),
       }
     })
   })
@@ -960,7 +944,7 @@ describe('events: MessageEvent, CloseEvent, ErrorEvent (differential)', () => {
   })
 
   test('constructors and attributes, with undici’s conversions and messages', async () => {
-    await differential(async (lib) => {
+    await same(null, async (lib) => {
       const { MessageEvent: M, CloseEvent: C, ErrorEvent: E } = lib
       const { port1 } = new MessageChannel()
       onCleanup(() => port1.close())
@@ -980,8 +964,8 @@ describe('events: MessageEvent, CloseEvent, ErrorEvent (differential)', () => {
         if ('error' in ev) out.error = ev.error instanceof Error ? describeError(ev.error) : ev.error
         return out
       }
-      const make = (fn: () => Event): unknown => callOutcome(() => read(fn()))
-      return [
+      const make = (fn: () => Event) => outcome(() => read(fn()))
+      return Promise.all([
         make(() => new (M as unknown as new () => Event)()),
         make(() => new M('m')),
         make(
@@ -1008,15 +992,15 @@ describe('events: MessageEvent, CloseEvent, ErrorEvent (differential)', () => {
         make(() => new E('e', 5 as never)),
         make(() => new E('e', { error: 1 })),
         make(() => new E(Symbol('e') as never)),
-        callOutcome(() => Reflect.get(M.prototype, 'data', new Event('x'))),
-        callOutcome(() => Reflect.get(C.prototype, 'code', {})),
-        callOutcome(() => Reflect.get(E.prototype, 'error', {})),
+        outcome(() => Reflect.get(M.prototype, 'data', new Event('x'))),
+        outcome(() => Reflect.get(C.prototype, 'code', {})),
+        outcome(() => Reflect.get(E.prototype, 'error', {})),
         [M, C, E].map((cls) =>
           Object.keys(Object.getOwnPropertyDescriptors(cls.prototype)).filter(
             (k) => Object.getOwnPropertyDescriptor(cls.prototype, k)!.enumerable,
           ),
         ),
-      ]
+      ])
     })
   })
 
@@ -1080,7 +1064,7 @@ function handled(stream: WSS): WSS {
 
 describe('WebSocketStream (differential)', () => {
   test('echo through its streams, then close(): the closed promise has the server answer', async () => {
-    await differential(async (lib) => {
+    await same(null, async (lib) => {
       const srv = await echoServer()
       const stream: WSS = new lib.WebSocketStream(`${srv.url}/s`, { protocols: [] })
       const { readable, writable, protocol, extensions } = await stream.opened
@@ -1104,7 +1088,7 @@ describe('WebSocketStream (differential)', () => {
   })
 
   test('backpressure: messages nobody reads stay with the server; read, they all come, in order', async () => {
-    await differential(async (lib) => {
+    await same(null, async (lib) => {
       const count = 1024
       let server: ServerSocket | undefined
       const srv = await wsServer((socket) => {
@@ -1124,7 +1108,7 @@ describe('WebSocketStream (differential)', () => {
   })
 
   test('a server close, a dropped connection and a failed handshake', async () => {
-    await differential(async (lib) => {
+    await same(null, async (lib) => {
       const out = []
       for (const srv of [
         await wsServer((socket) => socket.close(4004, 'bye')),
@@ -1139,7 +1123,7 @@ describe('WebSocketStream (differential)', () => {
   })
 
   test('closing through the writable, and aborting it with a WebSocketError', async () => {
-    await differential(async (lib) => {
+    await same(null, async (lib) => {
       const out = []
       // (Not readable.cancel(): undici then throws an uncaught TypeError; see the saetta test below.)
       for (const how of ['close', 'abort'] as const) {
@@ -1168,7 +1152,7 @@ describe('WebSocketStream (differential)', () => {
   })
 
   test('an AbortSignal: aborted before, or while connecting', async () => {
-    await differential(async (lib) => {
+    await same(null, async (lib) => {
       const srv = await rawWsServer(() => '')
       const before = handled(new lib.WebSocketStream(srv.url, { signal: AbortSignal.abort(new Error('early')) }))
       const controller = new AbortController()
@@ -1185,17 +1169,17 @@ describe('WebSocketStream (differential)', () => {
   })
 
   test('arguments: options, close info, and WebSocketError', async () => {
-    await differential(async (lib) => {
+    await same(null, async (lib) => {
       const port = await (await import('../support/helpers')).closedPort()
       const url = `ws://127.0.0.1:${port}`
-      const stream = (options?: unknown): unknown =>
-        callOutcome(() => {
+      const stream = (options?: unknown) =>
+        outcome(() => {
           const s = handled(new lib.WebSocketStream(url, options as never))
           s.close()
           return s.url.replace(String(port), 'PORT')
         })
-      const error = (...args: unknown[]): unknown =>
-        callOutcome(() => {
+      const error = (...args: unknown[]) =>
+        outcome(() => {
           const e = new (lib.WebSocketError as unknown as new (...a: unknown[]) => Error & { closeCode: unknown; reason: unknown })(...args)
           return {
             ...describeError(e),
@@ -1206,34 +1190,33 @@ describe('WebSocketStream (differential)', () => {
           }
         })
       const s = handled(new lib.WebSocketStream(url))
-      return {
-        streams: [
-          stream(),
-          stream({ protocols: ['a', 'b'] }),
-          stream({ protocols: 'a' }),
-          stream({ protocols: ['a', 'a'] }),
-          stream({ signal: 5 }),
-          stream(5),
-          stream(null),
-        ],
-        closes: [
-          callOutcome(() => s.close({ closeCode: 999 })),
-          callOutcome(() => s.close({ reason: 'r'.repeat(124) })),
-          callOutcome(() => s.close(5 as never)),
-          callOutcome(() => s.close({ closeCode: 70000 } as never)),
-        ],
-        errors: [
-          error(),
-          error('m'),
-          error('m', { closeCode: 3000, reason: 'r' }),
-          error('m', { reason: 'only' }),
-          error('m', { closeCode: 1001 }),
-          error('m', null),
-          error('m', 5),
-          error(Symbol('x')),
-        ],
-        tag: Object.prototype.toString.call(s),
-      }
+      const streams = Promise.all([
+        stream(),
+        stream({ protocols: ['a', 'b'] }),
+        stream({ protocols: 'a' }),
+        stream({ protocols: ['a', 'a'] }),
+        stream({ signal: 5 }),
+        stream(5),
+        stream(null),
+      ])
+      const closes = Promise.all([
+        outcome(() => s.close({ closeCode: 999 })),
+        outcome(() => s.close({ reason: 'r'.repeat(124) })),
+        outcome(() => s.close(5 as never)),
+        outcome(() => s.close({ closeCode: 70000 } as never)),
+      ])
+      const errors = Promise.all([
+        error(),
+        error('m'),
+        error('m', { closeCode: 3000, reason: 'r' }),
+        error('m', { reason: 'only' }),
+        error('m', { closeCode: 1001 }),
+        error('m', null),
+        error('m', 5),
+        error(Symbol('x')),
+      ])
+      const tag = Object.prototype.toString.call(s)
+      return { streams: await streams, closes: await closes, errors: await errors, tag }
     })
   })
 })
@@ -1254,7 +1237,7 @@ function listen(names: string[]): Array<[string, unknown]> {
 
 describe('WebSocket: diagnostics channels (differential)', () => {
   test('open and close: their messages', async () => {
-    await differential(async (lib) => {
+    await same(null, async (lib) => {
       const seen = listen(['open', 'close', 'socket_error'])
       const srv = await wsServer(() => {}, { handleProtocols: () => 'chat', perMessageDeflate: true })
       let socket: WS | undefined
@@ -1291,7 +1274,7 @@ describe('WebSocket: diagnostics channels (differential)', () => {
   })
 
   test('a connection reset: socket_error, then error and close 1006', async () => {
-    await differential(async (lib) => {
+    await same(null, async (lib) => {
       const seen = listen(['socket_error', 'close'])
       const srv = await wsServer((socket) =>
         socket.on('message', () => (socket as unknown as { _socket: net.Socket })._socket.resetAndDestroy()),
