@@ -9,6 +9,7 @@ import { afterEach, describe, expect, test } from 'vitest'
 import { cleanup, closedPort, httpServer, readBody, runNode } from '../support/helpers'
 import { repoRoot } from '../support/target'
 import { describeFailure, impls, type Impl } from '../support/fetch'
+import { same, type Comparison } from '../support/differential'
 
 afterEach(cleanup)
 
@@ -79,20 +80,14 @@ async function record(run: () => Promise<unknown>): Promise<unknown[]> {
   return seen
 }
 
-/** Runs `scenario` on undici 8's fetch, then on saetta's, each alone and against its own server: the messages must match. */
-async function sameMessages<S extends { origin: string }>(
-  server: () => Promise<S>,
-  scenario: (f: Impl, origin: string, srv: S) => Promise<unknown>,
-): Promise<unknown[]> {
-  const run = async (f: Impl): Promise<unknown[]> => {
-    const srv = await server()
-    return JSON.parse(stable(JSON.stringify(await record(() => scenario(f, srv.origin, srv)))))
-  }
-  const theirs = await run(impls.undici)
-  if (process.env.SHOW_RECORDS) console.log(JSON.stringify(theirs, null, 1))
-  expect({ saetta: await run(impls.saetta) }).toEqual({ saetta: theirs })
-  return theirs
-}
+/** undici 8's fetch, then saetta's: what same() compares the messages of. */
+const FETCHES: Comparison<Impl> = { reference: impls.undici, subjects: [impls.saetta] }
+
+/** `scenario` as one for same(): the messages it caused, ports made stable. */
+const messagesOf =
+  <S extends { origin: string }>(scenario: (f: Impl, origin: string, srv: S) => Promise<unknown>) =>
+  async (f: Impl, origin: string, srv: S): Promise<unknown[]> =>
+    JSON.parse(stable(JSON.stringify(await record(() => scenario(f, origin, srv)))))
 
 const app = () =>
   httpServer(async (req, res) => {
@@ -110,8 +105,10 @@ const app = () =>
 
 describe("fetch's diagnostics channels", () => {
   test('a GET with headers: create, sendHeaders, headers, trailers; the request as fetch makes it', async () => {
-    const seen = await sameMessages(app, async (f, origin) =>
-      (await f.fetch(`${origin}/get?q=1`, f.init({ headers: { 'x-custom': 'v' } }))).text(),
+    const seen = await same(
+      app,
+      messagesOf(async (f, origin) => (await f.fetch(`${origin}/get?q=1`, f.init({ headers: { 'x-custom': 'v' } }))).text()),
+      FETCHES,
     )
     expect(seen.map((m) => (m as { channel?: string }).channel)).toEqual([
       'request:create',
@@ -123,31 +120,40 @@ describe("fetch's diagnostics channels", () => {
   })
 
   test('a POST with a string body and with a streamed one; a 404', async () => {
-    await sameMessages(app, async (f, origin) => {
-      const a = await (await f.fetch(`${origin}/post`, f.init({ method: 'POST', body: 'data' }))).text()
-      const body = new ReadableStream({
-        start(c) {
-          c.enqueue(new TextEncoder().encode('streamed'))
-          c.close()
-        },
-      })
-      const b = await (await f.fetch(`${origin}/post`, f.init({ method: 'PUT', body, duplex: 'half' } as never))).text()
-      const c = await f.fetch(`${origin}/missing`, f.init())
-      return [a, b, c.status, await c.text()]
-    })
+    await same(
+      app,
+      messagesOf(async (f, origin) => {
+        const a = await (await f.fetch(`${origin}/post`, f.init({ method: 'POST', body: 'data' }))).text()
+        const body = new ReadableStream({
+          start(c) {
+            c.enqueue(new TextEncoder().encode('streamed'))
+            c.close()
+          },
+        })
+        const b = await (await f.fetch(`${origin}/post`, f.init({ method: 'PUT', body, duplex: 'half' } as never))).text()
+        const c = await f.fetch(`${origin}/missing`, f.init())
+        return [a, b, c.status, await c.text()]
+      }),
+      FETCHES,
+    )
   })
 
   test('trailers, and a redirect: each hop its own request', async () => {
-    await sameMessages(app, async (f, origin) => {
-      const res = await f.fetch(`${origin}/redirect`, f.init())
-      return [res.url, await res.text()]
-    })
+    await same(
+      app,
+      messagesOf(async (f, origin) => {
+        const res = await f.fetch(`${origin}/redirect`, f.init())
+        return [res.url, await res.text()]
+      }),
+      FETCHES,
+    )
   })
 
   test('a refused connection: create, then error with the connect error', async () => {
-    await sameMessages(
+    await same(
       async () => ({ origin: `http://127.0.0.1:${await closedPort()}` }),
-      async (f, origin) => f.fetch(`${origin}/refused`, f.init()).catch((e: Error) => e.message),
+      messagesOf(async (f, origin) => f.fetch(`${origin}/refused`, f.init()).catch((e: Error) => e.message)),
+      FETCHES,
     )
   })
 
@@ -157,14 +163,18 @@ describe("fetch's diagnostics channels", () => {
         res.writeHead(200, { 'content-length': '100' })
         res.write('first')
       })
-    await sameMessages(server, async (f, origin) => {
-      const c = new AbortController()
-      const res = await f.fetch(`${origin}/abort`, f.init({ signal: c.signal }))
-      const reader = res.body!.getReader()
-      await reader.read()
-      c.abort(new Error('stop'))
-      return reader.read().catch((e: Error) => e.message)
-    })
+    await same(
+      server,
+      messagesOf(async (f, origin) => {
+        const c = new AbortController()
+        const res = await f.fetch(`${origin}/abort`, f.init({ signal: c.signal }))
+        const reader = res.body!.getReader()
+        await reader.read()
+        c.abort(new Error('stop'))
+        return reader.read().catch((e: Error) => e.message)
+      }),
+      FETCHES,
+    )
   })
 })
 

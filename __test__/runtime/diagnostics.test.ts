@@ -5,7 +5,7 @@ import dc from 'node:diagnostics_channel'
 import { afterEach, describe, expect, test } from 'vitest'
 import { Readable, Writable } from 'node:stream'
 import { isUndici } from '../support/target'
-import { describeError, saetta, undici, type Lib } from '../support/differential'
+import { describeError, same, type Lib } from '../support/differential'
 import { cleanup, closedPort, httpServer, newClient, onCleanup, readBody } from '../support/helpers'
 import { rejection } from '../support/dispatcher'
 
@@ -194,17 +194,11 @@ async function recordAll(
   return seen
 }
 
-/** Runs `scenario` on undici, then on saetta, each with its own server; their records must match. */
-async function sameMessages(
-  server: () => Promise<{ origin: string }>,
-  scenario: (lib: Lib, origin: string) => Promise<void>,
-  onCreate?: (request: { addHeader(k: string, v: string): unknown }) => void,
-): Promise<unknown[]> {
-  const theirs = await recordAll(async () => scenario(undici, (await server()).origin), onCreate)
-  const ours = await recordAll(async () => scenario(saetta, (await server()).origin), onCreate)
-  expect(ours).toEqual(theirs)
-  return ours
-}
+/** `scenario` as one for same(): the messages it caused (`onCreate` given each request created). */
+const messagesOf =
+  (scenario: (lib: Lib, origin: string) => Promise<void>, onCreate?: (request: { addHeader(k: string, v: string): unknown }) => void) =>
+  (lib: Lib, origin: string): Promise<unknown[]> =>
+    recordAll(() => scenario(lib, origin), onCreate)
 
 const app = (): Promise<{ origin: string }> =>
   httpServer(async (req, res) => {
@@ -222,21 +216,23 @@ const app = (): Promise<{ origin: string }> =>
 
 describe('the same messages as undici', () => {
   test('request(): a body, repeated and special headers, a header added at create', async () => {
-    const seen = await sameMessages(
+    const seen = await same(
       app,
-      async (lib, origin) => {
-        const c = new lib.Client(origin)
-        const r = await c.request({
-          path: '/p?q=1',
-          method: 'POST',
-          body: 'data',
-          headers: { 'x-m': ['1', '2'], 'user-agent': 'ua', 'content-type': 'text/plain', host: 'example.test' },
-        })
-        expect(r.headers['x-traced']).toBe('00-trace')
-        await r.body.text()
-        await c.close()
-      },
-      (request) => request.addHeader('traceparent', '00-trace'),
+      messagesOf(
+        async (lib, origin) => {
+          const c = new lib.Client(origin)
+          const r = await c.request({
+            path: '/p?q=1',
+            method: 'POST',
+            body: 'data',
+            headers: { 'x-m': ['1', '2'], 'user-agent': 'ua', 'content-type': 'text/plain', host: 'example.test' },
+          })
+          expect(r.headers['x-traced']).toBe('00-trace')
+          await r.body.text()
+          await c.close()
+        },
+        (request) => request.addHeader('traceparent', '00-trace'),
+      ),
     )
     expect(seen.map((m) => (m as { channel: string }).channel)).toEqual([
       'request:create',
@@ -252,46 +248,52 @@ describe('the same messages as undici', () => {
   })
 
   test('stream() with a streamed body, dispatch() of a 404, HEAD, trailers', async () => {
-    await sameMessages(app, async (lib, origin) => {
-      const c = new lib.Client(origin)
-      await c.stream(
-        { path: '/s', method: 'PUT', body: Readable.from(['a', Buffer.from('b')]) },
-        () => new Writable({ write: (_c, _e, cb) => cb() }),
-      )
-      await new Promise((resolve, reject) =>
-        c.dispatch(
-          { path: '/missing', method: 'GET' },
-          { onConnect() {}, onHeaders: () => true, onData: () => true, onComplete: resolve, onError: reject },
-        ),
-      )
-      await (await c.request({ path: '/h', method: 'HEAD' })).body.text()
-      await (await c.request({ path: '/trailers', method: 'GET', reset: true })).body.text()
-      await c.close()
-    })
+    await same(
+      app,
+      messagesOf(async (lib, origin) => {
+        const c = new lib.Client(origin)
+        await c.stream(
+          { path: '/s', method: 'PUT', body: Readable.from(['a', Buffer.from('b')]) },
+          () => new Writable({ write: (_c, _e, cb) => cb() }),
+        )
+        await new Promise((resolve, reject) =>
+          c.dispatch(
+            { path: '/missing', method: 'GET' },
+            { onConnect() {}, onHeaders: () => true, onData: () => true, onComplete: resolve, onError: reject },
+          ),
+        )
+        await (await c.request({ path: '/h', method: 'HEAD' })).body.text()
+        await (await c.request({ path: '/trailers', method: 'GET', reset: true })).body.text()
+        await c.close()
+      }),
+    )
   })
 
   test('a refused connection', async () => {
     const port = await closedPort()
-    await sameMessages(
+    await same(
       async () => ({ origin: `http://127.0.0.1:${port}` }),
-      async (lib, origin) => {
+      messagesOf(async (lib, origin) => {
         const c = new lib.Client(origin)
         await c.request({ path: '/', method: 'GET' }).catch(() => {})
         await c.close()
-      },
+      }),
     )
   })
 
   test('the deduplicate interceptor: pending-requests, added then removed', async () => {
-    const seen = await sameMessages(app, async (lib, origin) => {
-      const agent = new lib.Agent().compose(lib.interceptors.deduplicate())
-      const answers = await Promise.all([
-        agent.request({ origin, path: '/d', method: 'GET' }),
-        agent.request({ origin, path: '/d', method: 'GET' }),
-      ])
-      for (const r of answers) await r.body.text()
-      await agent.close()
-    })
+    const seen = await same(
+      app,
+      messagesOf(async (lib, origin) => {
+        const agent = new lib.Agent().compose(lib.interceptors.deduplicate())
+        const answers = await Promise.all([
+          agent.request({ origin, path: '/d', method: 'GET' }),
+          agent.request({ origin, path: '/d', method: 'GET' }),
+        ])
+        for (const r of answers) await r.body.text()
+        await agent.close()
+      }),
+    )
     const pending = seen.filter((m) => (m as { channel: string }).channel === 'request:pending-requests')
     expect(pending.map((m) => (m as { type: string; size: number }).type + (m as { size: number }).size)).toEqual(['added1', 'removed0'])
   })
