@@ -356,7 +356,9 @@ describe('async context', () => {
  * Runs `scenario` (the body of an async function of `lib`, `origin`, `log`) in a child process
  * per library, each recording what reached 'uncaughtException' too; expects the same records.
  * `reference`: 'undici7' for a scenario with legacy handlers (onConnect, onHeaders, ...), which
- * saetta takes as undici 7 did and undici 8 refuses.
+ * saetta takes as undici 7 did and undici 8 refuses. Not same() (support/differential): what
+ * reaches 'uncaughtException' is the record here, and in the test's own process vitest takes it
+ * as the run's failure; a child process per library keeps each run's to itself.
  */
 async function sameInChild(origin: string, scenario: string, reference: 'undici' | 'undici7' = 'undici'): Promise<string[]> {
   const libs = { undici: path.join(repoRoot, 'node_modules', reference), saetta: path.join(repoRoot, 'dist', 'index.js') }

@@ -6,6 +6,7 @@ import * as saettaModule from '../../ts/index.ts'
 import path from 'node:path'
 import { cleanup, httpServer, onCleanup, readBody, runNode } from '../support/helpers'
 import { repoRoot } from '../support/target'
+import type { Outcome } from '../support/differential'
 
 afterEach(cleanup)
 
@@ -78,22 +79,29 @@ test.each(entries)(
   },
 )
 
-/** Runs `scenario` on undici, then on saetta; the two results must be equal. */
-async function same<T>(scenario: (lib: Undici) => Promise<T> | T): Promise<T> {
-  const undici = await loadUndici()
-  const theirs = await settle(() => scenario(undici))
-  const ours = await settle(() => scenario(saetta))
-  expect(ours).toEqual(theirs)
-  return ours as T
+/**
+ * `scenario` run by same() of support/differential (undici, then saetta: equal records), each
+ * run's outcome() its record. That module is imported here when first used, not at the top:
+ * importing it loads undici (see the note at the top of this file).
+ */
+async function same<T>(scenario: (lib: Undici) => Promise<T> | T): Promise<Outcome<T>> {
+  const { same } = await loadDifferential()
+  return same(null, (lib) => settle(() => scenario(lib)))
 }
 
-async function settle<T>(fn: () => Promise<T> | T): Promise<unknown> {
-  try {
-    return { value: await fn() }
-  } catch (err) {
-    const e = err as Error & { code?: string; cause?: Error }
-    return { error: [e.constructor.name, e.name, e.message, e.code, e.cause?.message] }
-  }
+let differential: typeof import('../support/differential') | undefined
+const loadDifferential = async () => (differential ??= await import('../support/differential'))
+
+/** outcome() of support/differential, errors as settled() describes them (the module loaded first). */
+function settle<T>(fn: () => Promise<T> | T): Promise<Outcome<T>> {
+  if (differential === undefined) throw new Error('settle(): support/differential is not loaded yet')
+  return differential.outcome(fn, settled)
+}
+
+/** An error as data: its class, name, message, code, and its cause's message. */
+function settled(err: unknown): Record<string, unknown> {
+  const e = err as Error & { code?: string; cause?: Error }
+  return { class: e.constructor.name, name: e.name, message: e.message, code: e.code, cause: e.cause?.message }
 }
 
 const echoServer = () =>
@@ -369,12 +377,23 @@ describe('caches', () => {
         body: `fetched /${p}`,
       })),
     )
+    await loadDifferential()
     const failed = await settle(() => cache.addAll([`${o}/four`, `${o}/404`]))
     expect(failed).toEqual({
-      error: ['TypeError', 'TypeError', 'Cache.addAll: Received an invalid status code or the request failed.', undefined, undefined],
+      ok: false,
+      error: {
+        class: 'TypeError',
+        name: 'TypeError',
+        message: 'Cache.addAll: Received an invalid status code or the request failed.',
+        code: undefined,
+        cause: undefined,
+      },
     })
     const dup = await settle(() => cache.addAll([`${o}/dup`, `${o}/dup`]))
-    expect(dup).toEqual({ error: ['DOMException', 'InvalidStateError', '???', 11, undefined] })
+    expect(dup).toEqual({
+      ok: false,
+      error: { class: 'DOMException', name: 'InvalidStateError', message: '???', code: 11, cause: undefined },
+    })
     expect((await cache.keys()).map((r) => new URL(r.url).pathname)).toEqual(['/one', '/two', '/three'])
     expect(seenPaths).toEqual(['/one', '/two', '/three', '/four', '/404', '/dup', '/dup'])
   })
