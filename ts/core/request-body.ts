@@ -54,11 +54,6 @@ function withKnownLength(headers: string[], method: string, length: number, stri
   return out
 }
 
-/**
- * A request's head as undici lists it over HTTP/2 for `sendHeaders`: its fields (a repeated
- * name joined with `, `, `cookie` kept apart), then the pseudo-headers, then the length (and
- * not `expect`, which undici adds after publishing).
-
 /** A request's body as undici's Request holds it: bytes as a Buffer (none when empty), else as given. */
 export function infoBody(body: unknown): unknown {
   if (body == null) return null

@@ -94,13 +94,6 @@ const SIZE = Uint8Array.from(addon.eventSizes())
 const ERROR = addon.Layout.ErrorObjects
 
 /**
- * Walks a batch: numbers from `n` (tag, id, then the event's numbers), other values from `o`,
- * each with its own cursor; header fields from the batch's text. `n[0]` is the count of numbers
- * after it; `o[0]` (a larger array for the numbers), `o[1]` (the memory small body chunks
- * share) and `o[2]` (the text: heads' and trailers' fields and heads' reasons, each ended by
- * `\n`) are not an event's.
- */
-/**
  * Chunk `[from, from + length)` of a batch's shared memory, as a handler receives it: a copy with
  * memory of its own, which the handler may transfer (a byte stream's `enqueue` does) as it may
  * an undici chunk's, without taking the batch's other chunks with it. Small chunks only (see
@@ -112,6 +105,13 @@ function sharedChunk(memory: ArrayBuffer, from: number, length: number): Buffer 
   return own
 }
 
+/**
+ * Walks a batch: numbers from `n` (tag, id, then the event's numbers), other values from `o`,
+ * each with its own cursor; header fields from the batch's text. `n[0]` is the count of numbers
+ * after it; `o[0]` (a larger array for the numbers), `o[1]` (the memory small body chunks
+ * share) and `o[2]` (the text: heads' and trailers' fields and heads' reasons, each ended by
+ * `\n`) are not an event's.
+ */
 export function dispatchEvents(n: Float64Array, o: unknown[]): void {
   // A connection's failure: the requests it failed and its connection event get one error
   // object, as in undici. `next`: made by the first of a run of request errors, for the
