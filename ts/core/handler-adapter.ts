@@ -276,6 +276,7 @@ export abstract class HandlerAdapter {
     // comes from a later read, or the socket's close): Node's fetch, told of an error before its
     // continuation after the head has run, never ends the body it made (its stream hangs).
     if (this.#headBatch === batchNumber) return void setImmediate(() => this.#failed(client, err))
+    if (client?.holdFailure(() => this.#failed(client, err))) return
     this.#failed(client, err)
   }
 

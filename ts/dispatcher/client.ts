@@ -36,6 +36,8 @@ export class Client extends DispatcherBase {
   /** Its requests not yet settled, by `Run.seq` (so in the order they came). */
   #runs = new Numbered<Run>(256)
   #destroyError: Error | null = null
+  /** Failures held while destroy() waits for the engine (see holdFailure). */
+  #heldFailures: (() => void)[] | null = null
   #waiters: Array<() => void> = []
   #needDrain = false
   /** Under a program's fake timers: the keep-alive timeout as undici's would run it (below). */
@@ -341,6 +343,9 @@ export class Client extends DispatcherBase {
   #shutDown(destroy: boolean): Promise<void> {
     // After a destroy, a request the engine did not fail (there should be none) fails now.
     this.#nativeClosed ??= whenClosed(this.#originId, () => {
+      const held = this.#heldFailures ?? []
+      this.#heldFailures = null
+      for (const fail of held) fail()
       if (this.#destroyError) failAll(this.#runs.values(), this.#destroyError)
     })
     if (destroy) this.#native.destroy()
@@ -363,20 +368,31 @@ export class Client extends DispatcherBase {
   protected [kDestroy](err: Error): Promise<void> {
     this.#destroyError = err
     this.#names.held = []
-    // As undici: the requests still queued fail now, in order; the ones on a connection as
-    // the engine takes it down (and any left once it is down).
-    failAll(
-      this.#runs.values().filter((run) => !run.connected),
-      err,
-    )
-    // (Returned as is: destroy's callbacks then come right after the last failure, as undici's.)
-    const closed = this.#shutDown(true)
-    // As undici: with no connection up (none made yet, or one still being made) nothing is left
-    // to wait for, and destroy's callbacks come in the job that failed the requests (a microtask
-    // on, as undici's): a caller that awaits destroy() before their promises still handles
-    // their rejections in time.
-    if (this.#conns.count === 0 && this.#runs.size === 0) return new Promise((resolve) => queueMicrotask(resolve))
-    return closed
+    const runs = [...this.#runs.values()]
+    // As undici: with nothing on the wire (no connection up, or one still being made) the
+    // requests fail now, in order, and destroy's callbacks come a microtask on: a caller that
+    // awaits destroy() before their promises still handles their rejections in time.
+    if (this.#conns.count === 0 && !runs.some((run) => run.connected)) {
+      failAll(runs, err)
+      this.#shutDown(true)
+      return new Promise((resolve) => queueMicrotask(resolve))
+    }
+    // Else they fail as the engine takes the connections down, and undici's fail as its socket
+    // closes, right before destroy's callbacks. The engine's failures may reach JS in an
+    // earlier batch than its last word: they are held for it (see holdFailure). So are the
+    // queued ones, which JS cannot tell from those the engine has just written.
+    this.#heldFailures = []
+    return this.#shutDown(true)
+  }
+
+  /**
+   * @internal While destroy() waits for the engine, a request's failure is told with its end
+   * (false otherwise: tell it now).
+   */
+  holdFailure(fail: () => void): boolean {
+    if (this.#heldFailures === null) return false
+    this.#heldFailures.push(fail)
+    return true
   }
 }
 
