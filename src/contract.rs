@@ -338,3 +338,35 @@ const _: () = {
     assert!(WsKind::Fail as u8 == CoreWsKind::Fail as u8);
     assert!(WsKind::Open as u8 == CoreWsKind::Open as u8);
 };
+
+/// The core's defaults for an origin's options (`OriginConfig::default`, undici's), which
+/// `ts/core/client-options.ts` applies where a caller gives none. Times in milliseconds.
+#[napi(object)]
+pub struct OriginDefaults {
+    pub pipelining: u32,
+    pub connect_timeout: f64,
+    pub keep_alive_timeout: f64,
+    pub keep_alive_max_timeout: f64,
+    pub keep_alive_timeout_threshold: f64,
+    pub max_concurrent_streams: u32,
+    pub initial_window_size: u32,
+    pub connection_window_size: u32,
+    pub ping_interval: f64,
+}
+
+#[napi]
+pub fn origin_defaults() -> OriginDefaults {
+    let d = saetta_core::OriginConfig::default();
+    let ms = |t: std::time::Duration| t.as_millis() as f64;
+    OriginDefaults {
+        pipelining: d.pipelining as u32,
+        connect_timeout: ms(d.connect_timeout),
+        keep_alive_timeout: ms(d.keep_alive_timeout),
+        keep_alive_max_timeout: ms(d.keep_alive_max_timeout),
+        keep_alive_timeout_threshold: d.keep_alive_timeout_threshold_ms as f64,
+        max_concurrent_streams: d.max_concurrent_streams,
+        initial_window_size: d.initial_window_size,
+        connection_window_size: d.connection_window_size,
+        ping_interval: d.ping_interval.map_or(0.0, ms),
+    }
+}

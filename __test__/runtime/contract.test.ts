@@ -126,4 +126,20 @@ describe.skipIf(isUndici)('the event contract', () => {
       ['closed'],
     ])
   })
+
+  // One table, the core's, for the defaults both sides apply: undici's, as its docs give them.
+  test("the options' defaults are undici's", async () => {
+    const { addon } = await import('../../ts/native/load')
+    expect(addon.originDefaults()).toEqual({
+      pipelining: 1,
+      connectTimeout: 10e3,
+      keepAliveTimeout: 4e3,
+      keepAliveMaxTimeout: 600e3,
+      keepAliveTimeoutThreshold: 2e3,
+      maxConcurrentStreams: 100,
+      initialWindowSize: 262144,
+      connectionWindowSize: 524288,
+      pingInterval: 60e3,
+    })
+  })
 })

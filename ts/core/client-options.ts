@@ -3,7 +3,7 @@
 
 import http from 'node:http'
 import net from 'node:net'
-import { NativeOrigin } from '../native/addon-handle'
+import { addon, NativeOrigin } from '../native/addon-handle'
 import type { ProxyOriginOptions } from '../native/addon'
 import { InvalidArgumentError } from '../errors'
 import type { Connector, ConnectorOptions } from '../native/js-socket'
@@ -138,6 +138,9 @@ export function h2Option(opts: ClientOptions, key: 'maxConcurrentStreams' | 'con
 
 /** HTTP/2's largest window and stream count (2^31 - 1): a larger value given is that. */
 export const H2_MAX = 0x7fffffff
+/** undici's defaults for the options the engine applies, from the core (`OriginConfig::default`). */
+const DEFAULTS = addon.originDefaults()
+
 export const h2Number = (v: number | undefined | null, fallback: number): number =>
   v == null ? fallback : Number.isNaN(v) ? fallback : Math.min(H2_MAX, Math.max(1, Math.floor(v)))
 
@@ -396,11 +399,11 @@ export function clientConfig(url: string | URL | UrlObject, opts: ClientOptions 
   const own = (key: string): boolean => custom === null && Object.hasOwn(connect, key)
   const socketPath = options.socketPath ?? given.socketPath ?? null
   if (socketPath != null && typeof socketPath !== 'string') throw new InvalidArgumentError('invalid socketPath')
-  const pipelining = options.pipelining === (true as unknown) ? 1 : optNumber(options, 'pipelining', 1)
+  const pipelining = options.pipelining === (true as unknown) ? 1 : optNumber(options, 'pipelining', DEFAULTS.pipelining)
   const headersTimeout = optNumber(options, 'headersTimeout', 300e3)
   const bodyTimeout = optNumber(options, 'bodyTimeout', 300e3)
   // As undici: connect.timeout over connectTimeout; 0 is no timeout.
-  const connectTimeout = own('timeout') ? Number(given.timeout ?? 10e3) : optNumber(options, 'connectTimeout', 10e3)
+  const connectTimeout = own('timeout') ? Number(given.timeout ?? DEFAULTS.connectTimeout) : optNumber(options, 'connectTimeout', DEFAULTS.connectTimeout)
   if (options.strictContentLength !== undefined && typeof options.strictContentLength !== 'boolean') {
     throw new InvalidArgumentError('invalid strictContentLength')
   }
@@ -468,11 +471,11 @@ export function clientConfig(url: string | URL | UrlObject, opts: ClientOptions 
   // h2c: every connection the engine opens speaks HTTP/2 (a connector's socket says it itself,
   // by `alpnProtocol`). As undici's connector: `connect.useH2c` wins over the option.
   const h2c = !https && custom === null && !viaNode && ((given as { useH2c?: unknown }).useH2c ?? h2Option(options, 'useH2c')) === true
-  const timeout = optNumber(options, 'keepAliveTimeout', 4e3)
+  const timeout = optNumber(options, 'keepAliveTimeout', DEFAULTS.keepAliveTimeout)
   const keepAlive = {
     timeout,
-    max: optNumber(options, 'keepAliveMaxTimeout', 600e3),
-    threshold: optNumber(options, 'keepAliveTimeoutThreshold', 2e3),
+    max: optNumber(options, 'keepAliveMaxTimeout', DEFAULTS.keepAliveMaxTimeout),
+    threshold: optNumber(options, 'keepAliveTimeoutThreshold', DEFAULTS.keepAliveTimeoutThreshold),
     now: timeout,
   }
   const port = Number(origin.port) || (https ? 443 : 80)
@@ -507,22 +510,22 @@ export function clientConfig(url: string | URL | UrlObject, opts: ClientOptions 
       10,
       optNumber(options, 'autoSelectFamilyAttemptTimeout', net.getDefaultAutoSelectFamilyAttemptTimeout()),
     ),
-    // HTTP/2, undici's defaults (a window or stream count above 2^31 - 1 is that).
+    // HTTP/2 (a window or stream count above 2^31 - 1 is the default).
     allowH2,
     preferH2: (given as { preferH2?: unknown }).preferH2 === true,
     useH2c: h2c,
     allowH3: options.allowH3 === true,
     preferH3: options.preferH3 === true,
     h3ZeroRtt: options.h3ZeroRtt === true,
-    maxConcurrentStreams: h2Number(h2Option(options, 'maxConcurrentStreams') as number | undefined, 100),
+    maxConcurrentStreams: h2Number(h2Option(options, 'maxConcurrentStreams') as number | undefined, DEFAULTS.maxConcurrentStreams),
     initialWindowSize: h2Number(
       (options.h2Options?.settings?.initialWindowSize ?? options.h2Options?.initialWindowSize ?? options.initialWindowSize) as
         | number
         | undefined,
-      262144,
+      DEFAULTS.initialWindowSize,
     ),
-    connectionWindowSize: h2Number(h2Option(options, 'connectionWindowSize') as number | undefined, 524288),
-    pingInterval: (h2Option(options, 'pingInterval') as number | undefined) ?? 60e3,
+    connectionWindowSize: h2Number(h2Option(options, 'connectionWindowSize') as number | undefined, DEFAULTS.connectionWindowSize),
+    pingInterval: (h2Option(options, 'pingInterval') as number | undefined) ?? DEFAULTS.pingInterval,
     // HTTP/2's `:scheme` (a connector's socket may be plain for an https: origin, or TLS for http:).
     secure: https,
   }

@@ -185,6 +185,24 @@ export interface MethodRules {
   uncheckedLength: Array<string>
 }
 
+export declare function originDefaults(): OriginDefaults
+
+/**
+ * The core's defaults for an origin's options (`OriginConfig::default`, undici's), which
+ * `ts/core/client-options.ts` applies where a caller gives none. Times in milliseconds.
+ */
+export interface OriginDefaults {
+  pipelining: number
+  connectTimeout: number
+  keepAliveTimeout: number
+  keepAliveMaxTimeout: number
+  keepAliveTimeoutThreshold: number
+  maxConcurrentStreams: number
+  initialWindowSize: number
+  connectionWindowSize: number
+  pingInterval: number
+}
+
 export interface OriginOptions {
   host: string
   port: number

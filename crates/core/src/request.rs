@@ -76,6 +76,8 @@ pub struct OriginConfig {
     pub secure: bool,
 }
 
+/// undici's defaults for the options that have one: JS applies them too, where a caller gives
+/// none (`originDefaults` in the binding).
 impl Default for OriginConfig {
     fn default() -> Self {
         OriginConfig {
@@ -105,11 +107,10 @@ impl Default for OriginConfig {
             allow_h3: false,
             prefer_h3: false,
             h3_zero_rtt: false,
-            // undici's defaults.
             max_concurrent_streams: 100,
             initial_window_size: 262_144,
             connection_window_size: 524_288,
-            ping_interval: None,
+            ping_interval: Some(Duration::from_secs(60)),
             secure: false,
         }
     }

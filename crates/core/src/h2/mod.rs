@@ -42,18 +42,9 @@ pub(crate) struct Settings {
 }
 
 impl Default for Settings {
+    /// An `https:` origin's, with the options' defaults (`OriginConfig::default`).
     fn default() -> Self {
-        Settings {
-            max_concurrent_streams: 100,
-            initial_window_size: 262_144,
-            connection_window_size: 524_288,
-            ping_interval: None,
-            max_header_size: 16 * 1024,
-            max_response_size: None,
-            scheme: "https",
-            keep_alive: Duration::from_secs(4),
-            ttl: None,
-        }
+        Settings::new(&OriginConfig::default(), true)
     }
 }
 
