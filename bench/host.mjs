@@ -5,7 +5,7 @@
 //
 // The parent sends { factory, opts, cfg, lib, name } once, then requests, each answered in turn:
 //   { op: 'setup', origin }        -> { rows: [{ name, probe }] }   (set up, one request each)
-//   { op: 'run', name, n, expect } -> { rps, cpuUs }                 (see measure in run.mjs)
+//   { op: 'run', name, n, expect } -> { rps, cpuUs, jsUs, elu }      (see timed in targets.mjs)
 //   { op: 'close' }                -> {}                            (then the process exits)
 import { createRequire } from 'node:module'
 import v8 from 'node:v8'
@@ -42,15 +42,9 @@ async function handle(msg, spec) {
     case 'run': {
       const row = byName.get(msg.name)
       gc({ type: 'minor' })
-      const cpu0 = process.cpuUsage()
-      const t0 = process.hrtime.bigint()
-      const bytes = await targets.drive(row.once, msg.n, spec.cfg.parallel)
-      const seconds = Number(process.hrtime.bigint() - t0) / 1e9
-      const cpu = process.cpuUsage(cpu0)
-      if (msg.expect !== undefined && bytes !== msg.n * msg.expect) {
-        throw new Error(`${row.name}: consumed ${bytes} body bytes, expected ${msg.n} × ${msg.expect}`)
-      }
-      return { rps: msg.n / seconds, cpuUs: (cpu.user + cpu.system) / msg.n }
+      const { bytes, ...result } = await targets.timed(row.once, msg.n, spec.cfg.parallel)
+      targets.checkBytes(row.name, bytes, msg.n, msg.expect)
+      return result
     }
     case 'close':
       for (const row of rows) await row.close()

@@ -18,14 +18,19 @@
 // two workloads on one connection with 100 streams in flight, saetta over HTTP/3 (`allowH3`,
 // `preferH3`) and over HTTP/2 beside undici over HTTP/2; then the same with loss and delay
 // (netem on the loopback of a network namespace made by `unshare -rn`), or the reason why not.
+// Then HTTPS (bench/server.mjs over TLS: HTTP/1.1 on the Pool, HTTP/2 on one connection, each
+// plain and gzip-compressed through the decompress interceptor) and the application rows (JSON
+// responses parsed, then 50 µs of synchronous work each: where the JS thread is the bound).
 // Every throughput row also reports the client's CPU time per request (process.cpuUsage of the
-// process running it, all threads, so saetta's I/O thread counts too), and how busy the server
+// process running it, all threads, so saetta's I/O thread counts too), the JS thread's alone
+// (process.threadCpuUsage: what the application's own code competes for), the event loop's
+// utilisation, and how busy the server
 // was: the share of the row's wall time its main thread spent on a CPU (the busiest server
 // process's, the proxy's or the origin's; Linux only). A server that is one JavaScript thread
 // and busy ~100% of a row is that row's bound, whatever the client does.
 //
 // Knobs (flags win over env):
-//   --mode=all|throughput|latency|proxy|h2|h3|decompress|websocket|raw  BENCH_MODE  what to run (default all)
+//   --mode=all|throughput|latency|proxy|h2|h3|decompress|tls|app|websocket|raw  BENCH_MODE  what to run (default all)
 //   --workloads=64k-1ms,64b     BENCH_WORKLOADS    throughput workloads (default both)
 //   --only=saetta,undici,node   BENCH_TARGETS      which libraries to run (default: all three)
 //   --rounds=N                  BENCH_ROUNDS       measured rounds per row (default 5)
@@ -53,7 +58,7 @@ import vm from 'node:vm'
 import { spawnSync } from 'node:child_process'
 import * as targets from './targets.mjs'
 import * as h3 from './h3.mjs'
-import { makeRows, webSocketRows, baselineOf, drive, libModules, API_NAMES } from './targets.mjs'
+import { makeRows, webSocketRows, baselineOf, timed, checkBytes, libModules, API_NAMES } from './targets.mjs'
 import { VERSIONS, nodeBinary } from '../scripts/node-versions.mjs'
 
 const here = path.dirname(fileURLToPath(import.meta.url))
@@ -76,7 +81,18 @@ const DECOMPRESS = {
   path: '/?size=65536&gzip=1',
   apis: ['request', 'dispatch'],
 }
-const MODES = ['all', 'throughput', 'latency', 'proxy', 'h2', 'h3', 'decompress', 'websocket', 'raw']
+// HTTPS (bench/server.mjs over TLS, its certificate made as the HTTP/3 rows' is): HTTP/1.1 on
+// the Pool, HTTP/2 on one connection with 100 streams in flight; each row plain and over gzip.
+const TLS = { apis: ['request', 'dispatch'], streams: 100 }
+// The application rows: a JSON listing of about 2 KiB per response, parsed, then 50 µs of the
+// application's own synchronous work on the JS thread.
+const APP = {
+  label: 'JSON responses of 2 KiB, each parsed, then 50 µs of synchronous work',
+  path: '/?size=2048&json=1',
+  apis: ['request', 'fetch'],
+  work: 50,
+}
+const MODES = ['all', 'throughput', 'latency', 'proxy', 'h2', 'h3', 'decompress', 'tls', 'app', 'websocket', 'raw']
 // The raw origin's workloads (bench/rawserver.mjs): requests per row and round capped for the
 // large bodies (1 MiB x 4000 is 4 GiB a row).
 const RAW = {
@@ -220,9 +236,9 @@ function libVersion(name) {
   }
 }
 
-function startServer(script = 'server.mjs') {
+function startServer(script = 'server.mjs', env = {}) {
   return new Promise((resolve, reject) => {
-    const child = fork(path.join(here, script), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
+    const child = fork(path.join(here, script), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], env: { ...process.env, ...env } })
     const onExit = (code, signal) => reject(new Error(`bench ${script} exited early (code ${code}, signal ${signal})`))
     child.once('error', reject)
     child.once('exit', onExit)
@@ -301,15 +317,9 @@ function withTimeout(promise, ms, what) {
 async function measure(row, n, cfg, expectBytes) {
   if (row.host) return withTimeout(row.host.ask({ op: 'run', name: row.name, n, expect: expectBytes }), cfg.timeoutMs, row.name)
   minorGc()
-  const cpu0 = process.cpuUsage()
-  const t0 = process.hrtime.bigint()
-  const bytes = await withTimeout(drive(row.once, n, cfg.parallel), cfg.timeoutMs, row.name)
-  const seconds = Number(process.hrtime.bigint() - t0) / 1e9
-  const cpu = process.cpuUsage(cpu0)
-  if (expectBytes !== undefined && bytes !== n * expectBytes) {
-    throw new Error(`${row.name}: consumed ${bytes} body bytes, expected ${n} × ${expectBytes}`)
-  }
-  return { rps: n / seconds, cpuUs: (cpu.user + cpu.system) / n }
+  const { bytes, ...result } = await withTimeout(timed(row.once, n, cfg.parallel), cfg.timeoutMs, row.name)
+  checkBytes(row.name, bytes, n, expectBytes)
+  return result
 }
 
 /**
@@ -372,11 +382,26 @@ function printThroughput(rows) {
   for (const r of rows) {
     r.rps = median(r.results.map((x) => x.rps))
     r.cpu = median(r.results.map((x) => x.cpuUs))
+    r.js = median(r.results.map((x) => x.jsUs))
+    r.elu = median(r.results.map((x) => x.elu))
     r.busy = median(r.results.map((x) => x.busy))
   }
+  const share = (x) => (Number.isNaN(x) ? 'n/a' : `${Math.round(x * 100)}%`)
+  const micros = (x) => (Number.isNaN(x) ? 'n/a' : x.toFixed(1))
   printTable(
-    ['row', 'median req/s', 'min–max req/s', 'vs undici', 'CPU µs/req', 'CPU vs undici', 'server busy'],
-    [false, true, true, true, true, true, true],
+    [
+      'row',
+      'median req/s',
+      'min–max req/s',
+      'vs undici',
+      'CPU µs/req',
+      'CPU vs undici',
+      'JS µs/req',
+      'JS vs undici',
+      'loop busy',
+      'server busy',
+    ],
+    [false, true, true, true, true, true, true, true, true, true],
     rows.map((r) => {
       const all = r.results.map((x) => x.rps)
       return [
@@ -386,7 +411,10 @@ function printThroughput(rows) {
         versus(rows, r, (x) => x.rps),
         r.cpu.toFixed(1),
         versus(rows, r, (x) => x.cpu),
-        Number.isNaN(r.busy) ? 'n/a' : `${Math.round(r.busy * 100)}%`,
+        micros(r.js),
+        Number.isNaN(r.js) ? 'n/a' : versus(rows, r, (x) => x.js),
+        share(r.elu),
+        share(r.busy),
       ]
     }),
   )
@@ -453,7 +481,7 @@ async function throughput(rows, origin, cfg) {
   const bodySize = await prepare(rows, origin, cfg, async (row, size) => {
     if (cfg.warmup > 0) await measure(row, cfg.warmup, cfg, size)
   })
-  console.log(`body: ${bodySize} bytes per response`)
+  console.log(`body: ${bodySize} ${cfg.unit ?? 'bytes'} per response`)
   await interleave(rows, cfg, async (row, round) => {
     const result = await measureWithServers(row, cfg.requests, cfg, bodySize)
     row.results.push(result)
@@ -525,6 +553,8 @@ async function main() {
   let rawserver
   let h3server
   let h3certs
+  let tlsServer
+  let tlsCerts
   let live = []
   const closeRows = async (graceful) => {
     for (const row of live) {
@@ -550,6 +580,8 @@ async function main() {
       stopServer(rawserver?.child)
       stopServer(h3server?.child)
       if (h3certs) fs.rmSync(h3certs.dir, { recursive: true, force: true })
+      stopServer(tlsServer?.child)
+      if (tlsCerts) fs.rmSync(tlsCerts.dir, { recursive: true, force: true })
       process.exit(130)
     })
   })
@@ -602,6 +634,45 @@ async function main() {
           `composed with interceptors.decompress(); batches of ${cfg.parallel}; ${cfg.rounds} rounds × ${cfg.requests} requests per row`,
         hosted('decompressRows', { path: DECOMPRESS.path, apis: zapis }, cfg),
         throughput,
+      )
+    }
+    const tlsApis = TLS.apis.filter((a) => cfg.apis.includes(a))
+    if ((cfg.mode === 'all' || cfg.mode === 'tls') && tlsApis.length > 0) {
+      try {
+        tlsCerts = h3.makeCertificates()
+      } catch (err) {
+        console.log(`\nHTTPS rows skipped: ${err.message}`)
+      }
+      if (tlsCerts) tlsServer = await startServer('server.mjs', { BENCH_TLS_CERT: tlsCerts.cert, BENCH_TLS_KEY: tlsCerts.key })
+      const at = `https://127.0.0.1:${tlsServer?.port}`
+      for (const protocol of tlsServer ? ['h1', 'h2'] : []) {
+        const shape =
+          protocol === 'h2'
+            ? `HTTP/2, one connection with ${TLS.streams} streams in flight (node:http2: one session)`
+            : `HTTP/1.1, Pool of ${cfg.connections} connections, pipelining ${cfg.pipelining} (allowH2: false; node:https maxSockets ${cfg.connections})`
+        for (const w of cfg.workloads) {
+          await phase(
+            `HTTPS over ${shape}: ${w.label} (GET ${w.path}), and the \`, gzip\` rows: the same size in text, gzip-compressed, ` +
+              `through interceptors.decompress(); node:http2's secure server with allowHTTP1; batches of ${cfg.parallel}; ` +
+              `${cfg.rounds} rounds × ${cfg.requests} requests per row`,
+            hosted('tlsRows', { path: w.path, apis: tlsApis, protocol, streams: TLS.streams, ca: tlsCerts.ca }, cfg),
+            throughput,
+            at,
+            cfg,
+            [tlsServer],
+          )
+        }
+      }
+    }
+    const appApis = APP.apis.filter((a) => cfg.apis.includes(a))
+    if ((cfg.mode === 'all' || cfg.mode === 'app') && appApis.length > 0 && (libs.saetta || libs.undici)) {
+      await phase(
+        `application: ${APP.label} (GET ${APP.path}); Pool of ${cfg.connections} connections, pipelining ${cfg.pipelining}; ` +
+          `batches of ${cfg.parallel}; ${cfg.rounds} rounds × ${cfg.requests} requests per row (the check counts records, not bytes)`,
+        hosted('appRows', { path: APP.path, apis: appApis, work: APP.work }, cfg),
+        throughput,
+        origin,
+        { ...cfg, unit: 'records' },
       )
     }
     const h2apis = H2.apis.filter((a) => cfg.apis.includes(a))
@@ -706,6 +777,8 @@ async function main() {
     stopServer(rawserver?.child)
     stopServer(h3server?.child)
     if (h3certs) fs.rmSync(h3certs.dir, { recursive: true, force: true })
+    stopServer(tlsServer?.child)
+    if (tlsCerts) fs.rmSync(tlsCerts.dir, { recursive: true, force: true })
   }
 
   // Everything is closed; if the process does not exit by itself now, something leaked a handle.

@@ -5,8 +5,15 @@
 //   BENCH_BODY_SIZE / ?size=N   response body bytes (default 65536)
 //   BENCH_DELAY_MS  / ?delay=N  wait N ms before responding (default 0)
 //   ?gzip=1                     a text body of that size, sent gzip-compressed
+//   ?json=1                     a JSON body of about that size (an array of small objects)
 // e.g. "64 B immediate" is `/?size=64`, "64 KiB after 1 ms" is `/?delay=1`.
+//
+// With BENCH_TLS_CERT and BENCH_TLS_KEY (PEM files), it serves HTTPS instead: HTTP/2 or
+// HTTP/1.1, as the client's ALPN asks (node:http2's secure server with allowHTTP1), with the
+// same handler.
+import fs from 'node:fs'
 import http from 'node:http'
+import http2 from 'node:http2'
 import zlib from 'node:zlib'
 
 const DEFAULT_SIZE = intEnv('BENCH_BODY_SIZE', 64 * 1024)
@@ -66,6 +73,23 @@ function gzipOf(size) {
   return b
 }
 
+// JSON bodies, precomputed: records of a few fields each, as an API answers a listing.
+const jsons = new Map()
+function jsonOf(size) {
+  let b = jsons.get(size)
+  if (b === undefined) {
+    const records = []
+    let text = '[]'
+    for (let id = 1; text.length < size; id++) {
+      records.push({ id, name: `item ${id}`, active: id % 3 !== 0, score: (id * 7919) % 1000, tags: ['bench', `t${id % 10}`] })
+      text = JSON.stringify(records)
+    }
+    b = Buffer.from(text)
+    jsons.set(size, b)
+  }
+  return b
+}
+
 function intEnv(name, dflt) {
   const v = process.env[name]
   if (v === undefined || v === '') return dflt
@@ -74,33 +98,52 @@ function intEnv(name, dflt) {
   return n
 }
 
-function respond(res, body, gzip) {
+function respond(res, body, type, gzip) {
   res.writeHead(
     200,
     gzip
-      ? { 'content-type': 'text/plain', 'content-encoding': 'gzip', 'content-length': body.length }
-      : { 'content-type': 'application/octet-stream', 'content-length': body.length },
+      ? { 'content-type': type, 'content-encoding': 'gzip', 'content-length': body.length }
+      : { 'content-type': type, 'content-length': body.length },
   )
   res.end(body)
 }
 
-const server = http.createServer((req, res) => {
+function handle(req, res) {
   let size = DEFAULT_SIZE
   let delay = DEFAULT_DELAY
   let gzip = false
+  let json = false
   const q = req.url.indexOf('?')
   if (q !== -1) {
     const params = new URLSearchParams(req.url.slice(q + 1))
     if (params.has('size')) size = Number(params.get('size')) | 0
     if (params.has('delay')) delay = Number(params.get('delay')) | 0
     gzip = params.get('gzip') === '1'
+    json = params.get('json') === '1'
   }
-  const body = gzip ? gzipOf(size) : bodyOf(size)
+  const body = json ? jsonOf(size) : gzip ? gzipOf(size) : bodyOf(size)
+  const type = json ? 'application/json' : gzip ? 'text/plain' : 'application/octet-stream'
   // Drain any request body before answering so keep-alive stays usable.
   req.resume()
-  if (delay > 0) setTimeout(respond, delay, res, body, gzip)
-  else respond(res, body, gzip)
-})
+  if (delay > 0) setTimeout(respond, delay, res, body, type, gzip)
+  else respond(res, body, type, gzip)
+}
+
+const tls = process.env.BENCH_TLS_CERT
+  ? { cert: fs.readFileSync(process.env.BENCH_TLS_CERT), key: fs.readFileSync(process.env.BENCH_TLS_KEY) }
+  : null
+// Over HTTP/2, windows as large as the clients' (undici's defaults), as bench/h2server.mjs's.
+const server = tls
+  ? http2.createSecureServer({ ...tls, allowHTTP1: true, settings: { initialWindowSize: 262144 } }, handle)
+  : http.createServer(handle)
+if (tls) {
+  server.on('session', (session) => {
+    session.on('error', () => {})
+    try {
+      session.setLocalWindowSize(524288)
+    } catch {}
+  })
+}
 
 server.keepAliveTimeout = 60_000
 server.headersTimeout = 61_000
@@ -114,7 +157,7 @@ server.on('clientError', (_err, socket) => {
 server.listen(0, '127.0.0.1', () => {
   const { port } = server.address()
   if (process.send) process.send({ port })
-  else console.log(`bench server listening on http://127.0.0.1:${port}`)
+  else console.log(`bench server listening on ${tls ? 'https' : 'http'}://127.0.0.1:${port}`)
 })
 
 process.on('disconnect', () => process.exit(0))

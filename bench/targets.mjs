@@ -5,8 +5,10 @@
 // or on one Client for the latency mode.
 import http from 'node:http'
 import http2 from 'node:http2'
+import https from 'node:https'
 import net from 'node:net'
 import { Writable } from 'node:stream'
+import { performance } from 'node:perf_hooks'
 
 function fail(name, status) {
   return new Error(`${name}: status ${status}`)
@@ -108,7 +110,7 @@ export function libModules(undici) {
  * A row of `lib`'s `api` on the dispatcher `make(origin)` returns; `variant` names the way it
  * goes; `mod` is the library's module (for its own `fetch`).
  */
-function libRow(lib, api, make, path, variant = '', mod = undefined) {
+function libRow(lib, api, make, path, variant = '', mod = undefined, issue = apis[api]) {
   const name = `${lib} ${api}${variant}`
   let dispatcher
   return {
@@ -118,7 +120,7 @@ function libRow(lib, api, make, path, variant = '', mod = undefined) {
     variant,
     setup(origin) {
       dispatcher = make(origin)
-      return apis[api](dispatcher, { origin, path, method: 'GET' }, name, mod)
+      return issue(dispatcher, { origin, path, method: 'GET' }, name, mod)
     },
     async close() {
       if (dispatcher && !dispatcher.closed) await dispatcher.close()
@@ -129,19 +131,22 @@ function libRow(lib, api, make, path, variant = '', mod = undefined) {
   }
 }
 
-function nodeHttpRow({ path, connections }) {
+/** node:http's client (node:https's for an `https:` origin, trusting `ca`) on a keep-alive Agent. */
+function nodeHttpRow({ path, connections, ca, variant = '' }) {
   let agent
   return {
-    name: 'node:http',
+    name: `node:http${variant}`,
     lib: 'node',
     api: 'request',
+    variant,
     setup(origin) {
       const url = new URL(origin)
-      agent = new http.Agent({ keepAlive: true, maxSockets: connections })
+      const mod = url.protocol === 'https:' ? https : http
+      agent = new mod.Agent({ keepAlive: true, maxSockets: connections, ca })
       const opts = { agent, host: url.hostname, port: url.port, path, method: 'GET' }
       return function once() {
         return new Promise((resolve, reject) => {
-          const req = http.request(opts, (res) => {
+          const req = mod.request(opts, (res) => {
             let n = 0
             res.on('data', (chunk) => {
               n += chunk.length
@@ -237,7 +242,7 @@ export function proxyRows(libs, cfg, { path, proxy }) {
 }
 
 /** node:http2's client on `sessions` sessions (round robin), as the HTTP/2 rows' third column. */
-function nodeHttp2Row({ path, sessions: count, variant }) {
+function nodeHttp2Row({ path, sessions: count, variant, ca }) {
   let sessions = []
   let next = 0
   return {
@@ -247,7 +252,7 @@ function nodeHttp2Row({ path, sessions: count, variant }) {
     variant,
     setup(origin) {
       sessions = Array.from({ length: count }, () => {
-        const s = http2.connect(origin, { settings: { initialWindowSize: 262144 } })
+        const s = http2.connect(origin, { ca, settings: { initialWindowSize: 262144 } })
         s.on('error', () => {})
         // As undici sets it, once connected.
         s.once('connect', () => s.setLocalWindowSize(524288))
@@ -309,6 +314,82 @@ export function h2Rows(libs, cfg, { path, apis, streams, poolConnections }) {
 }
 
 /**
+ * The HTTPS rows (bench/server.mjs over TLS, trusting the bench's CA `ca`): `apis` of saetta and
+ * undici, plain and through the decompress interceptor over gzip (the `, gzip` rows: `path`
+ * with `gzip=1`, the same size once decoded), beside node's own client. Over HTTP/1.1 on the
+ * configured Pool (`allowH2: false`); over HTTP/2 on one connection carrying `streams`.
+ */
+export function tlsRows(libs, cfg, { path, apis, protocol, streams, ca }) {
+  const rows = []
+  const options =
+    protocol === 'h2'
+      ? { allowH2: true, pipelining: streams, connect: { ca } }
+      : { allowH2: false, connections: cfg.connections, pipelining: cfg.pipelining, connect: { ca } }
+  const plain = (lib) => (origin) => (protocol === 'h2' ? new lib.Client(origin, options) : new lib.Pool(origin, options))
+  const gzip = (lib) => (origin) => plain(lib)(origin).compose(lib.interceptors.decompress())
+  const gzipPath = `${path}${path.includes('?') ? '&' : '?'}gzip=1`
+  for (const [variant, make, at] of [
+    ['', plain, path],
+    [', gzip', gzip, gzipPath],
+  ]) {
+    for (const api of apis) {
+      for (const lib of ['saetta', 'undici']) {
+        if (libs[lib]) rows.push(libRow(lib, api, make(libs[lib]), at, variant, libs[lib]))
+      }
+    }
+  }
+  if (libs.node && protocol === 'h2') rows.push(nodeHttp2Row({ path, sessions: 1, variant: '', ca }))
+  else if (libs.node) rows.push(nodeHttpRow({ path, connections: cfg.connections, ca }))
+  return rows
+}
+
+/** `work` µs of synchronous work on this thread: the share of a response's handling that is the application's. */
+function spin(work) {
+  const end = process.hrtime.bigint() + BigInt(work * 1000)
+  while (process.hrtime.bigint() < end);
+}
+
+// The application rows' requests: each response's JSON parsed, then the application's work;
+// resolves with the number of records (for the check that every row read the same body).
+const appApis = {
+  request: (pool, opts, _name, _mod, work) => async () => {
+    const { statusCode, body } = await pool.request(opts)
+    const records = await body.json()
+    if (statusCode !== 200) throw fail('request', statusCode)
+    spin(work)
+    return records.length
+  },
+  fetch: (pool, opts, _name, mod, work) => {
+    const url = new URL(opts.path, opts.origin).href
+    return async () => {
+      const res = await mod.fetch(url, { dispatcher: pool })
+      const records = await res.json()
+      if (res.status !== 200) throw fail('fetch', res.status)
+      spin(work)
+      return records.length
+    }
+  },
+}
+
+/**
+ * The application rows: a service that calls an upstream API, on the configured Pool: each
+ * response's JSON body (`path`, `json=1`) parsed and `work` µs of synchronous work done on the
+ * JS thread for it, the same for every library; where the JS thread is the bound.
+ */
+export function appRows(libs, cfg, { path, apis, work }) {
+  const rows = []
+  const make = (lib) => (origin) => new lib.Pool(origin, { connections: cfg.connections, pipelining: cfg.pipelining })
+  for (const api of apis.filter((a) => a in appApis)) {
+    for (const lib of ['saetta', 'undici']) {
+      if (!libs[lib]) continue
+      const issue = (pool, opts, name, mod) => appApis[api](pool, opts, name, mod, work)
+      rows.push(libRow(lib, api, make(libs[lib]), path, ', application', libs[lib], issue))
+    }
+  }
+  return rows
+}
+
+/**
  * The HTTP/3 rows (bench/h3.mjs's origin, over TLS with the bench's CA `ca`): `apis` of saetta
  * over HTTP/3 (`allowH3`, `preferH3`), saetta over HTTP/2 and undici over HTTP/2 (`allowH2`),
  * each on one connection carrying `streams` requests at once; each compared with undici's.
@@ -349,6 +430,28 @@ export function h3Rows(libs, cfg, { path, apis, streams, ca }) {
 }
 
 /**
+ * `drive`, measured: { bytes, rps, cpuUs, jsUs, elu }. `cpuUs`: the process's CPU time per
+ * request (all its threads: saetta's engine thread counts); `jsUs`: the main thread's alone, what
+ * the application's own handlers compete for (process.threadCpuUsage, Node 23.9+; NaN before);
+ * `elu`: the event loop's utilisation over the run (the share of it spent outside the loop's
+ * wait for I/O).
+ */
+export async function timed(once, n, parallel) {
+  const thread = typeof process.threadCpuUsage === 'function' ? () => process.threadCpuUsage() : null
+  const elu0 = performance.eventLoopUtilization()
+  const cpu0 = process.cpuUsage()
+  const js0 = thread?.()
+  const t0 = process.hrtime.bigint()
+  const bytes = await drive(once, n, parallel)
+  const seconds = Number(process.hrtime.bigint() - t0) / 1e9
+  const cpu = process.cpuUsage(cpu0)
+  const js = thread?.()
+  const elu = performance.eventLoopUtilization(elu0).utilization
+  const us = (u) => (u.user + u.system) / n
+  return { bytes, rps: n / seconds, cpuUs: us(cpu), jsUs: js ? us(js) - us(js0) : NaN, elu }
+}
+
+/**
  * Issues `n` requests through `once` in batches of `parallel`, each batch all in flight at once
  * (undici's bench shape); resolves with the total body bytes.
  */
@@ -360,6 +463,11 @@ export async function drive(once, n, parallel) {
     for (const b of await Promise.all(batch)) bytes += b
   }
   return bytes
+}
+
+/** Throws unless `n` requests consumed `expect` body bytes each (when `expect` is given). */
+export function checkBytes(name, bytes, n, expect) {
+  if (expect !== undefined && bytes !== n * expect) throw new Error(`${name}: consumed ${bytes} body bytes, expected ${n} × ${expect}`)
 }
 
 // The undici row each row is compared against.
