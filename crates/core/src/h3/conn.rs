@@ -19,6 +19,9 @@ use h3::error::{Code, ConnectionError, StreamError};
 use tokio::time::{Instant, Sleep};
 
 use super::H3Host;
+use std::sync::Arc;
+
+use super::udp::Udp;
 use super::{Quic, Settings};
 use crate::codec::head::{outgoing, raw_headers};
 use crate::codec::RawHeader;
@@ -57,7 +60,7 @@ pub(crate) async fn run<H: H3Host>(host: Rc<H>, quic: Quic, settings: Settings) 
             H3Conn::new(host, settings, driver, send, quic, (local, Some(remote))).await
         }
         Err(e) => {
-            host.never_started(connection_error(&e));
+            host.never_started(gone(&quic.udp).unwrap_or_else(|| connection_error(&e)));
         }
     }
 }
@@ -121,6 +124,8 @@ struct H3Conn<H: H3Host> {
     /// The QUIC connection under `driver`, to close it; and its endpoint, kept while it runs.
     quic: quinn::Connection,
     _endpoint: quinn::Endpoint,
+    /// The endpoint's socket: it tells when the peer is gone.
+    udp: Arc<Udp>,
     /// In 0-RTT until the handshake completes: only safe requests go meanwhile.
     early: Option<quinn::ZeroRttAccepted>,
     common: Rc<Common>,
@@ -153,6 +158,7 @@ impl<H: H3Host> H3Conn<H> {
             send: Some(send),
             quic: quic.conn,
             _endpoint: quic.endpoint,
+            udp: quic.udp,
             early: quic.early,
             common: Rc::default(),
             streams: Vec::new(),
@@ -330,12 +336,17 @@ impl<H: H3Host> H3Conn<H> {
 
     fn fail(&mut self, id: u64, error: Error, shared: Shared) {
         if self.host.settle(id) {
-            let error = self.with_socket_info(error);
+            let error = self.with_socket_info(self.peer_gone().unwrap_or(error));
             self.common
                 .events
                 .borrow_mut()
                 .push(Event::Error { id, error, shared });
         }
+    }
+
+    /// What failed everything on the connection where its peer is gone (see [`Udp`]).
+    fn peer_gone(&self) -> Option<Error> {
+        gone(&self.udp)
     }
 
     /// Reports the connection gone (once).
@@ -412,7 +423,7 @@ impl<H: H3Host> H3Conn<H> {
             // What came before the end is read: exchanges that got their whole response end
             // now; the others fail with the connection's error.
             self.common.may_read.set(true);
-            let error = connection_error(&e);
+            let error = self.peer_gone().unwrap_or_else(|| connection_error(&e));
             self.step_streams(cx);
             self.close(error);
             return false;
@@ -790,6 +801,12 @@ async fn read_body(
         Poll::Pending
     })
     .await
+}
+
+/// A connection whose peer is gone (the kernel answered its datagrams with an ICMP
+/// unreachable) fails as a TCP connection's read does: `read ECONNREFUSED`.
+fn gone(udp: &Udp) -> Option<Error> {
+    udp.gone().map(|e| Error::from_read(&e))
 }
 
 /// The error a whole connection ended with: a socket error, as a TCP connection's end is.

@@ -10,6 +10,7 @@
 //! HTTP/3 by `Alt-Svc` ([`alt_svc`]), or where `preferH3` asks for it, racing TCP ([`race`]).
 
 mod conn;
+mod udp;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -28,8 +29,10 @@ pub(crate) use conn::run;
 use crate::error::{Error, Result};
 use crate::request::OriginConfig;
 use crate::streams::StreamsHost;
+use crate::transport::tcp::syscall_error;
 use crate::transport::tls::TlsConfig;
 use crate::transport::Connector;
+use udp::Udp;
 
 /// What an HTTP/3 connection needs of its origin beyond what HTTP/2's does.
 pub(crate) trait H3Host: StreamsHost {
@@ -77,6 +80,8 @@ impl Settings {
 /// A QUIC connection made for HTTP/3, with the endpoint (UDP socket) it runs on.
 pub(crate) struct Quic {
     pub endpoint: quinn::Endpoint,
+    /// The endpoint's socket, which tells when the peer is gone.
+    pub udp: Arc<Udp>,
     pub conn: quinn::Connection,
     /// Made in 0-RTT (a resumed session, `h3ZeroRtt`): resolves when the handshake completed,
     /// to whether the server took what was sent before.
@@ -118,7 +123,14 @@ pub(crate) async fn connect(cfg: &OriginConfig, port: u16, early: bool) -> Resul
                 (None, SocketAddr::V4(_)) => SocketAddr::from(([0, 0, 0, 0], 0)),
                 (None, SocketAddr::V6(_)) => SocketAddr::from(([0u16; 8], 0)),
             };
-            let endpoint = quinn::Endpoint::client(local).map_err(|e| Error::from_io(&e))?;
+            let udp = Udp::connect(local, addr).map_err(|e| Error::from_io(&e))?;
+            let endpoint = quinn::Endpoint::new_with_abstract_socket(
+                quinn::EndpointConfig::default(),
+                None,
+                udp.clone(),
+                Arc::new(quinn::TokioRuntime),
+            )
+            .map_err(|e| Error::from_io(&e))?;
             let connecting = endpoint
                 .connect_with(client, addr, &name)
                 .map_err(|e| Error::InvalidArgument(format!("HTTP/3: {e}")))?;
@@ -128,6 +140,7 @@ pub(crate) async fn connect(cfg: &OriginConfig, port: u16, early: bool) -> Resul
                         let early = Some(accepted);
                         return Ok(Quic {
                             endpoint,
+                            udp,
                             conn,
                             early,
                         });
@@ -139,11 +152,19 @@ pub(crate) async fn connect(cfg: &OriginConfig, port: u16, early: bool) -> Resul
             match connecting.await {
                 Ok(conn) => Ok(Quic {
                     endpoint,
+                    udp,
                     conn,
                     early: None,
                 }),
-                // A certificate refusal as the TLS path words it; else quinn's words.
-                Err(e) => Err(quic_tls.refusal().unwrap_or_else(|| handshake_failure(&e))),
+                // Nobody listens on the port (an ICMP port unreachable came back), as TCP's
+                // refusal is worded; a certificate refusal as the TLS path words it; else
+                // quinn's words.
+                Err(e) => Err(match udp.gone() {
+                    Some(gone) => {
+                        syscall_error(&gone, "connect", &format!("{}:{}", addr.ip(), addr.port()))
+                    }
+                    None => quic_tls.refusal().unwrap_or_else(|| handshake_failure(&e)),
+                }),
             }
         }
     };

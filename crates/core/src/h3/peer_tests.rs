@@ -987,3 +987,128 @@ fn a_paused_response_holds_the_server_to_the_receive_windows() {
         assert_eq!(fake.body(1).len(), 32 * 65_536);
     });
 }
+
+/// A UDP relay between a port of its own and `to`, on two threads: what the client sends it
+/// goes to `to`, and back. [`Relay::stop`] closes its port as a server killed outright leaves
+/// its own: the kernel answers later datagrams with an ICMP port unreachable.
+struct Relay {
+    port: u16,
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Relay {
+    fn to(to: u16) -> Relay {
+        let front = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let back = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        back.connect(("127.0.0.1", to)).unwrap();
+        let port = front.local_addr().unwrap().port();
+        let stop = Arc::new(AtomicBool::new(false));
+        let client = Arc::new(std::sync::Mutex::new(None));
+        // Each thread owns one socket (and a clone of the other to write to), polling `stop`.
+        let pump = |from: std::net::UdpSocket, into: std::net::UdpSocket, forward: bool| {
+            let (stop, client) = (stop.clone(), client.clone());
+            from.set_read_timeout(Some(Duration::from_millis(5)))
+                .unwrap();
+            std::thread::spawn(move || {
+                let mut buf = vec![0u8; 65536];
+                while !stop.load(Ordering::SeqCst) {
+                    if forward {
+                        if let Ok((n, peer)) = from.recv_from(&mut buf) {
+                            *client.lock().unwrap() = Some(peer);
+                            let _ = into.send(&buf[..n]);
+                        }
+                    } else if let Ok(n) = from.recv(&mut buf) {
+                        if let Some(peer) = *client.lock().unwrap() {
+                            let _ = into.send_to(&buf[..n], peer);
+                        }
+                    }
+                }
+            })
+        };
+        let threads = vec![
+            pump(front.try_clone().unwrap(), back.try_clone().unwrap(), true),
+            pump(back, front, false),
+        ];
+        Relay {
+            port,
+            stop,
+            threads,
+        }
+    }
+
+    /// Closes the relay's port (both threads' sockets gone).
+    fn stop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        for t in self.threads.drain(..) {
+            t.join().unwrap();
+        }
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+#[test]
+fn a_handshake_to_a_port_nobody_listens_on_fails_at_once() {
+    // A port just freed: the kernel answers datagrams to it with an ICMP port unreachable.
+    let port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    rt(async {
+        // Not the connect timeout's error: the refusal, as TCP's is worded.
+        let mut cfg = origin(port, "localhost", None);
+        cfg.connect_timeout = Duration::from_secs(10);
+        assert_eq!(
+            connect(&cfg, port, false).await.err(),
+            Some(Error::Socket {
+                code: Some("ECONNREFUSED".into()),
+                message: format!("connect ECONNREFUSED 127.0.0.1:{port}"),
+                socket: None,
+            })
+        );
+    });
+}
+
+#[test]
+fn a_server_gone_outright_fails_the_requests_on_its_connection_at_once() {
+    rt(async {
+        let test = "a_server_gone_outright_fails_the_requests_on_its_connection_at_once";
+        let Some(peer) = peer(test, |conn| {
+            each(conn, |req, mut stream| async move {
+                // `/hang` is never answered.
+                if req.uri().path() != "/hang" {
+                    respond(&mut stream, 200, b"hi").await;
+                } else {
+                    std::future::pending::<()>().await;
+                }
+            })
+        }) else {
+            return;
+        };
+        let mut relay = Relay::to(peer.port);
+        let fake = Fake::new(OriginConfig::default());
+        fake.submit(get(1, "/"));
+        fake.submit(get(2, "/hang"));
+        spawn(&fake, start(relay.port, &peer.ca).await);
+        fake.settled(1).await;
+        assert_eq!(fake.body(1), b"hi");
+        relay.stop();
+        // The next datagram (the request's, or an ACK) meets the closed port: both requests
+        // fail with the refusal well within `until`'s 5 s (QUIC's idle timeout is 30 s).
+        fake.submit(get(3, "/"));
+        fake.settled(2).await;
+        fake.settled(3).await;
+        for id in [2, 3] {
+            assert_eq!(socket_message(fake.error(id)), "read ECONNREFUSED");
+        }
+        fake.until("the connection to end", |_| !fake.gone.borrow().is_empty())
+            .await;
+        assert_eq!(socket_message(fake.disconnected()), "read ECONNREFUSED");
+    });
+}

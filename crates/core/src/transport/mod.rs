@@ -6,7 +6,7 @@ mod connect;
 pub mod js;
 pub mod proxy;
 pub mod socks5;
-mod tcp;
+pub(crate) mod tcp;
 pub(crate) use tcp::order as order_addresses;
 pub mod tls;
 mod unix;

@@ -143,7 +143,7 @@ async fn connect_tcp(
 /// A system call's failure, worded as Node words it: `connect ECONNREFUSED 127.0.0.1:80`
 /// (`::1:80` for IPv6, unbracketed as Node has it), `bind EADDRNOTAVAIL 10.0.0.9`; the JS side
 /// reads the address and port back from it.
-pub(super) fn syscall_error(e: &std::io::Error, syscall: &str, target: &str) -> Error {
+pub(crate) fn syscall_error(e: &std::io::Error, syscall: &str, target: &str) -> Error {
     match Error::from_io(e) {
         Error::Socket {
             code: Some(code), ..

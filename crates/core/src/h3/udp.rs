@@ -1,0 +1,183 @@
+//! The UDP socket of one QUIC connection: connected to its peer, so that the kernel tells of a
+//! peer that is gone (an ICMP port or host unreachable, reported on a connected socket's next
+//! receive) and the connection ends at once, where quinn's own socket hears nothing of it and
+//! waits out the idle timeout (issue 51).
+
+use std::fmt;
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{ready, Context, Poll, Waker};
+
+use quinn::udp::{RecvMeta, Transmit, UdpSocketState};
+use quinn::{AsyncUdpSocket, UdpPoller};
+use tokio::io::Interest;
+
+/// A UDP socket connected to one QUIC peer.
+pub(crate) struct Udp {
+    io: tokio::net::UdpSocket,
+    state: UdpSocketState,
+    /// What the kernel said of the peer: the first "unreachable" a send or a receive reported.
+    gone: Mutex<Option<io::ErrorKind>>,
+    /// The endpoint's receiving task, while it waits for datagrams: a send that learns the
+    /// peer is gone wakes it, to end the endpoint.
+    reader: Mutex<Option<Waker>>,
+}
+
+impl fmt::Debug for Udp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Udp")
+            .field("io", &self.io)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Udp {
+    /// A socket bound to `local` and connected to `peer` (no datagram is sent yet).
+    pub(crate) fn connect(local: SocketAddr, peer: SocketAddr) -> io::Result<Arc<Udp>> {
+        let socket = std::net::UdpSocket::bind(local)?;
+        socket.connect(peer)?;
+        socket.set_nonblocking(true)?;
+        let state = UdpSocketState::new((&socket).into())?;
+        Ok(Arc::new(Udp {
+            io: tokio::net::UdpSocket::from_std(socket)?,
+            state,
+            gone: Mutex::new(None),
+            reader: Mutex::new(None),
+        }))
+    }
+
+    /// The kernel says the peer cannot be reached: the endpoint's receive ends it.
+    fn lost(&self, e: &io::Error) {
+        if let Ok(mut gone) = self.gone.lock() {
+            gone.get_or_insert(e.kind());
+        }
+        if let Some(reader) = self.reader.lock().ok().and_then(|mut r| r.take()) {
+            reader.wake();
+        }
+    }
+
+    /// The error a receive reported for a peer that is gone (ECONNREFUSED for a port nobody
+    /// listens on), once one did.
+    pub(crate) fn gone(&self) -> Option<io::Error> {
+        self.gone.lock().ok()?.map(io::Error::from)
+    }
+}
+
+/// Errors by which the kernel says the peer cannot be reached.
+fn unreachable(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionRefused
+            | io::ErrorKind::HostUnreachable
+            | io::ErrorKind::NetworkUnreachable
+    )
+}
+
+impl AsyncUdpSocket for Udp {
+    fn create_io_poller(self: Arc<Self>) -> Pin<Box<dyn UdpPoller>> {
+        Box::pin(Writable {
+            udp: self,
+            wait: None,
+        })
+    }
+
+    fn try_send(&self, transmit: &Transmit) -> io::Result<()> {
+        let sent = self.io.try_io(Interest::WRITABLE, || {
+            self.state.try_send((&self.io).into(), transmit)
+        });
+        match sent {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(e),
+            // The error a connected socket keeps from an ICMP unreachable, if a send takes it
+            // before a receive does.
+            Err(e) if unreachable(&e) => {
+                self.lost(&e);
+                Ok(())
+            }
+            // Dropped, as quinn's own socket drops a datagram the kernel refuses (QUIC's loss
+            // recovery sends it again): an MTU probe too large, a full buffer.
+            _ => Ok(()),
+        }
+    }
+
+    fn poll_recv(
+        &self,
+        cx: &mut Context,
+        bufs: &mut [io::IoSliceMut<'_>],
+        meta: &mut [RecvMeta],
+    ) -> Poll<io::Result<usize>> {
+        loop {
+            if let Some(kind) = self.gone.lock().ok().and_then(|g| *g) {
+                return Poll::Ready(Err(kind.into()));
+            }
+            if self.io.poll_recv_ready(cx)?.is_pending() {
+                if let Ok(mut reader) = self.reader.lock() {
+                    *reader = Some(cx.waker().clone());
+                }
+                // (A send on another thread may have found the peer gone meanwhile.)
+                if self.gone.lock().ok().and_then(|g| *g).is_none() {
+                    return Poll::Pending;
+                }
+                continue;
+            }
+            let read = self.io.try_io(Interest::READABLE, || {
+                self.state.recv((&self.io).into(), bufs, meta)
+            });
+            match read {
+                Ok(n) => return Poll::Ready(Ok(n)),
+                // The peer is gone: the loop's next turn returns the error, which ends the
+                // endpoint's driver, and with it every connection on the endpoint (this one
+                // alone), which then reads `gone`.
+                Err(e) if unreachable(&e) => self.lost(&e),
+                // WouldBlock cleared the readiness (the next poll waits); the rest is
+                // transient, as quinn's own socket takes it.
+                Err(_) => continue,
+            }
+        }
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.io.local_addr()
+    }
+
+    fn may_fragment(&self) -> bool {
+        self.state.may_fragment()
+    }
+
+    fn max_transmit_segments(&self) -> usize {
+        self.state.max_gso_segments()
+    }
+
+    fn max_receive_segments(&self) -> usize {
+        self.state.gro_segments()
+    }
+}
+
+type WaitWritable = Pin<Box<dyn Future<Output = io::Result<()>> + Send + Sync>>;
+
+/// Waits for the socket to take datagrams again (quinn asks one per sending task).
+struct Writable {
+    udp: Arc<Udp>,
+    wait: Option<WaitWritable>,
+}
+
+impl fmt::Debug for Writable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Writable").finish_non_exhaustive()
+    }
+}
+
+impl UdpPoller for Writable {
+    fn poll_writable(self: Pin<&mut Self>, cx: &mut Context) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let wait = this.wait.get_or_insert_with(|| {
+            let udp = this.udp.clone();
+            Box::pin(async move { udp.io.writable().await })
+        });
+        let done = ready!(wait.as_mut().poll(cx));
+        this.wait = None;
+        Poll::Ready(done)
+    }
+}
