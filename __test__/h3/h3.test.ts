@@ -830,6 +830,48 @@ describe.skipIf(isUndici || skipUnlessCI(missing))('HTTP/3', () => {
       expect(seen).toEqual(['h1', 'h3', 'h1'])
     })
 
+    test('a server killed outright under an open connection: its next request fails at once, the one after goes over TCP', async () => {
+      // An origin of its own: this one's QUIC server dies.
+      const own = await h3Origin()
+      onCleanup(() => own.close())
+      const seen = versions()
+      const c = altClient(own.origin, { preferH3: true, connect: { ca: own.ca } })
+      const before = await c.request({ path: '/echo/before-kill', method: 'GET' })
+      expect(overH3(before.headers)).toBe(true)
+      await before.body.text()
+      await own.kill()
+      // The request goes on the open connection; the kernel answers its datagrams with an ICMP
+      // port unreachable: it fails as a TCP read would, not after QUIC's 30 s idle timeout.
+      let t0 = performance.now()
+      const err = await c.request({ path: '/echo/after-kill', method: 'GET' }).catch((e: unknown) => e)
+      const failedIn = performance.now() - t0
+      expect(describeError(err)).toEqual({ class: 'Error', name: 'Error', code: 'ECONNREFUSED', message: 'read ECONNREFUSED' })
+      expect(failedIn).toBeLessThan(1000)
+      // The next connection's QUIC attempt is refused the same way at once, and TCP serves.
+      t0 = performance.now()
+      const res = await c.request({ path: '/echo/over-tcp', method: 'GET' })
+      await res.body.text()
+      const recoveredIn = performance.now() - t0
+      expect(overH3(res.headers)).toBe(false)
+      expect(recoveredIn).toBeLessThan(1000)
+      expect(seen).toEqual(['h3', 'h2'])
+      if (process.env.H3_PRINT) console.log(JSON.stringify({ failedIn, recoveredIn }))
+    })
+
+    test('preferH3 where neither UDP nor TCP answers: the TCP error at once, as undici over HTTP/2 gives it', async () => {
+      const port = await deadUdpPort()
+      const outcome = async (lib: Lib, options: Record<string, unknown>): Promise<unknown> => {
+        const c = new lib.Client(`https://localhost:${port}`, { ...options, connect: { ca: o.ca } } as never)
+        onCleanup(() => (c.destroyed ? undefined : c.destroy()))
+        const t0 = performance.now()
+        const err = await c.request({ path: '/', method: 'GET' }).catch((e: unknown) => e)
+        return { error: describeError(err), quick: performance.now() - t0 < 1000 }
+      }
+      const reference = await outcome(undici, { allowH2: true })
+      expect(await outcome(saetta, { allowH3: true, preferH3: true })).toEqual(reference)
+      expect(reference).toMatchObject({ error: { code: 'ECONNREFUSED' }, quick: true })
+    })
+
     test('HTTP/3 is not tried with a connect function of its own', async () => {
       const tls = await import('node:tls')
       const seen = versions()

@@ -222,6 +222,8 @@ export interface H3Origin {
   h3Requests(): Seen[]
   /** The server's output so far (for failure messages). */
   log(): string
+  /** Kills aioquic's server outright (SIGKILL), as a crash does; the TCP server stays. */
+  kill(): Promise<void>
   close(): Promise<void>
 }
 
@@ -293,6 +295,11 @@ export async function h3Origin(): Promise<H3Origin> {
             return { method, path: p }
           }),
       log,
+      kill: async () => {
+        const gone = exited ? Promise.resolve() : once(child, 'exit')
+        kill()
+        await gone
+      },
       close: async () => {
         kill()
         await tcp.close()

@@ -17,13 +17,15 @@ use tokio::io::Interest;
 
 /// A UDP socket connected to one QUIC peer.
 pub(crate) struct Udp {
-    io: tokio::net::UdpSocket,
+    io: Arc<tokio::net::UdpSocket>,
     state: UdpSocketState,
     /// What the kernel said of the peer: the first "unreachable" a send or a receive reported.
     gone: Mutex<Option<io::ErrorKind>>,
     /// The endpoint's receiving task, while it waits for datagrams: a send that learns the
     /// peer is gone wakes it, to end the endpoint.
     reader: Mutex<Option<Waker>>,
+    /// Waits for the socket's error readiness (see `poll_recv`).
+    error: Mutex<Option<Wait>>,
 }
 
 impl fmt::Debug for Udp {
@@ -42,11 +44,26 @@ impl Udp {
         socket.set_nonblocking(true)?;
         let state = UdpSocketState::new((&socket).into())?;
         Ok(Arc::new(Udp {
-            io: tokio::net::UdpSocket::from_std(socket)?,
+            io: Arc::new(tokio::net::UdpSocket::from_std(socket)?),
             state,
             gone: Mutex::new(None),
             reader: Mutex::new(None),
+            error: Mutex::new(None),
         }))
+    }
+
+    /// Ready once the socket has an error to report.
+    fn poll_error(&self, cx: &mut Context) -> Poll<()> {
+        let Ok(mut error) = self.error.lock() else {
+            return Poll::Pending;
+        };
+        let wait = error.get_or_insert_with(|| {
+            let io = self.io.clone();
+            Box::pin(async move { io.ready(Interest::ERROR).await.map(drop) })
+        });
+        ready!(wait.as_mut().poll(cx)).ok();
+        *error = None;
+        Poll::Ready(())
     }
 
     /// The kernel says the peer cannot be reached: the endpoint's receive ends it.
@@ -79,14 +96,14 @@ fn unreachable(e: &io::Error) -> bool {
 impl AsyncUdpSocket for Udp {
     fn create_io_poller(self: Arc<Self>) -> Pin<Box<dyn UdpPoller>> {
         Box::pin(Writable {
-            udp: self,
+            io: self.io.clone(),
             wait: None,
         })
     }
 
     fn try_send(&self, transmit: &Transmit) -> io::Result<()> {
         let sent = self.io.try_io(Interest::WRITABLE, || {
-            self.state.try_send((&self.io).into(), transmit)
+            self.state.try_send((&*self.io).into(), transmit)
         });
         match sent {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(e),
@@ -112,7 +129,13 @@ impl AsyncUdpSocket for Udp {
             if let Some(kind) = self.gone.lock().ok().and_then(|g| *g) {
                 return Poll::Ready(Err(kind.into()));
             }
-            if self.io.poll_recv_ready(cx)?.is_pending() {
+            // Data to read, or an error the kernel keeps for the socket (an ICMP unreachable
+            // wakes no task waiting for data): a receive takes either.
+            let interest = if self.io.poll_recv_ready(cx)?.is_ready() {
+                Interest::READABLE
+            } else if self.poll_error(cx).is_ready() {
+                Interest::ERROR
+            } else {
                 if let Ok(mut reader) = self.reader.lock() {
                     *reader = Some(cx.waker().clone());
                 }
@@ -121,17 +144,17 @@ impl AsyncUdpSocket for Udp {
                     return Poll::Pending;
                 }
                 continue;
-            }
-            let read = self.io.try_io(Interest::READABLE, || {
-                self.state.recv((&self.io).into(), bufs, meta)
-            });
+            };
+            let read = self
+                .io
+                .try_io(interest, || self.state.recv((&*self.io).into(), bufs, meta));
             match read {
                 Ok(n) => return Poll::Ready(Ok(n)),
                 // The peer is gone: the loop's next turn returns the error, which ends the
                 // endpoint's driver, and with it every connection on the endpoint (this one
                 // alone), which then reads `gone`.
                 Err(e) if unreachable(&e) => self.lost(&e),
-                // WouldBlock cleared the readiness (the next poll waits); the rest is
+                // WouldBlock cleared that readiness (the next poll waits); the rest is
                 // transient, as quinn's own socket takes it.
                 Err(_) => continue,
             }
@@ -155,12 +178,13 @@ impl AsyncUdpSocket for Udp {
     }
 }
 
-type WaitWritable = Pin<Box<dyn Future<Output = io::Result<()>> + Send + Sync>>;
+/// A wait for one of the socket's readinesses.
+type Wait = Pin<Box<dyn Future<Output = io::Result<()>> + Send + Sync>>;
 
 /// Waits for the socket to take datagrams again (quinn asks one per sending task).
 struct Writable {
-    udp: Arc<Udp>,
-    wait: Option<WaitWritable>,
+    io: Arc<tokio::net::UdpSocket>,
+    wait: Option<Wait>,
 }
 
 impl fmt::Debug for Writable {
@@ -173,8 +197,8 @@ impl UdpPoller for Writable {
     fn poll_writable(self: Pin<&mut Self>, cx: &mut Context) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         let wait = this.wait.get_or_insert_with(|| {
-            let udp = this.udp.clone();
-            Box::pin(async move { udp.io.writable().await })
+            let io = this.io.clone();
+            Box::pin(async move { io.writable().await })
         });
         let done = ready!(wait.as_mut().poll(cx));
         this.wait = None;
