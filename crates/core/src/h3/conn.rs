@@ -520,6 +520,9 @@ struct Sides {
     sent: Cell<bool>,
     /// The server reset the stream with H3_REQUEST_REJECTED before its answer.
     rejected: Cell<bool>,
+    /// The server closed the connection with H3_NO_ERROR (no GOAWAY) before its answer: it
+    /// may have processed the request.
+    closed_before_head: Cell<bool>,
 }
 
 /// One request on its own stream: its head out, then its body out and its response in side
@@ -535,8 +538,10 @@ async fn exchange(
     let out = outgoing(&req.message(), "https", false)?;
     let stream = match send.send_request(out.head).await {
         Ok(s) => s,
-        // GOAWAY came: the request was not sent, and another connection takes it.
+        // GOAWAY came, or the server closed the connection: the request was not sent, and
+        // another connection takes it.
         Err(StreamError::RemoteClosing { .. }) => return Err(Failure::Unsent(Box::new(req))),
+        Err(e) if closed_cleanly(&e) => return Err(Failure::Unsent(Box::new(req))),
         Err(e) => return Err(stream_error(&e).into()),
     };
     let (tx, mut rx) = stream.split();
@@ -581,8 +586,11 @@ async fn exchange(
         tx.reset_with = Some(Code::H3_NO_ERROR);
     }
     // A request the server did not process goes again while all of it is at hand (not a
-    // streamed body, whose chunks the pipe gave up).
-    if result.is_err() && sides.rejected.get() && !out.streamed && req.refused < MAX_REJECTIONS {
+    // streamed body, whose chunks the pipe gave up); so does an idempotent one it may have
+    // processed before it closed the connection with no error (a server shutting down
+    // without a GOAWAY first), as undici's retry would.
+    let again = sides.rejected.get() || (sides.closed_before_head.get() && req.idempotent);
+    if result.is_err() && again && !out.streamed && req.refused < MAX_REJECTIONS {
         let mut req = req;
         req.refused += 1;
         return Err(Failure::Rejected(Box::new(req)));
@@ -670,7 +678,10 @@ async fn receive(
                         sides.rejected.set(true);
                         stream_error(&e)
                     }
-                    e => stream_error(&e),
+                    e => {
+                        sides.closed_before_head.set(closed_cleanly(&e));
+                        stream_error(&e)
+                    }
                 }));
             }
             // From the end of the request, as over HTTP/1.1 and HTTP/2.
@@ -807,6 +818,21 @@ async fn read_body(
 /// unreachable) fails as a TCP connection's read does: `read ECONNREFUSED`.
 fn gone(udp: &Udp) -> Option<Error> {
     udp.gone().map(|e| Error::from_read(&e))
+}
+
+/// Whether `e` is the server closing the connection with H3_NO_ERROR (a clean shutdown).
+fn closed_cleanly(e: &StreamError) -> bool {
+    use h3::quic::ConnectionErrorIncoming as In;
+    matches!(
+        e,
+        StreamError::ConnectionError {
+            0: ConnectionError::Remote {
+                0: In::ApplicationClose { error_code },
+                ..
+            },
+            ..
+        } if Code::from(*error_code) == Code::H3_NO_ERROR
+    )
 }
 
 /// The error a whole connection ended with: a socket error, as a TCP connection's end is.

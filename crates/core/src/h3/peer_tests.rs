@@ -1112,3 +1112,53 @@ fn a_server_gone_outright_fails_the_requests_on_its_connection_at_once() {
         assert_eq!(socket_message(fake.disconnected()), "read ECONNREFUSED");
     });
 }
+
+#[test]
+fn a_clean_close_before_the_answers_gives_back_the_idempotent_requests_only() {
+    rt(async {
+        let notes = Notes::default();
+        let seen = notes.clone();
+        let test = "a_clean_close_before_the_answers_gives_back_the_idempotent_requests_only";
+        let Some(peer) = peer(test, move |conn| async move {
+            // Both requests arrive; the server shuts down without a GOAWAY or an answer.
+            let mut h3 = h3_over(conn.clone()).await;
+            let mut streams = Vec::new();
+            while streams.len() < 2 {
+                let Ok(Some(resolver)) = h3.accept().await else {
+                    return;
+                };
+                if let Ok((req, stream)) = resolver.resolve_request().await {
+                    note(&seen, format!("{} {}", req.method(), req.uri().path()));
+                    streams.push(stream);
+                }
+            }
+            conn.close(0x100u32.into(), b"");
+            std::future::pending::<()>().await;
+        }) else {
+            return;
+        };
+        let fake = Fake::new(OriginConfig::default());
+        fake.submit(get(1, "/get"));
+        fake.submit(request(
+            2,
+            "POST",
+            "/post",
+            &[],
+            RequestBody::Bytes(Bytes::from_static(b"x")),
+        ));
+        client(&peer, &fake).await;
+        fake.settled(2).await;
+        fake.until("the connection to end", |_| !fake.gone.borrow().is_empty())
+            .await;
+        let mut arrived = notes.borrow().clone();
+        arrived.sort();
+        assert_eq!(arrived, ["GET /get", "POST /post"]);
+        // The POST may have been processed: it fails. The GET goes again.
+        assert_eq!(
+            socket_message(fake.error(2)),
+            "HTTP/3: the server closed the connection (H3_NO_ERROR)"
+        );
+        assert_eq!(fake.of(1), ["connect"]);
+        assert_eq!(fake.queued(), [1]);
+    });
+}
