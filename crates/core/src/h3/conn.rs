@@ -368,6 +368,9 @@ impl<H: H3Host> H3Conn<H> {
             return;
         }
         self.closed = true;
+        if self.peer_gone().is_some() {
+            self.host.peer_gone();
+        }
         let error = self.with_socket_info(error);
         let shared = match self.announced {
             true => Shared::No,

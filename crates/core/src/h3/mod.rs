@@ -39,6 +39,9 @@ pub(crate) trait H3Host: StreamsHost {
     /// The server refused the requests a connection sent in 0-RTT; its later connections wait
     /// for their handshakes.
     fn early_refused(&self);
+    /// The kernel said a connection's peer is unreachable (see [`udp`]): HTTP/3 at the origin
+    /// is left alone for a while, as after a failed handshake.
+    fn peer_gone(&self);
 }
 
 /// An origin's HTTP/3 settings.
@@ -249,13 +252,24 @@ pub(crate) struct H3Memory {
     pub early_refused: bool,
     /// A QUIC attempt that lost a race is still going (see [`probe`]).
     pub probing: bool,
+    /// Failures since HTTP/3 last worked: each doubles the time it is left alone.
+    pub failures: u32,
 }
 
 impl H3Memory {
-    /// HTTP/3 failed to connect: forget the advertisement, and use TCP for a while.
+    /// HTTP/3 failed to connect, or its peer went away: forget the advertisement, and use TCP
+    /// for a while, twice as long as the last time while it keeps failing (as a browser backs
+    /// off a broken alternative service).
     pub(crate) fn failed(&mut self) {
         self.advertised = None;
-        self.broken_until = Some(Instant::now() + BROKEN_FOR);
+        let backoff = 1u32 << self.failures.min(MAX_BACKOFF);
+        self.broken_until = Some(Instant::now() + BROKEN_FOR * backoff);
+        self.failures = self.failures.saturating_add(1);
+    }
+
+    /// A QUIC handshake completed: the back-off starts over.
+    pub(crate) fn worked(&mut self) {
+        self.failures = 0;
     }
 }
 
@@ -303,8 +317,10 @@ pub(crate) const RACE_DELAY: Duration = Duration::from_millis(250);
 /// How long a QUIC attempt that lost the race is left to finish where the origin has no
 /// connect timeout (see [`probe`]).
 pub(crate) const PROBE_FOR: Duration = Duration::from_secs(10);
-/// How long an origin whose HTTP/3 failed makes its connections over TCP.
+/// How long an origin whose HTTP/3 failed makes its connections over TCP (the first time;
+/// doubled by each failure after it, at most `2^MAX_BACKOFF` times: 2 h 40 min).
 pub(crate) const BROKEN_FOR: Duration = Duration::from_secs(300);
+const MAX_BACKOFF: u32 = 5;
 
 /// The connection a race made.
 pub(crate) enum Made<T> {
@@ -374,8 +390,9 @@ pub(crate) fn probe(memory: Memory, attempt: Attempt, within: Duration) {
         let connected = matches!(tokio::time::timeout(within, attempt).await, Ok(Ok(_)));
         let mut m = memory.borrow_mut();
         m.probing = false;
-        if !connected {
-            m.failed();
+        match connected {
+            true => m.worked(),
+            false => m.failed(),
         }
     });
 }
@@ -450,9 +467,10 @@ mod peer_tests;
 #[cfg(test)]
 mod tests;
 
-/// HTTP/3's part of the protocols' fake origin (`ctx/testing.rs`): a refused 0-RTT is
-/// nobody's news there.
+/// HTTP/3's part of the protocols' fake origin (`ctx/testing.rs`): a refused 0-RTT or a peer
+/// gone is nobody's news there.
 #[cfg(test)]
 impl H3Host for crate::ctx::testing::Fake {
     fn early_refused(&self) {}
+    fn peer_gone(&self) {}
 }

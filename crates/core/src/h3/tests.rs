@@ -614,3 +614,26 @@ fn the_memories_are_shared_per_host_and_port_and_bounded() {
     assert!(memories.0.borrow().len() <= 4096);
     assert!(memories.of("example.com", 443).borrow().early_refused);
 }
+
+#[test]
+fn each_failure_in_a_row_leaves_http3_alone_twice_as_long_until_one_works() {
+    rt(async {
+        let mut memory = super::H3Memory::default();
+        let left_alone = |m: &super::H3Memory| {
+            let until = m.broken_until.expect("left alone");
+            (until - tokio::time::Instant::now()).as_secs_f64()
+        };
+        let minutes = [5.0, 10.0, 20.0, 40.0, 80.0, 160.0, 160.0];
+        for expected in minutes {
+            memory.failed();
+            let secs = left_alone(&memory);
+            assert!(
+                (secs - expected * 60.0).abs() < 5.0,
+                "{secs} s, expected {expected} min"
+            );
+        }
+        memory.worked();
+        memory.failed();
+        assert!((left_alone(&memory) - 300.0).abs() < 5.0);
+    });
+}

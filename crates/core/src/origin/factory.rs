@@ -49,7 +49,7 @@ impl Factory for Network {
                         .clone()
                         .expect("an origin that speaks HTTP/3");
                     match quic {
-                        h3::QuicOutcome::Fine => {}
+                        h3::QuicOutcome::Fine => memory.borrow_mut().worked(),
                         h3::QuicOutcome::Failed => memory.borrow_mut().failed(),
                         h3::QuicOutcome::Pending(attempt) => {
                             let within = match cfg.connect_timeout.is_zero() {

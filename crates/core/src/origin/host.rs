@@ -182,4 +182,10 @@ impl H3Host for OriginHost {
             o.early_refused();
         }
     }
+
+    fn peer_gone(&self) {
+        if let Ok(mut o) = self.origin.try_borrow_mut() {
+            o.h3_failed();
+        }
+    }
 }

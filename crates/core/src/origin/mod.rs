@@ -165,6 +165,13 @@ impl Origin {
         }
     }
 
+    /// HTTP/3's peer went away: TCP for a while (see [`crate::h3::H3Memory::failed`]).
+    pub fn h3_failed(&mut self) {
+        if let Some(h3) = &self.h3 {
+            h3.borrow_mut().failed();
+        }
+    }
+
     /// Whether an origin with `allowH3` should read the `Alt-Svc` of its responses.
     pub fn watches_alt_svc(&self) -> bool {
         self.h3.is_some()
