@@ -403,7 +403,9 @@ export function clientConfig(url: string | URL | UrlObject, opts: ClientOptions 
   const headersTimeout = optNumber(options, 'headersTimeout', 300e3)
   const bodyTimeout = optNumber(options, 'bodyTimeout', 300e3)
   // As undici: connect.timeout over connectTimeout; 0 is no timeout.
-  const connectTimeout = own('timeout') ? Number(given.timeout ?? DEFAULTS.connectTimeout) : optNumber(options, 'connectTimeout', DEFAULTS.connectTimeout)
+  const connectTimeout = own('timeout')
+    ? Number(given.timeout ?? DEFAULTS.connectTimeout)
+    : optNumber(options, 'connectTimeout', DEFAULTS.connectTimeout)
   if (options.strictContentLength !== undefined && typeof options.strictContentLength !== 'boolean') {
     throw new InvalidArgumentError('invalid strictContentLength')
   }
