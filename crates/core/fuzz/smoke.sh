@@ -3,9 +3,12 @@
 # stable toolchain. The flags are cargo-fuzz's with `--sanitizer none` (libFuzzer with
 # coverage); long runs use `cargo +nightly fuzz run <target>` with AddressSanitizer.
 # Fails on a panic, a broken property (src/lib.rs), a timeout, or RSS over 512 MiB.
+# The targets run side by side, as many at a time as there are cores (FUZZ_JOBS overrides):
+# each libFuzzer is one thread, so each still has a core to itself for its FUZZ_SECONDS.
 set -euo pipefail
 cd "$(dirname "$0")"
 seconds="${FUZZ_SECONDS:-15}"
+jobs="${FUZZ_JOBS:-$(nproc 2>/dev/null || echo 1)}"
 triple="$(rustc -vV | sed -n 's/^host: //p')"
 export RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
 -Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \
@@ -13,16 +16,40 @@ export RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4
 --cfg fuzzing -Ccodegen-units=1"
 # --target keeps RUSTFLAGS off build scripts, as cargo-fuzz does.
 cargo build --release --locked --target "$triple" --bins
-for target in head chunked responses ws_frames ws_deflate; do
-  mkdir -p "corpus/$target" artifacts
-  echo "fuzz $target: ${seconds}s"
-  log="artifacts/$target.log"
-  if ! "target/$triple/release/$target" "corpus/$target" "seeds/$target" \
+targets=(head chunked responses ws_frames ws_deflate)
+mkdir -p artifacts
+
+# One target's run; its exit code goes to artifacts/<target>.status.
+run() {
+  local target="$1"
+  mkdir -p "corpus/$target"
+  local code=0
+  "target/$triple/release/$target" "corpus/$target" "seeds/$target" \
     -max_total_time="$seconds" -rss_limit_mb=512 -timeout=10 -max_len=8192 \
-    -artifact_prefix="artifacts/$target-" -print_final_stats=1 >"$log" 2>&1; then
-    tail -n 40 "$log"
-    echo "fuzz $target failed: the input is in artifacts/$target-*" >&2
-    exit 1
+    -artifact_prefix="artifacts/$target-" -print_final_stats=1 >"artifacts/$target.log" 2>&1 || code=$?
+  echo "$code" >"artifacts/$target.status"
+}
+
+echo "fuzz ${targets[*]}: ${seconds}s each, $jobs at a time"
+rm -f artifacts/*.status
+running=0
+for target in "${targets[@]}"; do
+  if [ "$running" -ge "$jobs" ]; then
+    wait -n || true
+    running=$((running - 1))
   fi
-  grep -E "^Done" "$log"
+  run "$target" &
+  running=$((running + 1))
 done
+wait
+failed=0
+for target in "${targets[@]}"; do
+  if [ "$(cat "artifacts/$target.status" 2>/dev/null)" = 0 ]; then
+    echo "fuzz $target: $(grep -E "^Done" "artifacts/$target.log")"
+  else
+    tail -n 40 "artifacts/$target.log"
+    echo "fuzz $target failed: the input is in artifacts/$target-*" >&2
+    failed=1
+  fi
+done
+exit "$failed"
