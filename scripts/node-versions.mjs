@@ -57,7 +57,9 @@ const isScript = process.argv[1] !== undefined && realpathSync(process.argv[1]) 
 const current = process.versions.node.split('.')[0]
 const failed = []
 // The type checks (tsc and tsd over the sources and the published declarations, against
-// @types/node) do not depend on the Node that runs them: they run once, on the newest.
+// @types/node) do not depend on the Node that runs them: they run once, on the newest. So do,
+// inside __test__/runtime/package.test.ts, tsc against the installed package's declarations and
+// npm's installs for other platforms; its install and its requests run on every major.
 const TYPE_TESTS = ['__test__/types/typecheck.test.ts', '__test__/types/types.test.ts']
 // Each run also writes vitest's JSON report, so that the end of the output names every failed
 // test on every Node (a CI log is often read from its tail), unless the caller chose reporters.
