@@ -37,10 +37,15 @@ impl fmt::Debug for Udp {
 }
 
 impl Udp {
-    /// A socket bound to `local` and connected to `peer` (no datagram is sent yet).
+    /// A socket bound to `local` and connected to `peer` (no datagram is sent yet). Only on
+    /// Linux: quinn-udp names the destination of every datagram it sends, which Linux allows on
+    /// a connected socket and the BSDs (macOS) refuse (EISCONN); elsewhere the socket stays
+    /// unconnected, and a peer gone is noticed at QUIC's idle timeout.
     pub(crate) fn connect(local: SocketAddr, peer: SocketAddr) -> io::Result<Arc<Udp>> {
         let socket = std::net::UdpSocket::bind(local)?;
-        socket.connect(peer)?;
+        if cfg!(any(target_os = "linux", target_os = "android")) {
+            socket.connect(peer)?;
+        }
         socket.set_nonblocking(true)?;
         let state = UdpSocketState::new((&socket).into())?;
         Ok(Arc::new(Udp {
