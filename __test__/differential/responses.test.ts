@@ -296,6 +296,18 @@ describe('extra CRLF between responses', () => {
     )
   })
 
+  // What the test above meets when the stray bytes arrive after the next request went out: the
+  // empty lines, bare LFs among them, come before that request's response.
+  test('bare LFs before a response: skipped, as llhttp skips them', async () => {
+    await same(
+      () => rawServer((req, socket) => socket.write(`\n\r\n\n${okResponse(req.path)}`)),
+      async (lib, origin) => {
+        const c = client(lib, origin)
+        return (await c.request({ path: '/lf', method: 'GET' })).body.text()
+      },
+    )
+  })
+
   test('between pipelined responses', async () => {
     let srv!: Awaited<ReturnType<typeof rawServer>>
     await same(
