@@ -11,6 +11,7 @@ use std::future::{poll_fn, Future};
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -18,10 +19,8 @@ use bytes::{Buf, Bytes};
 use h3::error::{Code, ConnectionError, StreamError};
 use tokio::time::{Instant, Sleep};
 
-use super::H3Host;
-use std::sync::Arc;
-
 use super::udp::Udp;
+use super::H3Host;
 use super::{Quic, Settings};
 use crate::codec::head::{outgoing, raw_headers};
 use crate::codec::RawHeader;

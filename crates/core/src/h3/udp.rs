@@ -81,10 +81,19 @@ impl Udp {
         }
     }
 
-    /// The error a receive reported for a peer that is gone (ECONNREFUSED for a port nobody
-    /// listens on), once one did.
+    /// The error a send or a receive reported for a peer that is gone (ECONNREFUSED for a port
+    /// nobody listens on), once one did.
     pub(crate) fn gone(&self) -> Option<io::Error> {
         self.gone.lock().ok()?.map(io::Error::from)
+    }
+
+    /// Keeps `cx`'s waker for [`Udp::lost`] (unless it is the one kept already).
+    fn wait_for_loss(&self, cx: &Context) {
+        if let Ok(mut reader) = self.reader.lock() {
+            if !reader.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                *reader = Some(cx.waker().clone());
+            }
+        }
     }
 }
 
@@ -131,8 +140,8 @@ impl AsyncUdpSocket for Udp {
         meta: &mut [RecvMeta],
     ) -> Poll<io::Result<usize>> {
         loop {
-            if let Some(kind) = self.gone.lock().ok().and_then(|g| *g) {
-                return Poll::Ready(Err(kind.into()));
+            if let Some(e) = self.gone() {
+                return Poll::Ready(Err(e));
             }
             // Data to read, or an error the kernel keeps for the socket (an ICMP unreachable
             // wakes no task waiting for data): a receive takes either.
@@ -141,11 +150,10 @@ impl AsyncUdpSocket for Udp {
             } else if self.poll_error(cx).is_ready() {
                 Interest::ERROR
             } else {
-                if let Ok(mut reader) = self.reader.lock() {
-                    *reader = Some(cx.waker().clone());
-                }
-                // (A send on another thread may have found the peer gone meanwhile.)
-                if self.gone.lock().ok().and_then(|g| *g).is_none() {
+                self.wait_for_loss(cx);
+                // (A send on another thread may have found the peer gone meanwhile: the loop's
+                // next turn returns it.)
+                if self.gone().is_none() {
                     return Poll::Pending;
                 }
                 continue;
