@@ -132,13 +132,12 @@ function libRow(lib, api, make, path, variant = '', mod = undefined, issue = api
 }
 
 /** node:http's client (node:https's for an `https:` origin, trusting `ca`) on a keep-alive Agent. */
-function nodeHttpRow({ path, connections, ca, variant = '' }) {
+function nodeHttpRow({ path, connections, ca }) {
   let agent
   return {
-    name: `node:http${variant}`,
+    name: 'node:http',
     lib: 'node',
     api: 'request',
-    variant,
     setup(origin) {
       const url = new URL(origin)
       const mod = url.protocol === 'https:' ? https : http
@@ -352,19 +351,19 @@ function spin(work) {
 // The application rows' requests: each response's JSON parsed, then the application's work;
 // resolves with the number of records (for the check that every row read the same body).
 const appApis = {
-  request: (pool, opts, _name, _mod, work) => async () => {
+  request: (pool, opts, name, _mod, work) => async () => {
     const { statusCode, body } = await pool.request(opts)
     const records = await body.json()
-    if (statusCode !== 200) throw fail('request', statusCode)
+    if (statusCode !== 200) throw fail(name, statusCode)
     spin(work)
     return records.length
   },
-  fetch: (pool, opts, _name, mod, work) => {
+  fetch: (pool, opts, name, mod, work) => {
     const url = new URL(opts.path, opts.origin).href
     return async () => {
       const res = await mod.fetch(url, { dispatcher: pool })
       const records = await res.json()
-      if (res.status !== 200) throw fail('fetch', res.status)
+      if (res.status !== 200) throw fail(name, res.status)
       spin(work)
       return records.length
     }
