@@ -60,11 +60,14 @@ pub enum EventTag {
     /// `[id, conn]`: the request, whose onConnect ran as it was submitted, is being written on
     /// connection `conn`.
     Written = 23,
+    /// `[id]`, its head as undici lists it (`client:sendHeaders`) as one object: before its
+    /// `Connect`, for a request submitted with `SubmitFlag::ListHead`.
+    Head = 24,
 }
 
 impl EventTag {
     /// Every tag, by its number.
-    pub const ALL: [EventTag; 24] = {
+    pub const ALL: [EventTag; 25] = {
         use EventTag::*;
         [
             Connect,
@@ -91,6 +94,7 @@ impl EventTag {
             WebSocketSmall,
             SocketTos,
             Written,
+            Head,
         ]
     };
 
@@ -99,7 +103,7 @@ impl EventTag {
         use EventTag::*;
         match self {
             Data | Connecting | Closed | ConnectFailed | SocketWrite | SocketEnd
-            | ErrorReleased => 2,
+            | ErrorReleased | Head => 2,
             Connect | Written | Complete | Error | BodyConsumed | Disconnected | SocketOpen
             | SocketCredit | SocketDestroy | SocketTos => 3,
             Headers | Upgrade | DataSmall | Connected | Ping | WebSocket => 4,
@@ -280,6 +284,12 @@ pub enum SubmitFlag {
     /// undici 8 with `strictContentLength: false`: a streamed body never goes past its
     /// `content-length`, and one that disagrees with it ends the connection (`Request::clip_body`).
     ClipBody = 512,
+    /// Its head is listed for diagnostics (`client:sendHeaders`): in a `Head` event before its
+    /// `Connect`, or, with `Connected`, in `submit`'s answer (as HTTP/1.1 writes it, or as
+    /// HTTP/2 with `Multiplexed`).
+    ListHead = 1024,
+    /// With `ListHead` and `Connected`: it goes on an HTTP/2 or HTTP/3 connection.
+    Multiplexed = 2048,
 }
 
 /// The decompress interceptor's flags in `submit`'s decode spec.

@@ -100,6 +100,10 @@ pub fn sample_events(nums: Float64ArraySlice<'_>, origin: u32, id: u32) -> Event
             conn: 4,
             told: true,
         },
+        Event::Head {
+            id,
+            listing: Bytes::from_static(b"GET / HTTP/1.1\r\nhost: a\r\n"),
+        },
         Event::Headers {
             id,
             status: 200,
@@ -416,6 +420,11 @@ impl ToNapiValue for EventBatch<'_> {
                     });
                     out.num(id as f64);
                     out.num(conn as f64);
+                }
+                Event::Head { id, listing } => {
+                    out.tag(EventTag::Head);
+                    out.num(id as f64);
+                    out.str(&listing)?;
                 }
                 Event::Headers {
                     id,

@@ -158,6 +158,8 @@ pub(crate) struct Submitter {
     pub lanes: Arc<Lanes>,
     pub host_header: String,
     pub strict_content_length: bool,
+    /// What HTTP/2 and HTTP/3 say as `:scheme`.
+    pub scheme: &'static str,
 }
 
 thread_local! {
@@ -201,6 +203,7 @@ impl NativeOrigin {
                 node_fallback: tls.is_some() || proxy.as_ref().is_some_and(|p| p.tls.is_some()),
             },
         };
+        let tls_given = tls.is_some();
         let cfg = OriginConfig {
             connector,
             tls,
@@ -255,6 +258,7 @@ impl NativeOrigin {
             lanes,
             host_header: o.host_header,
             strict_content_length: o.strict_content_length,
+            scheme: if secure || tls_given { "https" } else { "http" },
         });
         ORIGINS.with(|m| m.borrow_mut().insert(id as u64, submitter));
         Ok(NativeOrigin {

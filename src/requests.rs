@@ -19,8 +19,9 @@ fn has(flags: u32, flag: SubmitFlag) -> bool {
 
 /// Validates, encodes and enqueues a request of `origin` (a live NativeOrigin's id); the
 /// engine sees it at the next `flush()` (or the next other command). A `LONE` request may
-/// instead be written at once, from this thread, to an idle connection. Returns
-/// why when the request is refused (nothing is sent), `null` otherwise.
+/// instead be written at once, from this thread, to an idle connection. Returns why when the
+/// request is refused (nothing is sent); its head as undici lists it for a `Connected` one
+/// that asked for it (`LIST_HEAD`); `null` otherwise.
 #[napi(catch_unwind)]
 #[allow(clippy::too_many_arguments)]
 pub fn submit(
@@ -37,7 +38,7 @@ pub fn submit(
     decode: Option<Vec<f64>>,
     websocket: Option<Vec<f64>>,
     type_of_service: Option<u32>,
-) -> Result<Option<Refusal>> {
+) -> Result<Option<Either<Refusal, String>>> {
     let body = match body {
         Some(Either::A(b)) => RequestBody::Bytes(Bytes::copy_from_slice(&b)),
         Some(Either::B(s)) => RequestBody::Bytes(Bytes::from(s)),
@@ -63,10 +64,10 @@ pub fn submit(
     let head = match encode_head(&input) {
         Ok(h) => h,
         Err(e) => {
-            return Ok(Some(Refusal {
+            return Ok(Some(Either::A(Refusal {
                 kind: e.kind().into(),
                 message: e.to_string(),
-            }))
+            })))
         }
     };
     let mut req = Request::new(id as u64, &method, head, body);
@@ -74,6 +75,15 @@ pub fn submit(
     req.blocking = has(flags, SubmitFlag::Blocking);
     req.hold = has(flags, SubmitFlag::Hold);
     req.connected = has(flags, SubmitFlag::Connected);
+    req.list_head = has(flags, SubmitFlag::ListHead);
+    // Told already, it is listed now: as the connection JS knows will take it speaks.
+    let scheme = has(flags, SubmitFlag::Multiplexed).then_some(o.scheme);
+    let listing = match req.connected && req.list_head {
+        true => req
+            .listing(scheme)
+            .map(|l| l.iter().map(|&b| b as char).collect()),
+        false => None,
+    };
     req.strict_content_length = o.strict_content_length;
     req.body_closes = has(flags, SubmitFlag::BodyCloses) && !req.expects_body;
     req.expect_continue = has(flags, SubmitFlag::ExpectContinue);
@@ -104,7 +114,7 @@ pub fn submit(
     } else {
         engine.submit_later(origin as u64, req);
     }
-    Ok(None)
+    Ok(listing.map(Either::B))
 }
 
 /// Sends what `submit`, `bodyWrite` and `bodyEnd` held back since the last flush (one

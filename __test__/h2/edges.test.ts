@@ -320,8 +320,12 @@ describe('GOAWAY, unusual', () => {
   })
 
   test('a request queued for a fresh session after a GOAWAY, aborted while it waits: it fails with its abort alone', async () => {
-    const make = () =>
-      rawH2Server({
+    const make = async () => {
+      // The fresh session answers once the test has aborted the request (not on a timer, which
+      // a loaded machine may fire before the abort).
+      let aborted!: () => void
+      const abort = new Promise<void>((resolve) => (aborted = resolve))
+      const srv = await rawH2Server({
         onStream: (conn, stream) => {
           if (conn.id === 1) {
             conn.send(goawayFrame(stream, CODE.NO_ERROR))
@@ -330,13 +334,14 @@ describe('GOAWAY, unusual', () => {
               conn.data(stream, `${stream} on 1`)
             }, 150)
           }
-          // The fresh session answers late: the queued request is aborted before.
-          setTimeout(() => {
+          void abort.then(() => {
             conn.respond(stream, 200)
             conn.data(stream, `${stream} on ${conn.id}`)
-          }, 100)
+          })
         },
       })
+      return Object.assign(srv, { aborted })
+    }
     await same(make, async (lib, _, srv) => {
       const c = h2Client(lib, srv.origin, { pipelining: 100 })
       const first = text(c, { path: '/first' })
@@ -347,6 +352,7 @@ describe('GOAWAY, unusual', () => {
       const kept = text(c, { path: '/kept' })
       await new Promise((resolve) => setTimeout(resolve, 20))
       ac.abort()
+      srv.aborted()
       const a = await aborted
       return { first: await first, aborted: a.ok ? a : a.error.name, kept: await kept, connections: srv.connections.length }
     })

@@ -269,6 +269,20 @@ describe('the same messages as undici', () => {
     )
   })
 
+  test('sendHeaders lists the head as written: the last on its connection, a GET with a body', async () => {
+    await same(
+      app,
+      messagesOf(async (lib, origin) => {
+        // (Each request the last on its connection, which the engine says as it takes it.)
+        for (const options of [{ maxRequestsPerClient: 1 }, { pipelining: 0 }, {}]) {
+          const c = new lib.Client(origin, options)
+          for (const path of ['/1', '/2']) await (await c.request({ path, method: 'GET', body: path === '/2' ? 'x' : null })).body.text()
+          await c.close()
+        }
+      }),
+    )
+  })
+
   test('a refused connection', async () => {
     const port = await closedPort()
     await same(

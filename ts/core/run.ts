@@ -19,7 +19,6 @@ import type { DispatchHandler, DispatchOptions } from './types'
 import { channels, RequestInfo, tracingRequests } from '../diagnostics'
 import { destroyStream } from '../util/destroy'
 import '../debug'
-import type { Client } from '../dispatcher/client'
 import {
   BAD_BODY,
   checksLength,
@@ -62,52 +61,6 @@ const noop = (): void => {}
 /** Node 24 and later mark a socket's packets (`setTypeOfService`), which undici does for `typeOfService`. */
 const hasTypeOfService = typeof (Socket.prototype as { setTypeOfService?: unknown }).setTypeOfService === 'function'
 
-/**
- * A request's head as undici lists it over HTTP/2 for `sendHeaders`: its fields (a repeated
- * name joined with `, `, `cookie` kept apart), then the pseudo-headers, then the length (and
- * not `expect`, which undici adds after publishing).
- */
-function h2Head(info: RequestInfo, origin: string, length: number | null): string {
-  const url = new URL(origin)
-  const fields = new Map<string, string | string[]>()
-  const { headers, method } = info
-  for (let i = 0; i < headers.length; i += 2) {
-    const name = headers[i] as string
-    for (const value of ([] as string[]).concat(headers[i + 1])) {
-      const had = fields.get(name)
-      if (name === 'cookie') fields.set(name, had === undefined ? value : [...(Array.isArray(had) ? had : [had]), value])
-      else fields.set(name, had === undefined ? value : `${had as string}, ${value}`)
-    }
-  }
-  fields.set(':authority', info.host || url.host)
-  fields.set(':method', method)
-  fields.set(':path', info.path)
-  fields.set(':scheme', url.protocol === 'http:' ? 'http' : 'https')
-  // As undici: a length only for a method that expects a body.
-  const len = method === 'PUT' || method === 'POST' || method === 'PATCH' ? (length ?? info.contentLength) : null
-  if (len !== null) fields.set('content-length', String(len))
-  let head = ''
-  for (const [name, value] of fields) head += `${name}: ${String(value)}\r\n`
-  return head
-}
-
-/**
- * A request's head as undici writes it over HTTP/1.1 for `sendHeaders` (the engine writes the
- * same): the request line, `host`, `connection`, then the fields (without the length, which
- * undici adds after publishing).
- */
-function h1Head(info: RequestInfo, client: Client): string {
-  const { method, headers } = info
-  let head = `${method} ${info.path} HTTP/1.1\r\nhost: ${info.host ?? client.hostHeader}\r\n`
-  if (info.upgrade) head += `connection: upgrade\r\nupgrade: ${info.upgrade}\r\n`
-  else if (client.pipelining && !(info.reset ?? (method === 'HEAD' || method === 'CONNECT'))) head += 'connection: keep-alive\r\n'
-  else head += 'connection: close\r\n'
-  for (let i = 0; i < headers.length; i += 2) {
-    for (const value of ([] as string[]).concat(headers[i + 1])) head += `${headers[i] as string}: ${value}\r\n`
-  }
-  return head
-}
-
 /** Fails `runs` with `err`; a handler's onError that throws is uncaught, not the caller's. */
 export function failAll(runs: Iterable<Run>, err: Error): void {
   for (const run of runs) {
@@ -140,8 +93,8 @@ export class Run extends HandlerAdapter implements RequestSink {
   watched: StreamBody | null = null
   /** The body's error before onConnect: as undici, it fails the request then. */
   #sourceError: Error | null = null
-  /** The body's length where known when submitted (none: 0), for the HTTP/2 head diagnostics show. */
-  #length: number | null = null
+  /** Its head as the engine listed it for `client:sendHeaders`, until its onConnect. */
+  #listing: string | null = null
   /** The body is being read (from onConnect on, or at once when it had ended). */
   pumping = false
   #connected = false
@@ -181,7 +134,6 @@ export class Run extends HandlerAdapter implements RequestSink {
     const bytes = this.sentBody ?? undefined
     let flags = this.source === null ? 0 : addon.SubmitFlag.Stream
     const method = opts.method
-    if (this.info !== null) this.#length = bytes !== undefined ? Buffer.byteLength(bytes) : this.source === null ? 0 : null
     if (!this.client!.strictContentLength) {
       this.#lenient(headers, method, bytes)
       // undici 8 never sends a streamed body past its length (undici 7 sends it all).
@@ -198,6 +150,8 @@ export class Run extends HandlerAdapter implements RequestSink {
     else if (opts.reset !== false) flags |= addon.SubmitFlag.BodyCloses
     // Over HTTP/2 the body waits for 100 Continue (as in undici, HTTP/1.1 ignores it).
     if (opts.expectContinue === true) flags |= addon.SubmitFlag.ExpectContinue
+    // The engine lists its head as it writes it, for tracers (undici's `client:sendHeaders`).
+    if (this.info !== null && channels.sendHeaders.hasSubscribers) flags |= addon.SubmitFlag.ListHead
     // What onBodySent gets for it, as undici: the body as given, a string as a Buffer.
     this.#sentChunk = ArrayBuffer.isView(body) ? body : typeof bytes === 'string' ? Buffer.from(bytes) : (bytes ?? null)
     if (this.client!.writesAtOnce()) {
@@ -206,6 +160,7 @@ export class Run extends HandlerAdapter implements RequestSink {
       this.#connectNow()
       if (this.settled) return
       flags |= addon.SubmitFlag.Connected
+      if (this.client!.multiplexed) flags |= addon.SubmitFlag.Multiplexed
     } else if (holdsForConnect(this.handler)) {
       // The engine waits for onConnect before writing, so that an abort there sends nothing.
       flags |= addon.SubmitFlag.Hold
@@ -235,7 +190,8 @@ export class Run extends HandlerAdapter implements RequestSink {
       websocket: websocketSpec(opts),
       typeOfService,
     })
-    if (refused) throw fromNative(refused.kind, refused.message, undefined)
+    if (typeof refused === 'string') this.#sendHeaders(refused)
+    else if (refused) throw fromNative(refused.kind, refused.message, undefined)
     if (!(this.source instanceof Readable)) flushSoon(connecting)
     this.id = id
     track(id, this)
@@ -332,12 +288,12 @@ export class Run extends HandlerAdapter implements RequestSink {
       // (it aborted, and its onError threw): then it is dropped.
       if (!this.settled) throw err
     }
-    if (this.info === null || this.settled) return
-    const client = this.client!
-    if (channels.sendHeaders.hasSubscribers) {
-      const head = client.multiplexed ? h2Head(this.info, client.originString, this.#length) : h1Head(this.info, client)
-      this.publish(channels.sendHeaders, { headers: head, socket: client.diagnosticsSocket })
-    }
+  }
+
+  /** As undici, after onConnect: tracers see the head as written (listed by the engine). */
+  #sendHeaders(listing: string): void {
+    if (this.settled) return
+    this.publish(channels.sendHeaders, { headers: listing, socket: this.client!.diagnosticsSocket })
   }
 
   /** As undici: a body known in advance is one chunk, sent with the head; then the request is sent. */
@@ -356,9 +312,15 @@ export class Run extends HandlerAdapter implements RequestSink {
     this.client?.carries(this, conn)
   }
 
+  onHead(listing: string): void {
+    this.#listing = listing
+  }
+
   onConnect(conn: number): void {
     this.client?.carries(this, conn)
     this.#connectNow()
+    if (this.#listing !== null) this.#sendHeaders(this.#listing)
+    this.#listing = null
     if (this.settled) return
     proceed(this.id)
     this.#sendKnownBody()

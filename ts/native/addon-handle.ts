@@ -36,10 +36,11 @@ export interface Submission {
 
 /**
  * Hands `r` to the engine (at the next flush, or at once for a lone request): a `Refusal`
- * when it is refused (nothing is sent), else null. Positional at the addon, where each named
+ * when it is refused (nothing is sent); the head as undici lists it when it asked for it
+ * (`SubmitFlag.ListHead`) with its onConnect run already (`Connected`); else null. Positional at the addon, where each named
  * field would cost a property lookup by name per request.
  */
-export function submit(r: Submission): Refusal | null {
+export function submit(r: Submission): Refusal | string | null {
   return addon.submit(
     r.origin,
     r.id,

@@ -146,6 +146,11 @@ export declare const enum EventTag {
    * connection `conn`.
    */
   Written = 23,
+  /**
+   * `[id]`, its head as undici lists it (`client:sendHeaders`) as one object: before its
+   * `Connect`, for a request submitted with `SubmitFlag::ListHead`.
+   */
+  Head = 24,
 }
 
 /**
@@ -334,10 +339,11 @@ export declare function socketWritten(id: number, bytes: number): void
 /**
  * Validates, encodes and enqueues a request of `origin` (a live NativeOrigin's id); the
  * engine sees it at the next `flush()` (or the next other command). A `LONE` request may
- * instead be written at once, from this thread, to an idle connection. Returns
- * why when the request is refused (nothing is sent), `null` otherwise.
+ * instead be written at once, from this thread, to an idle connection. Returns why when the
+ * request is refused (nothing is sent); its head as undici lists it for a `Connected` one
+ * that asked for it (`LIST_HEAD`); `null` otherwise.
  */
-export declare function submit(origin: number, id: number, method: string, path: string, headers: Array<string>, body: Buffer | string | undefined | null, flags: number, headersTimeout: number, bodyTimeout: number, upgrade?: string | undefined | null, decode?: Array<number> | undefined | null, websocket?: Array<number> | undefined | null, typeOfService?: number | undefined | null): Refusal | null
+export declare function submit(origin: number, id: number, method: string, path: string, headers: Array<string>, body: Buffer | string | undefined | null, flags: number, headersTimeout: number, bodyTimeout: number, upgrade?: string | undefined | null, decode?: Array<number> | undefined | null, websocket?: Array<number> | undefined | null, typeOfService?: number | undefined | null): Refusal | string | null
 
 /** `submit`'s flags, or-ed. */
 export declare const enum SubmitFlag {
@@ -367,6 +373,14 @@ export declare const enum SubmitFlag {
    * `content-length`, and one that disagrees with it ends the connection (`Request::clip_body`).
    */
   ClipBody = 512,
+  /**
+   * Its head is listed for diagnostics (`client:sendHeaders`): in a `Head` event before its
+   * `Connect`, or, with `Connected`, in `submit`'s answer (as HTTP/1.1 writes it, or as
+   * HTTP/2 with `Multiplexed`).
+   */
+  ListHead = 1024,
+  /** With `ListHead` and `Connected`: it goes on an HTTP/2 or HTTP/3 connection. */
+  Multiplexed = 2048,
 }
 
 /**

@@ -15,6 +15,8 @@ export interface RequestSink {
   onConnect(conn: number): void
   /** Written on connection `conn`, its onConnect having run as it was submitted. */
   onWritten(conn: number): void
+  /** Its head as undici lists it for `client:sendHeaders`, just before its onConnect (asked for by `SubmitFlag.ListHead`). */
+  onHead(listing: string): void
   /** `at`: where `headers` start in the batch's text, for ./bridge.ts's headerBuffers. */
   onHeaders(statusCode: number, statusText: string, headers: string[], at: number): void
   onData(chunk: Buffer): void

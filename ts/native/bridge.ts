@@ -142,6 +142,11 @@ export function dispatchEvents(n: Float64Array, o: unknown[]): void {
       case addon.EventTag.Written:
         deliver(id, (s) => s.onWritten(n[i + 2]))
         break
+      case addon.EventTag.Head: {
+        const listing = o[k++] as string
+        deliver(id, (s) => s.onHead(listing))
+        break
+      }
       case addon.EventTag.Headers:
       case addon.EventTag.Upgrade: {
         const status = n[i + 2]

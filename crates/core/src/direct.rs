@@ -369,11 +369,7 @@ fn whole_response(
     }
     let id = req.id;
     let mut events = Vec::with_capacity(4);
-    events.push(Event::Connect {
-        id,
-        conn,
-        told: req.connected,
-    });
+    events.extend(req.connect_events(conn, None).into_iter().flatten());
     events.push(Event::Headers {
         id,
         status: head.status,

@@ -24,6 +24,12 @@ pub enum Event {
         conn: u64,
         told: bool,
     },
+    /// The request's head as undici lists it for diagnostics (`client:sendHeaders`), just
+    /// before its `Connect`, for a request that asked for it ([`crate::Request::list_head`]).
+    Head {
+        id: u64,
+        listing: Bytes,
+    },
     /// A response head: 1xx informational ones first, then the final one.
     Headers {
         id: u64,
@@ -143,6 +149,7 @@ impl Event {
     pub fn request_id(&self) -> Option<u64> {
         match self {
             Event::Connect { id, .. }
+            | Event::Head { id, .. }
             | Event::Headers { id, .. }
             | Event::Data { id, .. }
             | Event::Upgrade { id, .. }

@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+use crate::event::Event;
+
 use crate::codec::request::{chunk_parts, BodyFraming, BodyInfo, EncodedHead, Head, LAST_CHUNK};
 
 #[derive(Debug, Clone)]
@@ -196,6 +198,8 @@ pub struct Request {
     pub hold: bool,
     /// The caller already ran `onConnect`: the first `Connect` event says so (`told`).
     pub connected: bool,
+    /// Its head is to be listed for diagnostics as it is written (see [`Event::Head`]).
+    pub list_head: bool,
     /// A streamed body must match the `content-length` given; when false, whatever the
     /// stream yields is sent under it (undici's `strictContentLength: false`).
     pub strict_content_length: bool,
@@ -241,6 +245,7 @@ impl Request {
             body_timeout: Some(Duration::from_secs(300)),
             hold: false,
             connected: false,
+            list_head: false,
             strict_content_length: true,
             clip_body: false,
             body_closes: false,
@@ -250,6 +255,29 @@ impl Request {
             goaway_replays: 0,
             decode: None,
             websocket: None,
+        }
+    }
+
+    /// The events that tell the caller it is being written on connection `conn`: its head as
+    /// undici lists it, when it asked for it and was not told already (`scheme`: over HTTP/2 or
+    /// HTTP/3, with that scheme; `None`: over HTTP/1.1), then `Connect`.
+    pub(crate) fn connect_events(&self, conn: u64, scheme: Option<&str>) -> [Option<Event>; 2] {
+        let (id, told) = (self.id, self.connected);
+        let listing = (self.list_head && !told)
+            .then(|| self.listing(scheme))
+            .flatten();
+        [
+            listing.map(|listing| Event::Head { id, listing }),
+            Some(Event::Connect { id, conn, told }),
+        ]
+    }
+
+    /// Its head as undici lists it for diagnostics (`client:sendHeaders`): over HTTP/2 or HTTP/3
+    /// with `scheme`, or over HTTP/1.1 (`None`); `None` where undici lists nothing.
+    pub fn listing(&self, scheme: Option<&str>) -> Option<Bytes> {
+        match scheme {
+            None => Some(self.head.listing()),
+            Some(scheme) => crate::codec::head::listing(&self.message(), scheme),
         }
     }
 

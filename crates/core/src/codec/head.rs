@@ -53,6 +53,45 @@ fn forbidden(name: &[u8], value: &[u8], te_before: impl FnOnce() -> bool) -> boo
         || (name.eq_ignore_ascii_case(b"te") && (value != b"trailers" || te_before()))
 }
 
+/// A request's head as undici lists it over HTTP/2 for diagnostics (`client:sendHeaders`): its
+/// fields, a name's values joined on one line (with `, `, but a `cookie`'s with `,`, as undici
+/// keeps them in an array), then the pseudo-headers, then the length sent. `None` for a CONNECT
+/// or an upgrade, which undici does not list.
+pub(crate) fn listing(req: &Message<'_>, scheme: &str) -> Option<Bytes> {
+    let head = req.head;
+    if req.upgrade {
+        return None;
+    }
+    let mut names: Vec<(&[u8], Vec<u8>)> = Vec::with_capacity(head.fields().len());
+    for (name, value) in head.fields() {
+        match names.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, joined)) => {
+                joined.extend_from_slice(if name == b"cookie" { b"," } else { b", " });
+                joined.extend_from_slice(&value);
+            }
+            None => names.push((name, value.to_vec())),
+        }
+    }
+    let mut out = Vec::with_capacity(head.bytes().len() + 64);
+    let mut line = |name: &[u8], value: &[u8]| {
+        out.extend_from_slice(name);
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value);
+        out.extend_from_slice(b"\r\n");
+    };
+    for (name, value) in &names {
+        line(name, value);
+    }
+    line(b":authority", head.authority());
+    line(b":method", head.method());
+    line(b":path", head.target());
+    line(b":scheme", scheme.as_bytes());
+    if let Some(n) = length_field(head.method(), req.framing) {
+        line(b"content-length", n.to_string().as_bytes());
+    }
+    Some(out.into())
+}
+
 /// Translates `req` for a stream. `scheme` is `http` or `https`; `extended_connect`: the
 /// server enabled RFC 8441's extended CONNECT (SETTINGS_ENABLE_CONNECT_PROTOCOL), which a
 /// WebSocket upgrade goes over, as undici 8 sends it.
@@ -448,6 +487,43 @@ mod tests {
             list.iter()
                 .map(|(n, v)| n.len() + v.len() + 4)
                 .sum::<usize>()
+        );
+    }
+
+    #[test]
+    fn listed_as_undici_lists_a_head_over_http2() {
+        let text = |r: &Request| String::from_utf8(r.listing(Some("http")).unwrap().to_vec());
+        let body = RequestBody::Bytes(Bytes::from_static(b"zz"));
+        let headers = ["x-a", "1", "cookie", "a=1", "x-a", "2", "cookie", "b=2"];
+        let r = request("DELETE", "/d?q=1", &headers, body);
+        assert_eq!(
+            text(&r).unwrap(),
+            "x-a: 1, 2\r\ncookie: a=1,b=2\r\n:authority: example.test:8080\r\n:method: DELETE\r\n\
+             :path: /d?q=1\r\n:scheme: http\r\ncontent-length: 2\r\n"
+        );
+        // No length for an empty body of a method that expects none; 0 for one that does.
+        let get = request("GET", "/", &[], RequestBody::None);
+        assert!(!text(&get).unwrap().contains("content-length"));
+        let post = request("POST", "/", &[], RequestBody::None);
+        assert!(text(&post)
+            .unwrap()
+            .ends_with(":scheme: http\r\ncontent-length: 0\r\n"));
+        // Nothing for a CONNECT, which undici does not list.
+        assert!(
+            request("CONNECT", "example.test:443", &[], RequestBody::None)
+                .listing(Some("https"))
+                .is_none()
+        );
+        // Over HTTP/1.1: as written, without the framing line.
+        let r = request(
+            "POST",
+            "/p",
+            &["x-a", "1"],
+            RequestBody::Bytes(Bytes::from_static(b"abc")),
+        );
+        assert_eq!(
+            &r.listing(None).unwrap()[..],
+            b"POST /p HTTP/1.1\r\nhost: example.test:8080\r\nconnection: keep-alive\r\nx-a: 1\r\n"
         );
     }
 }

@@ -142,18 +142,11 @@ impl Head {
     /// its framing line (chunked, or the length given), as undici sends it (`content-length:
     /// 0` for methods that expect a body).
     pub(crate) fn without_body(&self, expects_body: bool) -> Head {
-        // The framing line is the last one encode_head writes, after the caller's fields.
-        let h = &self.bytes[..self.bytes.len() - 2];
-        let start = h[..h.len().saturating_sub(2)]
-            .windows(2)
-            .rposition(|w| w == b"\r\n")
-            .map_or(0, |i| i + 2);
-        let line = &h[start..];
-        if line != CHUNKED_LINE && !line.starts_with(b"content-length: ") {
+        let Some(start) = self.framing_at() else {
             return self.clone();
-        }
+        };
         let mut out = BytesMut::with_capacity(self.bytes.len());
-        out.put_slice(&h[..start]);
+        out.put_slice(&self.bytes[..start]);
         if expects_body {
             out.put_slice(b"content-length: 0\r\n");
         }
@@ -162,6 +155,25 @@ impl Head {
             bytes: out.freeze(),
             ..self.clone()
         }
+    }
+
+    /// Where its framing line starts (`transfer-encoding: chunked` or the length), if it has
+    /// one: the last line encode_head writes, after the caller's fields.
+    fn framing_at(&self) -> Option<usize> {
+        let h = &self.bytes[..self.bytes.len() - 2];
+        let start = h[..h.len().saturating_sub(2)]
+            .windows(2)
+            .rposition(|w| w == b"\r\n")
+            .map_or(0, |i| i + 2);
+        let line = &h[start..];
+        (line == CHUNKED_LINE || line.starts_with(b"content-length: ")).then_some(start)
+    }
+
+    /// The head as undici lists it over HTTP/1.1 for diagnostics (`client:sendHeaders`): as
+    /// written, but without the framing line and the blank line, which undici adds after.
+    pub(crate) fn listing(&self) -> Bytes {
+        let end = self.framing_at().unwrap_or(self.bytes.len() - 2);
+        self.bytes.slice(..end)
     }
 }
 

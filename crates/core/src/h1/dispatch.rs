@@ -161,12 +161,15 @@ impl Pipeline {
     pub fn push<H: Host>(&mut self, mut req: Request, ctl: Rc<ReqCtl>, out: &mut Outbox<H>) {
         out.host().attach(&ctl);
         ctl.proceed.set(!req.hold);
+        for ev in req
+            .connect_events(out.host().conn_id(), None)
+            .into_iter()
+            .flatten()
+        {
+            out.push(ev);
+        }
         // A retry (taken again) is never told.
-        out.push(Event::Connect {
-            id: req.id,
-            conn: out.host().conn_id(),
-            told: std::mem::take(&mut req.connected),
-        });
+        req.connected = false;
         self.queue.push_back(InFlight {
             req,
             ctl,

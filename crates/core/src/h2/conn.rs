@@ -340,12 +340,14 @@ impl<H: StreamsHost> H2Conn<H> {
             };
             self.host.attach(&ctl);
             ctl.proceed.set(!req.hold);
+            let scheme = Some(self.settings.scheme);
+            self.events.extend(
+                req.connect_events(self.host.conn_id(), scheme)
+                    .into_iter()
+                    .flatten(),
+            );
             // A retry (taken again) is never told.
-            self.events.push(Event::Connect {
-                id: req.id,
-                conn: self.host.conn_id(),
-                told: std::mem::take(&mut req.connected),
-            });
+            req.connected = false;
             self.streams.push(Stream {
                 req,
                 ctl,

@@ -206,11 +206,12 @@ impl<H: H3Host> H3Conn<H> {
             });
             self.host.attach(&ctl);
             ctl.proceed.set(!req.hold);
-            self.common.events.borrow_mut().push(Event::Connect {
-                id: req.id,
-                conn: self.host.conn_id(),
-                told: std::mem::take(&mut req.connected),
-            });
+            let told = req.connect_events(self.host.conn_id(), Some("https"));
+            self.common
+                .events
+                .borrow_mut()
+                .extend(told.into_iter().flatten());
+            req.connected = false;
             let id = req.id;
             let (held, exchange) = match ctl.proceed.get() {
                 true => (None, Some(self.start(send, req, &ctl))),
