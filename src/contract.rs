@@ -123,8 +123,8 @@ pub fn event_sizes() -> Vec<u32> {
 #[derive(Clone, Copy)]
 pub enum Layout {
     /// The objects an error takes: its kind (`ErrorKind`), detail (`ErrorDetail`), message,
-    /// code (or `undefined`) and socket info (or `undefined`).
-    ErrorObjects = 5,
+    /// code (or `undefined`), socket info (or `undefined`) and system call (or `undefined`).
+    ErrorObjects = 6,
 }
 
 /// What an error is to JS (the core's `ErrorKind`): `ts/native/native-error.ts` maps each onto

@@ -50,15 +50,13 @@ pub fn sample_events(nums: Float64ArraySlice<'_>, origin: u32, id: u32) -> Event
 
     let (origin, id) = (u64::from(origin), u64::from(id));
     let head = |n: &str| vec![(Bytes::from(format!("x-{n}")), Bytes::from(n.to_owned()))];
-    let error = |n: &str| Error::Socket {
-        code: None,
-        message: n.to_owned(),
-        socket: Some(Box::new(saetta_core::error::SocketInfo {
+    let error = |n: &str| {
+        Error::socket(n).on_socket(|| saetta_core::error::SocketInfo {
             local_port: Some(1),
             remote_family: Some("IPv4"),
             bytes_written: 2,
             ..Default::default()
-        })),
+        })
     };
     let large = Bytes::from(vec![b'L'; COPY_BELOW]);
     let events = vec![
@@ -158,7 +156,10 @@ pub fn sample_events(nums: Float64ArraySlice<'_>, origin: u32, id: u32) -> Event
         },
         Event::ConnectFailed {
             origin,
-            error: error("failed"),
+            error: Error::system(
+                &std::io::ErrorKind::ConnectionRefused.into(),
+                saetta_core::error::Syscall::to("connect", ([127, 0, 0, 1], 80).into()),
+            ),
         },
         Event::ErrorReleased { handle: 15 },
         Event::Closed { origin },
@@ -237,6 +238,28 @@ impl Out {
         Ok(v)
     }
 
+    /// `[syscall, address, port, hostname]`, `undefined` where unknown; `undefined` for an
+    /// error that is no system call's.
+    fn syscall(&mut self, call: Option<&saetta_core::error::Syscall>) -> Result<()> {
+        let Some(c) = call else {
+            return self.undefined();
+        };
+        let text = |s: Option<&str>| match s {
+            Some(s) => self.latin1(s.as_bytes()),
+            None => self.undefined_value(),
+        };
+        let values = [
+            text(Some(c.name))?,
+            text(c.address.as_deref())?,
+            match c.port {
+                Some(p) => self.double(p as f64)?,
+                None => self.undefined_value()?,
+            },
+            text(c.hostname.as_deref())?,
+        ];
+        self.array(values)
+    }
+
     /// `[localAddress, localPort, remoteAddress, remotePort, remoteFamily, bytesWritten,
     /// bytesRead]`, `undefined` where unknown; `undefined` for no info at all.
     fn socket_info(&mut self, info: Option<&saetta_core::error::SocketInfo>) -> Result<()> {
@@ -260,8 +283,13 @@ impl Out {
             self.double(i.bytes_written as f64)?,
             self.double(i.bytes_read as f64)?,
         ];
+        self.array(values)
+    }
+
+    /// Pushes an array of `values`.
+    fn array<const N: usize>(&mut self, values: [sys::napi_value; N]) -> Result<()> {
         let mut arr = ptr::null_mut();
-        check(unsafe { sys::napi_create_array_with_length(self.env, values.len(), &mut arr) })?;
+        check(unsafe { sys::napi_create_array_with_length(self.env, N, &mut arr) })?;
         for (k, v) in values.into_iter().enumerate() {
             check(unsafe { sys::napi_set_element(self.env, arr, k as u32, v) })?;
         }
@@ -380,6 +408,7 @@ impl Out {
             None => self.undefined()?,
         }
         self.socket_info(e.socket_info())?;
+        self.syscall(e.syscall())?;
         debug_assert_eq!(self.len - start, Layout::ErrorObjects as u32);
         Ok(())
     }

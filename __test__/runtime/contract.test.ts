@@ -3,6 +3,7 @@
 // the numbers, words and bytes the Rust side put in it. An event whose size the two sides disagree
 // on shifts every event after it, which then arrive wrong.
 
+import os from 'node:os'
 import { describe, expect, test, vi } from 'vitest'
 import { isUndici } from '../support/target'
 
@@ -38,7 +39,7 @@ describe.skipIf(isUndici)('the event contract', () => {
       onConnecting: () => void log.push(['connecting']),
       onConnected: (conn: number, version: number) => void log.push(['connected', conn, version]),
       onDisconnected: (conn: number, err: Error) => void log.push(['disconnected', conn, ...described(err)]),
-      onConnectFailed: (err: Error) => void log.push(['connectFailed', ...described(err)]),
+      onConnectFailed: (err: Error) => void log.push(['connectFailed', ...described(err), { ...err }]),
       onSocketOpen: (socket: number) => void log.push(['socketOpen', socket]),
       onPing: (conn: number, ms: number) => void log.push(['ping', conn, ms]),
     }
@@ -124,7 +125,14 @@ describe.skipIf(isUndici)('the event contract', () => {
       ['error', 'InformationalError', 'HTTP/2: stream half-closed (remote)', addon.ErrorDetail.HalfClosed, undefined],
       ['ping', 3, 14],
       ['disconnected', 3, 'SocketError', 'disconnected', addon.ErrorDetail.None, info],
-      ['connectFailed', 'SocketError', 'failed', addon.ErrorDetail.None, info],
+      [
+        'connectFailed',
+        'Error',
+        'connect ECONNREFUSED 127.0.0.1:80',
+        addon.ErrorDetail.None,
+        undefined,
+        { errno: -os.constants.errno.ECONNREFUSED, code: 'ECONNREFUSED', syscall: 'connect', address: '127.0.0.1', port: 80 },
+      ],
       ['closed'],
     ])
   })

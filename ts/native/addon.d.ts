@@ -175,9 +175,9 @@ export declare const JS_SOCKET_WINDOW: number
 export declare const enum Layout {
   /**
    * The objects an error takes: its kind (`ErrorKind`), detail (`ErrorDetail`), message,
-   * code (or `undefined`) and socket info (or `undefined`).
+   * code (or `undefined`), socket info (or `undefined`) and system call (or `undefined`).
    */
-  ErrorObjects = 5,
+  ErrorObjects = 6,
 }
 
 export declare function methodRules(): MethodRules

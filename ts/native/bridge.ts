@@ -4,7 +4,7 @@
 
 import { addon } from './load'
 import type { ErrorDetail, ErrorKind } from './addon'
-import { fromNative, type NativeSocketInfo } from './native-error'
+import { fromNative, type NativeSocketInfo, type NativeSyscall } from './native-error'
 import { externalError, refuseSocket, releaseError, socketCredit, socketDestroy, socketEnd, socketTos, socketWrite } from './js-socket'
 import { beginBatch, endBatch, hold, release, requests, type RequestSink } from './batch'
 
@@ -86,6 +86,7 @@ function errorAt(o: unknown[], k: number): Error {
     o[k + 3] as string | undefined,
     o[k + 4] as NativeSocketInfo | undefined,
     o[k + 1] as ErrorDetail,
+    o[k + 5] as NativeSyscall | undefined,
   )
 }
 

@@ -30,6 +30,9 @@ import {
 /** The engine's socket info: `[localAddress, localPort, remoteAddress, remotePort, remoteFamily, bytesWritten, bytesRead]`. */
 export type NativeSocketInfo = [string?, number?, string?, number?, string?, number?, number?]
 
+/** A system error's call: `[syscall, address, port, hostname]`, as Node puts them on its error. */
+export type NativeSyscall = [string, string?, number?, string?]
+
 function socketInfo(info: NativeSocketInfo | undefined): SocketInfo | null {
   if (info === undefined) return null
   const [localAddress, localPort, remoteAddress, remotePort, remoteFamily, bytesWritten, bytesRead] = info
@@ -52,8 +55,9 @@ export function fromNative(
   code: string | undefined,
   info?: NativeSocketInfo,
   detail: ErrorDetail = addon.ErrorDetail.None,
+  call?: NativeSyscall,
 ): Error {
-  const err = classOf(kind, message, code, info, detail)
+  const err = classOf(kind, message, code, info, detail, call)
   if (detail !== addon.ErrorDetail.None) details.set(err, detail)
   return err
 }
@@ -64,6 +68,7 @@ function classOf(
   code: string | undefined,
   info: NativeSocketInfo | undefined,
   detail: ErrorDetail,
+  call: NativeSyscall | undefined,
 ): Error {
   const http2 = detail === addon.ErrorDetail.Http2
   switch (kind) {
@@ -105,7 +110,7 @@ function classOf(
     case addon.ErrorKind.ProxyResponse:
       return new RequestAbortedError(message)
     case addon.ErrorKind.SecureProxy:
-      return new SecureProxyConnectionError(fromNative(addon.ErrorKind.Socket, message, code))
+      return new SecureProxyConnectionError(fromNative(addon.ErrorKind.Socket, message, code, undefined, undefined, call))
     case addon.ErrorKind.Socks5:
       return code ? new Socks5ProxyError(message, `UND_ERR_SOCKS5_${code}`) : new Error(message)
     // An HTTP/2 stream or session failure, as Node reports it to undici (`ERR_HTTP2_STREAM_ERROR` ...).
@@ -119,7 +124,7 @@ function classOf(
         // A system error, as Node reports it (`connect ECONNREFUSED 127.0.0.1:80`), or a
         // certificate failure in Node's words.
         const hint = SYSTEM_CA_HINTED.has(code) ? SYSTEM_CA_HINT : ''
-        return Object.assign(new Error(message + hint), systemFields(message, code))
+        return Object.assign(new Error(message + hint), systemFields(code, call))
       }
       return new SocketError(message, socketInfo(info))
     // A JS error object (bridge.ts's errorAt gives that object itself).
@@ -132,25 +137,20 @@ function classOf(
 const UV_EAI_NONAME = -3008
 
 /**
- * What Node puts on a system error beside its message, read back from the core's wording of it
- * (`connect ECONNREFUSED ::1:80`, `bind EADDRNOTAVAIL 10.0.0.9`, `read ECONNRESET`,
- * `getaddrinfo ENOTFOUND host`): the negative
- * errno, the code, the syscall and the address and port (or hostname) it was about. A certificate
- * failure (no syscall) carries its code only, as Node's TLS errors do.
+ * What Node puts on a system error beside its message (`connect ECONNREFUSED ::1:80`): the
+ * negative errno, the code, the call and the address and port (or host name) it was about. A
+ * certificate failure (no call) carries its code only, as Node's TLS errors do.
  */
-function systemFields(message: string, code: string): Record<string, unknown> {
-  const m = /^(connect|bind|read|write|getaddrinfo) (\S+)(?: (.+))?$/.exec(message)
-  if (m === null || m[2] !== code) return { code }
-  const [, syscall, , target] = m
+function systemFields(code: string, call: NativeSyscall | undefined): Record<string, unknown> {
+  if (call === undefined) return { code }
+  const [syscall, address, port, hostname] = call
   const num = (os.constants.errno as Record<string, number | undefined>)[code]
   const errno = code === 'ENOTFOUND' ? UV_EAI_NONAME : num === undefined ? code : -num
   const fields: Record<string, unknown> = { errno, code, syscall }
-  if (target === undefined) return fields
-  if (syscall === 'getaddrinfo') return { ...fields, hostname: target }
-  // The local address alone (IPv6 unbracketed, as Node words it).
-  if (syscall === 'bind') return { ...fields, address: target }
-  const port = /^(.*):(\d+)$/.exec(target)
-  return port === null ? { ...fields, address: target } : { ...fields, address: port[1], port: Number(port[2]) }
+  if (hostname !== undefined) fields.hostname = hostname
+  if (address !== undefined) fields.address = address
+  if (port !== undefined) fields.port = port
+  return fields
 }
 
 /** node:zlib's error: its errno is the zlib (or brotli decoder) constant its code names. */

@@ -37,6 +37,8 @@ pub enum Error {
         message: String,
         /// The connection it happened on, once known.
         socket: Option<Box<SocketInfo>>,
+        /// A system error's call, what Node puts on its error beside the message.
+        call: Option<Box<Syscall>>,
     },
     Aborted(String),
     Destroyed,
@@ -134,6 +136,59 @@ pub fn family(addr: &std::net::SocketAddr) -> &'static str {
         "IPv4"
     } else {
         "IPv6"
+    }
+}
+
+/// The system call a system error is Node's for, and what it was about: Node's error's
+/// `syscall`, then its `address` and `port`, or its `hostname`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Syscall {
+    pub name: &'static str,
+    pub address: Option<String>,
+    pub port: Option<u16>,
+    pub hostname: Option<String>,
+}
+
+impl Syscall {
+    /// A call about nothing more (`read`, `write`).
+    pub fn bare(name: &'static str) -> Syscall {
+        Syscall {
+            name,
+            address: None,
+            port: None,
+            hostname: None,
+        }
+    }
+
+    /// A call to an address and port (`connect`).
+    pub fn to(name: &'static str, addr: std::net::SocketAddr) -> Syscall {
+        Syscall {
+            address: Some(addr.ip().to_string()),
+            port: Some(addr.port()),
+            ..Syscall::bare(name)
+        }
+    }
+
+    /// A call about an address alone (`bind` a local address, `connect` a Unix socket's path).
+    pub fn at(name: &'static str, address: impl Into<String>) -> Syscall {
+        Syscall {
+            address: Some(address.into()),
+            ..Syscall::bare(name)
+        }
+    }
+
+    /// Node's message for it failing with `code`: `connect ECONNREFUSED 127.0.0.1:80` (IPv6
+    /// unbracketed, as Node has it), `bind EADDRNOTAVAIL 10.0.0.9`, `getaddrinfo ENOTFOUND
+    /// host`, `read ECONNRESET`.
+    fn message(&self, code: &str) -> String {
+        let mut m = format!("{} {code}", self.name);
+        match (&self.address, self.port, &self.hostname) {
+            (Some(a), Some(p), _) => m += &format!(" {a}:{p}"),
+            (Some(a), None, _) => m += &format!(" {a}"),
+            (None, _, Some(h)) => m += &format!(" {h}"),
+            _ => {}
+        }
+        m
     }
 }
 
@@ -339,32 +394,69 @@ impl Error {
             code: None,
             message: message.into(),
             socket: None,
+            call: None,
         }
     }
 
-    /// A failed read, named as Node names one (`read ECONNRESET`).
-    pub fn from_read(err: &std::io::Error) -> Self {
-        Error::from_syscall("read", err)
+    /// A failure Node reports with a code but no system call (TLS's, a certificate's).
+    pub fn coded(code: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::Socket {
+            code: Some(code.into()),
+            message: message.into(),
+            socket: None,
+            call: None,
+        }
     }
 
-    /// A failed write, named as Node names one (`write EPIPE`).
-    pub fn from_write(err: &std::io::Error) -> Self {
-        Error::from_syscall("write", err)
-    }
-
-    fn from_syscall(syscall: &str, err: &std::io::Error) -> Self {
+    /// A system call's failure, as Node reports it (see [`Syscall`]); an error that names no
+    /// errno stays as it is.
+    pub fn system(err: &std::io::Error, call: Syscall) -> Self {
         match Error::from_io(err) {
             Error::Socket {
                 code: Some(code),
                 socket,
                 ..
             } => Error::Socket {
-                message: format!("{syscall} {code}"),
+                message: call.message(&code),
                 code: Some(code),
                 socket,
+                call: Some(Box::new(call)),
             },
             other => other,
         }
+    }
+
+    /// A host name that does not resolve, as Node reports it (`getaddrinfo ENOTFOUND host`).
+    pub fn not_found(host: &str) -> Self {
+        let call = Syscall {
+            hostname: Some(host.to_owned()),
+            ..Syscall::bare("getaddrinfo")
+        };
+        Error::Socket {
+            message: call.message("ENOTFOUND"),
+            code: Some("ENOTFOUND".into()),
+            socket: None,
+            call: Some(Box::new(call)),
+        }
+    }
+
+    /// A system error's call, also under a secure proxy's failure.
+    pub fn syscall(&self) -> Option<&Syscall> {
+        match self {
+            Error::Socket { call, .. } => call.as_deref(),
+            Error::SecureProxy(cause) => cause.syscall(),
+            _ => None,
+        }
+    }
+
+    /// A failed read, named as Node names one (`read ECONNRESET`).
+    pub fn from_read(err: &std::io::Error) -> Self {
+        Error::system(err, Syscall::bare("read"))
+    }
+
+    /// A failed write, named as Node names one (`write EPIPE`).
+    pub fn from_write(err: &std::io::Error) -> Self {
+        Error::system(err, Syscall::bare("write"))
     }
 
     pub fn from_io(err: &std::io::Error) -> Self {
@@ -376,6 +468,7 @@ impl Error {
             code: errno_name(err).map(str::to_owned),
             message: err.to_string(),
             socket: None,
+            call: None,
         }
     }
 
@@ -386,10 +479,12 @@ impl Error {
                 code,
                 message,
                 socket: None,
+                call,
             } => Error::Socket {
                 code,
                 message,
                 socket: Some(Box::new(info())),
+                call,
             },
             other => other,
         }

@@ -26,10 +26,9 @@ use tokio::time::Instant;
 
 pub(crate) use conn::run;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Syscall};
 use crate::request::OriginConfig;
 use crate::streams::StreamsHost;
-use crate::transport::tcp::syscall_error;
 use crate::transport::tls::TlsConfig;
 use crate::transport::Connector;
 use udp::Udp;
@@ -163,9 +162,7 @@ pub(crate) async fn connect(cfg: &OriginConfig, port: u16, early: bool) -> Resul
                 // refusal is worded; a certificate refusal as the TLS path words it; else
                 // quinn's words.
                 Err(e) => Err(match udp.gone() {
-                    Some(gone) => {
-                        syscall_error(&gone, "connect", &format!("{}:{}", addr.ip(), addr.port()))
-                    }
+                    Some(gone) => Error::system(&gone, Syscall::to("connect", addr)),
                     None => quic_tls.refusal().unwrap_or_else(|| handshake_failure(&e)),
                 }),
             }
@@ -221,7 +218,7 @@ async fn resolve(cfg: &OriginConfig, port: u16) -> Result<Vec<SocketAddr>> {
         .map_err(|e| Error::from_io(&e))?;
     let addrs = crate::transport::order_addresses(addrs.collect(), cfg);
     match addrs.is_empty() {
-        true => Err(Error::socket(format!("getaddrinfo ENOTFOUND {host}"))),
+        true => Err(Error::not_found(host)),
         false => Ok(addrs),
     }
 }
@@ -230,11 +227,10 @@ async fn resolve(cfg: &OriginConfig, port: u16) -> Result<Vec<SocketAddr>> {
 fn handshake_failure(e: &quinn::ConnectionError) -> Error {
     use quinn::ConnectionError as C;
     match e {
-        C::TransportError(t) if u64::from(t.code) & !0xff == 0x100 => Error::Socket {
-            code: Some("ERR_SSL_HANDSHAKE_FAILURE".into()),
-            message: format!("TLS handshake failed: {t}"),
-            socket: None,
-        },
+        C::TransportError(t) if u64::from(t.code) & !0xff == 0x100 => Error::coded(
+            "ERR_SSL_HANDSHAKE_FAILURE",
+            format!("TLS handshake failed: {t}"),
+        ),
         C::TimedOut => Error::socket("HTTP/3: the QUIC handshake timed out"),
         other => Error::socket(format!("HTTP/3: {other}")),
     }

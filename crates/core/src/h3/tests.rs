@@ -403,11 +403,10 @@ fn a_certificate_not_trusted_fails_as_over_tls() {
         let untrusted = connect(&cfg, cfg.port, false).await;
         assert_eq!(
             untrusted.err(),
-            Some(Error::Socket {
-                code: Some("UNABLE_TO_VERIFY_LEAF_SIGNATURE".into()),
-                message: "unable to verify the first certificate".into(),
-                socket: None,
-            })
+            Some(Error::coded(
+                "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+                "unable to verify the first certificate"
+            ))
         );
         // Trusted, but for another name.
         let ca = Some(server.ca.clone());

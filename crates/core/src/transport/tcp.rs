@@ -7,7 +7,7 @@ use tokio::net::{TcpSocket, TcpStream};
 
 use super::Endpoint;
 use super::Transport;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Syscall};
 
 /// Connects to the first address of the origin's host that answers.
 pub(super) async fn connect(cfg: &impl Endpoint) -> Result<Transport> {
@@ -19,11 +19,7 @@ pub(super) async fn connect(cfg: &impl Endpoint) -> Result<Transport> {
 pub(super) async fn connect_to(host: &str, port: u16, cfg: &impl Endpoint) -> Result<Transport> {
     let addrs = tokio::net::lookup_host((host, port))
         .await
-        .map_err(|_| Error::Socket {
-            code: Some("ENOTFOUND".into()),
-            message: format!("getaddrinfo ENOTFOUND {host}"),
-            socket: None,
-        })?;
+        .map_err(|_| Error::not_found(host))?;
     let addrs: Vec<SocketAddr> = addrs.collect();
     let resolved = !addrs.is_empty();
     let addrs = order(addrs, cfg);
@@ -31,7 +27,7 @@ pub(super) async fn connect_to(host: &str, port: u16, cfg: &impl Endpoint) -> Re
         // As Node, which binds the local address on a socket of the target's family: none of
         // the host's addresses is of its family (order() keeps those alone).
         let e = std::io::Error::from_raw_os_error(EINVAL);
-        return Err(syscall_error(&e, "bind", &local.to_string()));
+        return Err(Error::system(&e, Syscall::at("bind", local.to_string())));
     }
     connect_addrs(&addrs, host, cfg).await
 }
@@ -58,7 +54,7 @@ async fn connect_addrs(addrs: &[SocketAddr], host: &str, cfg: &impl Endpoint) ->
             Err(Failed::Bind(e)) => return Err(e),
             Err(Failed::Connect(e)) => {
                 timed_out |= e.kind() == std::io::ErrorKind::TimedOut;
-                last = syscall_error(&e, "connect", &format!("{}:{}", addr.ip(), addr.port()))
+                last = Error::system(&e, Syscall::to("connect", addr))
             }
         }
     }
@@ -136,24 +132,8 @@ async fn connect_tcp(
     };
     socket
         .bind(SocketAddr::new(local, 0))
-        .map_err(|e| Failed::Bind(syscall_error(&e, "bind", &local.to_string())))?;
+        .map_err(|e| Failed::Bind(Error::system(&e, Syscall::at("bind", local.to_string()))))?;
     Ok(socket.connect(addr).await?)
-}
-
-/// A system call's failure, worded as Node words it: `connect ECONNREFUSED 127.0.0.1:80`
-/// (`::1:80` for IPv6, unbracketed as Node has it), `bind EADDRNOTAVAIL 10.0.0.9`; the JS side
-/// reads the address and port back from it.
-pub(crate) fn syscall_error(e: &std::io::Error, syscall: &str, target: &str) -> Error {
-    match Error::from_io(e) {
-        Error::Socket {
-            code: Some(code), ..
-        } => Error::Socket {
-            message: format!("{syscall} {code} {target}"),
-            code: Some(code),
-            socket: None,
-        },
-        other => other,
-    }
 }
 
 #[cfg(test)]

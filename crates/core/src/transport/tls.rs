@@ -634,11 +634,7 @@ pub fn handshake_error(e: &std::io::Error) -> Error {
     let tls = e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>());
     let node = cert_failure(tls).and_then(|f| f.node.as_ref());
     match node {
-        Some(n) => Error::Socket {
-            code: Some(n.code.into()),
-            message: n.message.clone(),
-            socket: None,
-        },
+        Some(n) => Error::coded(n.code, n.message.clone()),
         // What OpenSSL says when the server does not speak TLS at all.
         None if matches!(
             tls,
@@ -647,17 +643,12 @@ pub fn handshake_error(e: &std::io::Error) -> Error {
             ))
         ) =>
         {
-            Error::Socket {
-                code: Some("ERR_SSL_WRONG_VERSION_NUMBER".into()),
-                message: "wrong version number".into(),
-                socket: None,
-            }
+            Error::coded("ERR_SSL_WRONG_VERSION_NUMBER", "wrong version number")
         }
-        None if tls.is_some() => Error::Socket {
-            code: Some("ERR_SSL_HANDSHAKE_FAILURE".into()),
-            message: format!("TLS handshake failed: {e}"),
-            socket: None,
-        },
+        None if tls.is_some() => Error::coded(
+            "ERR_SSL_HANDSHAKE_FAILURE",
+            format!("TLS handshake failed: {e}"),
+        ),
         None => Error::from_io(e),
     }
 }
