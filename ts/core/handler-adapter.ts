@@ -8,8 +8,7 @@ import { detailOf } from '../native/native-error'
 import { afterBatch, batchNumber, hold, release } from '../native/batch'
 import { BodyTimeoutError, ClientDestroyedError, InvalidArgumentError, SocketError } from '../errors'
 import { TunnelSocket } from '../native/tunnel'
-import { InternalHandler } from '../handlers/internal'
-import { takeChunk } from '../handlers/unwrap'
+import { takeChunk, takesText } from '../handlers/unwrap'
 import { NativeWsTransport } from '../native/ws-transport'
 import { kWebSocket, type WebSocketDispatchOption } from '../websocket/transport'
 import { toBuffers } from './headers'
@@ -210,7 +209,7 @@ export abstract class HandlerAdapter {
    * latin1 strings the engine delivers (they only parse them).
    */
   #raw(headers: string[], at?: number): Buffer[] {
-    if (this.handler instanceof InternalHandler) return headers as unknown as Buffer[]
+    if (takesText(this.handler)) return headers as unknown as Buffer[]
     // Heads are delivered at once, from the batch's text; trailers may wait for a resume.
     return at === undefined ? toBuffers(headers) : headerBuffers(headers, at)
   }

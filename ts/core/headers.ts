@@ -185,8 +185,10 @@ class RequestHeaders implements HeaderSink {
 /** Raw `[name, value, ...]` (strings or Buffers) as an object with lower-cased keys. */
 export function parseHeaders(raw: ReadonlyArray<string | Buffer>, target: IncomingHttpHeaders = {}): IncomingHttpHeaders {
   for (let i = 0; i < raw.length; i += 2) {
-    const name = raw[i].toString('latin1').toLowerCase()
-    const value = raw[i + 1].toString('latin1')
+    const n = raw[i]
+    const v = raw[i + 1]
+    const name = (typeof n === 'string' ? n : n.toString('latin1')).toLowerCase()
+    const value = typeof v === 'string' ? v : v.toString('latin1')
     const prev = target[name]
     if (prev === undefined) target[name] = value
     // A name Object.prototype has (`constructor`, `__proto__` ...) is still a header.

@@ -2,9 +2,10 @@
 // on the callbacks the engine drives (onConnect, onHeaders, ...).
 
 import type { Duplex } from 'node:stream'
-import { parseHeaders } from '../core/headers'
+import { parseHeaders, toBuffers } from '../core/headers'
 import type { DispatchHandler } from '../core/types'
 import { InvalidArgumentError } from '../errors'
+import { InternalHandler } from './internal'
 
 /** What a new-style handler gets to steer the request with. */
 export class DispatchController {
@@ -13,9 +14,25 @@ export class DispatchController {
   #paused = false
   #aborted = false
   #reason: Error | null = null
-  /** The response's head and trailers as received (name, value, ...). */
-  rawHeaders: Buffer[] | null = null
-  rawTrailers: Buffer[] | null = null
+  // The response's head and trailers as received (name, value, ...): Buffers once read.
+  #rawHeaders: Buffer[] | string[] | null = null
+  #rawTrailers: Buffer[] | string[] | null = null
+
+  get rawHeaders(): Buffer[] | null {
+    return (this.#rawHeaders = buffers(this.#rawHeaders))
+  }
+
+  set rawHeaders(raw: Buffer[] | string[] | null) {
+    this.#rawHeaders = raw
+  }
+
+  get rawTrailers(): Buffer[] | null {
+    return (this.#rawTrailers = buffers(this.#rawTrailers))
+  }
+
+  set rawTrailers(raw: Buffer[] | string[] | null) {
+    this.#rawTrailers = raw
+  }
 
   get paused(): boolean {
     return this.#paused
@@ -51,6 +68,11 @@ export class DispatchController {
     if (abort) this.#abort = abort
     if (resume) this.#resume = resume
   }
+}
+
+/** Fields as handlers see them: Buffers (those given as strings are made so when first read). */
+function buffers(raw: Buffer[] | string[] | null): Buffer[] | null {
+  return raw === null || raw.length === 0 || typeof raw[0] !== 'string' ? (raw as Buffer[] | null) : toBuffers(raw as string[])
 }
 
 /** A handler written in undici 7's controller style. */
@@ -111,7 +133,7 @@ class UnwrapHandler implements DispatchHandler {
     this.#handler.onRequestUpgrade?.(this.#controller, statusCode, parseHeaders(headers ?? []), socket)
   }
 
-  onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void, statusText: string): boolean {
+  onHeaders(statusCode: number, rawHeaders: Buffer[] | string[], resume: () => void, statusText: string): boolean {
     this.#controller.bind(null, resume)
     this.#controller.rawHeaders = rawHeaders
     this.#handler.onResponseStart?.(this.#controller, statusCode, parseHeaders(rawHeaders), statusText)
@@ -132,7 +154,7 @@ class UnwrapHandler implements DispatchHandler {
   }
 
   onComplete(trailers: Buffer[] | string[] | null): void {
-    this.#controller.rawTrailers = (trailers as Buffer[] | null) ?? []
+    this.#controller.rawTrailers = trailers ?? []
     this.#handler.onResponseEnd?.(this.#controller, parseHeaders(trailers ?? []))
   }
 
@@ -165,6 +187,14 @@ class UnwrapHandler implements DispatchHandler {
 export function unwrap(handler: DispatchHandler | NewStyleHandler, noContext: null | undefined = undefined): DispatchHandler {
   if (!handler.onRequestStart) return handler as DispatchHandler
   return new UnwrapHandler(handler as NewStyleHandler, noContext)
+}
+
+/**
+ * Whether `h` takes header fields as the strings the engine gives (saetta's own handlers, and
+ * controller-style ones, which read them as an object): no Buffers made for it.
+ */
+export function takesText(h: DispatchHandler): boolean {
+  return h instanceof InternalHandler || h instanceof UnwrapHandler
 }
 
 /** The handler a dispatcher was given: what {@link unwrap} wrapped, or `handler` itself. */
