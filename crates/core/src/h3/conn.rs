@@ -19,6 +19,7 @@ use bytes::{Buf, Bytes};
 use h3::error::{Code, ConnectionError, StreamError};
 use tokio::time::{Instant, Sleep};
 
+use super::silence::Watchdog;
 use super::udp::Udp;
 use super::H3Host;
 use super::{Quic, Settings};
@@ -39,6 +40,8 @@ type RecvHalf = h3::client::RequestStream<h3_quinn::RecvStream, Bytes>;
 const H3_NO_ERROR: u32 = 0x100;
 /// What a connection whose server sent GOAWAY ends with, as HTTP/2's.
 const GOING_AWAY: &str = "HTTP/3: the server is going away";
+/// What a connection QUIC's idle timeout ended ends with.
+const TIMED_OUT: &str = "HTTP/3: the connection timed out";
 /// The most body bytes joined into one chunk, and how long the first of them waits for the
 /// others (see [`read_body`]).
 const JOIN_UP_TO: usize = 64 * 1024;
@@ -123,8 +126,10 @@ struct H3Conn<H: H3Host> {
     /// The QUIC connection under `driver`, to close it; and its endpoint, kept while it runs.
     quic: quinn::Connection,
     _endpoint: quinn::Endpoint,
-    /// The endpoint's socket: it tells when the peer is gone.
+    /// The endpoint's socket: it tells when the peer is gone, or unanswered.
     udp: Arc<Udp>,
+    /// Over a peer gone silent, while requests are in flight.
+    watchdog: Watchdog,
     /// In 0-RTT until the handshake completes: only safe requests go meanwhile.
     early: Option<quinn::ZeroRttAccepted>,
     common: Rc<Common>,
@@ -158,6 +163,7 @@ impl<H: H3Host> H3Conn<H> {
             quic: quic.conn,
             _endpoint: quic.endpoint,
             udp: quic.udp,
+            watchdog: Watchdog::default(),
             early: quic.early,
             common: Rc::default(),
             streams: Vec::new(),
@@ -397,16 +403,43 @@ impl<H: H3Host> H3Conn<H> {
         Some(self.age.bound(self.idle_since? + self.settings.keep_alive))
     }
 
+    /// When to look at the peer's silence (see [`Watchdog`]): only while requests are in
+    /// flight, so that an idle connection costs nothing (and `cx` is woken when a datagram
+    /// goes unanswered).
+    fn watch_deadline(&mut self, cx: &Context<'_>) -> Option<Instant> {
+        let unanswered = match self.streams.is_empty() {
+            true => None,
+            false => self.udp.unanswered(cx),
+        };
+        self.watchdog.due(unanswered, || self.quic.rtt())
+    }
+
+    /// `true` when the connection closed, or its watch moved on.
     fn poll_timer(&mut self, cx: &mut Context<'_>) -> bool {
-        let want = self.idle_deadline();
+        let idle = self.idle_deadline();
+        let watch = self.watch_deadline(cx);
+        let want = match (idle, watch) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         if !self.timer.fired(want, cx) {
             return false;
         }
-        if self.idle_deadline().is_some_and(|at| at <= Instant::now()) {
+        let now = Instant::now();
+        if idle.is_some_and(|at| at <= now) {
             self.close(self.age.idle_error());
             return true;
         }
-        false
+        if self.watchdog.expired(now) {
+            // As a peer the kernel said is gone: what was held goes to another connection, what
+            // is in flight fails (the server may have processed it), and the origin leaves
+            // HTTP/3 alone for a while.
+            self.udp.silent();
+            let error = self.peer_gone().unwrap_or_else(|| Error::socket(TIMED_OUT));
+            self.close(error);
+        }
+        // (The watch looks again.)
+        true
     }
 
     /// One round: the connection's control streams, then every request. `true` when
@@ -850,7 +883,7 @@ fn connection_error(e: &ConnectionError) -> Error {
             Code::from(*error_code)
         )),
         ConnectionError::Remote { 0: In::Timeout, .. } | ConnectionError::Timeout { .. } => {
-            Error::socket("HTTP/3: the connection timed out")
+            Error::socket(TIMED_OUT)
         }
         ConnectionError::Remote {
             0: In::InternalError(m),

@@ -10,6 +10,7 @@
 //! HTTP/3 by `Alt-Svc` ([`alt_svc`]), or where `preferH3` asks for it, racing TCP ([`race`]).
 
 mod conn;
+mod silence;
 mod udp;
 
 use std::cell::RefCell;

@@ -239,6 +239,12 @@ fn socket_message(error: Option<Error>) -> String {
     }
 }
 
+/// Waits until the connection of `fake` ended.
+async fn ended(fake: &Fake) {
+    fake.until("the connection to end", |_| !fake.gone.borrow().is_empty())
+        .await;
+}
+
 /// The body bytes the connection wrote for request `id` (its `consumed` credit).
 fn consumed(fake: &Fake, id: u64) -> usize {
     fake.rec
@@ -560,8 +566,7 @@ fn goaway_lets_the_requests_in_flight_finish_and_gives_back_the_later_ones() {
         release.send_replace(3);
         fake.settled(2).await;
         fake.settled(3).await;
-        fake.until("the connection to end", |_| !fake.gone.borrow().is_empty())
-            .await;
+        ended(&fake).await;
         for id in 1..=3u64 {
             assert_eq!(
                 fake.of(id),
@@ -922,8 +927,7 @@ fn early_data_the_server_refuses_goes_again_and_the_connection_ends() {
         let fake = Fake::new(OriginConfig::default());
         fake.submit(get(2, "/two"));
         spawn(&fake, second);
-        fake.until("the connection to end", |_| !fake.gone.borrow().is_empty())
-            .await;
+        ended(&fake).await;
         // Sent in 0-RTT, refused with it: given back whole, not failed; the connection ends.
         assert_eq!(*fake.requeued.borrow(), [2]);
         assert_eq!(fake.of(2), ["connect"]);
@@ -991,9 +995,12 @@ fn a_paused_response_holds_the_server_to_the_receive_windows() {
 /// A UDP relay between a port of its own and `to`, on two threads: what the client sends it
 /// goes to `to`, and back. [`Relay::stop`] closes its port as a server killed outright leaves
 /// its own: the kernel answers later datagrams with an ICMP port unreachable.
+/// [`Relay::silence`] drops what comes either way without a word, as a route that lost its
+/// way or a server stopped (SIGSTOP) does.
 struct Relay {
     port: u16,
     stop: Arc<AtomicBool>,
+    silent: Arc<AtomicBool>,
     threads: Vec<std::thread::JoinHandle<()>>,
 }
 
@@ -1004,10 +1011,11 @@ impl Relay {
         back.connect(("127.0.0.1", to)).unwrap();
         let port = front.local_addr().unwrap().port();
         let stop = Arc::new(AtomicBool::new(false));
+        let silent = Arc::new(AtomicBool::new(false));
         let client = Arc::new(std::sync::Mutex::new(None));
         // Each thread owns one socket (and a clone of the other to write to), polling `stop`.
         let pump = |from: std::net::UdpSocket, into: std::net::UdpSocket, forward: bool| {
-            let (stop, client) = (stop.clone(), client.clone());
+            let (stop, silent, client) = (stop.clone(), silent.clone(), client.clone());
             from.set_read_timeout(Some(Duration::from_millis(5)))
                 .unwrap();
             std::thread::spawn(move || {
@@ -1016,10 +1024,13 @@ impl Relay {
                     if forward {
                         if let Ok((n, peer)) = from.recv_from(&mut buf) {
                             *client.lock().unwrap() = Some(peer);
-                            let _ = into.send(&buf[..n]);
+                            if !silent.load(Ordering::SeqCst) {
+                                let _ = into.send(&buf[..n]);
+                            }
                         }
                     } else if let Ok(n) = from.recv(&mut buf) {
-                        if let Some(peer) = *client.lock().unwrap() {
+                        let to = *client.lock().unwrap();
+                        if let (Some(peer), false) = (to, silent.load(Ordering::SeqCst)) {
                             let _ = into.send_to(&buf[..n], peer);
                         }
                     }
@@ -1033,8 +1044,14 @@ impl Relay {
         Relay {
             port,
             stop,
+            silent,
             threads,
         }
+    }
+
+    /// Drops what comes either way (`true`), or relays it again.
+    fn silence(&self, silent: bool) {
+        self.silent.store(silent, Ordering::SeqCst);
     }
 
     /// Closes the relay's port (both threads' sockets gone).
@@ -1107,8 +1124,7 @@ fn a_server_gone_outright_fails_the_requests_on_its_connection_at_once() {
         for id in [2, 3] {
             assert_eq!(socket_message(fake.error(id)), "read ECONNREFUSED");
         }
-        fake.until("the connection to end", |_| !fake.gone.borrow().is_empty())
-            .await;
+        ended(&fake).await;
         assert_eq!(socket_message(fake.disconnected()), "read ECONNREFUSED");
     });
 }
@@ -1148,8 +1164,7 @@ fn a_clean_close_before_the_answers_gives_back_the_idempotent_requests_only() {
         ));
         client(&peer, &fake).await;
         fake.settled(2).await;
-        fake.until("the connection to end", |_| !fake.gone.borrow().is_empty())
-            .await;
+        ended(&fake).await;
         let mut arrived = notes.borrow().clone();
         arrived.sort();
         assert_eq!(arrived, ["GET /get", "POST /post"]);
@@ -1160,5 +1175,125 @@ fn a_clean_close_before_the_answers_gives_back_the_idempotent_requests_only() {
         );
         assert_eq!(fake.of(1), ["connect"]);
         assert_eq!(fake.queued(), [1]);
+    });
+}
+
+/// A server whose `/hang` is never answered, `/slow-head` answers after 2 s and `/slow-body`
+/// sends its body 2 s after its head (each longer than the watchdog's limit on loopback,
+/// 300 ms and a second look of 100 ms); the rest is answered at once.
+fn patient(test: &str) -> Option<Peer> {
+    peer(test, |conn| {
+        each(conn, |req, mut stream| async move {
+            let late = Duration::from_secs(2);
+            match req.uri().path() {
+                "/hang" => std::future::pending::<()>().await,
+                "/slow-head" => {
+                    tokio::time::sleep(late).await;
+                    respond(&mut stream, 200, b"late").await;
+                }
+                "/slow-body" => {
+                    let _ = stream.send_response(head(200)).await;
+                    let _ = stream.send_data(Bytes::from_static(b"first ")).await;
+                    tokio::time::sleep(late).await;
+                    let _ = stream.send_data(Bytes::from_static(b"last")).await;
+                    let _ = stream.finish().await;
+                }
+                _ => respond(&mut stream, 200, b"hi").await,
+            }
+        })
+    })
+}
+
+/// A connection to `peer` (a [`patient`] one) through a relay of its own, once it answered a
+/// first request.
+async fn relayed(peer: &Peer) -> (Relay, Rc<Fake>) {
+    let relay = Relay::to(peer.port);
+    let fake = Fake::new(OriginConfig::default());
+    fake.submit(get(1, "/"));
+    spawn(&fake, start(relay.port, &peer.ca).await);
+    fake.settled(1).await;
+    assert_eq!(fake.body(1), b"hi");
+    (relay, fake)
+}
+
+#[test]
+fn a_peer_gone_silent_fails_the_requests_on_its_connection_within_a_second() {
+    rt(async {
+        let test = "a_peer_gone_silent_fails_the_requests_on_its_connection_within_a_second";
+        let Some(peer) = patient(test) else {
+            return;
+        };
+        let (relay, fake) = relayed(&peer).await;
+        // In flight as the path goes silent: the server has it, and answers nothing.
+        fake.submit(get(2, "/hang"));
+        fake.until("the request to go out", |_| fake.queued().is_empty())
+            .await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        relay.silence(true);
+        let silent = Instant::now();
+        // Sent into the silence; and one held for its go-ahead, which never went out.
+        fake.submit(get(3, "/"));
+        let mut held = get(4, "/");
+        held.hold = true;
+        fake.submit(held);
+        fake.settled(2).await;
+        fake.settled(3).await;
+        let took = silent.elapsed();
+        // The server may have processed them: they fail, as a TCP read from a peer that
+        // stopped answering does; the held one goes again, elsewhere.
+        for id in [2, 3] {
+            let error = fake.error(id);
+            assert_eq!(error.as_ref().and_then(Error::code), Some("ETIMEDOUT"));
+            assert_eq!(socket_message(error), "read ETIMEDOUT");
+        }
+        ended(&fake).await;
+        assert_eq!(socket_message(fake.disconnected()), "read ETIMEDOUT");
+        assert_eq!(fake.of(4), ["connect"]);
+        assert_eq!(fake.queued(), [4]);
+        // About half a second on loopback (a PTO, the limit, the second look); QUIC's idle
+        // timeout is 30 s.
+        eprintln!("{test}: failed in {took:?}");
+        assert!(took < Duration::from_secs(5), "{took:?}");
+    });
+}
+
+#[test]
+fn a_live_peer_slow_to_answer_is_not_taken_for_a_silent_one() {
+    rt(async {
+        let test = "a_live_peer_slow_to_answer_is_not_taken_for_a_silent_one";
+        let Some(peer) = patient(test) else {
+            return;
+        };
+        let fake = Fake::new(OriginConfig::default());
+        fake.submit(get(1, "/slow-head"));
+        fake.submit(get(2, "/slow-body"));
+        client(&peer, &fake).await;
+        fake.settled(1).await;
+        fake.settled(2).await;
+        assert_eq!(fake.of(1), ["connect", "headers 200", "data", "complete 0"]);
+        assert_eq!(fake.body(1), b"late");
+        assert_eq!(fake.body(2), b"first last");
+        assert_eq!(fake.disconnected(), None);
+    });
+}
+
+#[test]
+fn an_idle_connection_over_a_silent_path_is_not_torn_down() {
+    rt(async {
+        let test = "an_idle_connection_over_a_silent_path_is_not_torn_down";
+        let Some(peer) = patient(test) else {
+            return;
+        };
+        let (relay, fake) = relayed(&peer).await;
+        // Nothing in flight: nothing is watched, whatever the path does (within the 4 s
+        // keep-alive).
+        relay.silence(true);
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        relay.silence(false);
+        assert_eq!(fake.disconnected(), None);
+        fake.submit(get(2, "/"));
+        fake.settled(2).await;
+        assert_eq!(fake.body(2), b"hi");
+        assert_eq!(fake.disconnected(), None);
     });
 }

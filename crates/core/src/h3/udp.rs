@@ -1,7 +1,8 @@
 //! The UDP socket of one QUIC connection: connected to its peer, so that the kernel tells of a
 //! peer that is gone (an ICMP port or host unreachable, reported on a connected socket's next
 //! receive) and the connection ends at once, where quinn's own socket hears nothing of it and
-//! waits out the idle timeout (issue 51).
+//! waits out the idle timeout (issue 51). It also counts what goes out unanswered, for the
+//! connection's watch over a peer that goes silent without a word (see `silence.rs`).
 
 use std::fmt;
 use std::future::Future;
@@ -14,6 +15,7 @@ use std::task::{ready, Context, Poll, Waker};
 use quinn::udp::{RecvMeta, Transmit, UdpSocketState};
 use quinn::{AsyncUdpSocket, UdpPoller};
 use tokio::io::Interest;
+use tokio::time::Instant;
 
 /// A UDP socket connected to one QUIC peer.
 pub(crate) struct Udp {
@@ -26,6 +28,19 @@ pub(crate) struct Udp {
     reader: Mutex<Option<Waker>>,
     /// Waits for the socket's error readiness (see `poll_recv`).
     error: Mutex<Option<Wait>>,
+    /// What went out since a datagram last came in.
+    answers: Mutex<Answers>,
+}
+
+/// The datagrams sent since the peer last sent one.
+#[derive(Default)]
+struct Answers {
+    /// How many (counted up to 2).
+    sent: u8,
+    /// When the second of them went: see [`Udp::unanswered`].
+    since: Option<Instant>,
+    /// The connection waiting to hear of it.
+    watcher: Option<Waker>,
 }
 
 impl fmt::Debug for Udp {
@@ -54,6 +69,7 @@ impl Udp {
             gone: Mutex::new(None),
             reader: Mutex::new(None),
             error: Mutex::new(None),
+            answers: Mutex::default(),
         }))
     }
 
@@ -90,10 +106,59 @@ impl Udp {
     /// Keeps `cx`'s waker for [`Udp::lost`] (unless it is the one kept already).
     fn wait_for_loss(&self, cx: &Context) {
         if let Ok(mut reader) = self.reader.lock() {
-            if !reader.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-                *reader = Some(cx.waker().clone());
+            keep(&mut reader, cx);
+        }
+    }
+
+    /// The peer stopped answering (see `silence.rs`): it is taken as gone, as after the
+    /// kernel's unreachable, with the error a TCP read gets from a peer that stopped answering.
+    pub(crate) fn silent(&self) {
+        self.lost(&io::ErrorKind::TimedOut.into());
+    }
+
+    /// Since when a datagram that asked for an answer has gone unanswered, if one has; else
+    /// `cx` is woken when one goes out. That is the second datagram sent since the peer's last:
+    /// the first may be an ACK alone, which asks for nothing (a response that pauses leaves
+    /// ours unanswered), but an ACK alone only goes in reply to what came in, so the second
+    /// carries new data, a retransmission, a probe or a PING, which a live peer acknowledges
+    /// within its max_ack_delay (at once when two such packets came, RFC 9000 §13.2.2).
+    pub(crate) fn unanswered(&self, cx: &Context) -> Option<Instant> {
+        let mut answers = self.answers.lock().ok()?;
+        if answers.since.is_none() {
+            keep(&mut answers.watcher, cx);
+        }
+        answers.since
+    }
+
+    /// A datagram went out.
+    fn sent(&self) {
+        let Ok(mut answers) = self.answers.lock() else {
+            return;
+        };
+        if answers.sent < 2 {
+            answers.sent += 1;
+            if answers.sent == 2 {
+                answers.since = Some(Instant::now());
+                if let Some(watcher) = answers.watcher.take() {
+                    watcher.wake();
+                }
             }
         }
+    }
+
+    /// Datagrams came in: whatever they are (an ACK alone, a PING), the peer is there.
+    fn answered(&self) {
+        if let Ok(mut answers) = self.answers.lock() {
+            answers.sent = 0;
+            answers.since = None;
+        }
+    }
+}
+
+/// Keeps `cx`'s waker in `slot`, unless it is the one kept already.
+fn keep(slot: &mut Option<Waker>, cx: &Context) {
+    if !slot.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+        *slot = Some(cx.waker().clone());
     }
 }
 
@@ -127,9 +192,12 @@ impl AsyncUdpSocket for Udp {
                 self.lost(&e);
                 Ok(())
             }
-            // Dropped, as quinn's own socket drops a datagram the kernel refuses (QUIC's loss
-            // recovery sends it again): an MTU probe too large, a full buffer.
-            _ => Ok(()),
+            // Sent; or dropped, as quinn's own socket drops a datagram the kernel refuses
+            // (QUIC's loss recovery sends it again): an MTU probe too large, a full buffer.
+            _ => {
+                self.sent();
+                Ok(())
+            }
         }
     }
 
@@ -162,7 +230,10 @@ impl AsyncUdpSocket for Udp {
                 .io
                 .try_io(interest, || self.state.recv((&*self.io).into(), bufs, meta));
             match read {
-                Ok(n) => return Poll::Ready(Ok(n)),
+                Ok(n) => {
+                    self.answered();
+                    return Poll::Ready(Ok(n));
+                }
                 // The peer is gone: the loop's next turn returns the error, which ends the
                 // endpoint's driver, and with it every connection on the endpoint (this one
                 // alone), which then reads `gone`.
