@@ -224,6 +224,11 @@ export interface H3Origin {
   log(): string
   /** Kills aioquic's server outright (SIGKILL), as a crash does; the TCP server stays. */
   kill(): Promise<void>
+  /**
+   * Stops aioquic's server (SIGSTOP): its port stays bound and nothing answers what comes to it,
+   * as a server hung or a route that drops packets (`close()` still ends it); the TCP server stays.
+   */
+  stop(): void
   close(): Promise<void>
 }
 
@@ -300,12 +305,36 @@ export async function h3Origin(): Promise<H3Origin> {
         kill()
         await gone
       },
+      stop: () => void child.kill('SIGSTOP'),
       close: async () => {
         kill()
         await tcp.close()
       },
     }
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// an HTTP/2 server that can be stopped
+
+/**
+ * A node:http2 server in a process of its own, answering 'ok' to everything, which `stop()`
+ * stops (SIGSTOP): its kernel still accepts and acknowledges over TCP, and nothing answers.
+ * Ended in cleanup.
+ */
+export async function stoppableH2(): Promise<{ origin: string; stop(): void }> {
+  const c = h3Certs()
+  const script = `
+    const fs = require('node:fs')
+    const s = require('node:http2').createSecureServer(
+      { key: fs.readFileSync('server.key'), cert: fs.readFileSync('server.pem') },
+      (req, res) => res.end('ok'),
+    )
+    s.listen(0, '127.0.0.1', () => console.log(s.address().port))`
+  const child = spawn(process.execPath, ['-e', script], { cwd: c.dir, stdio: ['ignore', 'pipe', 'inherit'] })
+  onCleanup(() => void child.kill('SIGKILL'))
+  const [line] = (await once(child.stdout!, 'data')) as [Buffer]
+  return { origin: `https://localhost:${Number(String(line).trim())}`, stop: () => void child.kill('SIGSTOP') }
 }
 
 // ---------------------------------------------------------------------------------------------
