@@ -1,4 +1,4 @@
-// saetta: an HTTP/1.1 and HTTP/2 client for Node.js with the Dispatcher API of undici 8.
+// saetta: an HTTP/1.1, HTTP/2 and HTTP/3 client for Node.js with the Dispatcher API of undici 8.
 //
 // The entry: the exports (./exports.ts), and as the default export the same names.
 // `import saetta from 'saetta'` gets undici's module itself under TypeScript's and bundlers'
