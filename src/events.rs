@@ -244,18 +244,11 @@ impl Out {
         let Some(c) = call else {
             return self.undefined();
         };
-        let text = |s: Option<&str>| match s {
-            Some(s) => self.latin1(s.as_bytes()),
-            None => self.undefined_value(),
-        };
         let values = [
-            text(Some(c.name))?,
-            text(c.address.as_deref())?,
-            match c.port {
-                Some(p) => self.double(p as f64)?,
-                None => self.undefined_value()?,
-            },
-            text(c.hostname.as_deref())?,
+            self.text(Some(c.name))?,
+            self.text(c.address.as_deref())?,
+            self.port(c.port)?,
+            self.text(c.hostname.as_deref())?,
         ];
         self.array(values)
     }
@@ -266,24 +259,32 @@ impl Out {
         let Some(i) = info else {
             return self.undefined();
         };
-        let text = |s: Option<&str>| match s {
-            Some(s) => self.latin1(s.as_bytes()),
-            None => self.undefined_value(),
-        };
-        let port = |p: Option<u16>| match p {
-            Some(p) => self.double(p as f64),
-            None => self.undefined_value(),
-        };
         let values = [
-            text(i.local_address.as_deref())?,
-            port(i.local_port)?,
-            text(i.remote_address.as_deref())?,
-            port(i.remote_port)?,
-            text(i.remote_family)?,
+            self.text(i.local_address.as_deref())?,
+            self.port(i.local_port)?,
+            self.text(i.remote_address.as_deref())?,
+            self.port(i.remote_port)?,
+            self.text(i.remote_family)?,
             self.double(i.bytes_written as f64)?,
             self.double(i.bytes_read as f64)?,
         ];
         self.array(values)
+    }
+
+    /// `s` as a string, or `undefined`.
+    fn text(&self, s: Option<&str>) -> Result<sys::napi_value> {
+        match s {
+            Some(s) => self.latin1(s.as_bytes()),
+            None => self.undefined_value(),
+        }
+    }
+
+    /// `p` as a number, or `undefined`.
+    fn port(&self, p: Option<u16>) -> Result<sys::napi_value> {
+        match p {
+            Some(p) => self.double(f64::from(p)),
+            None => self.undefined_value(),
+        }
     }
 
     /// Pushes an array of `values`.
