@@ -108,27 +108,24 @@ pub(crate) async fn connect(cfg: &OriginConfig, port: u16, early: bool) -> Resul
     let quic_tls = tls.quic(early)?;
     let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(quic_tls.config.clone())
         .map_err(|e| Error::InvalidArgument(format!("HTTP/3 TLS: {e}")))?;
-    let mut client = quinn::ClientConfig::new(Arc::new(crypto));
-    // What the server may send before it is read, as over HTTP/2 (`initialWindowSize`,
-    // `connectionWindowSize`): quinn's defaults bound the connection by nothing.
-    let mut transport = quinn::TransportConfig::default();
-    transport
-        .stream_receive_window(quinn::VarInt::from_u32(cfg.initial_window_size))
-        .receive_window(quinn::VarInt::from_u32(cfg.connection_window_size));
-    client.transport_config(Arc::new(transport));
+    let crypto = Arc::new(crypto);
     let name = tls.server_name.to_str().into_owned();
     let quic_tls = &quic_tls;
     let one = |addr: SocketAddr| {
-        let (client, name) = (client.clone(), name.clone());
+        let (crypto, name) = (crypto.clone(), name.clone());
         async move {
             let local = match (cfg.local_address, addr) {
                 (Some(ip), _) => SocketAddr::new(ip, 0),
                 (None, SocketAddr::V4(_)) => SocketAddr::from(([0, 0, 0, 0], 0)),
                 (None, SocketAddr::V6(_)) => SocketAddr::from(([0u16; 8], 0)),
             };
-            let udp = Udp::connect(local, addr).map_err(|e| Error::from_io(&e))?;
+            let udp = Udp::connect(local, addr, cfg.connection_window_size as usize)
+                .map_err(|e| Error::from_io(&e))?;
+            let (endpoint_config, transport) = quic_config(cfg, udp.large_payload());
+            let mut client = quinn::ClientConfig::new(crypto);
+            client.transport_config(Arc::new(transport));
             let endpoint = quinn::Endpoint::new_with_abstract_socket(
-                quinn::EndpointConfig::default(),
+                endpoint_config,
                 None,
                 udp.clone(),
                 Arc::new(quinn::TokioRuntime),
@@ -208,6 +205,33 @@ pub(crate) async fn connect(cfg: &OriginConfig, port: u16, early: bool) -> Resul
             cfg.connect_timeout.as_millis()
         ))),
     }
+}
+
+/// A connection's QUIC settings, where `large_payload` is the largest UDP payload its route
+/// carries if that is more than Ethernet's (see [`Udp::large_payload`]).
+fn quic_config(
+    cfg: &OriginConfig,
+    large_payload: Option<u16>,
+) -> (quinn::EndpointConfig, quinn::TransportConfig) {
+    let mut endpoint = quinn::EndpointConfig::default();
+    // What the server may send before it is read, as over HTTP/2 (`initialWindowSize`,
+    // `connectionWindowSize`): quinn's defaults bound the connection by nothing.
+    let mut transport = quinn::TransportConfig::default();
+    transport
+        .stream_receive_window(quinn::VarInt::from_u32(cfg.initial_window_size))
+        .receive_window(quinn::VarInt::from_u32(cfg.connection_window_size));
+    // Datagrams as large as the route carries (a loopback peer: 64 KiB): the peer is told it
+    // may send them (max_udp_payload_size), and the path MTU discovery probes up to them.
+    // Each still starts at 1,200 bytes and is raised only as probes are acknowledged, and
+    // falls back where large packets are lost (quinn's black hole detection).
+    if let Some(payload) = large_payload {
+        // (Within quinn's bounds, 1,200 to 65,527 bytes, by construction.)
+        endpoint.max_udp_payload_size(payload).ok();
+        let mut mtu = quinn::MtuDiscoveryConfig::default();
+        mtu.upper_bound(payload);
+        transport.mtu_discovery_config(Some(mtu));
+    }
+    (endpoint, transport)
 }
 
 /// The origin's addresses, in the order TCP tries them (IPv6 and IPv4 interleaved with

@@ -30,6 +30,9 @@ pub(crate) struct Udp {
     error: Mutex<Option<Wait>>,
     /// What went out since a datagram last came in.
     answers: Mutex<Answers>,
+    /// The largest UDP payload the route to the peer carries, where its link's MTU is larger
+    /// than Ethernet's (loopback, jumbo frames); see [`Udp::large_payload`].
+    large_payload: Option<u16>,
 }
 
 /// The datagrams sent since the peer last sent one.
@@ -56,13 +59,29 @@ impl Udp {
     /// Linux: quinn-udp names the destination of every datagram it sends, which Linux allows on
     /// a connected socket and the BSDs (macOS) refuse (EISCONN); elsewhere the socket stays
     /// unconnected, and a peer gone is noticed at QUIC's idle timeout.
-    pub(crate) fn connect(local: SocketAddr, peer: SocketAddr) -> io::Result<Arc<Udp>> {
+    ///
+    /// Its receive buffer is asked to hold `window` bytes (what the peer may send unread, the
+    /// connection's flow-control window): the kernel's default (208 KiB) drops datagrams from
+    /// a peer that sends that much at once. The kernel caps it at `net.core.rmem_max`.
+    pub(crate) fn connect(
+        local: SocketAddr,
+        peer: SocketAddr,
+        window: usize,
+    ) -> io::Result<Arc<Udp>> {
         let socket = std::net::UdpSocket::bind(local)?;
         if cfg!(any(target_os = "linux", target_os = "android")) {
             socket.connect(peer)?;
         }
         socket.set_nonblocking(true)?;
         let state = UdpSocketState::new((&socket).into())?;
+        if state
+            .recv_buffer_size((&socket).into())
+            .is_ok_and(|n| n < window)
+        {
+            // (A smaller buffer is no failure: the kernel's is kept.)
+            state.set_recv_buffer_size((&socket).into(), window).ok();
+        }
+        let large_payload = route_payload(&socket, peer).filter(|&p| p > ETHERNET_PAYLOAD);
         Ok(Arc::new(Udp {
             io: Arc::new(tokio::net::UdpSocket::from_std(socket)?),
             state,
@@ -70,7 +89,16 @@ impl Udp {
             reader: Mutex::new(None),
             error: Mutex::new(None),
             answers: Mutex::default(),
+            large_payload,
         }))
+    }
+
+    /// The largest UDP payload the route to the peer carries, where that is more than over
+    /// Ethernet (a loopback peer: 65,507 bytes over IPv4): QUIC's path MTU discovery may probe
+    /// up to it, and the peer may send that much in a datagram. Elsewhere quinn's defaults hold
+    /// (datagrams of 1,200 bytes, probed up to 1,452).
+    pub(crate) fn large_payload(&self) -> Option<u16> {
+        self.large_payload
     }
 
     /// Ready once the socket has an error to report.
@@ -181,9 +209,24 @@ impl AsyncUdpSocket for Udp {
     }
 
     fn try_send(&self, transmit: &Transmit) -> io::Result<()> {
-        let sent = self.io.try_io(Interest::WRITABLE, || {
-            self.state.try_send((&*self.io).into(), transmit)
-        });
+        // A batch of datagrams (GSO) goes in one send of at most 64 KiB: with datagrams larger
+        // than Ethernet's, a batch is sent in as many pieces as that takes (if one of them
+        // finds the socket full, quinn sends the whole batch again, and the peer drops the
+        // packets it already has).
+        let sent = match transmit.segment_size {
+            Some(size) if transmit.contents.len() > MAX_SEND => {
+                let per_send = (MAX_SEND / size).max(1) * size;
+                transmit.contents.chunks(per_send).try_for_each(|contents| {
+                    let piece = Transmit {
+                        contents,
+                        segment_size: (contents.len() > size).then_some(size),
+                        ..*transmit
+                    };
+                    self.send_one(&piece)
+                })
+            }
+            _ => self.send_one(transmit),
+        };
         match sent {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(e),
             // The error a connected socket keeps from an ICMP unreachable, if a send takes it
@@ -258,8 +301,63 @@ impl AsyncUdpSocket for Udp {
     }
 
     fn max_receive_segments(&self) -> usize {
-        self.state.gro_segments()
+        // quinn's receive buffer holds this many of the largest datagrams the endpoint accepts,
+        // 32 times: with datagrams larger than Ethernet's, as many as fill the buffer it would
+        // have with Ethernet's (a message the kernel coalesced is 64 KiB at most).
+        let gro = self.state.gro_segments();
+        match self.large_payload {
+            Some(p) => (gro * usize::from(ETHERNET_PAYLOAD))
+                .div_ceil(usize::from(p))
+                .clamp(1, gro),
+            None => gro,
+        }
     }
+}
+
+impl Udp {
+    /// One `sendmsg` (or `sendmmsg`).
+    fn send_one(&self, transmit: &Transmit) -> io::Result<()> {
+        self.io.try_io(Interest::WRITABLE, || {
+            self.state.try_send((&*self.io).into(), transmit)
+        })
+    }
+}
+
+/// quinn's largest UDP payload by default: Ethernet's MTU less the IPv4 and UDP headers.
+const ETHERNET_PAYLOAD: u16 = 1500 - 28;
+/// The most a send carries, a batch of datagrams (GSO) included: a UDP datagram's length is 16
+/// bits, and the kernel takes no more than one IPv4 packet's worth (64 KiB less its headers).
+const MAX_SEND: usize = u16::MAX as usize - 28;
+
+/// The largest UDP payload the route from `socket` (connected, Linux) to `peer` carries: its
+/// link's MTU (IP_MTU) less the IP and UDP headers.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn route_payload(socket: &std::net::UdpSocket, peer: SocketAddr) -> Option<u16> {
+    use std::os::fd::AsRawFd;
+    let (level, name, headers) = match peer {
+        SocketAddr::V4(_) => (libc::IPPROTO_IP, libc::IP_MTU, 28),
+        SocketAddr::V6(_) => (libc::IPPROTO_IPV6, libc::IPV6_MTU, 48),
+    };
+    let mut mtu: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `mtu` and `len` are valid for the kernel to write an int and its length into.
+    let r = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            level,
+            name,
+            (&mut mtu as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    let payload = (r == 0).then(|| mtu.saturating_sub(headers))?;
+    u16::try_from(payload.min(MAX_SEND as libc::c_int)).ok()
+}
+
+/// Elsewhere the socket is not connected, and its route is not asked.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn route_payload(_: &std::net::UdpSocket, _: SocketAddr) -> Option<u16> {
+    None
 }
 
 /// A wait for one of the socket's readinesses.
