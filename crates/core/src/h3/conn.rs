@@ -46,6 +46,8 @@ const TIMED_OUT: &str = "HTTP/3: the connection timed out";
 /// others (see [`read_body`]).
 const JOIN_UP_TO: usize = 64 * 1024;
 const HOLD: Duration = Duration::from_millis(1);
+/// A piece of the body at least this large is handed over without being joined.
+const ALONE_FROM: usize = 16 * 1024;
 /// How often a request the server rejected goes again.
 const MAX_REJECTIONS: u8 = 1;
 
@@ -819,7 +821,13 @@ async fn read_body(
         loop {
             match stream.poll_recv_data(cx) {
                 Poll::Ready(Ok(Some(mut buf))) => {
-                    joined.push(buf.copy_to_bytes(buf.remaining()));
+                    let piece = buf.copy_to_bytes(buf.remaining());
+                    // A large piece (a datagram larger than Ethernet's) goes as it is, as
+                    // HTTP/2's frames do: joining it would copy it.
+                    if joined.len() == 0 && piece.len() >= ALONE_FROM {
+                        return Poll::Ready(Ok(Some(piece)));
+                    }
+                    joined.push(piece);
                     if joined.len() < JOIN_UP_TO {
                         continue;
                     }
