@@ -140,9 +140,21 @@ async fn run(cert: &str, key: &str) -> Result<(), Error> {
     let mut server = quinn::ServerConfig::with_crypto(Arc::new(quic));
     let mut transport = quinn::TransportConfig::default();
     transport.max_concurrent_bidi_streams(1000u32.into());
+    // Datagrams as large as the loopback carries, as saetta's client takes them from a loopback
+    // peer (see crates/core/src/h3/udp.rs): MTU discovery probes up to them, and the client may
+    // send them too. quinn's defaults (1,452 bytes at most) cost a 64 KiB body ~46 packets.
+    let mut endpoint_config = quinn::EndpointConfig::default();
+    endpoint_config.max_udp_payload_size(LOOPBACK_PAYLOAD)?;
+    let mut mtu = quinn::MtuDiscoveryConfig::default();
+    mtu.upper_bound(LOOPBACK_PAYLOAD);
+    transport.mtu_discovery_config(Some(mtu));
     server.transport_config(Arc::new(transport));
     let runtime = quinn::default_runtime().ok_or("no async runtime for quinn")?;
-    let endpoint = quinn::Endpoint::new(Default::default(), Some(server), udp, runtime)?;
+    let socket = Arc::new(Large {
+        inner: runtime.wrap_udp_socket(udp)?,
+    });
+    let endpoint =
+        quinn::Endpoint::new_with_abstract_socket(endpoint_config, Some(server), socket, runtime)?;
 
     println!("{{\"port\":{port}}}");
     loop {
@@ -156,6 +168,62 @@ async fn run(cert: &str, key: &str) -> Result<(), Error> {
                 tokio::spawn(async move { let _ = serve_h3(incoming).await; });
             }
         }
+    }
+}
+
+/// The largest UDP payload over IPv4 on the loopback (its MTU is 64 KiB), which is also the
+/// most one send takes.
+const LOOPBACK_PAYLOAD: u16 = u16::MAX - 28;
+const MAX_SEND: usize = LOOPBACK_PAYLOAD as usize;
+
+/// quinn's socket, for datagrams larger than Ethernet's: a GSO batch goes in sends of 64 KiB
+/// at most (quinn batches up to 10 datagrams, whatever their size), and the receive buffer
+/// stays the size it has for Ethernet's datagrams (quinn's is 32 times the segments times the
+/// largest datagram).
+#[derive(Debug)]
+struct Large {
+    inner: Arc<dyn quinn::AsyncUdpSocket>,
+}
+
+impl quinn::AsyncUdpSocket for Large {
+    fn create_io_poller(self: Arc<Self>) -> std::pin::Pin<Box<dyn quinn::UdpPoller>> {
+        self.inner.clone().create_io_poller()
+    }
+    fn try_send(&self, t: &quinn::udp::Transmit) -> std::io::Result<()> {
+        match t.segment_size {
+            Some(size) if t.contents.len() > MAX_SEND => {
+                let per = (MAX_SEND / size).max(1) * size;
+                t.contents.chunks(per).try_for_each(|contents| {
+                    self.inner.try_send(&quinn::udp::Transmit {
+                        contents,
+                        segment_size: (contents.len() > size).then_some(size),
+                        ..*t
+                    })
+                })
+            }
+            _ => self.inner.try_send(t),
+        }
+    }
+    fn poll_recv(
+        &self,
+        cx: &mut std::task::Context,
+        bufs: &mut [std::io::IoSliceMut<'_>],
+        meta: &mut [quinn::udp::RecvMeta],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        self.inner.poll_recv(cx, bufs, meta)
+    }
+    fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.inner.local_addr()
+    }
+    fn max_transmit_segments(&self) -> usize {
+        self.inner.max_transmit_segments()
+    }
+    fn max_receive_segments(&self) -> usize {
+        let gro = self.inner.max_receive_segments();
+        (gro * 1472).div_ceil(MAX_SEND).clamp(1, gro)
+    }
+    fn may_fragment(&self) -> bool {
+        self.inner.may_fragment()
     }
 }
 
