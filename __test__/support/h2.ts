@@ -63,16 +63,28 @@ export function h2Server(onStream: StreamHandler, options: H2ServerOptions = {})
 export class StreamGauge {
   open = 0
   max = 0
+  #held: Array<() => void> = []
+  #quiet: NodeJS.Timeout | undefined
 
-  /** A stream handler answering each stream `delay` ms after it opened, with `body` or else its path. */
+  /**
+   * A stream handler holding each stream until none has opened for `delay` ms, then answering
+   * every one held, with `body` or else its path. Quiet time, not a delay from each stream's
+   * opening: on a loaded machine a client's burst of streams can take longer than `delay` to
+   * arrive, and the first would be answered before the last opened (a max one short).
+   */
   handler(delay: number, body?: string): StreamHandler {
     return (stream, headers) => {
       this.open++
       this.max = Math.max(this.max, this.open)
-      setTimeout(() => {
+      this.#held.push(() => {
         this.open--
+        if (stream.destroyed) return
         stream.respond({ ':status': 200 })
         stream.end(body ?? String(headers[':path']))
+      })
+      clearTimeout(this.#quiet)
+      this.#quiet = setTimeout(() => {
+        for (const answer of this.#held.splice(0)) answer()
       }, delay)
     }
   }
