@@ -7,6 +7,7 @@ import path from 'node:path'
 import { execFile } from 'node:child_process'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { repoRoot } from '../support/target'
+import { diagnosticsBut, diagnosticsOf, once } from '../support/tsc'
 
 const tsc = path.join(repoRoot, 'node_modules', 'typescript', 'bin', 'tsc')
 const dir = path.join(repoRoot, '__test__', 'types', 'typecheck')
@@ -32,29 +33,33 @@ function typecheck(project: string, cwd = repoRoot): Promise<Result> {
 }
 
 describe('undici type compatibility', () => {
+  // One program (support/tsc.ts): the compatibility code and, beside it, bad.ts with a type
+  // error of its own.
+  let tmp: string | undefined
+  const result = once(async () => {
+    tmp = fs.mkdtempSync(path.join(dir, 'neg-'))
+    fs.writeFileSync(
+      path.join(tmp, 'bad.ts'),
+      `import type { Dispatcher } from 'undici'\nimport { Client } from '../../../../ts/index'\n` +
+        `const d: Dispatcher = new Client('http://localhost:1')\nconst n: number = d\nvoid n\n`,
+    )
+    const config = JSON.parse(fs.readFileSync(path.join(dir, 'tsconfig.json'), 'utf8'))
+    config.files = [...config.files.map((f: string) => path.join('..', f)), 'bad.ts']
+    fs.writeFileSync(path.join(tmp, 'tsconfig.json'), JSON.stringify(config))
+    return typecheck(path.join(tmp, 'tsconfig.json'))
+  })
+  afterAll(() => {
+    if (tmp) fs.rmSync(tmp, { recursive: true, force: true })
+  })
+
   test('undici-typed code compiles against saetta', async () => {
-    const r = await typecheck(path.join(dir, 'tsconfig.json'))
-    expect(r.output).toBe('')
-    expect(r.status).toBe(0)
+    expect(diagnosticsBut((await result()).output, ['bad.ts'])).toEqual([])
   }, 60_000)
 
   test('the check is real: a type error fails it', async () => {
-    const tmp = fs.mkdtempSync(path.join(dir, 'neg-'))
-    try {
-      fs.writeFileSync(
-        path.join(tmp, 'bad.ts'),
-        `import type { Dispatcher } from 'undici'\nimport { Client } from '../../../../ts/index'\n` +
-          `const d: Dispatcher = new Client('http://localhost:1')\nconst n: number = d\nvoid n\n`,
-      )
-      const config = JSON.parse(fs.readFileSync(path.join(dir, 'tsconfig.json'), 'utf8'))
-      config.files = ['bad.ts']
-      fs.writeFileSync(path.join(tmp, 'tsconfig.json'), JSON.stringify(config))
-      const r = await typecheck(path.join(tmp, 'tsconfig.json'))
-      expect(r.status).not.toBe(0)
-      expect(r.output).toMatch(/bad\.ts\(4,7\): error TS2322/)
-    } finally {
-      fs.rmSync(tmp, { recursive: true, force: true })
-    }
+    const r = await result()
+    expect(r.status).not.toBe(0)
+    expect(diagnosticsOf(r.output, ['bad.ts']).join('\n')).toMatch(/bad\.ts\(4,7\): error TS2322/)
   }, 60_000)
 })
 
@@ -117,6 +122,30 @@ describe("saetta's published declarations, as a project resolves them", () => {
         .map((n) => `  saetta.${n},\n`)
         .join('')}]\n`,
     )
+    // What the later tests compile beside the code above (each in one of the runs below).
+    fs.writeFileSync(
+      path.join(project, 'default.ts'),
+      `import saetta from 'saetta'\nimport * as all from 'saetta'\nconsole.log(typeof saetta.request, saetta.Client === all.Client)\n`,
+    )
+    for (const [name, entry] of [
+      ['h3.ts', 'saetta'],
+      ['h3-7.ts', 'saetta/undici7'],
+    ]) {
+      fs.writeFileSync(
+        path.join(project, name),
+        `import { Agent, Client, Pool } from '${entry}'\n` +
+          `new Client('https://localhost:1', { allowH3: true, preferH3: true, h3ZeroRtt: true })\n` +
+          `new Pool('https://localhost:1', { allowH3: true, connections: 2 })\nnew Agent({ allowH3: true })\n`,
+      )
+    }
+    fs.writeFileSync(
+      path.join(project, 'h3-bad.ts'),
+      `import { Client } from 'saetta'\nnew Client('https://localhost:1', { allowH3: 'yes' })\n`,
+    )
+    fs.writeFileSync(
+      path.join(project, 'bad.ts'),
+      `import { Client, errors } from 'saetta'\nnew Client('http://localhost:1', { pipelining: 'ten' })\nconst code: 'UND_ERR_SOCKET' = new errors.InvalidArgumentError().code\nvoid code\n`,
+    )
   }, 120_000)
 
   afterAll(() => {
@@ -129,22 +158,30 @@ describe("saetta's published declarations, as a project resolves them", () => {
     expect(swapped).not.toMatch(/(from |import\()'undici'/)
   })
 
+  // One tsc run a set of options (support/tsc.ts), on every file the tests compile with them:
+  // the code typed against undici (and, where "exports" resolve saetta/undici7, against undici 7)
+  // and the other tests' files, those that must fail (BAD) among them.
+  const APP = ['app.undici.ts', 'app.saetta.ts', 'names.ts']
+  const APP7 = ['app7.undici.ts', 'app7.saetta.ts']
+  const BAD = ['h3-bad.ts', 'bad.ts']
+  const commonjs = { module: 'commonjs', moduleResolution: 'node' }
+  const runs = {
+    // Emitting: default.ts is run.
+    bareCommonjs: once(() => compile({ lib: ['es2022'], ...commonjs, noEmit: false, outDir: 'out' }, [...APP, 'default.ts'])),
+    bareNodenext: once(() => compile({ lib: ['es2022'], module: 'nodenext' }, [...APP, ...APP7, 'h3.ts', 'h3-7.ts', ...BAD])),
+    domCommonjs: once(() => compile({ lib: ['es2022', 'dom'], ...commonjs }, APP)),
+    domNodenext: once(() => compile({ lib: ['es2022', 'dom', 'dom.iterable'], module: 'nodenext' }, [...APP, ...APP7])),
+  }
+
   test.each([
-    ['no DOM library, CommonJS (node10 resolution: "types")', { lib: ['es2022'], module: 'commonjs', moduleResolution: 'node' }],
-    ['no DOM library, nodenext ("exports")', { lib: ['es2022'], module: 'nodenext' }],
-    ['the DOM library, CommonJS', { lib: ['es2022', 'dom'], module: 'commonjs', moduleResolution: 'node' }],
-    ['the DOM library, nodenext', { lib: ['es2022', 'dom', 'dom.iterable'], module: 'nodenext' }],
+    ['no DOM library, CommonJS (node10 resolution: "types")', runs.bareCommonjs],
+    ['no DOM library, nodenext ("exports")', runs.bareNodenext],
+    ['the DOM library, CommonJS', runs.domCommonjs],
+    ['the DOM library, nodenext', runs.domNodenext],
   ])(
     'undici-typed code compiles against saetta, with the same inference: %s',
-    async (_name, options) => {
-      const r = await compile(options, ['app.undici.ts', 'app.saetta.ts', 'names.ts'])
-      expect(r.output).toBe('')
-      expect(r.status).toBe(0)
-      // saetta/undici7 resolves through "exports" only.
-      if (options.module !== 'nodenext') return
-      const seven = await compile(options, ['app7.undici.ts', 'app7.saetta.ts'])
-      expect(seven.output).toBe('')
-      expect(seven.status).toBe(0)
+    async (_name, run) => {
+      expect(diagnosticsBut((await run()).output, BAD)).toEqual([])
     },
     120_000,
   )
@@ -168,46 +205,24 @@ describe("saetta's published declarations, as a project resolves them", () => {
   })
 
   test("`import saetta from 'saetta'` is the module at run time, as undici's is (CommonJS interop)", async () => {
-    fs.writeFileSync(
-      path.join(project, 'default.ts'),
-      `import saetta from 'saetta'\nimport * as all from 'saetta'\nconsole.log(typeof saetta.request, saetta.Client === all.Client)\n`,
-    )
-    const c = await compile({ lib: ['es2022'], module: 'commonjs', moduleResolution: 'node', noEmit: false, outDir: 'out' }, ['default.ts'])
+    const c = await runs.bareCommonjs()
     expect(c.output).toBe('')
+    expect(c.status).toBe(0)
     const r = await node([path.join(project, 'out', 'default.js')], project)
     expect(r.output).toBe('function true\n')
   }, 120_000)
 
   test("saetta's own options (HTTP/3) are declared on Client, Pool and Agent, for both entries, and typed", async () => {
-    for (const [name, entry] of [
-      ['h3.ts', 'saetta'],
-      ['h3-7.ts', 'saetta/undici7'],
-    ]) {
-      fs.writeFileSync(
-        path.join(project, name),
-        `import { Agent, Client, Pool } from '${entry}'\n` +
-          `new Client('https://localhost:1', { allowH3: true, preferH3: true, h3ZeroRtt: true })\n` +
-          `new Pool('https://localhost:1', { allowH3: true, connections: 2 })\nnew Agent({ allowH3: true })\n`,
-      )
-    }
-    const ok = await compile({ lib: ['es2022'], module: 'nodenext' }, ['h3.ts', 'h3-7.ts'])
-    expect(ok.output).toBe('')
-    fs.writeFileSync(
-      path.join(project, 'h3-bad.ts'),
-      `import { Client } from 'saetta'\nnew Client('https://localhost:1', { allowH3: 'yes' })\n`,
-    )
-    const bad = await compile({ lib: ['es2022'], module: 'nodenext' }, ['h3-bad.ts'])
-    expect(bad.output).toMatch(/h3-bad\.ts\(2,37\): error TS2322/)
+    const r = await runs.bareNodenext()
+    expect(diagnosticsOf(r.output, ['h3.ts', 'h3-7.ts'])).toEqual([])
+    expect(diagnosticsOf(r.output, ['h3-bad.ts']).join('\n')).toMatch(/h3-bad\.ts\(2,37\): error TS2322/)
   }, 120_000)
 
   test('the check is real: a misuse does not compile against the declarations', async () => {
-    fs.writeFileSync(
-      path.join(project, 'bad.ts'),
-      `import { Client, errors } from 'saetta'\nnew Client('http://localhost:1', { pipelining: 'ten' })\nconst code: 'UND_ERR_SOCKET' = new errors.InvalidArgumentError().code\nvoid code\n`,
-    )
-    const r = await compile({ lib: ['es2022'], module: 'nodenext' }, ['bad.ts'])
+    const r = await runs.bareNodenext()
     expect(r.status).not.toBe(0)
-    expect(r.output).toMatch(/bad\.ts\(2,36\): error TS2322: Type 'string' is not assignable to type 'number'/)
-    expect(r.output).toMatch(/bad\.ts\(3,7\): error TS2322: Type '"UND_ERR_INVALID_ARG"' is not assignable to type '"UND_ERR_SOCKET"'/)
+    const bad = diagnosticsOf(r.output, ['bad.ts']).join('\n')
+    expect(bad).toMatch(/bad\.ts\(2,36\): error TS2322: Type 'string' is not assignable to type 'number'/)
+    expect(bad).toMatch(/bad\.ts\(3,7\): error TS2322: Type '"UND_ERR_INVALID_ARG"' is not assignable to type '"UND_ERR_SOCKET"'/)
   }, 120_000)
 })
