@@ -5,6 +5,8 @@
 # Fails on a panic, a broken property (src/lib.rs), a timeout, or RSS over 512 MiB.
 # The targets run side by side, as many at a time as there are cores (FUZZ_JOBS overrides):
 # each libFuzzer is one thread, so each still has a core to itself for its FUZZ_SECONDS.
+# `smoke.sh build` builds the targets and stops (npm test builds them beside the cargo tests,
+# scripts/build-tests.sh).
 set -euo pipefail
 cd "$(dirname "$0")"
 seconds="${FUZZ_SECONDS:-15}"
@@ -16,6 +18,7 @@ export RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4
 --cfg fuzzing -Ccodegen-units=1"
 # --target keeps RUSTFLAGS off build scripts, as cargo-fuzz does.
 cargo build --release --locked --target "$triple" --bins
+[ "${1:-}" = build ] && exit 0
 targets=(head chunked responses ws_frames ws_deflate)
 mkdir -p artifacts
 
