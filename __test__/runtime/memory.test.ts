@@ -43,8 +43,8 @@ function cannotMeasure(): string | null {
 }
 
 async function measure(script: string, lib: 'undici' | 'saetta', args: string[] = []): Promise<Line> {
-  // The script stops itself after 15 s (a hang is reported with its peak); this is the backstop.
-  const r = await run(process.execPath, [path.join(fixtures, script), lib, ...args], { timeout: 25_000 })
+  // The script stops itself after 30 s (a hang is reported with its peak); this is the backstop.
+  const r = await run(process.execPath, [path.join(fixtures, script), lib, ...args], { timeout: 40_000 })
   const last = r.stdout.trim().split('\n').pop() ?? ''
   try {
     return JSON.parse(last) as Line
@@ -67,17 +67,18 @@ interface Scenario {
 // busy loop 2-8 MiB, slow reader 0.1-1.2 MiB, decompress with maxSize 0.1-3.6 MiB, unread bomb
 // 0.1 MiB, WebSocket 122-132 MiB. 32 MiB leaves room for buffers that are saetta's own (socket
 // reads, batches crossing to JS, a decoder's output) while still catching a read or a decode
-// that runs ahead of the reader (hundreds of MiB). The WebSocket message is held up to the
+// that runs ahead of the reader (a reader in a JS worker, unbounded, takes 60 to 85 MiB of a
+// 128 MiB body within the busy second, with the two cores idle or shared with six busy processes). The WebSocket message is held up to the
 // 128 MiB limit before it fails, so its bound is the limit and the same kind of room.
 const scenarios: Scenario[] = [
-  { script: 'busy-loop.mjs', title: 'a 256 MiB response arriving while the event loop is busy for a second', bound: 32 * MiB },
+  { script: 'busy-loop.mjs', title: 'a 128 MiB response arriving while the event loop is busy for a second', bound: 32 * MiB },
   { script: 'busy-loop.mjs', args: ['connector'], title: 'the same over sockets from a connect function', bound: 32 * MiB },
   { script: 'slow-reader.mjs', title: 'a 256 MiB response read 64 KiB every 10 ms', bound: 32 * MiB },
   { script: 'decompress-max-size.mjs', title: 'decompress({ maxSize: 1 MiB }) on a gzip bomb of 256 MiB', bound: 32 * MiB },
   { script: 'decompress-unread.mjs', title: 'decompress() on a gzip bomb of 256 MiB, one chunk read, then left unread', bound: 32 * MiB },
   {
     script: 'websocket-busy.mjs',
-    title: 'WebSocket messages of 256 MiB in all arriving while the event loop is busy for a second',
+    title: 'WebSocket messages of 128 MiB in all arriving while the event loop is busy for a second',
     bound: 32 * MiB,
   },
   {
@@ -117,6 +118,6 @@ describe.skipIf(skipIfMissing(reason))('memory: peak RSS growth, undici and saet
       // Soft: a different outcome and a peak over the bound are both reported.
       expect.soft(o.outcome, 'the same outcome as undici').toEqual(u.outcome)
       expect(o.peak, `saetta's peak RSS growth, ${mib(o.peak)}`).toBeLessThan(s.bound)
-    }, 70_000)
+    }, 90_000)
   }
 })
