@@ -7,6 +7,7 @@
 # than in turn). Each one's output is printed whole once it ends, in the order below.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+export PATH="$PWD/node_modules/.bin:$PATH" # tsc and biome, when run other than by npm
 
 cargo fmt --all -- --check || exit 1
 cargo fmt --manifest-path crates/core/fuzz/Cargo.toml -- --check || exit 1
