@@ -524,7 +524,7 @@ export interface ChildResult {
 export interface RunOptions {
   cwd?: string
   env?: NodeJS.ProcessEnv
-  /** Milliseconds before the child is killed (default 10 s). */
+  /** Milliseconds before the child is killed (default 30 s): a backstop for a hang. */
   timeout?: number
 }
 
@@ -538,7 +538,7 @@ export function runNode(code: string, options: RunOptions & { args?: string[]; i
 
 /** Runs `command args` without blocking this thread, killing it after `timeout` ms. */
 export function run(command: string, args: string[], options: RunOptions = {}): Running {
-  const timeout = options.timeout ?? 10_000
+  const timeout = options.timeout ?? 30_000
   const child = spawn(command, args, {
     cwd: options.cwd,
     env: options.env ?? process.env,
