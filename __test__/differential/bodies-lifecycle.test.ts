@@ -4,7 +4,18 @@
 // saetta, each against its own fresh server.
 import { Readable } from 'node:stream'
 import { afterEach, describe, expect, test } from 'vitest'
-import { cleanup, collect, hangingPort, httpServer, okResponse, rawServer, readBody, sleep, type RawServer } from '../support/helpers'
+import {
+  cleanup,
+  collect,
+  hangingPort,
+  holdsWithin,
+  httpServer,
+  okResponse,
+  rawServer,
+  readBody,
+  sleep,
+  type RawServer,
+} from '../support/helpers'
 import { client, describeError, saetta, same, undici, type Lib, outcome, UNDICI, UNDICI7 } from '../support/differential'
 
 afterEach(cleanup)
@@ -425,19 +436,22 @@ describe('streamed bodies', () => {
       async (lib, origin) => {
         const c = client(lib, origin)
         const seen: string[] = []
+        const ac = new AbortController()
         const body = (async function* () {
           try {
             yield 'a'
+            // 'a' taken and the next chunk asked for: the request fails while the iterator waits.
+            // (Not on a timer: one that fired before the first pull, on a loaded machine, left
+            // the iterator unstarted, and an unstarted generator's finally never runs.)
+            setTimeout(() => ac.abort(), 0)
             await sleep(50)
             yield 'b'
           } finally {
             seen.push('finally')
           }
         })()
-        const ac = new AbortController()
-        setTimeout(() => ac.abort(), 20)
         const result = await outcome(c.request({ path: '/', method: 'POST', body, signal: ac.signal }))
-        await sleep(100)
+        await holdsWithin(() => seen.length > 0, 5000)
         return { result: result.ok, seen }
       },
     )
