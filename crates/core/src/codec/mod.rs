@@ -2,6 +2,7 @@
 //! head in the terms of HTTP/2 and HTTP/3 ([`head`]).
 
 pub mod body;
+#[cfg(feature = "engine")]
 pub(crate) mod head;
 mod llhttp;
 pub mod request;
