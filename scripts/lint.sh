@@ -13,8 +13,9 @@ cargo fmt --all -- --check || exit 1
 cargo fmt --manifest-path crates/core/fuzz/Cargo.toml -- --check || exit 1
 
 checks=(
-  # --release: the build scripts and proc macros are those `npm ci`'s build compiled.
-  'cargo clippy --workspace --release --all-targets -- -D warnings'
+  # --release: the build scripts and proc macros are those `npm ci`'s build compiled;
+  # --all-features: the core's benches too (criterion, the feature `bench`).
+  'cargo clippy --workspace --release --all-targets --all-features -- -D warnings'
   'cargo clippy --manifest-path crates/core/fuzz/Cargo.toml --no-default-features -- -D warnings'
   'tsc -p tsconfig.json --noEmit'
   'biome check --error-on-warnings'

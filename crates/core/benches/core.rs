@@ -3,7 +3,7 @@
 //! HTTP/2 path (h2c, many streams on one connection) against the `h2` crate's server, and the
 //! response body path (the decoder alone, then bytes through the engine to its sink).
 //!
-//! `cargo bench -p saetta-core` (add `-- <filter>` to run one group).
+//! `cargo bench -p saetta-core --features bench` (add `-- <filter>` to run one group).
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
