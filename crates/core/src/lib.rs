@@ -4,40 +4,34 @@
 // Without the engine (the fuzz targets' build) much of the codec and the WebSocket code is unused.
 #![cfg_attr(not(feature = "engine"), allow(dead_code, unused_imports))]
 
-#[cfg(feature = "engine")]
-pub mod backlog;
 pub mod codec;
-#[cfg(feature = "engine")]
-mod conn;
-#[cfg(feature = "engine")]
-mod ctx;
-#[cfg(feature = "engine")]
-pub mod decode;
-#[cfg(feature = "engine")]
-pub mod direct;
-#[cfg(feature = "engine")]
-pub mod engine;
 pub mod error;
 pub mod event;
-#[cfg(feature = "engine")]
-mod h1;
-#[cfg(feature = "engine")]
-mod h2;
-#[cfg(feature = "engine")]
-mod h3;
-#[cfg(feature = "engine")]
-mod origin;
-#[cfg(feature = "engine")]
-pub mod request;
-#[cfg(feature = "engine")]
-mod streams;
-#[cfg(feature = "engine")]
-pub mod transport;
 pub mod ws;
 
-#[cfg(feature = "engine")]
-pub use engine::Engine;
 pub use error::{Error, ErrorDetail, ErrorKind, Http2Info, Result};
 pub use event::{Event, EventSink, Shared};
-#[cfg(feature = "engine")]
-pub use request::{OriginConfig, Request, RequestBody};
+
+/// The engine's items: each under the feature `engine` (the default).
+macro_rules! engine {
+    ($($item:item)*) => { $(#[cfg(feature = "engine")] $item)* };
+}
+
+engine! {
+    pub mod backlog;
+    mod conn;
+    mod ctx;
+    pub mod decode;
+    pub mod direct;
+    pub mod engine;
+    mod h1;
+    mod h2;
+    mod h3;
+    mod origin;
+    pub mod request;
+    mod streams;
+    pub mod transport;
+
+    pub use engine::Engine;
+    pub use request::{OriginConfig, Request, RequestBody};
+}
