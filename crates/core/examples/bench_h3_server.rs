@@ -171,15 +171,12 @@ async fn run(cert: &str, key: &str) -> Result<(), Error> {
     }
 }
 
-/// The largest UDP payload over IPv4 on the loopback (its MTU is 64 KiB), which is also the
-/// most one send takes.
-const LOOPBACK_PAYLOAD: u16 = u16::MAX - 28;
-const MAX_SEND: usize = LOOPBACK_PAYLOAD as usize;
+/// The largest UDP payload over IPv4 on the loopback (its MTU is 64 KiB).
+const LOOPBACK_PAYLOAD: u16 = saetta_core::quic::MAX_SEND;
 
-/// quinn's socket, for datagrams larger than Ethernet's: a GSO batch goes in sends of 64 KiB
-/// at most (quinn batches up to 10 datagrams, whatever their size), and the receive buffer
-/// stays the size it has for Ethernet's datagrams (quinn's is 32 times the segments times the
-/// largest datagram).
+/// quinn's socket, for datagrams larger than Ethernet's, as saetta's client sends and receives
+/// them (`saetta_core::quic`): a GSO batch goes in sends of 64 KiB at most, and the receive
+/// buffer stays the size it has for Ethernet's datagrams.
 #[derive(Debug)]
 struct Large {
     inner: Arc<dyn quinn::AsyncUdpSocket>,
@@ -190,19 +187,7 @@ impl quinn::AsyncUdpSocket for Large {
         self.inner.clone().create_io_poller()
     }
     fn try_send(&self, t: &quinn::udp::Transmit) -> std::io::Result<()> {
-        match t.segment_size {
-            Some(size) if t.contents.len() > MAX_SEND => {
-                let per = (MAX_SEND / size).max(1) * size;
-                t.contents.chunks(per).try_for_each(|contents| {
-                    self.inner.try_send(&quinn::udp::Transmit {
-                        contents,
-                        segment_size: (contents.len() > size).then_some(size),
-                        ..*t
-                    })
-                })
-            }
-            _ => self.inner.try_send(t),
-        }
+        saetta_core::quic::send_in_pieces(t, |piece| self.inner.try_send(piece))
     }
     fn poll_recv(
         &self,
@@ -219,8 +204,7 @@ impl quinn::AsyncUdpSocket for Large {
         self.inner.max_transmit_segments()
     }
     fn max_receive_segments(&self) -> usize {
-        let gro = self.inner.max_receive_segments();
-        (gro * 1472).div_ceil(MAX_SEND).clamp(1, gro)
+        saetta_core::quic::receive_segments(self.inner.max_receive_segments(), LOOPBACK_PAYLOAD)
     }
     fn may_fragment(&self) -> bool {
         self.inner.may_fragment()

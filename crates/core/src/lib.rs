@@ -34,4 +34,10 @@ engine! {
 
     pub use engine::Engine;
     pub use request::{OriginConfig, Request, RequestBody};
+
+    /// How the engine's QUIC socket sends and receives datagrams larger than Ethernet's, for
+    /// another quinn endpoint to do the same (the bench's HTTP/3 origin).
+    pub mod quic {
+        pub use crate::h3::udp::{receive_segments, send_in_pieces, MAX_SEND};
+    }
 }

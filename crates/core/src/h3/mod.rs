@@ -11,7 +11,7 @@
 
 mod conn;
 mod silence;
-mod udp;
+pub(crate) mod udp;
 
 use std::cell::RefCell;
 use std::collections::HashMap;

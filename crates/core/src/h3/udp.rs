@@ -209,24 +209,7 @@ impl AsyncUdpSocket for Udp {
     }
 
     fn try_send(&self, transmit: &Transmit) -> io::Result<()> {
-        // A batch of datagrams (GSO) goes in one send of at most 64 KiB: with datagrams larger
-        // than Ethernet's, a batch is sent in as many pieces as that takes (if one of them
-        // finds the socket full, quinn sends the whole batch again, and the peer drops the
-        // packets it already has).
-        let sent = match transmit.segment_size {
-            Some(size) if transmit.contents.len() > MAX_SEND => {
-                let per_send = (MAX_SEND / size).max(1) * size;
-                transmit.contents.chunks(per_send).try_for_each(|contents| {
-                    let piece = Transmit {
-                        contents,
-                        segment_size: (contents.len() > size).then_some(size),
-                        ..*transmit
-                    };
-                    self.send_one(&piece)
-                })
-            }
-            _ => self.send_one(transmit),
-        };
+        let sent = send_in_pieces(transmit, |piece| self.send_one(piece));
         match sent {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(e),
             // The error a connected socket keeps from an ICMP unreachable, if a send takes it
@@ -301,16 +284,9 @@ impl AsyncUdpSocket for Udp {
     }
 
     fn max_receive_segments(&self) -> usize {
-        // quinn's receive buffer holds this many of the largest datagrams the endpoint accepts,
-        // 32 times: with datagrams larger than Ethernet's, as many as fill the buffer it would
-        // have with Ethernet's (a message the kernel coalesced is 64 KiB at most).
         let gro = self.state.gro_segments();
-        match self.large_payload {
-            Some(p) => (gro * usize::from(ETHERNET_PAYLOAD))
-                .div_ceil(usize::from(p))
-                .clamp(1, gro),
-            None => gro,
-        }
+        self.large_payload
+            .map_or(gro, |payload| receive_segments(gro, payload))
     }
 }
 
@@ -327,7 +303,42 @@ impl Udp {
 const ETHERNET_PAYLOAD: u16 = 1500 - 28;
 /// The most a send carries, a batch of datagrams (GSO) included: a UDP datagram's length is 16
 /// bits, and the kernel takes no more than one IPv4 packet's worth (64 KiB less its headers).
-const MAX_SEND: usize = u16::MAX as usize - 28;
+/// It is also the largest UDP payload over IPv4 on the loopback.
+pub const MAX_SEND: u16 = u16::MAX - 28;
+
+/// Sends `transmit` through `send`: a batch of datagrams (GSO) in sends of at most
+/// [`MAX_SEND`] bytes, as many as that takes with datagrams larger than Ethernet's (quinn
+/// batches up to 10 datagrams, whatever their size). If one of the pieces finds the socket
+/// full, quinn sends the whole batch again, and the peer drops the packets it already has.
+pub fn send_in_pieces(
+    transmit: &Transmit,
+    mut send: impl FnMut(&Transmit) -> io::Result<()>,
+) -> io::Result<()> {
+    let max = usize::from(MAX_SEND);
+    match transmit.segment_size {
+        Some(size) if transmit.contents.len() > max => {
+            let per_send = (max / size).max(1) * size;
+            transmit.contents.chunks(per_send).try_for_each(|contents| {
+                send(&Transmit {
+                    contents,
+                    segment_size: (contents.len() > size).then_some(size),
+                    ..*transmit
+                })
+            })
+        }
+        _ => send(transmit),
+    }
+}
+
+/// What a socket tells quinn of `gro` segments when its datagrams may be `payload` bytes:
+/// quinn's receive buffer holds that many of the largest datagrams the endpoint accepts, 32
+/// times, so as many as fill the buffer it would have with Ethernet's (a message the kernel
+/// coalesced is 64 KiB at most).
+pub fn receive_segments(gro: usize, payload: u16) -> usize {
+    (gro * usize::from(ETHERNET_PAYLOAD))
+        .div_ceil(usize::from(payload))
+        .clamp(1, gro)
+}
 
 /// The largest UDP payload the route from `socket` (connected, Linux) to `peer` carries: its
 /// link's MTU (IP_MTU) less the IP and UDP headers.
@@ -351,7 +362,7 @@ fn route_payload(socket: &std::net::UdpSocket, peer: SocketAddr) -> Option<u16> 
         )
     };
     let payload = (r == 0).then(|| mtu.saturating_sub(headers))?;
-    u16::try_from(payload.min(MAX_SEND as libc::c_int)).ok()
+    u16::try_from(payload.min(libc::c_int::from(MAX_SEND))).ok()
 }
 
 /// Elsewhere the socket is not connected, and its route is not asked.
