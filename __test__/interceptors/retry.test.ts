@@ -3,7 +3,7 @@
 import { afterEach, describe, expect, test } from 'vitest'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { errors, isUndici, code } from '../support/target'
-import { cleanup, httpServer, onCleanup, rawServer, readBody } from '../support/helpers'
+import { cleanup, closedPort, httpServer, onCleanup, rawServer, readBody } from '../support/helpers'
 import { rejection } from '../support/dispatcher'
 
 const lib = isUndici ? await import('undici') : ((await import('../../ts/index.ts')) as unknown as typeof import('undici'))
@@ -150,9 +150,7 @@ describe('retry interceptor', () => {
     expect(await res.body.text()).toBe('hello')
     expect(n).toBe(2)
 
-    const gone = await httpServer(ok())
-    const origin = gone.origin
-    await gone.close()
+    const origin = `http://127.0.0.1:${await closedPort()}`
     const tries: number[] = []
     const d2 = agent(
       // Inner to the retry interceptor (compose applies them in order): sees every attempt.

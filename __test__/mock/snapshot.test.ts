@@ -5,7 +5,7 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { afterEach, beforeAll, describe, expect, test } from 'vitest'
-import { cleanup, httpServer, onCleanup, readBody, type HttpServer } from '../support/helpers'
+import { cleanup, closedPort, httpServer, onCleanup, readBody, type HttpServer } from '../support/helpers'
 import { fetchVia, mockError, outcome, thrown, type Lib, same } from '../support/mock'
 
 afterEach(cleanup)
@@ -127,9 +127,7 @@ describe('record', () => {
 // uncaught InvalidArgumentError there and the request never settles. saetta's fails the request.
 test('record (saetta only): a network error fails the request, and nothing is recorded', async () => {
   const { saetta } = await import('../support/mock')
-  const srv = await server()
-  const origin = srv.origin
-  await srv.close()
+  const origin = `http://127.0.0.1:${await closedPort()}`
   const agent = snapshotAgent(saetta, { mode: 'record' })
   const res = await fetchVia(saetta, agent, `${origin}/down`)
   expect(res).toMatchObject({ error: { code: 'ECONNREFUSED' } })

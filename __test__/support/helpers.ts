@@ -357,14 +357,28 @@ export function okResponse(body: string, extraHeaders = ''): string {
   return `HTTP/1.1 200 OK\r\ncontent-length: ${Buffer.byteLength(body)}\r\n${extraHeaders}\r\n${body}`
 }
 
-/** A TCP port on 127.0.0.1 that nothing listens on (it was bound and released). */
+/**
+ * A TCP port on 127.0.0.1 that nothing listens on, and that no other test can be handed while
+ * this one uses it: it lies below the kernel's ephemeral range, from which every `listen(0)`
+ * picks. (A port bound and released is back in that range, and a parallel worker's server can
+ * take it between here and the connect.) A probe connect must be refused before it is returned.
+ */
 export async function closedPort(): Promise<number> {
-  const srv = net.createServer()
-  srv.listen(0, '127.0.0.1')
-  await once(srv, 'listening')
-  const port = (srv.address() as net.AddressInfo).port
-  await new Promise<void>((resolve) => srv.close(() => resolve()))
-  return port
+  const range = fs.readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)
+  const low = Math.min(Number(range[0]) || 32768, 32768)
+  for (let tries = 0; tries < 50; tries++) {
+    const port = 10000 + Math.floor(Math.random() * (low - 10000))
+    const refused = await new Promise<boolean>((resolve) => {
+      const socket = net.connect(port, '127.0.0.1')
+      socket.once('connect', () => {
+        socket.destroy()
+        resolve(false)
+      })
+      socket.once('error', (err: NodeJS.ErrnoException) => resolve(err.code === 'ECONNREFUSED'))
+    })
+    if (refused) return port
+  }
+  throw new Error('closedPort: no refused port below the ephemeral range')
 }
 
 /** A fresh Unix socket path in os.tmpdir(), removed in cleanup(). */
