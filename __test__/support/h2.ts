@@ -10,7 +10,7 @@ import path from 'node:path'
 import { once } from 'node:events'
 import { spawnSync } from 'node:child_process'
 import { makeCerts, type Certs } from './certs'
-import { closer, onCleanup, run } from './helpers'
+import { closer, onCleanup, run, unusedPort } from './helpers'
 import type { Lib, Client } from './differential'
 
 let certs: Certs | null = null
@@ -445,7 +445,9 @@ export async function nghttpx(backend: string, extra: string[] = [], options: Ng
   const c = h2Certs()
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'saetta-nghttpx-'))
   onCleanup(() => fs.rmSync(dir, { recursive: true, force: true }))
-  const [h2cPort, tlsPort] = await Promise.all([freePort(), freePort()])
+  const h2cPort = await unusedPort()
+  let tlsPort = await unusedPort()
+  while (tlsPort === h2cPort) tlsPort = await unusedPort()
   const keyFile = path.join(dir, 'server.key')
   const certFile = path.join(dir, 'server.pem')
   fs.writeFileSync(keyFile, c.serverKey)
@@ -495,15 +497,6 @@ function canConnect(port: number): Promise<boolean> {
     })
     s.once('error', () => resolve(false))
   })
-}
-
-async function freePort(): Promise<number> {
-  const s = net.createServer()
-  s.listen(0, '127.0.0.1')
-  await once(s, 'listening')
-  const port = (s.address() as net.AddressInfo).port
-  await new Promise((r) => s.close(r))
-  return port
 }
 
 /** Numbers each session of a node:http2 server in order of its first stream. */

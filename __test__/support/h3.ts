@@ -15,7 +15,7 @@ import diagnostics from 'node:diagnostics_channel'
 import { once } from 'node:events'
 import { spawn, type ChildProcess } from 'node:child_process'
 import { makeCerts, type Certs } from './certs'
-import { closer, onCleanup, readBody, sleep } from './helpers'
+import { closer, onCleanup, readBody, sleep, unusedPort } from './helpers'
 import { repoRoot } from './target'
 
 /** Where scripts/h3-server.sh installs the server (the same rule as the script's). */
@@ -340,14 +340,9 @@ export async function stoppableH2(): Promise<{ origin: string; stop(): void }> {
 // ---------------------------------------------------------------------------------------------
 // UDP ports that do not answer
 
-/** A UDP port where nothing listens (bound once, then let go). */
-export async function deadUdpPort(): Promise<number> {
-  const s = dgram.createSocket('udp4')
-  s.bind(0, '127.0.0.1')
-  await once(s, 'listening')
-  const port = s.address().port
-  await new Promise<void>((resolve) => s.close(() => resolve()))
-  return port
+/** A UDP port where nothing listens: a datagram there is answered "port unreachable". */
+export function deadUdpPort(): Promise<number> {
+  return unusedPort('udp')
 }
 
 /**

@@ -2,6 +2,7 @@
 // Everything started here is registered for `cleanup()`, which each test file runs in afterEach.
 import http from 'node:http'
 import net from 'node:net'
+import dgram from 'node:dgram'
 import os from 'node:os'
 import path from 'node:path'
 import fs from 'node:fs'
@@ -358,27 +359,37 @@ export function okResponse(body: string, extraHeaders = ''): string {
 }
 
 /**
- * A TCP port on 127.0.0.1 that nothing listens on, and that no other test can be handed while
- * this one uses it: it lies below the kernel's ephemeral range, from which every `listen(0)`
- * picks. (A port bound and released is back in that range, and a parallel worker's server can
- * take it between here and the connect.) A probe connect must be refused before it is returned.
+ * A port on 127.0.0.1 that nothing has bound (TCP, or UDP), and that no other test is handed
+ * while this one uses it: it lies below the kernel's ephemeral range, from which every
+ * `listen(0)` and `bind(0)` picks. (A port bound at 0 and released goes back to that range, and
+ * a parallel worker's server can take it before this test uses it.) Binding it must succeed
+ * before it is released and returned.
  */
-export async function closedPort(): Promise<number> {
+export async function unusedPort(kind: 'tcp' | 'udp' = 'tcp'): Promise<number> {
   const range = fs.readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)
   const low = Math.min(Number(range[0]) || 32768, 32768)
   for (let tries = 0; tries < 50; tries++) {
     const port = 10000 + Math.floor(Math.random() * (low - 10000))
-    const refused = await new Promise<boolean>((resolve) => {
-      const socket = net.connect(port, '127.0.0.1')
-      socket.once('connect', () => {
-        socket.destroy()
-        resolve(false)
-      })
-      socket.once('error', (err: NodeJS.ErrnoException) => resolve(err.code === 'ECONNREFUSED'))
+    const bound = await new Promise<boolean>((resolve) => {
+      const fail = () => resolve(false)
+      if (kind === 'udp') {
+        const s = dgram.createSocket('udp4')
+        s.once('error', fail)
+        s.bind(port, '127.0.0.1', () => s.close(() => resolve(true)))
+      } else {
+        const s = net.createServer()
+        s.once('error', fail)
+        s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)))
+      }
     })
-    if (refused) return port
+    if (bound) return port
   }
-  throw new Error('closedPort: no refused port below the ephemeral range')
+  throw new Error(`unusedPort: no free ${kind} port below the ephemeral range`)
+}
+
+/** A TCP port on 127.0.0.1 that nothing listens on: a connection there is refused. */
+export function closedPort(): Promise<number> {
+  return unusedPort('tcp')
 }
 
 /** A fresh Unix socket path in os.tmpdir(), removed in cleanup(). */
