@@ -243,7 +243,9 @@ export async function h3Origin(): Promise<H3Origin> {
   const cache = aioquicCache()
   const c = h3Certs()
   for (let attempt = 0; ; attempt++) {
-    const tcp = await tcpServer()
+    // Below the ephemeral range (unusedPort): a scenario that kills the server expects its UDP
+    // port to answer "unreachable" afterwards, which a parallel worker's bind(0) would break.
+    const tcp = await tcpServer({ port: await unusedPort() })
     tcp.altSvc = () => advertise(tcp.port)
     const logFile = path.join(c.dir, `h3app-${tcp.port}.log`)
     const outFile = path.join(c.dir, `server-${tcp.port}.out`)
