@@ -19,8 +19,8 @@ import {
   h3Certs,
   h3Origin,
   overH3,
+  h2Process,
   pattern,
-  stoppableH2,
   tcpServer,
   versions,
   type H3Origin,
@@ -663,7 +663,9 @@ describe.skipIf(isUndici || skipUnlessCI(missing))('HTTP/3', () => {
     })
 
     /** Requests sequential and concurrent to `srv`; each must have reached it exactly once. */
-    async function allOnce(c: Client, srv: TcpServer, name: string): Promise<void> {
+    /** Sends 4 requests one by one and 10 at once, each once: how long they all took, in ms. */
+    async function allOnce(c: Client, srv: TcpServer, name: string): Promise<number> {
+      const t0 = performance.now()
       const paths: string[] = []
       for (let i = 0; i < 4; i++) {
         const path = unique(`/echo/${name}-${i}`)
@@ -682,15 +684,19 @@ describe.skipIf(isUndici || skipUnlessCI(missing))('HTTP/3', () => {
           p,
         ).toHaveLength(1)
       expect(srv.requests.filter((s) => s.path.startsWith(`/echo/${name}-`))).toHaveLength(paths.length)
+      const took = performance.now() - t0
+      if (process.env.H3_PRINT) console.log(JSON.stringify({ [name]: took }))
+      return took
     }
 
-    test('an advertised UDP port where nothing listens: back to TCP, every request sent once', async () => {
+    test('an advertised UDP port where nothing listens: back to TCP at once, every request sent once', async () => {
       const dead = await deadUdpPort()
       const srv = await tcpServer({ altSvc: () => `h3=":${dead}"; ma=60` })
       onCleanup(() => srv.close())
       const seen = versions()
       const c = altClient(srv.origin, { pipelining: 10 })
-      await allOnce(c, srv, 'dead')
+      // The port's "unreachable" fails the QUIC attempt at once, not at connectTimeout (10 s).
+      expect(await allOnce(c, srv, 'dead')).toBeLessThan(1000)
       expect(seen.every((v) => v === 'h2')).toBe(true)
     })
 
@@ -789,12 +795,12 @@ describe.skipIf(isUndici || skipUnlessCI(missing))('HTTP/3', () => {
       expect(seen.every((v) => v === 'h2')).toBe(true)
     })
 
-    test('preferH3 against an origin with no UDP listener falls back to TCP, every request sent once', async () => {
+    test('preferH3 against an origin with no UDP listener falls back to TCP at once, every request sent once', async () => {
       const srv = await tcpServer()
       onCleanup(() => srv.close())
       const seen = versions()
       const c = altClient(srv.origin, { preferH3: true, pipelining: 10 })
-      await allOnce(c, srv, 'prefer-closed')
+      expect(await allOnce(c, srv, 'prefer-closed')).toBeLessThan(1000)
       expect(seen.every((v) => v === 'h2')).toBe(true)
     })
 
@@ -883,7 +889,7 @@ describe.skipIf(isUndici || skipUnlessCI(missing))('HTTP/3', () => {
       // The stopped server's kernel still acknowledges over TCP: nothing tells a stopped server
       // from a slow one but the headers timeout (300 s by default; 1 s here).
       const outcome = async (lib: Lib): Promise<unknown> => {
-        const srv = await stoppableH2()
+        const srv = await h2Process()
         const c = new lib.Client(srv.origin, { allowH2: true, headersTimeout: 1000, connect: { ca: o.ca } } as never)
         onCleanup(() => (c.destroyed ? undefined : c.destroy()))
         expect(await (await c.request({ path: '/', method: 'GET' })).body.text()).toBe('ok')
@@ -895,6 +901,31 @@ describe.skipIf(isUndici || skipUnlessCI(missing))('HTTP/3', () => {
       const reference = await outcome(undici)
       expect(await outcome(saetta)).toEqual(reference)
       expect(reference).toEqual({ error: expect.objectContaining({ class: 'HeadersTimeoutError' }), atTheTimeout: true })
+    })
+
+    test('the same over HTTP/2, for comparison: a server killed outright fails the next request at once, and once it is back the one after succeeds at once, for saetta as for undici', async () => {
+      const outcome = async (lib: Lib): Promise<unknown> => {
+        const srv = await h2Process()
+        const c = new lib.Client(srv.origin, { allowH2: true, connect: { ca: o.ca } } as never)
+        onCleanup(() => (c.destroyed ? undefined : c.destroy()))
+        expect(await (await c.request({ path: '/', method: 'GET' })).body.text()).toBe('ok')
+        // The kernel closes the dead server's connection: the client hears it at once.
+        const gone = new Promise((resolve) => c.once('disconnect', resolve))
+        await srv.kill()
+        await gone
+        let t0 = performance.now()
+        const err = await c.request({ path: '/', method: 'GET' }).catch((e: unknown) => e)
+        const failedIn = performance.now() - t0
+        await srv.restart()
+        t0 = performance.now()
+        const text = await (await c.request({ path: '/', method: 'GET' })).body.text()
+        const recoveredIn = performance.now() - t0
+        if (process.env.H3_PRINT) console.log(JSON.stringify({ lib: lib === saetta ? 'saetta' : 'undici', failedIn, recoveredIn }))
+        return { error: errorOf(err), text, quick: failedIn < 1000 && recoveredIn < 1000 }
+      }
+      const reference = await outcome(undici)
+      expect(await outcome(saetta)).toEqual(reference)
+      expect(reference).toEqual({ error: expect.objectContaining({ code: 'ECONNREFUSED' }), text: 'ok', quick: true })
     })
 
     test('preferH3 where neither UDP nor TCP answers: the TCP error at once, as undici over HTTP/2 gives it', async () => {

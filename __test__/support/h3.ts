@@ -317,26 +317,50 @@ export async function h3Origin(): Promise<H3Origin> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// an HTTP/2 server that can be stopped
+// an HTTP/2 server that can be stopped, killed and restarted
+
+export interface H2Process {
+  origin: string
+  /** Stops it (SIGSTOP): its kernel still accepts and acknowledges over TCP, and nothing answers. */
+  stop(): void
+  /** Kills it outright (SIGKILL), as a crash does: its kernel refuses new connections. */
+  kill(): Promise<void>
+  /** Starts it again, on the same port. */
+  restart(): Promise<void>
+}
 
 /**
- * A node:http2 server in a process of its own, answering 'ok' to everything, which `stop()`
- * stops (SIGSTOP): its kernel still accepts and acknowledges over TCP, and nothing answers.
- * Ended in cleanup.
+ * A node:http2 server in a process of its own, on a port below the ephemeral range (so that it
+ * is still free for `restart()`), answering 'ok' to everything. Ended in cleanup.
  */
-export async function stoppableH2(): Promise<{ origin: string; stop(): void }> {
+export async function h2Process(): Promise<H2Process> {
   const c = h3Certs()
+  const port = await unusedPort()
   const script = `
     const fs = require('node:fs')
     const s = require('node:http2').createSecureServer(
       { key: fs.readFileSync('server.key'), cert: fs.readFileSync('server.pem') },
       (req, res) => res.end('ok'),
     )
-    s.listen(0, '127.0.0.1', () => console.log(s.address().port))`
-  const child = spawn(process.execPath, ['-e', script], { cwd: c.dir, stdio: ['ignore', 'pipe', 'inherit'] })
-  onCleanup(() => void child.kill('SIGKILL'))
-  const [line] = (await once(child.stdout!, 'data')) as [Buffer]
-  return { origin: `https://localhost:${Number(String(line).trim())}`, stop: () => void child.kill('SIGSTOP') }
+    s.listen(${port}, '127.0.0.1', () => console.log('listening'))`
+  let child: ChildProcess
+  const start = async (): Promise<void> => {
+    const own = spawn(process.execPath, ['-e', script], { cwd: c.dir, stdio: ['ignore', 'pipe', 'inherit'] })
+    child = own
+    onCleanup(() => void own.kill('SIGKILL'))
+    await once(own.stdout!, 'data')
+  }
+  await start()
+  return {
+    origin: `https://localhost:${port}`,
+    stop: () => void child.kill('SIGSTOP'),
+    kill: async () => {
+      const exited = once(child, 'exit')
+      child.kill('SIGKILL')
+      await exited
+    },
+    restart: start,
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
