@@ -334,15 +334,19 @@ function mainThreadCpu(pid) {
   }
 }
 
-/** `measure`, with the busiest of `cfg.servers`' main threads' share of the run's wall time. */
+/**
+ * `measure`, with the busiest of `cfg.servers`' main threads: its share of the run's wall time,
+ * and its CPU µs per request.
+ */
 async function measureWithServers(row, n, cfg, expectBytes) {
   const pids = cfg.servers ?? []
   const before = pids.map(mainThreadCpu)
   const t0 = process.hrtime.bigint()
   const result = await measure(row, n, cfg, expectBytes)
   const seconds = Number(process.hrtime.bigint() - t0) / 1e9
-  const busy = pids.map((pid, i) => (mainThreadCpu(pid) - before[i]) / seconds)
-  return { ...result, busy: busy.length > 0 ? Math.max(...busy) : NaN }
+  const spent = pids.map((pid, i) => mainThreadCpu(pid) - before[i])
+  const most = spent.length > 0 ? Math.max(...spent) : NaN
+  return { ...result, busy: most / seconds, serverUs: (most / n) * 1e6 }
 }
 
 function median(xs) {
@@ -385,6 +389,7 @@ function printThroughput(rows) {
     r.js = median(r.results.map((x) => x.jsUs))
     r.elu = median(r.results.map((x) => x.elu))
     r.busy = median(r.results.map((x) => x.busy))
+    r.serverUs = median(r.results.map((x) => x.serverUs))
   }
   const share = (x) => (Number.isNaN(x) ? 'n/a' : `${Math.round(x * 100)}%`)
   const micros = (x) => (Number.isNaN(x) ? 'n/a' : x.toFixed(1))
@@ -490,14 +495,20 @@ async function throughput(rows, origin, cfg) {
   printThroughput(rows)
 }
 
-/** The throughput rows, then each saetta HTTP/3 row against saetta's HTTP/2 row beside it. */
+/**
+ * The throughput rows, then each saetta HTTP/3 row against saetta's HTTP/2 row beside it: req/s,
+ * the client's CPU a request and the origin's (on the same cores, so req/s follows their sum).
+ */
 async function throughputH3(rows, origin, cfg) {
   await throughput(rows, origin, cfg)
   const pairs = rows
     .filter((r) => r.lib === 'saetta' && r.variant === ', h3')
     .map((r) => {
       const h2 = rows.find((x) => x.name === `saetta ${r.api}, h2`)
-      return h2 && `${r.api} ${fmtRatio(r.rps / h2.rps)} req/s, ${fmtRatio(r.cpu / h2.cpu)} CPU`
+      return (
+        h2 &&
+        `${r.api} ${fmtRatio(r.rps / h2.rps)} req/s, ${fmtRatio(r.cpu / h2.cpu)} CPU, origin ${fmtRatio(r.serverUs / h2.serverUs)} CPU`
+      )
     })
     .filter(Boolean)
   if (pairs.length > 0) console.log(`saetta over HTTP/3 vs saetta over HTTP/2: ${pairs.join('; ')}`)
