@@ -16,10 +16,10 @@ import {
   aioquicMissing,
   blackHole,
   deadUdpPort,
+  h2Process,
   h3Certs,
   h3Origin,
   overH3,
-  h2Process,
   pattern,
   tcpServer,
   versions,
@@ -662,8 +662,10 @@ describe.skipIf(isUndici || skipUnlessCI(missing))('HTTP/3', () => {
       expect(seen).toEqual(['h2', 'h3'])
     })
 
-    /** Requests sequential and concurrent to `srv`; each must have reached it exactly once. */
-    /** Sends 4 requests one by one and 10 at once, each once: how long they all took, in ms. */
+    /**
+     * Requests sequential (4) and concurrent (10) to `srv`; each must have reached it exactly
+     * once. Returns how long they all took, in ms.
+     */
     async function allOnce(c: Client, srv: TcpServer, name: string): Promise<number> {
       const t0 = performance.now()
       const paths: string[] = []
